@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// wimz-relay: the WIM-Z cloud relay and TURN-credential service.
+///
+/// Each C library is wrapped by exactly one Swift target:
+///   CLibWebSockets -> RelayServer, COpenSSL -> RelayCrypto, CLibPQ -> RelayStore.
+let package = Package(
+    name: "wimz-relay",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "wimz-relay", targets: ["wimz-relay"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // System libraries (Debian: libwebsockets-dev, libpq-dev, libssl-dev).
+        .systemLibrary(
+            name: "CLibWebSockets", pkgConfig: "libwebsockets",
+            providers: [.apt(["libwebsockets-dev"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]),
+
+        // Pure Swift: rules, registry, parsing. No C module.
+        .target(name: "RelayCore"),
+        .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"]),
+        .executableTarget(
+            name: "wimz-relay",
+            dependencies: [
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
+        .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
+        .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
+        .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
+        .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayTestSupport", "wimz-relay"]),
+    ]
+)

@@ -1,0 +1,8 @@
+#ifndef COPENSSL_SHIM_H
+#define COPENSSL_SHIM_H
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#endif

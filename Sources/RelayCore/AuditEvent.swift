@@ -1,0 +1,45 @@
+/// What happened, for the append-only audit log (PROTOCOL.md "Store").
+public enum AuditKind: String, Sendable, CaseIterable {
+    case deviceCreated = "device_created"
+    case deviceDisabled = "device_disabled"
+    case deviceEnabled = "device_enabled"
+    case tokenIssued = "token_issued"
+    case tokenRevoked = "token_revoked"
+    case robotConnected = "robot_connected"
+    case robotDisconnected = "robot_disconnected"
+    case robotReplaced = "robot_replaced"
+    case appConnected = "app_connected"
+    case appDisconnected = "app_disconnected"
+    case authFailed = "auth_failed"
+    case turnCredentialIssued = "turn_credential_issued"
+    case turnSecretAdded = "turn_secret_added"
+    case turnSecretRotated = "turn_secret_rotated"
+    case turnSecretRetired = "turn_secret_retired"
+}
+
+/// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event
+/// (from the daemon's spool after a database outage) is stored once.
+public struct AuditEvent: Sendable, Equatable {
+    public var id: String
+    public var at: UnixTime
+    public var kind: AuditKind
+    /// `cli`, `admin-api` or `relay`.
+    public var actor: String
+    public var deviceID: String?
+    public var tokenID: Int64?
+    public var remoteAddress: String?
+    /// A JSON object with event-specific fields.
+    public var details: JSONValue
+
+    public init(id: String, at: UnixTime, kind: AuditKind, actor: String, deviceID: String? = nil,
+                tokenID: Int64? = nil, remoteAddress: String? = nil, details: JSONValue = .object([])) {
+        self.id = id
+        self.at = at
+        self.kind = kind
+        self.actor = actor
+        self.deviceID = deviceID
+        self.tokenID = tokenID
+        self.remoteAddress = remoteAddress
+        self.details = details
+    }
+}

@@ -1,0 +1,62 @@
+/// A device as the store knows it.
+public struct DeviceRecord: Sendable, Equatable {
+    public var id: DeviceID
+    public var name: String
+    public var createdAt: UnixTime
+    public var disabledAt: UnixTime?
+
+    public init(id: DeviceID, name: String, createdAt: UnixTime, disabledAt: UnixTime?) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+        self.disabledAt = disabledAt
+    }
+
+    public var isDisabled: Bool { disabledAt != nil }
+}
+
+/// A bearer token's metadata. The secret itself is never kept; `digest` is its SHA-256.
+public struct TokenRecord: Sendable, Equatable {
+    public var id: Int64
+    public var deviceID: DeviceID
+    public var role: Role
+    public var label: String
+    public var digest: [UInt8]
+    public var createdAt: UnixTime
+    public var expiresAt: UnixTime?
+    public var revokedAt: UnixTime?
+    public var lastUsedAt: UnixTime?
+
+    public init(id: Int64, deviceID: DeviceID, role: Role, label: String, digest: [UInt8], createdAt: UnixTime,
+                expiresAt: UnixTime?, revokedAt: UnixTime?, lastUsedAt: UnixTime?) {
+        self.id = id
+        self.deviceID = deviceID
+        self.role = role
+        self.label = label
+        self.digest = digest
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.revokedAt = revokedAt
+        self.lastUsedAt = lastUsedAt
+    }
+
+    public func isExpired(at now: UnixTime) -> Bool {
+        if let expiresAt { return expiresAt <= now }
+        return false
+    }
+}
+
+/// Why a presented token was not accepted. Also the `reason` of `auth_failed` audit events
+/// and of the auth-failure metrics.
+public enum AuthFailure: String, Sendable, Error {
+    case missingToken = "missing_token"
+    case unknownToken = "unknown_token"
+    case expiredToken = "expired_token"
+    case revokedToken = "revoked_token"
+    case wrongDevice = "wrong_device"
+    case wrongRole = "wrong_role"
+    case deviceDisabled = "device_disabled"
+    case storeUnavailable = "store_unavailable"
+    case rateLimited = "rate_limited"
+    case badRequest = "bad_request"
+}

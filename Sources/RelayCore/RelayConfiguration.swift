@@ -1,0 +1,70 @@
+/// Everything `wimz-relay serve` can be told, with the defaults in one place.
+/// Each field has a `WIMZ_*` environment variable and a `serve` flag (see `wimz-relay serve --help`).
+public struct RelayConfiguration: Sendable {
+    /// libpq conninfo or `postgresql://` URL (`WIMZ_DATABASE_URL`).
+    public var databaseURL: String
+    /// Listen address (`WIMZ_LISTEN`, default `127.0.0.1:8080`). Port 0 picks a free port.
+    public var listenHost = "127.0.0.1"
+    public var listenPort = 8080
+    /// Bearer token guarding the admin API (`WIMZ_ADMIN_TOKEN`); nil disables the admin API.
+    public var adminToken: String?
+    /// Directory holding the numbered SQL migrations (`WIMZ_MIGRATIONS_DIR`).
+    public var migrationsDirectory: String
+    public var logLevel: LogLevel = .info
+
+    // TURN (PROTOCOL.md "GET /api/turn/credentials").
+    public var turnURLs: [String] = []
+    public var turnStaticSecret: String?
+    public var turnRealm = "wimz"
+    public var turnTTL = 86_400
+    public var turnTTLMin = 300
+    public var turnTTLMax = 172_800
+    public var turnUsernameSeparator = ":"
+
+    // TLS (served by libwebsockets/OpenSSL when both are set).
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+
+    // WebSocket limits (PROTOCOL.md "keepalive and limits").
+    public var pingIntervalSeconds = 20
+    public var maxMessageBytes = 64 * 1024
+    public var maxAppsPerDevice = 16
+    public var appRateLimitPerSecond = 20.0
+    public var appRateLimitBurst = 40.0
+    public var sendQueueMaxMessages = 1024
+    public var sendQueueMaxBytes = 4 * 1024 * 1024
+    /// Events remembered per device and replayed to apps that connect later.
+    public var replayEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
+
+    /// How long a graceful stop waits for peers to acknowledge the 1001 close.
+    public var shutdownGraceSeconds = 2
+    /// Where audit events go when the database is unreachable at shutdown (`WIMZ_SPOOL_DIR`).
+    public var spoolDirectory = "./var/spool"
+
+    public init(databaseURL: String, migrationsDirectory: String) {
+        self.databaseURL = databaseURL
+        self.migrationsDirectory = migrationsDirectory
+    }
+
+    /// Largest message the contract allows an operator to configure.
+    public static let maxMessageBytesLimit = 1 << 20
+
+    /// Parses `host:port` (IPv6 as `[::1]:8080`). Nil for anything else.
+    public static func parseListen(_ text: String) -> (host: String, port: Int)? {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return nil }
+            portText = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty, let port = Int(portText), (0...65535).contains(port) else { return nil }
+        return (String(host), port)
+    }
+}

@@ -1,0 +1,42 @@
+import RelayCore
+
+/// A complete, small HTTP response (JSON or text) written in one go.
+struct HTTPResponse {
+    var status: Int
+    var contentType = "application/json"
+    var headers: [(String, String)] = []
+    var body: [UInt8]
+
+    init(status: Int, contentType: String = "application/json", headers: [(String, String)] = [], body: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON body.
+    static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPResponse {
+        var text = value.encoded
+        text += "\n"
+        return HTTPResponse(status: status, headers: headers, body: Array(text.utf8))
+    }
+
+    /// The contract's error body: `{"error":CODE,"message":TEXT}`.
+    static func error(_ status: Int, _ code: String, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        json(status, .object([("error", .string(code)), ("message", .string(message))]), headers: headers)
+    }
+
+    /// A 401/403/429/503 for a failed authentication, with `WWW-Authenticate` on 401.
+    static func authFailure(_ failure: AuthFailure, message: String) -> HTTPResponse {
+        var headers: [(String, String)] = []
+        switch failure.httpStatus {
+        case 401:
+            headers.append(("WWW-Authenticate", "Bearer realm=\"wimz\", error=\"invalid_token\""))
+        case 429, 503:
+            headers.append(("Retry-After", "1"))
+        default:
+            break
+        }
+        return error(failure.httpStatus, failure.rawValue, message, headers: headers)
+    }
+}

@@ -1,0 +1,47 @@
+import CLibWebSockets
+import RelayCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A monotonic clock for durations (never jumps with wall-clock changes).
+enum MonotonicClock {
+    static func nanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
+
+/// lws sizes its fd table from RLIMIT_NOFILE and finds a socket's state by direct index only
+/// while `fd_limit_per_thread` is not below it, so raise the soft limit as far as the hard
+/// limit allows and hand lws that value.
+enum FileDescriptorLimit {
+    static func raise(wanted: rlim_t = 1 << 20) -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = min(wanted, limit.rlim_max)
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return Int(min(limit.rlim_cur, 1 << 20))
+    }
+}
+
+/// Sends lws's own warnings and errors through our JSON logger.
+enum LWSLogBridge {
+    static func install(level: LogLevel) {
+        var mask = LLL_ERR | LLL_WARN
+        if level == .debug { mask |= LLL_NOTICE }
+        lws_set_log_level(mask) { lwsLevel, line in
+            guard let line else { return }
+            var text = String(cString: line)
+            while text.last == "\n" { text.removeLast() }
+            let level: LogLevel = lwsLevel == LLL_ERR ? .error
+                : lwsLevel == LLL_WARN ? .warn : .debug
+            Logger.shared.log(level, "lws", [("message", .string(text))])
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import RelayCore
+import RelayCrypto
+
+/// The append-only audit log.
+public struct AuditRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// Most rows one INSERT carries (8 parameters each, well under libpq's 65535).
+    public static let maxBatch = 500
+
+    /// A new event with a fresh id and the current time.
+    public static func event(_ kind: AuditKind, actor: String, deviceID: String? = nil, tokenID: Int64? = nil,
+                             remoteAddress: String? = nil, details: JSONValue = .object([])) throws -> AuditEvent {
+        AuditEvent(id: try Crypto.uuidV4(), at: .now(), kind: kind, actor: actor, deviceID: deviceID,
+                   tokenID: tokenID, remoteAddress: remoteAddress, details: details)
+    }
+
+    /// Inserts events; ids already stored are skipped, so replaying a batch is harmless.
+    /// Returns how many rows were new.
+    @discardableResult
+    public func append(_ events: [AuditEvent]) throws -> Int {
+        var inserted = 0
+        var start = 0
+        while start < events.count {
+            let batch = events[start..<min(start + AuditRepository.maxBatch, events.count)]
+            var values: [String] = []
+            var params: [String?] = []
+            for event in batch {
+                let n = params.count
+                values.append("($\(n + 1)::uuid, $\(n + 2)::timestamptz, $\(n + 3), $\(n + 4), $\(n + 5), "
+                    + "$\(n + 6)::bigint, $\(n + 7), $\(n + 8)::jsonb)")
+                params += [event.id, PGValue.timeText(event.at), event.kind.rawValue, event.actor, event.deviceID,
+                           event.tokenID.map { String($0) }, event.remoteAddress, event.details.encoded]
+            }
+            inserted += try db.execute(
+                "INSERT INTO audit_log (event_id, at, event, actor, device_id, token_id, remote_addr, details) VALUES "
+                    + values.joined(separator: ", ") + " ON CONFLICT (event_id) DO NOTHING", params).affected
+            start += batch.count
+        }
+        return inserted
+    }
+
+    /// A stored audit entry as read back.
+    public struct Entry: Sendable {
+        public var sequence: Int64
+        public var event: AuditEvent
+        /// The details object as stored (JSON text).
+        public var detailsJSON: String
+    }
+
+    /// Entries filtered by device and time range, oldest first, `limit` at most, after
+    /// `afterSequence` (keyset paging).
+    public func query(deviceID: String? = nil, from: UnixTime? = nil, to: UnixTime? = nil, kind: AuditKind? = nil,
+                      afterSequence: Int64 = 0, limit: Int = 100) throws -> [Entry] {
+        let rows = try db.execute(
+            """
+            SELECT id, event_id, at, event, actor, device_id, token_id, remote_addr, details::text
+            FROM audit_log
+            WHERE ($1::text IS NULL OR device_id = $1)
+              AND ($2::timestamptz IS NULL OR at >= $2)
+              AND ($3::timestamptz IS NULL OR at < $3)
+              AND ($4::text IS NULL OR event = $4)
+              AND id > $5
+            ORDER BY id LIMIT $6
+            """,
+            [deviceID, PGValue.timeText(from), PGValue.timeText(to), kind?.rawValue, String(afterSequence),
+             String(limit)])
+        return rows.rows.compactMap { row in
+            guard let seq = row[0].flatMap({ Int64($0) }), let id = row[1], let at = PGValue.time(row[2]),
+                  let kind = row[3].flatMap(AuditKind.init(rawValue:)), let actor = row[4]
+            else { return nil }
+            let details = row[8] ?? "{}"
+            return Entry(sequence: seq,
+                         event: AuditEvent(id: id, at: at, kind: kind, actor: actor, deviceID: row[5],
+                                           tokenID: row[6].flatMap { Int64($0) }, remoteAddress: row[7],
+                                           details: .raw(details)),
+                         detailsJSON: details)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import RelayCore
+
+/// Devices in the store. Every change is written with its audit event in one transaction.
+public struct DeviceRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    static let columns = "id, name, created_at, disabled_at"
+
+    /// Creates a device; a duplicate id is a `.conflict` error.
+    @discardableResult
+    public func add(_ id: DeviceID, name: String, actor: String) throws -> DeviceRecord {
+        try db.transaction {
+            let rows: PGRows
+            do {
+                rows = try db.execute(
+                    "INSERT INTO devices (id, name) VALUES ($1, $2) RETURNING \(DeviceRepository.columns)",
+                    [id.rawValue, name])
+            } catch let error as StoreError where error.isUniqueViolation {
+                throw StoreError(.conflict, "device \(id) already exists")
+            }
+            let device = try DeviceRepository.decode(rows.rows[0])
+            try AuditRepository(db).append([
+                AuditRepository.event(.deviceCreated, actor: actor, deviceID: id.rawValue,
+                                      details: .object([("name", .string(name))])),
+            ])
+            return device
+        }
+    }
+
+    public func list() throws -> [DeviceRecord] {
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices ORDER BY id").rows.map(DeviceRepository.decode)
+    }
+
+    public func get(_ id: DeviceID) throws -> DeviceRecord? {
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1", [id.rawValue])
+            .rows.first.map(DeviceRepository.decode)
+    }
+
+    /// Disables or re-enables a device. Disabling stops every token of the device; running
+    /// daemons hear of it through the `wimz_credentials` notification and close its sockets.
+    /// Returns the device and whether anything changed (a no-op is not audited).
+    @discardableResult
+    public func setDisabled(_ id: DeviceID, _ disabled: Bool, actor: String) throws -> (device: DeviceRecord, changed: Bool) {
+        try db.transaction {
+            guard let row = try db.execute(
+                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE", [id.rawValue]).first
+            else { throw StoreError(.conflict, "unknown device \(id)") }
+            let current = try DeviceRepository.decode(row)
+            guard current.isDisabled != disabled else { return (current, false) }
+            let updated = try db.execute(
+                """
+                UPDATE devices SET disabled_at = CASE WHEN $2::boolean THEN now() ELSE NULL END
+                WHERE id = $1 RETURNING \(DeviceRepository.columns)
+                """, [id.rawValue, disabled ? "true" : "false"])
+            try AuditRepository(db).append([
+                AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, actor: actor, deviceID: id.rawValue),
+            ])
+            return (try DeviceRepository.decode(updated.rows[0]), true)
+        }
+    }
+
+    static func decode(_ row: [String?]) throws -> DeviceRecord {
+        guard let idText = row[0], let id = DeviceID(idText), let created = PGValue.time(row[2]) else {
+            throw StoreError(.schema, "unexpected device row")
+        }
+        return DeviceRecord(id: id, name: row[1] ?? "", createdAt: created, disabledAt: PGValue.time(row[3]))
+    }
+}

@@ -1,0 +1,208 @@
+import CLibPQ
+import RelayCore
+import RelayCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failure talking to PostgreSQL, with libpq's message and the SQLSTATE when there is one.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable {
+        /// Could not connect, or the connection broke.
+        case unavailable
+        /// The server rejected a statement.
+        case query
+        /// Something the caller asked for does not hold (not found, duplicate, …).
+        case conflict
+        /// Schema/migration problem.
+        case schema
+    }
+
+    public var kind: Kind
+    public var message: String
+    public var sqlState: String?
+
+    public init(_ kind: Kind, _ message: String, sqlState: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.sqlState = sqlState
+    }
+
+    public var description: String { message }
+
+    /// `23505`: a unique constraint was violated.
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+}
+
+/// Rows of one statement's result, in text format.
+public struct PGRows: Sendable {
+    public var columns: [String]
+    public var rows: [[String?]]
+    /// Rows touched by INSERT/UPDATE/DELETE.
+    public var affected: Int
+
+    public var first: [String?]? { rows.first }
+}
+
+/// A notification received on a `LISTEN`ed channel.
+public struct PGNotification: Sendable, Equatable {
+    public var channel: String
+    public var payload: String
+}
+
+/// One libpq connection. Owns its `PGconn` and frees it in `deinit`.
+/// Not thread-safe: use it from one thread at a time.
+public final class PGConnection {
+    private var conn: OpaquePointer?
+
+    /// Connects with a libpq conninfo string or `postgresql://` URL.
+    /// `connectTimeout` bounds the attempt unless the conninfo sets its own.
+    public init(conninfo: String, connectTimeout: Int = 5) throws {
+        var info = conninfo
+        if !info.contains("connect_timeout") {
+            if info.hasPrefix("postgres://") || info.hasPrefix("postgresql://") {
+                info += (info.contains("?") ? "&" : "?") + "connect_timeout=\(connectTimeout)"
+            } else {
+                info += " connect_timeout=\(connectTimeout)"
+            }
+        }
+        conn = PQconnectdb(info)
+        guard let conn, PQstatus(conn) == CONNECTION_OK else {
+            let message = conn.map { PGConnection.errorMessage($0) } ?? "out of memory"
+            if let conn { PQfinish(conn) }
+            self.conn = nil
+            throw StoreError(.unavailable, "database unreachable: \(message)")
+        }
+        // Times cross the wire as UTC ISO 8601 so UnixTime can parse them without zone tables.
+        _ = try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning")
+    }
+
+    deinit {
+        if let conn { PQfinish(conn) }
+    }
+
+    /// True while the connection is usable.
+    public var isOpen: Bool {
+        guard let conn else { return false }
+        return PQstatus(conn) == CONNECTION_OK
+    }
+
+    /// The socket, for waiting on notifications with poll(2).
+    public var socket: Int32 { conn.map { PQsocket($0) } ?? -1 }
+
+    /// Runs one statement with text parameters `$1…`; nil parameters are SQL NULL.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
+        defer { cStrings.forEach { free($0) } }
+        let result: OpaquePointer? = cStrings.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) {
+                params in
+                if parameters.isEmpty {
+                    return PQexec(conn, sql)
+                }
+                return PQexecParams(conn, sql, Int32(parameters.count), nil, params, nil, nil, 0)
+            }
+        }
+        return try consume(result)
+    }
+
+    /// Runs several `;`-separated statements as one simple query (migration files).
+    public func executeScript(_ sql: String) throws {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        _ = try consume(PQexec(conn, sql))
+    }
+
+    /// Runs `body` inside BEGIN … COMMIT, rolling back if it throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            if isOpen { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Reads what arrived on the socket and returns the pending notifications.
+    public func drainNotifications() throws -> [PGNotification] {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        guard PQconsumeInput(conn) == 1 else {
+            throw StoreError(.unavailable, "database connection lost: \(PGConnection.errorMessage(conn))")
+        }
+        var out: [PGNotification] = []
+        while let note = PQnotifies(conn) {
+            out.append(PGNotification(channel: String(cString: note.pointee.relname),
+                                      payload: String(cString: note.pointee.extra)))
+            PQfreemem(note)
+        }
+        return out
+    }
+
+    private func consume(_ result: OpaquePointer?) throws -> PGRows {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        guard let result else {
+            throw StoreError(.unavailable, "database connection lost: \(PGConnection.errorMessage(conn))")
+        }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            return PGRows(columns: [], rows: [], affected: Int(String(cString: PQcmdTuples(result))) ?? 0)
+        case PGRES_TUPLES_OK:
+            let nfields = PQnfields(result)
+            let ntuples = PQntuples(result)
+            let columns = (0..<nfields).map { String(cString: PQfname(result, $0)) }
+            var rows: [[String?]] = []
+            rows.reserveCapacity(Int(ntuples))
+            for r in 0..<ntuples {
+                rows.append((0..<nfields).map { c in
+                    PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c))
+                })
+            }
+            return PGRows(columns: columns, rows: rows, affected: Int(ntuples))
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            let message = primary ?? PGConnection.errorMessage(conn)
+            let kind: StoreError.Kind = PQstatus(conn) == CONNECTION_OK ? .query : .unavailable
+            throw StoreError(kind, message, sqlState: state)
+        }
+    }
+
+    /// libpq's last error, folded onto one line (it spreads hints over several).
+    private static func errorMessage(_ conn: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(conn)).split(whereSeparator: { $0 == "\n" || $0 == "\t" })
+            .map { $0.trimmingTrailingNewlines() }.filter { !$0.isEmpty }.joined(separator: "; ")
+    }
+}
+
+extension StringProtocol {
+    func trimmingTrailingNewlines() -> String {
+        var s = Substring(self)
+        while let last = s.last, last == "\n" || last == "\r" || last == " " { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// Conversions between store text and domain values.
+enum PGValue {
+    static func time(_ text: String?) -> UnixTime? { text.flatMap { UnixTime(iso8601: $0) } }
+
+    static func timeText(_ t: UnixTime?) -> String? {
+        guard let t else { return nil }
+        let micros = String(((t.microseconds % 1_000_000) + 1_000_000) % 1_000_000)
+        return String(t.iso8601.dropLast()) + "." + String(repeating: "0", count: 6 - micros.count) + micros + "Z"
+    }
+
+    /// `\x…` hex form of bytea.
+    static func byteaText(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
+
+    static func bytes(fromBytea text: String?) -> [UInt8]? {
+        guard let text, text.hasPrefix("\\x") else { return nil }
+        return Hex.decode(String(text.dropFirst(2)))
+    }
+}

@@ -1,0 +1,165 @@
+import RelayCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The store's state as the relay sees it (feeds `/readyz` and the token checks).
+public struct StoreHealth: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// Connected and every migration applied.
+        case ready
+        /// Connected, but migrations are pending (run `wimz-relay migrate`).
+        case schemaOutdated = "schema_outdated"
+        /// Not reachable.
+        case unavailable
+    }
+
+    public var state: State
+    public var reason: String
+
+    public init(state: State, reason: String) {
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// What the monitor reports to its owner (the relay's service thread, through its mailbox).
+public enum StoreEvent: Sendable {
+    case health(StoreHealth)
+    /// Every token that can authenticate right now; replaces whatever the relay had.
+    case credentialSnapshot([CredentialEntry])
+    /// A token was issued or changed (revoked, …): its current row (nil if deleted).
+    case tokenChanged(id: Int64, entry: CredentialEntry?)
+    /// A device was disabled or enabled.
+    case deviceChanged(DeviceID, disabled: Bool)
+}
+
+/// A thread that keeps one connection to PostgreSQL: it checks reachability and schema every
+/// second, loads the credential snapshot on every (re)connect, and turns `wimz_credentials`
+/// notifications into `StoreEvent`s. The relay's service thread never waits on it.
+public final class StoreMonitor: Sendable {
+    public static let channel = "wimz_credentials"
+
+    private let conninfo: String
+    private let migrator: Migrator
+    private let onEvent: @Sendable (StoreEvent) -> Void
+    private let running = Atomic<Bool>(false)
+    /// A pipe whose write end interrupts the monitor's poll(2) on stop.
+    private let wakeFD: Int32
+    private let wakeWriteFD: Int32
+    private let thread = Mutex<pthread_t?>(nil)
+
+    public init(conninfo: String, migrator: Migrator, onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+        self.conninfo = conninfo
+        self.migrator = migrator
+        self.onEvent = onEvent
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    public func start() {
+        running.store(true, ordering: .sequentiallyConsistent)
+        let box = Unmanaged.passRetained(self)
+        var tid = pthread_t()
+        pthread_create(&tid, nil, { arg in
+            let monitor = Unmanaged<StoreMonitor>.fromOpaque(arg!).takeRetainedValue()
+            monitor.run()
+            return nil
+        }, box.toOpaque())
+        thread.withLock { $0 = tid }
+    }
+
+    /// Stops the thread and waits for it.
+    public func stop() {
+        running.store(false, ordering: .sequentiallyConsistent)
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)
+        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
+            pthread_join(tid, nil)
+        }
+    }
+
+    private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+
+    private func run() {
+        var lastHealth: StoreHealth?
+        func report(_ health: StoreHealth) {
+            if health != lastHealth { onEvent(.health(health)) }
+            lastHealth = health
+        }
+        while isRunning {
+            let db: PGConnection
+            do {
+                db = try PGConnection(conninfo: conninfo, connectTimeout: 2)
+                try db.execute("LISTEN \(StoreMonitor.channel)")
+            } catch {
+                report(StoreHealth(state: .unavailable, reason: "\(error)"))
+                wait(milliseconds: 1000)
+                continue
+            }
+            var snapshotLoaded = false
+            while isRunning {
+                do {
+                    let status = try migrator.status(db)
+                    if status.isCurrent {
+                        if !snapshotLoaded {
+                            onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
+                            snapshotLoaded = true
+                        }
+                        report(StoreHealth(state: .ready, reason: "ok"))
+                    } else {
+                        report(StoreHealth(state: .schemaOutdated,
+                                           reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
+                    }
+                    try waitForNotifications(db, milliseconds: 1000, snapshotLoaded: snapshotLoaded)
+                } catch {
+                    report(StoreHealth(state: .unavailable, reason: "\(error)"))
+                    break
+                }
+            }
+        }
+    }
+
+    /// Waits up to `milliseconds` for notifications and forwards the rows they name.
+    private func waitForNotifications(_ db: PGConnection, milliseconds: Int32, snapshotLoaded: Bool) throws {
+        var fds = [pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, milliseconds)
+        guard isRunning else { return }
+        let notes = try db.drainNotifications()
+        guard snapshotLoaded else { return }  // the snapshot taken later includes these changes
+        let tokens = TokenRepository(db)
+        for note in notes where note.channel == StoreMonitor.channel {
+            let parts = note.payload.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            switch parts[0] {
+            case "token":
+                if let id = Int64(parts[1]) { onEvent(.tokenChanged(id: id, entry: try tokens.credential(id: id))) }
+            case "device":
+                if let id = DeviceID(String(parts[1])), let device = try DeviceRepository(db).get(id) {
+                    onEvent(.deviceChanged(id, disabled: device.isDisabled))
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    private func wait(milliseconds: Int32) {
+        var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        _ = poll(&fd, 1, milliseconds)
+    }
+}

@@ -1,0 +1,150 @@
+import RelayCore
+import RelayCrypto
+
+/// A token as just issued: the only moment its secret exists outside the holder.
+public struct IssuedToken: Sendable {
+    public var record: TokenRecord
+    public var secret: String
+}
+
+/// What the relay needs to decide on a presented token, without the database in the loop.
+public struct CredentialEntry: Sendable, Equatable {
+    public var token: TokenRecord
+    public var deviceDisabled: Bool
+
+    public init(token: TokenRecord, deviceDisabled: Bool) {
+        self.token = token
+        self.deviceDisabled = deviceDisabled
+    }
+}
+
+/// Bearer tokens in the store (digests only).
+public struct TokenRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, t.last_used_at"
+
+    /// Issues a token for an existing, enabled device. `expiresIn` is in seconds.
+    public func issue(device: DeviceID, role: Role, label: String, expiresIn: Int64?, actor: String) throws -> IssuedToken {
+        if let expiresIn, expiresIn <= 0 { throw StoreError(.conflict, "--expires-in must be a positive number of seconds") }
+        let secret = try BearerToken.generate(prefix: role.tokenPrefix)
+        return try db.transaction {
+            guard let deviceRow = try db.execute(
+                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE", [device.rawValue]).first
+            else { throw StoreError(.conflict, "unknown device \(device)") }
+            if try DeviceRepository.decode(deviceRow).isDisabled {
+                throw StoreError(.conflict, "device \(device) is disabled; enable it before issuing tokens")
+            }
+            let rows = try db.execute(
+                """
+                INSERT INTO tokens AS t (device_id, role, digest, label, expires_at)
+                VALUES ($1, $2, $3::bytea, $4, CASE WHEN $5::bigint IS NULL THEN NULL
+                                                   ELSE now() + make_interval(secs => $5::bigint) END)
+                RETURNING \(TokenRepository.columns)
+                """,
+                [device.rawValue, role.rawValue, PGValue.byteaText(BearerToken.digest(secret)), label,
+                 expiresIn.map { String($0) }])
+            let record = try TokenRepository.decode(rows.rows[0])
+            try AuditRepository(db).append([
+                AuditRepository.event(.tokenIssued, actor: actor, deviceID: device.rawValue, tokenID: record.id,
+                                      details: .object([("role", .string(role.rawValue)), ("label", .string(label)),
+                                                        ("expires_at", .optional(record.expiresAt?.iso8601))])),
+            ])
+            return IssuedToken(record: record, secret: secret)
+        }
+    }
+
+    /// Tokens, newest first; never their secrets.
+    public func list(device: DeviceID? = nil) throws -> [TokenRecord] {
+        try db.execute(
+            "SELECT \(TokenRepository.columns) FROM tokens t WHERE ($1::text IS NULL OR t.device_id = $1) ORDER BY t.id",
+            [device?.rawValue]
+        ).rows.map(TokenRepository.decode)
+    }
+
+    /// Revokes a token. Revoking an already revoked token changes nothing and is not audited.
+    @discardableResult
+    public func revoke(id: Int64, actor: String) throws -> (token: TokenRecord, changed: Bool) {
+        try db.transaction {
+            guard let row = try db.execute(
+                "SELECT \(TokenRepository.columns) FROM tokens t WHERE t.id = $1 FOR UPDATE", [String(id)]).first
+            else { throw StoreError(.conflict, "unknown token \(id)") }
+            let current = try TokenRepository.decode(row)
+            guard current.revokedAt == nil else { return (current, false) }
+            let updated = try db.execute(
+                "UPDATE tokens t SET revoked_at = now() WHERE t.id = $1 RETURNING \(TokenRepository.columns)", [String(id)])
+            try AuditRepository(db).append([
+                AuditRepository.event(.tokenRevoked, actor: actor, deviceID: current.deviceID.rawValue, tokenID: id),
+            ])
+            return (try TokenRepository.decode(updated.rows[0]), true)
+        }
+    }
+
+    /// Looks a presented secret up by digest and applies every rule except device/role
+    /// matching (the caller knows what it expects).
+    public func verify(secret: String, at now: UnixTime = .now()) throws -> Result<CredentialEntry, AuthFailure> {
+        guard let entry = try credential(digest: BearerToken.digest(secret)) else { return .failure(.unknownToken) }
+        return CredentialRules.check(entry, at: now)
+    }
+
+    /// Every token that can still authenticate (not revoked, not expired), with its device's state:
+    /// the relay's in-memory credential table is loaded from this.
+    public func activeCredentials(at now: UnixTime = .now()) throws -> [CredentialEntry] {
+        try db.execute(
+            """
+            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
+            FROM tokens t JOIN devices d ON d.id = t.device_id
+            WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $1::timestamptz)
+            """, [PGValue.timeText(now)]
+        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[9] == "t") }
+    }
+
+    /// One token with its device's state, whatever its state.
+    public func credential(id: Int64) throws -> CredentialEntry? {
+        try credential(where: "t.id = $1", String(id))
+    }
+
+    public func credential(digest: [UInt8]) throws -> CredentialEntry? {
+        try credential(where: "t.digest = $1::bytea", PGValue.byteaText(digest))
+    }
+
+    /// Records when tokens were last used (batched by the relay).
+    public func touch(_ lastUsed: [Int64: UnixTime]) throws {
+        guard !lastUsed.isEmpty else { return }
+        let ids = lastUsed.keys.map { String($0) }.joined(separator: ",")
+        let times = lastUsed.keys.map { PGValue.timeText(lastUsed[$0])! }.joined(separator: ",")
+        try db.execute(
+            """
+            UPDATE tokens t SET last_used_at = GREATEST(t.last_used_at, u.at)
+            FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id
+            """, ["{\(ids)}", "{\(times)}"])
+    }
+
+    private func credential(where condition: String, _ parameter: String) throws -> CredentialEntry? {
+        try db.execute(
+            """
+            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
+            FROM tokens t JOIN devices d ON d.id = t.device_id WHERE \(condition)
+            """, [parameter]
+        ).rows.first.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[9] == "t") }
+    }
+
+    static func decode(_ row: [String?]) throws -> TokenRecord {
+        guard let id = row[0].flatMap({ Int64($0) }), let device = row[1].flatMap(DeviceID.init),
+              let role = row[2].flatMap(Role.init(rawValue:)), let digest = PGValue.bytes(fromBytea: row[4]),
+              let created = PGValue.time(row[5])
+        else { throw StoreError(.schema, "unexpected token row") }
+        return TokenRecord(id: id, deviceID: device, role: role, label: row[3] ?? "", digest: digest,
+                           createdAt: created, expiresAt: PGValue.time(row[6]), revokedAt: PGValue.time(row[7]),
+                           lastUsedAt: PGValue.time(row[8]))
+    }
+}
+
+extension CredentialEntry: CredentialState {
+    public var deviceID: DeviceID { token.deviceID }
+    public var role: Role { token.role }
+    public var expiresAt: UnixTime? { token.expiresAt }
+    public var revokedAt: UnixTime? { token.revokedAt }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import RelayCore
+import RelayStore
+
+struct Device: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage devices (robots).",
+        subcommands: [Add.self, List.self, Disable.self, Enable.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register a device.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "Device id: 1-64 characters from A-Z a-z 0-9 _ . -") var id: String
+        @Option(help: "Human-readable name.") var name: String = ""
+
+        func run() throws {
+            let device = try parseDeviceID(id)
+            let db = try database.connect()
+            try storeCall { try DeviceRepository(db).add(device, name: name, actor: "cli") }
+            print("added device \(device)")
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List devices.")
+        @OptionGroup var database: DatabaseOptions
+
+        func run() throws {
+            let db = try database.connect()
+            let devices = try storeCall { try DeviceRepository(db).list() }
+            printTable(["DEVICE", "NAME", "STATUS", "CREATED"], devices.map {
+                [$0.id.rawValue, $0.name, $0.isDisabled ? "disabled" : "enabled", $0.createdAt.iso8601]
+            })
+        }
+    }
+
+    struct Disable: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Disable a device: its tokens stop working and its live sockets close (4003).")
+        @OptionGroup var database: DatabaseOptions
+        @Argument var id: String
+
+        func run() throws {
+            let device = try parseDeviceID(id)
+            let db = try database.connect()
+            let result = try storeCall { try DeviceRepository(db).setDisabled(device, true, actor: "cli") }
+            print(result.changed ? "disabled device \(device)" : "device \(device) was already disabled")
+        }
+    }
+
+    struct Enable: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Re-enable a disabled device.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument var id: String
+
+        func run() throws {
+            let device = try parseDeviceID(id)
+            let db = try database.connect()
+            let result = try storeCall { try DeviceRepository(db).setDisabled(device, false, actor: "cli") }
+            print(result.changed ? "enabled device \(device)" : "device \(device) was already enabled")
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import ArgumentParser
+import RelayCore
+import RelayServer
+import RelayStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the relay daemon.",
+        discussion: """
+            Every option can also be set through the environment variable named in its help;
+            a flag wins over the environment. SIGTERM/SIGINT stop gracefully (close 1001).
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(help: "host:port to listen on (env WIMZ_LISTEN, default 127.0.0.1:8080; port 0 picks one).")
+    var listen: String?
+    @Option(name: .customLong("admin-token"), help: "Bearer token for the admin API (env WIMZ_ADMIN_TOKEN).")
+    var adminToken: String?
+    @Option(name: .customLong("log-level"), help: "debug, info, warn or error (env WIMZ_LOG_LEVEL, default info).")
+    var logLevel: String?
+    @Option(name: .customLong("turn-urls"), help: "Comma-separated TURN URLs (env WIMZ_TURN_URLS).")
+    var turnURLs: String?
+    @Option(name: .customLong("turn-secret"), help: "Static TURN secret (env WIMZ_TURN_SECRET).")
+    var turnSecret: String?
+    @Option(name: .customLong("turn-realm"), help: "TURN realm (env WIMZ_TURN_REALM, default wimz).")
+    var turnRealm: String?
+    @Option(name: .customLong("turn-ttl"), help: "Default TURN credential TTL in seconds (env WIMZ_TURN_TTL, default 86400).")
+    var turnTTL: Int?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain (env WIMZ_TLS_CERT).")
+    var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key (env WIMZ_TLS_KEY).")
+    var tlsKey: String?
+    @Option(name: .customLong("ping-interval"), help: "Seconds between pings (env WIMZ_PING_INTERVAL, default 20).")
+    var pingInterval: Int?
+    @Option(name: .customLong("max-message-bytes"), help: "Largest message, up to 1 MiB (env WIMZ_MAX_MESSAGE_BYTES, default 65536).")
+    var maxMessageBytes: Int?
+    @Option(name: .customLong("max-apps-per-device"), help: "App sockets per device (env WIMZ_MAX_APPS_PER_DEVICE, default 16).")
+    var maxAppsPerDevice: Int?
+    @Option(name: .customLong("app-rate-limit"), help: "App messages per second (env WIMZ_APP_RATE_LIMIT, default 20).")
+    var appRateLimit: Double?
+    @Option(name: .customLong("app-rate-burst"), help: "App message burst (env WIMZ_APP_RATE_BURST, default 40).")
+    var appRateBurst: Double?
+    @Option(name: .customLong("send-queue-messages"), help: "Per-socket send queue, messages (env WIMZ_SEND_QUEUE_MESSAGES, default 1024).")
+    var sendQueueMessages: Int?
+    @Option(name: .customLong("send-queue-bytes"), help: "Per-socket send queue, bytes (env WIMZ_SEND_QUEUE_BYTES, default 4194304).")
+    var sendQueueBytes: Int?
+    @Option(name: .customLong("spool-dir"), help: "Where audit events wait while the database is down (env WIMZ_SPOOL_DIR, default ./var/spool).")
+    var spoolDir: String?
+
+    func run() throws {
+        let config = try makeConfiguration()
+        Logger.shared.level = config.logLevel
+        let migrator = try database.migrator()
+
+        // Signals go to one watcher thread; block them before any other thread exists.
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM, SIGHUP])
+        let server: RelayServer
+        do {
+            server = try RelayServer(configuration: config, migrator: migrator)
+        } catch {
+            throw CLIError("\(error)")
+        }
+        let control = server.control
+        signals.start { signal in
+            if signal == SIGHUP {
+                Logger.shared.info("signal", [("signal", "SIGHUP")])
+            } else {
+                Logger.shared.info("signal", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT"))])
+                control.requestStop()
+            }
+        }
+        server.run()
+    }
+
+    func makeConfiguration() throws -> RelayConfiguration {
+        func setting<T>(_ flag: T?, _ env: String, _ parse: (String) -> T?) throws -> T? {
+            if let flag { return flag }
+            guard let text = Environment.value(env) else { return nil }
+            guard let value = parse(text) else { throw CLIError("invalid value for \(env): '\(text.prefix(80))'") }
+            return value
+        }
+        var config = RelayConfiguration(databaseURL: try database.resolvedURL(),
+                                        migrationsDirectory: try MigrationsLocator.find(explicit: database.migrationsDir ?? Environment.value("WIMZ_MIGRATIONS_DIR")))
+        if let text = try setting(listen, "WIMZ_LISTEN", { $0 }) {
+            guard let (host, port) = RelayConfiguration.parseListen(text) else {
+                throw CLIError("invalid listen address '\(text)': expected host:port")
+            }
+            config.listenHost = host
+            config.listenPort = port
+        }
+        config.adminToken = try setting(adminToken, "WIMZ_ADMIN_TOKEN", { $0 })
+        if let text = try setting(logLevel, "WIMZ_LOG_LEVEL", { $0 }) {
+            guard let level = LogLevel(name: text) else { throw CLIError("invalid log level '\(text)': use debug, info, warn or error") }
+            config.logLevel = level
+        }
+        if let urls = try setting(turnURLs, "WIMZ_TURN_URLS", { $0 }) {
+            config.turnURLs = urls.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        config.turnStaticSecret = try setting(turnSecret, "WIMZ_TURN_SECRET", { $0 })
+        config.turnRealm = try setting(turnRealm, "WIMZ_TURN_REALM", { $0 }) ?? config.turnRealm
+        config.turnTTL = try setting(turnTTL, "WIMZ_TURN_TTL", { Int($0) }) ?? config.turnTTL
+        config.tlsCertificatePath = try setting(tlsCert, "WIMZ_TLS_CERT", { $0 })
+        config.tlsKeyPath = try setting(tlsKey, "WIMZ_TLS_KEY", { $0 })
+        config.pingIntervalSeconds = try setting(pingInterval, "WIMZ_PING_INTERVAL", { Int($0) }) ?? config.pingIntervalSeconds
+        config.maxMessageBytes = try setting(maxMessageBytes, "WIMZ_MAX_MESSAGE_BYTES", { Int($0) }) ?? config.maxMessageBytes
+        config.maxAppsPerDevice = try setting(maxAppsPerDevice, "WIMZ_MAX_APPS_PER_DEVICE", { Int($0) }) ?? config.maxAppsPerDevice
+        config.appRateLimitPerSecond = try setting(appRateLimit, "WIMZ_APP_RATE_LIMIT", { Double($0) }) ?? config.appRateLimitPerSecond
+        config.appRateLimitBurst = try setting(appRateBurst, "WIMZ_APP_RATE_BURST", { Double($0) }) ?? config.appRateLimitBurst
+        config.sendQueueMaxMessages = try setting(sendQueueMessages, "WIMZ_SEND_QUEUE_MESSAGES", { Int($0) }) ?? config.sendQueueMaxMessages
+        config.sendQueueMaxBytes = try setting(sendQueueBytes, "WIMZ_SEND_QUEUE_BYTES", { Int($0) }) ?? config.sendQueueMaxBytes
+        config.spoolDirectory = try setting(spoolDir, "WIMZ_SPOOL_DIR", { $0 }) ?? config.spoolDirectory
+
+        guard (1...RelayConfiguration.maxMessageBytesLimit).contains(config.maxMessageBytes) else {
+            throw CLIError("max message size must be 1…\(RelayConfiguration.maxMessageBytesLimit) bytes")
+        }
+        guard config.pingIntervalSeconds >= 1 else { throw CLIError("ping interval must be at least 1 second") }
+        guard config.maxAppsPerDevice >= 1, config.sendQueueMaxMessages >= 1, config.sendQueueMaxBytes >= 1024 else {
+            throw CLIError("app cap and send queue limits must be positive (queue bytes at least 1024)")
+        }
+        guard config.appRateLimitPerSecond > 0, config.appRateLimitBurst >= 1 else {
+            throw CLIError("app rate limit must be positive and burst at least 1")
+        }
+        if (config.tlsCertificatePath == nil) != (config.tlsKeyPath == nil) {
+            throw CLIError("TLS needs both a certificate (WIMZ_TLS_CERT) and a key (WIMZ_TLS_KEY)")
+        }
+        return config
+    }
+}

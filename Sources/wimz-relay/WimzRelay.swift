@@ -1,0 +1,15 @@
+import ArgumentParser
+
+/// `wimz-relay`: the WIM-Z cloud relay daemon and its operator commands.
+@main
+struct WimzRelay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wimz-relay",
+        abstract: "WIM-Z cloud relay: pairs robots and apps over WebSocket and issues TURN credentials.",
+        discussion: """
+            Every command that touches the database takes --database-url or WIMZ_DATABASE_URL
+            (a libpq conninfo string or postgresql:// URL). Run 'wimz-relay migrate' before 'serve'.
+            """,
+        subcommands: [Serve.self, Migrate.self, Device.self, Token.self],
+        defaultSubcommand: nil)
+}

@@ -1,0 +1,69 @@
+# Shared helpers for scripts/run.sh, scripts/test.sh and scripts/bench.sh. Sourced, not run.
+# shellcheck shell=bash
+
+# Debian packages the build, the tests and the run command need.
+WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
+                   postgresql coturn wrk)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Installs whichever of WIMZ_APT_PACKAGES is missing (one apt-get call, nothing when all are there).
+ensure_packages() {
+    local missing=()
+    for p in "${WIMZ_APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "installing ${missing[*]}"
+        as_root apt-get update -q >&2
+        # coturn's package starts a system-wide daemon we don't use; keep it from starting.
+        as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q "${missing[@]}" >&2
+    fi
+    as_root sh -c 'systemctl disable --now coturn >/dev/null 2>&1 || true'
+    if ! command -v swift >/dev/null 2>&1; then
+        [ -x /opt/swift/usr/bin/swift ] || die "Swift 6 toolchain not found (expected on PATH or at /opt/swift)"
+        export PATH="/opt/swift/usr/bin:$PATH"
+    fi
+}
+
+pg_bindir() {
+    local d
+    d=$(pg_config --bindir 2>/dev/null)
+    if [ -x "$d/initdb" ]; then echo "$d"; return; fi
+    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && { echo "$d"; return; }; done
+    die "PostgreSQL server binaries not found (package postgresql)"
+}
+
+# PostgreSQL refuses to run as root: run as the 'postgres' user when we are root.
+pg_as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# pg_start DIR: creates (first time) and starts a private cluster in DIR, listening only on a
+# Unix socket in DIR. Prints the libpq conninfo of its 'postgres' database.
+pg_start() {
+    local dir=$1 bin
+    bin=$(pg_bindir)
+    mkdir -p "$dir"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+    chmod 700 "$dir"
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        pg_as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
+            || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+    fi
+    if ! pg_as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+        pg_as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+            -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c max_connections=300 -c fsync=${WIMZ_PG_FSYNC:-on}" \
+            start >/dev/null || { tail -20 "$dir/postgres.log" >&2; die "PostgreSQL did not start"; }
+    fi
+    echo "host=$dir port=5432 user=postgres dbname=postgres"
+}
+
+# pg_stop DIR [mode]: stops the cluster in DIR (fast shutdown by default).
+pg_stop() {
+    local dir=$1 mode=${2:-fast} bin
+    bin=$(pg_bindir)
+    [ -f "$dir/data/PG_VERSION" ] && pg_as_owner "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w stop >/dev/null 2>&1
+    return 0
+}
