@@ -16,7 +16,7 @@ struct LWSConnection {
         guard length > 0, length <= limit else { return nil }
         var buffer = [CChar](repeating: 0, count: length + 1)
         guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { return nil }
-        return String(cString: buffer)
+        return String(cBuffer: buffer)
     }
 
     /// A custom header such as `x-forwarded-for:` (lower case, with the colon).
@@ -27,7 +27,7 @@ struct LWSConnection {
         guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), name, Int32(name.utf8.count)) >= 0 else {
             return nil
         }
-        return String(cString: buffer)
+        return String(cBuffer: buffer)
     }
 
     /// A query argument, URL-decoded (lws matches `name=` as a prefix, so pass it with `=`).
@@ -45,7 +45,7 @@ struct LWSConnection {
     var peerAddress: String {
         var buffer = [CChar](repeating: 0, count: 64)
         guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "unknown" }
-        return String(cString: buffer)
+        return String(cBuffer: buffer)
     }
 
     /// The request method and path (without query).
@@ -92,5 +92,12 @@ struct LWSConnection {
         cursor += response.body.count
         let total = cursor - start
         return lws_write(wsi, start, total, LWS_WRITE_HTTP) == total
+    }
+}
+
+extension String {
+    /// The NUL-terminated text in a C character buffer.
+    init(cBuffer buffer: [CChar]) {
+        self = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -69,6 +69,7 @@ enum MigrationsLocator {
 }
 
 /// Turns store errors into one-line CLI errors.
+@discardableResult
 func storeCall<T>(_ body: () throws -> T) throws -> T {
     do {
         return try body()

@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+import RelayTestSupport
+
+/// The operator CLI, run as a real process against a real database.
+@Suite struct CLITests {
+    @Test func deviceAndTokenLifecycle() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let url = database.url
+        #expect(try Subprocess.cli(["device", "add", "robot-1", "--name", "Rex"], databaseURL: url).status == 0)
+        let issued = try Subprocess.cli(["token", "issue", "--device", "robot-1", "--role", "robot", "--label", "field"],
+                                        databaseURL: url)
+        #expect(issued.status == 0)
+        let secret = issued.lastLine
+        #expect(secret.hasPrefix("wimz_r_") && secret.count == 50)
+
+        let list = try Subprocess.cli(["token", "list", "--device", "robot-1"], databaseURL: url)
+        #expect(list.status == 0)
+        #expect(list.stdout.contains("robot-1") && list.stdout.contains("active"))
+        #expect(!list.stdout.contains(secret) && !list.stdout.contains(String(secret.suffix(20))))
+
+        let revoke = try Subprocess.cli(["token", "revoke", "1"], databaseURL: url)
+        #expect(revoke.status == 0 && revoke.stdout.contains("revoked token 1"))
+        #expect(try Subprocess.cli(["token", "list"], databaseURL: url).stdout.contains("revoked"))
+
+        #expect(try Subprocess.cli(["device", "disable", "robot-1"], databaseURL: url).status == 0)
+        #expect(try Subprocess.cli(["device", "list"], databaseURL: url).stdout.contains("disabled"))
+        #expect(try Subprocess.cli(["device", "enable", "robot-1"], databaseURL: url).status == 0)
+
+        let audit = try database.connect().execute("SELECT event FROM audit_log ORDER BY id").rows.map { $0[0] ?? "" }
+        #expect(audit == ["device_created", "token_issued", "token_revoked", "device_disabled", "device_enabled"])
+    }
+
+    /// Each bad input: non-zero exit and exactly one clear line on stderr.
+    @Test(arguments: [
+        (["device", "add", "bad id!"], "invalid device id"),
+        (["device", "disable", "ghost"], "unknown device ghost"),
+        (["token", "issue", "--device", "ghost", "--role", "app"], "unknown device ghost"),
+        (["token", "issue", "--device", "dev1", "--role", "app", "--expires-in=0"], "positive"),
+        (["token", "revoke", "abc"], "invalid token id"),
+        (["token", "revoke", "999"], "unknown token 999"),
+        (["token", "list", "--device", "no/slash"], "invalid device id"),
+    ])
+    func errorPaths(_ arguments: [String], _ message: String) throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: database.url).status == 0)
+        let result = try Subprocess.cli(arguments, databaseURL: database.url)
+        #expect(result.status != 0)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "stderr: \(result.stderr)")
+        #expect(result.stderr.contains(message), "stderr: \(result.stderr)")
+    }
+
+    @Test func duplicateDeviceIsAnError() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: database.url).status == 0)
+        let again = try Subprocess.cli(["device", "add", "dev1"], databaseURL: database.url)
+        #expect(again.status != 0)
+        #expect(again.stderr.contains("device dev1 already exists"))
+    }
+
+    @Test func unreachableOrMissingDatabaseIsOneClearLine() throws {
+        let down = try Subprocess.cli(["device", "list"], databaseURL: "host=/nonexistent-wimz port=5432 user=x dbname=x")
+        #expect(down.status != 0)
+        #expect(down.stderr.split(separator: "\n").count == 1)
+        #expect(down.stderr.contains("database unreachable"))
+
+        let none = try Subprocess.cli(["device", "list"], databaseURL: nil)
+        #expect(none.status != 0)
+        #expect(none.stderr.contains("WIMZ_DATABASE_URL"))
+    }
+
+    @Test func migrateIsIdempotentFromTheCLI() throws {
+        let database = try TestDatabase(migrated: false)
+        defer { database.drop() }
+        let first = try Subprocess.cli(["migrate"], databaseURL: database.url)
+        #expect(first.status == 0 && first.stdout.contains("applied 0001_initial"))
+        let second = try Subprocess.cli(["migrate"], databaseURL: database.url)
+        #expect(second.status == 0 && !second.stdout.contains("applied 0001"))
+    }
+
+    @Test func helpDocumentsEveryCommandAndSetting() throws {
+        let top = try Subprocess.cli(["--help"], databaseURL: nil)
+        for command in ["serve", "migrate", "device", "token"] { #expect(top.stdout.contains(command)) }
+        let serve = try Subprocess.cli(["serve", "--help"], databaseURL: nil)
+        for variable in ["WIMZ_DATABASE_URL", "WIMZ_LISTEN", "WIMZ_ADMIN_TOKEN", "WIMZ_TURN_URLS", "WIMZ_TURN_SECRET",
+                         "WIMZ_TURN_REALM", "WIMZ_TURN_TTL", "WIMZ_TLS_CERT", "WIMZ_TLS_KEY", "WIMZ_LOG_LEVEL",
+                         "WIMZ_PING_INTERVAL", "WIMZ_MAX_MESSAGE_BYTES"] {
+            #expect(serve.stdout.contains(variable), "serve --help lacks \(variable)")
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+import RelayTestSupport
+
+/// `serve` over real sockets: health, readiness and a clean stop.
+@Suite struct HealthTests {
+    @Test func healthAndReadinessWithAHealthyDatabase() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let relay = try RelayDaemon(databaseURL: database.url)
+        try relay.waitUntilReady()
+        let health = try HTTPTestClient.get(port: relay.port, path: "/healthz")
+        #expect(health.status == 200)
+        #expect(try health.json()["status"] as? String == "ok")
+        let ready = try HTTPTestClient.get(port: relay.port, path: "/readyz")
+        #expect(ready.status == 200)
+        #expect(ready.headers["content-type"] == "application/json")
+        let missing = try HTTPTestClient.get(port: relay.port, path: "/nope?token=wimz_a_secretvalue")
+        #expect(missing.status == 404)
+        #expect(try missing.json()["error"] as? String == "not_found")
+
+        #expect(relay.stop(signal: SIGTERM) == 0)
+        let log = relay.log
+        #expect(log.contains { $0.contains("\"event\":\"http_request\"") && $0.contains("\"path\":\"/healthz\"") })
+        #expect(!log.joined().contains("wimz_a_secretvalue"))
+        #expect(log.last?.contains("\"event\":\"stopped\"") == true)
+    }
+
+    @Test func notReadyWhenMigrationsArePending() throws {
+        let database = try TestDatabase(migrated: false)
+        defer { database.drop() }
+        let relay = try RelayDaemon(databaseURL: database.url)
+        relay.waitForLog(containing: "schema_outdated")
+        let ready = try HTTPTestClient.get(port: relay.port, path: "/readyz")
+        #expect(ready.status == 503)
+        #expect(try ready.json()["status"] as? String == "schema_outdated")
+        #expect(try HTTPTestClient.get(port: relay.port, path: "/healthz").status == 200)
+        #expect(try Subprocess.cli(["migrate"], databaseURL: database.url).status == 0)
+        try relay.waitUntilReady()
+    }
+
+    @Test func readinessFollowsTheDatabaseDownAndUpAgain() throws {
+        let cluster = try PrivateCluster()
+        #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
+        let relay = try RelayDaemon(databaseURL: cluster.url)
+        try relay.waitUntilReady()
+
+        try cluster.stop()
+        var status = 0
+        for _ in 0..<100 {
+            status = try HTTPTestClient.get(port: relay.port, path: "/readyz").status
+            if status == 503 { break }
+            usleep(100_000)
+        }
+        #expect(status == 503)
+        let body = try HTTPTestClient.get(port: relay.port, path: "/readyz")
+        #expect(try body.json()["status"] as? String == "unavailable")
+        #expect(try HTTPTestClient.get(port: relay.port, path: "/healthz").status == 200)
+
+        try cluster.start()
+        try relay.waitUntilReady(timeout: 20)
+        #expect(relay.stop(signal: SIGINT) == 0)
+    }
+
+    @Test func unreachableDatabaseFromTheStart() throws {
+        let relay = try RelayDaemon(databaseURL: "host=/nonexistent-wimz port=5432 user=x dbname=x")
+        relay.waitForLog(containing: "\"state\":\"unavailable\"")
+        let ready = try HTTPTestClient.get(port: relay.port, path: "/readyz")
+        #expect(ready.status == 503)
+        #expect(try ready.json()["status"] as? String == "unavailable")
+        #expect(relay.stop() == 0)
+    }
+
+    @Test func invalidConfigurationIsRejectedBeforeListening() throws {
+        let result = try Subprocess.cli(["serve", "--listen", "nonsense"], databaseURL: "host=/tmp dbname=x")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("invalid listen address"))
+        let level = try Subprocess.cli(["serve"], databaseURL: "host=/tmp dbname=x", environment: ["WIMZ_LOG_LEVEL": "loud"])
+        #expect(level.status != 0 && level.stderr.contains("invalid log level"))
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Testing
+import RelayCore
+import RelayCrypto
+import RelayTestSupport
+@testable import RelayStore
+
+@Suite struct DeviceRepositoryTests {
+    @Test func addListDisableEnableAreAudited() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        let devices = DeviceRepository(db)
+        let id = DeviceID("robot-7")!
+        try devices.add(id, name: "Rex", actor: "test")
+        #expect(try devices.list().map(\.id) == [id])
+        #expect(try devices.get(id)?.name == "Rex")
+
+        let duplicate = #expect(throws: StoreError.self) { try devices.add(id, name: "again", actor: "test") }
+        #expect(duplicate?.description == "device robot-7 already exists")
+
+        #expect(try devices.setDisabled(id, true, actor: "test").changed)
+        #expect(try devices.get(id)?.isDisabled == true)
+        #expect(try devices.setDisabled(id, true, actor: "test").changed == false)
+        #expect(try devices.setDisabled(id, false, actor: "test").changed)
+        #expect(try devices.get(id)?.isDisabled == false)
+
+        let unknown = #expect(throws: StoreError.self) { try devices.setDisabled(DeviceID("nope")!, true, actor: "t") }
+        #expect(unknown?.description == "unknown device nope")
+
+        let kinds = try AuditRepository(db).query(deviceID: "robot-7").map(\.event.kind)
+        #expect(kinds == [.deviceCreated, .deviceDisabled, .deviceEnabled])
+    }
+
+    @Test func databaseRejectsInvalidIdsEvenWithoutTheCLI() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        #expect(throws: StoreError.self) { try database.connect().execute("INSERT INTO devices (id) VALUES ('bad id')") }
+    }
+}
+
+@Suite struct TokenRepositoryTests {
+    func setUp() throws -> (TestDatabase, PGConnection) {
+        let database = try TestDatabase()
+        let db = try database.connect()
+        try DeviceRepository(db).add(DeviceID("dev1")!, name: "", actor: "test")
+        return (database, db)
+    }
+
+    @Test func issuedTokenVerifiesAndOnlyItsDigestIsStored() throws {
+        let (database, db) = try setUp()
+        defer { database.drop() }
+        let tokens = TokenRepository(db)
+        let issued = try tokens.issue(device: DeviceID("dev1")!, role: .robot, label: "rex", expiresIn: nil, actor: "test")
+        #expect(issued.secret.hasPrefix("wimz_r_"))
+        guard case .success(let entry) = try tokens.verify(secret: issued.secret) else {
+            Issue.record("token did not verify")
+            return
+        }
+        #expect(entry.token.id == issued.record.id && entry.token.role == .robot)
+        #expect(try tokens.verify(secret: issued.secret + "x") == .failure(.unknownToken))
+
+        // Nothing in the row contains the secret; the digest is its SHA-256.
+        let row = try db.execute("SELECT row_to_json(t)::text, encode(digest, 'hex') FROM tokens t").first!
+        #expect(!(row[0] ?? "").contains(String(issued.secret.dropFirst(7))))
+        #expect(row[1] == Hex.encode(Crypto.sha256(issued.secret)))
+        #expect(try tokens.list().map(\.id) == [issued.record.id])
+    }
+
+    @Test func expiryRevocationAndDeviceDisableStopAToken() throws {
+        let (database, db) = try setUp()
+        defer { database.drop() }
+        let tokens = TokenRepository(db)
+        let device = DeviceID("dev1")!
+        let shortLived = try tokens.issue(device: device, role: .app, label: "", expiresIn: 60, actor: "test")
+        #expect(shortLived.record.expiresAt != nil)
+        #expect(try tokens.verify(secret: shortLived.secret, at: .now().adding(seconds: 61)) == .failure(.expiredToken))
+        #expect(try tokens.verify(secret: shortLived.secret, at: .now()).isSuccess)
+
+        let revoked = try tokens.issue(device: device, role: .app, label: "", expiresIn: nil, actor: "test")
+        #expect(try tokens.revoke(id: revoked.record.id, actor: "test").changed)
+        #expect(try tokens.revoke(id: revoked.record.id, actor: "test").changed == false)
+        #expect(try tokens.verify(secret: revoked.secret) == .failure(.revokedToken))
+
+        let normal = try tokens.issue(device: device, role: .app, label: "", expiresIn: nil, actor: "test")
+        try DeviceRepository(db).setDisabled(device, true, actor: "test")
+        #expect(try tokens.verify(secret: normal.secret) == .failure(.deviceDisabled))
+        #expect(throws: StoreError.self) { try tokens.issue(device: device, role: .app, label: "", expiresIn: nil, actor: "t") }
+
+        let active = try tokens.activeCredentials().map(\.token.id).sorted()
+        #expect(active == [shortLived.record.id, normal.record.id].sorted())
+
+        let kinds = try AuditRepository(db).query(deviceID: "dev1", kind: .tokenRevoked).map(\.event.tokenID)
+        #expect(kinds == [revoked.record.id])
+    }
+
+    @Test func issuingForUnknownDeviceOrWithBadExpiryFails() throws {
+        let (database, db) = try setUp()
+        defer { database.drop() }
+        let tokens = TokenRepository(db)
+        let unknown = #expect(throws: StoreError.self) {
+            try tokens.issue(device: DeviceID("ghost")!, role: .robot, label: "", expiresIn: nil, actor: "t")
+        }
+        #expect(unknown?.description == "unknown device ghost")
+        #expect(throws: StoreError.self) {
+            try tokens.issue(device: DeviceID("dev1")!, role: .robot, label: "", expiresIn: 0, actor: "t")
+        }
+        #expect(throws: StoreError.self) { try tokens.revoke(id: 424242, actor: "t") }
+    }
+
+    @Test func lastUsedIsRecorded() throws {
+        let (database, db) = try setUp()
+        defer { database.drop() }
+        let tokens = TokenRepository(db)
+        let issued = try tokens.issue(device: DeviceID("dev1")!, role: .app, label: "", expiresIn: nil, actor: "t")
+        let when = UnixTime(seconds: UnixTime.now().seconds)
+        try tokens.touch([issued.record.id: when])
+        #expect(try tokens.list().first?.lastUsedAt == when)
+    }
+}
+
+@Suite struct AuditRepositoryTests {
+    @Test func appendIsIdempotentAndTheLogIsAppendOnly() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        let audit = AuditRepository(db)
+        let event = try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1", remoteAddress: "127.0.0.1",
+                                              details: .object([("reason", "unknown_token")]))
+        #expect(try audit.append([event]) == 1)
+        #expect(try audit.append([event]) == 0)
+        let stored = try audit.query(deviceID: "d1")
+        #expect(stored.count == 1)
+        #expect(stored.first?.event.id == event.id)
+        #expect(stored.first?.detailsJSON.contains("unknown_token") == true)
+        #expect(throws: StoreError.self) { try db.execute("UPDATE audit_log SET actor = 'x'") }
+        #expect(throws: StoreError.self) { try db.execute("DELETE FROM audit_log") }
+    }
+
+    @Test func queryPagesAndFiltersByTime() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let audit = AuditRepository(try database.connect())
+        var events: [AuditEvent] = []
+        for i in 0..<1200 {
+            var e = try AuditRepository.event(.appConnected, actor: "relay", deviceID: i % 2 == 0 ? "even" : "odd")
+            e.at = UnixTime(seconds: 1_000_000 + Int64(i))
+            events.append(e)
+        }
+        #expect(try audit.append(events) == 1200)  // more than one INSERT batch
+        let page1 = try audit.query(deviceID: "even", limit: 100)
+        #expect(page1.count == 100)
+        let page2 = try audit.query(deviceID: "even", afterSequence: page1.last!.sequence, limit: 1000)
+        #expect(page2.count == 500)
+        let ranged = try audit.query(from: UnixTime(seconds: 1_000_010), to: UnixTime(seconds: 1_000_020))
+        #expect(ranged.count == 10)
+    }
+}
+
+extension Result {
+    var isSuccess: Bool { if case .success = self { return true } else { return false } }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import RelayCore
+import RelayTestSupport
+@testable import RelayStore
+
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [StoreEvent] = []
+    func append(_ e: StoreEvent) { lock.lock(); events.append(e); lock.unlock() }
+    var all: [StoreEvent] { lock.lock(); defer { lock.unlock() }; return events }
+
+    /// Waits until `match` finds something in the log.
+    func wait<T>(timeout: Double = 10, _ match: (StoreEvent) -> T?) -> T? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let hit = all.lazy.compactMap(match).first { return hit }
+            usleep(20_000)
+        }
+        return nil
+    }
+}
+
+@Suite struct StoreMonitorTests {
+    @Test func reportsReadinessSnapshotAndChangesFromOtherConnections() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        try DeviceRepository(db).add(DeviceID("d1")!, name: "", actor: "t")
+        let first = try TokenRepository(db).issue(device: DeviceID("d1")!, role: .robot, label: "", expiresIn: nil, actor: "t")
+
+        let log = EventLog()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator()) { log.append($0) }
+        monitor.start()
+        defer { monitor.stop() }
+
+        let ready = log.wait { if case .health(let h) = $0, h.state == .ready { return h } else { return nil } }
+        #expect(ready != nil)
+        let snapshot = log.wait { if case .credentialSnapshot(let s) = $0 { return s } else { return nil } }
+        #expect(snapshot?.map(\.token.id) == [first.record.id])
+
+        // A revocation made by another connection (the CLI) arrives as a notification.
+        try TokenRepository(db).revoke(id: first.record.id, actor: "t")
+        let changed = log.wait { event -> CredentialEntry? in
+            if case .tokenChanged(let id, let entry?) = event, id == first.record.id, entry.token.revokedAt != nil { return entry }
+            return nil
+        }
+        #expect(changed != nil)
+
+        try DeviceRepository(db).setDisabled(DeviceID("d1")!, true, actor: "t")
+        let disabled = log.wait { event -> Bool? in
+            if case .deviceChanged(let id, let disabled) = event, id.rawValue == "d1" { return disabled }
+            return nil
+        }
+        #expect(disabled == true)
+    }
+
+    @Test func reportsPendingMigrationsAndUnreachableDatabase() throws {
+        let database = try TestDatabase(migrated: false)
+        defer { database.drop() }
+        let log = EventLog()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator()) { log.append($0) }
+        monitor.start()
+        let outdated = log.wait { if case .health(let h) = $0, h.state == .schemaOutdated { return h } else { return nil } }
+        #expect(outdated?.reason.contains("pending migrations") == true)
+        try TestEnvironment.migrator().migrate(try database.connect())
+        #expect(log.wait { if case .health(let h) = $0, h.state == .ready { return h } else { return nil } } != nil)
+        monitor.stop()
+
+        let downLog = EventLog()
+        let down = StoreMonitor(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x",
+                                migrator: try TestEnvironment.migrator()) { downLog.append($0) }
+        down.start()
+        defer { down.stop() }
+        #expect(downLog.wait { if case .health(let h) = $0, h.state == .unavailable { return h } else { return nil } } != nil)
+    }
+}
