@@ -14,6 +14,9 @@ static inline lws_filepos_t CLibWebSockets_LWS_ILLEGAL_HTTP_CONTENT_LEN(void) {
     return LWS_ILLEGAL_HTTP_CONTENT_LEN;
 }
 
+/** Write mode for bytes already framed by the caller (a macro alias of LWS_WRITE_HTTP). */
+static inline enum lws_write_protocol CLibWebSockets_LWS_WRITE_RAW(void) { return LWS_WRITE_RAW; }
+
 /** LWS_SERVER_OPTION_* values that are composed through macros. */
 static inline uint64_t CLibWebSockets_OPTION_LIBEV(void) { return LWS_SERVER_OPTION_LIBEV; }
 static inline uint64_t CLibWebSockets_OPTION_DISABLE_IPV6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }

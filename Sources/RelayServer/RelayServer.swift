@@ -49,10 +49,26 @@ public final class RelayServer {
 
     /// The port actually bound (differs from the configuration when it asked for 0).
     public private(set) var boundPort = 0
-    /// Latest store state, as reported by the monitor (service thread only).
+
+    // Service-thread state: everything below is touched only by the lws service thread.
+    /// Latest store state, as reported by the monitor.
     private(set) var storeHealth = StoreHealth(state: .unavailable, reason: "not checked yet")
     private var finished = false
     private var announcedReady = false
+    let hub: DeviceHub
+    let credentials = CredentialTable()
+    let authFailures = AuthFailureLimiter()
+    let auditWriter: AuditWriter
+    let writer: FrameWriter
+    var counters = RelayCounters()
+    /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
+    var pendingGrant: (wsi: OpaquePointer, grant: UpgradeGrant)?
+    var nextSessionID: UInt64 = 0
+    var openConnections = 0
+    var stopping = false
+    var stopDeadline: UInt64?
+    private var timer: LWSTimer?
+    private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
     /// Called on the service thread once the relay listens and the store is ready (systemd READY=1).
     public var onReady: (() -> Void)?
@@ -65,6 +81,18 @@ public final class RelayServer {
         mailbox = Mailbox(wake: { waker.wake() })
         let mailbox = self.mailbox
         monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator) { mailbox.post(.store($0)) }
+        auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
+        var limits = DeviceHub.Limits()
+        limits.maxAppsPerDevice = configuration.maxAppsPerDevice
+        limits.appRate = configuration.appRateLimitPerSecond
+        limits.appBurst = configuration.appRateLimitBurst
+        limits.replayEvents = configuration.replayEvents
+        hub = DeviceHub(limits: limits)
+        writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16))
+        // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
+        // the relay pings from its own 1 s tick instead, so both lws timers are off.
+        retryPolicy = .allocate(capacity: 1)
+        retryPolicy.initialize(to: lws_retry_bo_t())
 
         protocolName = strdup("wimz-relay")
         listenHost = strdup(configuration.listenHost)
@@ -89,8 +117,11 @@ public final class RelayServer {
         if configuration.listenHost.contains(":") { info.options &= ~CLibWebSockets_OPTION_DISABLE_IPV6() }
         // Keep lws's signal handling out of the way: signals are taken by the executable.
         info.vhost_name = UnsafePointer(protocolName)
+        info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        info.timeout_secs = 10
 
         guard let context = lws_create_context(&info) else {
+            retryPolicy.deallocate()
             protocols.deallocate()
             free(protocolName)
             free(listenHost)
@@ -102,10 +133,18 @@ public final class RelayServer {
         if let vhost = lws_get_vhost_by_name(context, protocolName) {
             boundPort = Int(lws_get_vhost_listen_port(vhost))
         }
+        hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
+        hub.onRobotReplaced = { [unowned self] old, new in
+            counters.robotsReplaced += 1
+            audit(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
+                  details: [("old_connection", .int(Int64(old.id))), ("new_connection", .int(Int64(new.id))),
+                            ("old_address", .string(old.remoteAddress))])
+        }
     }
 
     deinit {
         if let context { lws_context_destroy(context) }
+        retryPolicy.deallocate()
         protocols.deallocate()
         free(protocolName)
         free(listenHost)
@@ -117,11 +156,19 @@ public final class RelayServer {
         log.info("listening", [("address", .string("\(configuration.listenHost):\(boundPort)")),
                                ("lws", .string(String(cString: lws_get_library_version())))])
         monitor.start()
+        auditWriter.start()
+        let timer = LWSTimer { [unowned self] in tick() }
+        timer.start(context: context, interval: 1_000_000)
+        self.timer = timer
         while !finished {
             if lws_service(context, 0) < 0 { break }
         }
+        timer.cancel()
+        self.timer = nil
         monitor.stop()
         lws_context_destroy(context)
+        // CLOSED callbacks above queued the last disconnect events: store or spool them.
+        auditWriter.stop()
         self.context = nil
         waker.context = nil
         log.info("stopped")
@@ -147,11 +194,30 @@ public final class RelayServer {
         }
     }
 
+    /// Graceful stop: refuse new upgrades, send every socket close 1001, and leave the loop
+    /// when all have closed or the grace period is over.
     private func beginStop() {
-        guard !finished else { return }
-        log.info("stopping")
+        guard !stopping, !finished else { return }
+        stopping = true
+        log.info("stopping", [("open_connections", .int(Int64(openConnections)))])
         onStopping?()
+        hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
+        stopDeadline = MonotonicClock.nanoseconds() + UInt64(configuration.shutdownGraceSeconds) * 1_000_000_000
+        if openConnections == 0 { finishStop() }
+    }
+
+    func finishStop() {
         finished = true
+        if let context { lws_cancel_service(context) }
+    }
+
+    /// Queues an audit event (written asynchronously in batches).
+    func audit(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?,
+               details: [(String, JSONValue)] = []) {
+        guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID,
+                                                     remoteAddress: address, details: .object(details))
+        else { return }
+        auditWriter.record(event)
     }
 
     private func handleStore(_ event: StoreEvent) {
@@ -164,8 +230,26 @@ public final class RelayServer {
                 announcedReady = true
                 onReady?()
             }
-        case .credentialSnapshot, .tokenChanged, .deviceChanged:
-            break
+        case .credentialSnapshot(let entries):
+            credentials.load(entries)
+            // Anything no longer in the snapshot was revoked, expired or removed while we were away.
+            let active = Set(entries.map(\.token.id))
+            let disabled = Set(entries.filter(\.deviceDisabled).map(\.token.deviceID))
+            hub.close(where: { !active.contains($0.tokenID) || disabled.contains($0.deviceID) },
+                      code: .revoked, reason: "token revoked or device disabled")
+            log.info("credentials_loaded", [("tokens", .int(Int64(entries.count)))])
+        case .tokenChanged(let id, let entry):
+            credentials.update(id: id, entry: entry)
+            if entry == nil || entry?.token.revokedAt != nil {
+                let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
+                if !closed.isEmpty { log.info("token_revoked_sockets_closed", [("token_id", .int(id)), ("sockets", .int(Int64(closed.count)))]) }
+            }
+        case .deviceChanged(let device, let disabled):
+            credentials.setDisabled(device, disabled)
+            if disabled {
+                let closed = hub.close(where: { $0.deviceID == device }, code: .revoked, reason: "device disabled")
+                log.info("device_disabled_sockets_closed", [("device", .string(device.rawValue)), ("sockets", .int(Int64(closed.count)))])
+            }
         }
     }
 
@@ -214,6 +298,22 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     switch reason {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
         server.handleMailbox()
+        return 0
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return server.confirmUpgrade(wsi)
+    case LWS_CALLBACK_ESTABLISHED:
+        return server.established(wsi, user: user)
+    case LWS_CALLBACK_RECEIVE:
+        guard let connection = Connection.from(user: user) else { return -1 }
+        return server.receive(connection, input, length)
+    case LWS_CALLBACK_RECEIVE_PONG:
+        Connection.from(user: user)?.session.lastHeard = MonotonicClock.nanoseconds()
+        return 0
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        guard let connection = Connection.from(user: user) else { return 0 }
+        return server.writeable(connection)
+    case LWS_CALLBACK_CLOSED:
+        server.closed(user)
         return 0
     case LWS_CALLBACK_HTTP:
         let started = MonotonicClock.nanoseconds()

@@ -1,0 +1,270 @@
+/// Pairing and routing (PROTOCOL.md "Frames"): the device table and every rule about who
+/// receives what. Owned by the service thread; pure logic over `Session`s, so it is tested
+/// without sockets.
+public final class DeviceHub {
+    public struct Limits: Sendable {
+        public var maxAppsPerDevice = 16
+        public var appRate = 20.0
+        public var appBurst = 40.0
+        /// Consecutive rate-limited messages after which an app is closed with 4029.
+        public var rateLimitCloseAfter = 200
+        public var replayEvents: Set<String> = []
+        /// Commands awaiting a response, per device; the oldest is forgotten beyond this.
+        public var pendingCommandsPerDevice = 1024
+        public init() {}
+    }
+
+    /// Per-device state. `robot`/`apps` are the sessions routed to.
+    final class Device {
+        let id: DeviceID
+        var robot: Session?
+        var apps: [Session] = []
+        /// When the robot last came online or went offline (for `device_status.since`).
+        var statusSince: UnixTime
+        /// Latest event of each replayed name, verbatim.
+        var replay: [[UInt8]: Payload] = [:]
+        /// Relay command id → the app that sent it and its own id token.
+        var pending: [UInt64: (app: Session, idToken: [UInt8])] = [:]
+        var pendingOrder: [UInt64] = []
+        var pendingHead = 0
+        var nextCommandID: UInt64 = 1
+
+        init(id: DeviceID, since: UnixTime) {
+            self.id = id
+            statusSince = since
+        }
+
+        var isEmpty: Bool { robot == nil && apps.isEmpty }
+    }
+
+    public let limits: Limits
+    private let replayNames: Set<[UInt8]>
+    private var devices: [DeviceID: Device] = [:]
+    private let startedAt: UnixTime
+
+    /// Observers (metrics, audit). Called synchronously on the service thread.
+    public var onDrop: ((DropReason) -> Void)?
+    public var onForward: ((Role, Int) -> Void)?
+    /// A robot was replaced by a newer connection: (old, new).
+    public var onRobotReplaced: ((Session, Session) -> Void)?
+
+    public init(limits: Limits, now: UnixTime = .now()) {
+        self.limits = limits
+        replayNames = Set(limits.replayEvents.map { Array($0.utf8) })
+        startedAt = now
+    }
+
+    public var deviceCount: Int { devices.count }
+    public func robot(of device: DeviceID) -> Session? { devices[device]?.robot }
+    public func apps(of device: DeviceID) -> [Session] { devices[device]?.apps ?? [] }
+
+    /// Every session routed to, for sweeps (keepalive, revocation, shutdown).
+    public var allSessions: [Session] {
+        devices.values.flatMap { d in (d.robot.map { [$0] } ?? []) + d.apps }
+    }
+
+    /// Whether one more app of `device` fits under the cap.
+    public func hasRoomForApp(_ device: DeviceID) -> Bool {
+        (devices[device]?.apps.count ?? 0) < limits.maxAppsPerDevice
+    }
+
+    /// Presence: robot online and since when.
+    public func status(of device: DeviceID) -> (online: Bool, since: UnixTime, apps: Int) {
+        guard let d = devices[device] else { return (false, startedAt, 0) }
+        return (d.robot != nil, d.statusSince, d.apps.count)
+    }
+
+    // MARK: - Attach / detach
+
+    /// Routes to a newly authenticated session and sends the greetings the contract requires.
+    public func attach(_ session: Session, now: UInt64, wallClock: UnixTime = .now()) {
+        let device = devices[session.deviceID] ?? {
+            let d = Device(id: session.deviceID, since: wallClock)
+            devices[session.deviceID] = d
+            return d
+        }()
+        session.attached = true
+        switch session.role {
+        case .robot:
+            if let old = device.robot {
+                old.attached = false
+                old.close(.replaced, reason: "replaced")
+                onRobotReplaced?(old, session)
+            } else {
+                device.statusSince = wallClock
+            }
+            device.robot = session
+            let status = RelayMessages.deviceStatus(device.id, online: true, since: device.statusSince)
+            for app in device.apps { deliver(status, to: app) }
+            deliver(RelayMessages.appPresence(apps: device.apps.count), to: session)
+        case .app:
+            session.rateLimiter = TokenBucket(rate: limits.appRate, burst: limits.appBurst, now: now)
+            device.apps.append(session)
+            deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince),
+                    to: session)
+            for name in limits.replayEvents.sorted() {
+                if let event = device.replay[Array(name.utf8)] { deliver(event, to: session) }
+            }
+            if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+        }
+    }
+
+    /// Stops routing to `session` (closed, culled, revoked). Idempotent.
+    public func detach(_ session: Session, wallClock: UnixTime = .now()) {
+        guard session.attached, let device = devices[session.deviceID] else { return }
+        session.attached = false
+        switch session.role {
+        case .robot:
+            guard device.robot === session else { return }
+            device.robot = nil
+            device.statusSince = wallClock
+            device.pending.removeAll()
+            device.pendingOrder.removeAll()
+            device.pendingHead = 0
+            let status = RelayMessages.deviceStatus(device.id, online: false, since: wallClock)
+            for app in device.apps { deliver(status, to: app) }
+        case .app:
+            device.apps.removeAll { $0 === session }
+            if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+        }
+        if device.isEmpty && device.replay.isEmpty { devices[device.id] = nil }
+    }
+
+    /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
+    @discardableResult
+    public func close(where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
+        let victims = allSessions.filter(predicate)
+        for s in victims {
+            s.close(code, reason: reason)
+            detach(s)
+        }
+        return victims
+    }
+
+    /// Forgets devices with no sockets (their replayed events go with them).
+    public func forgetIdleDevices() {
+        for (id, d) in devices where d.isEmpty { devices[id] = nil }
+    }
+
+    // MARK: - Routing
+
+    /// Routes one complete message received from `session`. `now` is monotonic nanoseconds.
+    public func receive(_ payload: Payload, from session: Session, now: UInt64) {
+        session.messagesIn += 1
+        session.bytesIn += payload.bytes.count
+        guard session.attached, let device = devices[session.deviceID] else { return }
+        switch session.role {
+        case .robot: fromRobot(payload, device: device)
+        case .app: fromApp(payload, session: session, device: device, now: now)
+        }
+    }
+
+    private func fromRobot(_ payload: Payload, device: Device) {
+        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
+        switch envelope.kind {
+        case .response:
+            routeResponse(payload, envelope: envelope, device: device)
+        case .event:
+            if let name = envelope.eventName, !replayNames.isEmpty {
+                let key = Array(payload.bytes[name])
+                if replayNames.contains(key) { device.replay[key] = payload }
+            }
+            fallthrough
+        default:
+            if device.apps.isEmpty { onDrop?(.noApps); return }
+            for app in device.apps { deliver(payload, to: app) }
+            onForward?(.robot, payload.bytes.count)
+        }
+    }
+
+    private func routeResponse(_ payload: Payload, envelope: Envelope, device: Device) {
+        guard let idRange = envelope.id, let relayID = DeviceHub.parseRelayID(payload.bytes[idRange]),
+              let pending = device.pending.removeValue(forKey: relayID), pending.app.attached
+        else {
+            onDrop?(.unknownResponse)
+            return
+        }
+        var restored = [UInt8]()
+        restored.reserveCapacity(payload.bytes.count + pending.idToken.count)
+        restored += payload.bytes[..<idRange.lowerBound]
+        restored += pending.idToken
+        restored += payload.bytes[idRange.upperBound...]
+        deliver(Payload(restored), to: pending.app)
+        onForward?(.robot, restored.count)
+    }
+
+    private func fromApp(_ payload: Payload, session: Session, device: Device, now: UInt64) {
+        if session.rateLimiter?.take(now: now) == false {
+            onDrop?(.rateLimited)
+            session.consecutiveRateLimited += 1
+            if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
+                session.close(.rateLimited, reason: "rate limited")
+                detach(session)
+            } else if session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
+                // One error per burst of drops, so a flooding app does not also flood itself.
+                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped"),
+                        to: session)
+            }
+            return
+        }
+        session.consecutiveRateLimited = 0
+        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
+        guard let robot = device.robot else {
+            onDrop?(.deviceOffline)
+            let idToken = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil
+            deliver(RelayMessages.error("device_offline", "the robot is not connected", idToken: idToken), to: session)
+            return
+        }
+        if envelope.kind == .command, let idRange = envelope.id {
+            let relayID = device.nextCommandID
+            device.nextCommandID += 1
+            remember(relayID, app: session, idToken: Array(payload.bytes[idRange]), in: device)
+            let token = Array("\"c\(relayID)\"".utf8)
+            var rewritten = [UInt8]()
+            rewritten.reserveCapacity(payload.bytes.count + token.count)
+            rewritten += payload.bytes[..<idRange.lowerBound]
+            rewritten += token
+            rewritten += payload.bytes[idRange.upperBound...]
+            deliver(Payload(rewritten), to: robot)
+        } else {
+            deliver(payload, to: robot)
+        }
+        onForward?(.app, payload.bytes.count)
+    }
+
+    private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {
+        device.pending[relayID] = (app, idToken)
+        device.pendingOrder.append(relayID)
+        if device.pendingOrder.count - device.pendingHead > limits.pendingCommandsPerDevice {
+            device.pending[device.pendingOrder[device.pendingHead]] = nil
+            device.pendingHead += 1
+            if device.pendingHead > 4096 {
+                device.pendingOrder.removeFirst(device.pendingHead)
+                device.pendingHead = 0
+            }
+        }
+    }
+
+    /// `"c123"` → 123.
+    static func parseRelayID(_ token: ArraySlice<UInt8>) -> UInt64? {
+        guard token.count >= 4, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\""),
+              token[token.startIndex + 1] == UInt8(ascii: "c") else { return nil }
+        var value: UInt64 = 0
+        for c in token[(token.startIndex + 2)..<(token.endIndex - 1)] {
+            guard c >= 48, c <= 57, value < UInt64.max / 10 else { return nil }
+            value = value * 10 + UInt64(c - 48)
+        }
+        return value
+    }
+
+    /// Queues `payload` for `session`; a full queue closes it as a slow consumer (4008) without
+    /// delaying anyone else.
+    public func deliver(_ payload: Payload, to session: Session) {
+        guard session.closing == nil else { return }
+        if !session.enqueue(payload) {
+            onDrop?(.queueFull)
+            session.close(.slowConsumer, reason: "slow consumer")
+            detach(session)
+        }
+    }
+}

@@ -1,0 +1,29 @@
+/// Relay-originated frames (PROTOCOL.md "relay-originated messages").
+public enum RelayMessages {
+    /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
+    public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime) -> Payload {
+        Payload(json: .object([
+            ("type", "event"), ("event", "device_status"),
+            ("data", .object([("device_id", .string(device.rawValue)), ("online", .bool(online)),
+                              ("since", .string(since.iso8601))])),
+        ]))
+    }
+
+    /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
+    public static func appPresence(apps: Int) -> Payload {
+        Payload(json: .object([("type", "event"), ("event", "app_presence"),
+                               ("data", .object([("apps", .int(Int64(apps)))]))]))
+    }
+
+    /// `{"type":"error","code":CODE,"message":TEXT,"id":ID?}`; `idToken` is the raw JSON id.
+    public static func error(_ code: String, _ message: String, idToken: [UInt8]? = nil) -> Payload {
+        var fields: [(String, JSONValue)] = [("type", "error"), ("code", .string(code)), ("message", .string(message))]
+        if let idToken { fields.append(("id", .raw(String(decoding: idToken, as: UTF8.self)))) }
+        return Payload(json: .object(fields))
+    }
+
+    /// `{"type":"event","event":"turn_credentials","data":BODY}` with BODY the HTTP endpoint's JSON.
+    public static func turnCredentials(body: String) -> Payload {
+        Payload(json: .object([("type", "event"), ("event", "turn_credentials"), ("data", .raw(body))]))
+    }
+}

@@ -1,0 +1,89 @@
+/// Close codes (PROTOCOL.md "close codes").
+public enum CloseCode: UInt16, Sendable {
+    case normal = 1000
+    case goingAway = 1001
+    case tooLarge = 1009
+    case replaced = 4001
+    case revoked = 4003
+    case slowConsumer = 4008
+    case rateLimited = 4029
+}
+
+/// Why a message was not delivered (feeds metrics).
+public enum DropReason: String, Sendable, CaseIterable {
+    case queueFull = "queue_full"
+    case rateLimited = "rate_limited"
+    case deviceOffline = "device_offline"
+    case unknownResponse = "unknown_response"
+    case noApps = "no_apps"
+}
+
+/// How a session reaches its socket. Implemented by the server over libwebsockets; by a
+/// recorder in tests.
+public protocol SessionTransport: AnyObject {
+    /// Ask for a write opportunity (the socket will drain the queue or send the close).
+    func requestWrite()
+}
+
+/// One authenticated WebSocket: a robot or an app of one device. Owned by the service thread.
+public final class Session {
+    public let id: UInt64
+    public let role: Role
+    public let deviceID: DeviceID
+    public let tokenID: Int64
+    public let tokenExpiresAt: UnixTime?
+    public let remoteAddress: String
+    public let connectedAt: UnixTime
+    public weak var transport: SessionTransport?
+
+    public var queue: SendQueue
+    /// Set when the session must close: the next write opportunity sends this close frame.
+    public private(set) var closing: (code: CloseCode, reason: String)?
+
+    // Keepalive bookkeeping (monotonic nanoseconds).
+    public var lastHeard: UInt64
+    public var lastPingSent: UInt64
+    public var pingDue = false
+
+    // Counters for the audit log and metrics.
+    public var messagesIn = 0
+    public var bytesIn = 0
+    public var messagesOut = 0
+    public var bytesOut = 0
+    public var consecutiveRateLimited = 0
+
+    var rateLimiter: TokenBucket?
+    /// Set while the hub routes to this session.
+    var attached = false
+
+    public init(id: UInt64, role: Role, deviceID: DeviceID, tokenID: Int64, tokenExpiresAt: UnixTime?,
+                remoteAddress: String, connectedAt: UnixTime, now: UInt64, queue: SendQueue) {
+        self.id = id
+        self.role = role
+        self.deviceID = deviceID
+        self.tokenID = tokenID
+        self.tokenExpiresAt = tokenExpiresAt
+        self.remoteAddress = remoteAddress
+        self.connectedAt = connectedAt
+        self.queue = queue
+        lastHeard = now
+        lastPingSent = now
+    }
+
+    /// Queues a message; false when the queue is full (the caller culls the session).
+    func enqueue(_ payload: Payload) -> Bool {
+        guard closing == nil else { return true }
+        let wasEmpty = queue.isEmpty
+        guard queue.push(payload) else { return false }
+        if wasEmpty { transport?.requestWrite() }
+        return true
+    }
+
+    /// Marks the session for closing with `code`; queued messages are dropped.
+    public func close(_ code: CloseCode, reason: String) {
+        guard closing == nil else { return }
+        closing = (code, reason)
+        queue.removeAll()
+        transport?.requestWrite()
+    }
+}

@@ -1,0 +1,32 @@
+/// A token bucket: `rate` tokens per second up to `burst`. Time comes from the caller
+/// (monotonic nanoseconds), so tests need no sleeping.
+public struct TokenBucket: Sendable {
+    public let rate: Double
+    public let burst: Double
+    private var tokens: Double
+    private var last: UInt64
+
+    public init(rate: Double, burst: Double, now: UInt64) {
+        self.rate = rate
+        self.burst = burst
+        tokens = burst
+        last = now
+    }
+
+    /// `bucket` with the token just taken put back.
+    public init(restoring bucket: TokenBucket) {
+        self = bucket
+        tokens = min(burst, tokens + 1)
+    }
+
+    /// Takes one token if there is one.
+    public mutating func take(now: UInt64) -> Bool {
+        if now > last {
+            tokens = min(burst, tokens + Double(now - last) / 1e9 * rate)
+            last = now
+        }
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}

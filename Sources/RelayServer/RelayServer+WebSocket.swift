@@ -1,0 +1,253 @@
+import CLibWebSockets
+import RelayCore
+import RelayStore
+
+/// An upgrade that passed every check: who it is.
+struct UpgradeGrant {
+    var role: Role
+    var device: DeviceID
+    var entry: CredentialEntry
+    var remoteAddress: String
+}
+
+extension RelayServer {
+    // MARK: - Upgrade (before the 101)
+
+    /// Checks an upgrade request (PROTOCOL.md "WebSocket endpoints"): path, device id, token,
+    /// credential rules, per-address failure limit, app cap. Returns the grant or the response.
+    func authorizeUpgrade(_ request: LWSConnection) -> Result<UpgradeGrant, UpgradeRejection> {
+        let address = clientAddress(request)
+        let role: Role
+        switch request.header(WSI_TOKEN_GET_URI) {
+        case "/ws/robot": role = .robot
+        case "/ws/app": role = .app
+        default:
+            return .failure(UpgradeRejection(response: .error(404, "not_found", "no such WebSocket endpoint"),
+                                             failure: nil, device: nil, address: address))
+        }
+        guard let deviceText = request.queryArgument("device_id="), let device = DeviceID(deviceText) else {
+            return .failure(UpgradeRejection(
+                response: .error(400, "bad_request", "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
+                failure: .badRequest, device: nil, address: address))
+        }
+        func reject(_ failure: AuthFailure, _ message: String) -> Result<UpgradeGrant, UpgradeRejection> {
+            .failure(UpgradeRejection(response: .authFailure(failure, message: message), failure: failure,
+                                      device: device, address: address))
+        }
+        let now = MonotonicClock.nanoseconds()
+        guard authFailures.allows(address, now: now) else {
+            return reject(.rateLimited, "too many failed authentications from this address; retry later")
+        }
+        guard let token = presentedToken(request) else {
+            return reject(.missingToken, "a token is required (Authorization: Bearer or token= query argument)")
+        }
+        guard let entry = credentials.lookup(token: token) else {
+            return credentials.isLoaded ? reject(.unknownToken, "unknown token")
+                : reject(.storeUnavailable, "credential store unavailable; retry shortly")
+        }
+        switch CredentialRules.authorize(entry, device: device, role: role, at: .now()) {
+        case .failure(let failure):
+            let messages: [AuthFailure: String] = [
+                .expiredToken: "token expired", .revokedToken: "token revoked",
+                .wrongDevice: "token belongs to another device", .wrongRole: "token is for another role",
+                .deviceDisabled: "device disabled",
+            ]
+            return reject(failure, messages[failure] ?? failure.rawValue)
+        case .success:
+            break
+        }
+        if role == .app, !hub.hasRoomForApp(device) {
+            return .failure(UpgradeRejection(
+                response: .error(429, "too_many_connections",
+                                 "this device already has \(configuration.maxAppsPerDevice) app connections",
+                                 headers: [("Retry-After", "1")]),
+                failure: nil, device: device, address: address))
+        }
+        return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address))
+    }
+
+    /// `Authorization: Bearer …` first, then the `token=` query argument.
+    private func presentedToken(_ request: LWSConnection) -> String? {
+        if let header = request.header(WSI_TOKEN_HTTP_AUTHORIZATION) {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                let token = String(parts[1].drop { $0 == " " })
+                if !token.isEmpty { return token }
+            }
+        }
+        if let token = request.queryArgument("token="), !token.isEmpty { return token }
+        return nil
+    }
+
+    /// The peer address (forwarded-for handling belongs to the proxy configuration).
+    func clientAddress(_ request: LWSConnection) -> String { request.peerAddress }
+
+    /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
+    /// -1 to drop the connection.
+    func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
+        let request = LWSConnection(wsi: wsi)
+        let started = MonotonicClock.nanoseconds()
+        if stopping {
+            let response = HTTPResponse.error(503, "shutting_down", "the relay is shutting down", headers: [("Retry-After", "1")])
+            logRequest(request, status: 503, startedAt: started)
+            return request.send(response) ? 1 : -1
+        }
+        switch authorizeUpgrade(request) {
+        case .success(let grant):
+            pendingGrant = (wsi, grant)
+            return 0
+        case .failure(let rejection):
+            if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
+            logRequest(request, status: rejection.response.status, startedAt: started)
+            return request.send(rejection.response) ? 1 : -1
+        }
+    }
+
+    private func recordAuthFailure(_ failure: AuthFailure, rejection: UpgradeRejection) {
+        let now = MonotonicClock.nanoseconds()
+        if failure != .storeUnavailable, failure != .rateLimited { authFailures.recordFailure(rejection.address, now: now) }
+        counters.authFailures[failure, default: 0] += 1
+        audit(.authFailed, device: rejection.device?.rawValue, tokenID: nil, address: rejection.address,
+              details: [("reason", .string(failure.rawValue))])
+    }
+
+    // MARK: - Established socket
+
+    /// Handles `LWS_CALLBACK_ESTABLISHED`: creates the session and attaches it.
+    func established(_ wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> Int32 {
+        guard let user else { return -1 }
+        let grant: UpgradeGrant
+        if let pending = pendingGrant, pending.wsi == wsi {
+            grant = pending.grant
+        } else if case .success(let g) = authorizeUpgrade(LWSConnection(wsi: wsi)) {
+            grant = g
+        } else {
+            return -1
+        }
+        pendingGrant = nil
+        let now = MonotonicClock.nanoseconds()
+        nextSessionID += 1
+        let session = Session(id: nextSessionID, role: grant.role, deviceID: grant.device, tokenID: grant.entry.token.id,
+                              tokenExpiresAt: grant.entry.token.expiresAt, remoteAddress: grant.remoteAddress,
+                              connectedAt: .now(), now: now,
+                              queue: SendQueue(maxMessages: configuration.sendQueueMaxMessages,
+                                               maxBytes: configuration.sendQueueMaxBytes))
+        let connection = Connection(wsi: wsi, session: session)
+        session.transport = connection
+        connection.store(in: user)
+        openConnections += 1
+        hub.attach(session, now: now)
+        auditWriter.touch(tokenID: grant.entry.token.id, at: .now())
+        audit(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
+              tokenID: grant.entry.token.id, address: grant.remoteAddress,
+              details: [("connection", .int(Int64(session.id)))])
+        log.info("ws_connected", [("role", .string(grant.role.rawValue)), ("device", .string(grant.device.rawValue)),
+                                  ("connection", .int(Int64(session.id))), ("remote", .string(grant.remoteAddress))])
+        return 0
+    }
+
+    /// Handles `LWS_CALLBACK_RECEIVE`: reassembles and routes whole messages.
+    func receive(_ connection: Connection, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        let wsi = connection.wsi
+        let session = connection.session
+        session.lastHeard = MonotonicClock.nanoseconds()
+        if lws_is_first_fragment(wsi) != 0 {
+            connection.receiving.removeAll(keepingCapacity: connection.receiving.capacity <= 65536)
+            connection.receivingBinary = lws_frame_is_binary(wsi) != 0
+            connection.rejected = false
+        }
+        if connection.rejected { return 0 }
+        let total = connection.receiving.count + length + Int(lws_remaining_packet_payload(wsi))
+        if total > configuration.maxMessageBytes {
+            connection.rejected = true
+            connection.receiving = []
+            counters.closes[CloseCode.tooLarge.rawValue, default: 0] += 1
+            session.close(.tooLarge, reason: "message too large")
+            hub.detach(session)
+            return 0
+        }
+        if connection.receiving.isEmpty { connection.receiving.reserveCapacity(total) }
+        if let input, length > 0 {
+            connection.receiving.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+        }
+        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+        let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
+        connection.receiving = []
+        hub.receive(payload, from: session, now: session.lastHeard)
+        return 0
+    }
+
+    /// Handles `LWS_CALLBACK_SERVER_WRITEABLE`: sends a pending close, else drains the queue.
+    func writeable(_ connection: Connection) -> Int32 {
+        let session = connection.session
+        if let closing = session.closing {
+            var reason = Array(closing.reason.utf8.prefix(120))
+            lws_close_reason(connection.wsi, lws_close_status(UInt32(closing.code.rawValue)), &reason, reason.count)
+            return -1
+        }
+        guard writer.drain(connection) else { return -1 }
+        if !session.queue.isEmpty || session.pingDue { connection.requestWrite() }
+        return 0
+    }
+
+    /// Handles `LWS_CALLBACK_CLOSED`: detaches, audits, frees.
+    func closed(_ user: UnsafeMutableRawPointer?) {
+        guard let connection = Connection.from(user: user) else { return }
+        let session = connection.session
+        hub.detach(session)
+        openConnections -= 1
+        if let code = session.closing?.code { counters.closes[code.rawValue, default: 0] += 1 }
+        let seconds = Double(UnixTime.now().microseconds - session.connectedAt.microseconds) / 1e6
+        var details: [(String, JSONValue)] = [
+            ("connection", .int(Int64(session.id))), ("duration_s", .double((seconds * 1000).rounded() / 1000)),
+            ("messages_in", .int(Int64(session.messagesIn))), ("bytes_in", .int(Int64(session.bytesIn))),
+            ("messages_out", .int(Int64(session.messagesOut))), ("bytes_out", .int(Int64(session.bytesOut))),
+        ]
+        if let closing = session.closing {
+            details.append(("close_code", .int(Int64(closing.code.rawValue))))
+            details.append(("close_reason", .string(closing.reason)))
+        }
+        audit(session.role == .robot ? .robotDisconnected : .appDisconnected, device: session.deviceID.rawValue,
+              tokenID: session.tokenID, address: session.remoteAddress, details: details)
+        log.info("ws_disconnected", [("role", .string(session.role.rawValue)),
+                                     ("device", .string(session.deviceID.rawValue)),
+                                     ("connection", .int(Int64(session.id)))] + details.dropFirst())
+        Connection.release(user: user)
+        if stopping && openConnections == 0 { finishStop() }
+    }
+
+    // MARK: - Periodic work
+
+    /// Once a second: pings, hang-ups of silent peers, expired tokens, limiter sweep.
+    func tick() {
+        let now = MonotonicClock.nanoseconds()
+        let interval = UInt64(configuration.pingIntervalSeconds) * 1_000_000_000
+        let wall = UnixTime.now()
+        for session in hub.allSessions {
+            guard let connection = session.transport as? Connection else { continue }
+            if let expires = session.tokenExpiresAt, expires <= wall {
+                session.close(.revoked, reason: "token expired")
+                hub.detach(session)
+            } else if now - session.lastHeard >= 2 * interval {
+                // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
+                counters.keepaliveTimeouts += 1
+                hub.detach(session)
+                lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            } else if now - session.lastPingSent >= interval, now - session.lastHeard >= interval / 2 {
+                session.lastPingSent = now
+                session.pingDue = true
+                connection.requestWrite()
+            }
+        }
+        authFailures.sweep(now: now)
+        if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
+    }
+}
+
+/// A refused upgrade: the response to send and what to record.
+struct UpgradeRejection: Error {
+    var response: HTTPResponse
+    var failure: AuthFailure?
+    var device: DeviceID?
+    var address: String
+}

@@ -1,0 +1,183 @@
+import Foundation
+import RelayCore
+import Synchronization
+
+/// Writes audit events (and token last-used times) in batches on its own thread, so
+/// forwarding never waits for the database. Nothing is lost when the database is briefly
+/// unreachable: events stay queued and are retried; at shutdown, or when the queue grows past
+/// `spoolThreshold`, they are appended to a spool file (JSON lines) that is replayed into the
+/// database on the next successful connection. Event ids make replays idempotent.
+public final class AuditWriter: Sendable {
+    struct State {
+        var queue: [AuditEvent] = []
+        var lastUsed: [Int64: UnixTime] = [:]
+        var stopping = false
+        var spooled = 0
+        var written = 0
+        var databaseUp = false
+    }
+
+    private let conninfo: String
+    private let spoolPath: String
+    private let spoolThreshold: Int
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    public init(conninfo: String, spoolDirectory: String, spoolThreshold: Int = 100_000) {
+        self.conninfo = conninfo
+        spoolPath = (spoolDirectory as NSString).appendingPathComponent("audit-spool.jsonl")
+        self.spoolThreshold = spoolThreshold
+        try? FileManager.default.createDirectory(atPath: spoolDirectory, withIntermediateDirectories: true)
+    }
+
+    /// Queues an event. Never blocks on I/O.
+    public func record(_ event: AuditEvent) {
+        let count = state.withLock { s -> Int in
+            s.queue.append(event)
+            return s.queue.count
+        }
+        if count == 1 || count % AuditRepository.maxBatch == 0 { wake.signal() }
+    }
+
+    /// Notes that a token was used now (written in batches to `tokens.last_used_at`).
+    public func touch(tokenID: Int64, at time: UnixTime) {
+        state.withLock { $0.lastUsed[tokenID] = time }
+    }
+
+    /// Events waiting in memory, events moved to the spool file, and events stored so far.
+    public var stats: (queued: Int, spooled: Int, written: Int, databaseUp: Bool) {
+        state.withLock { ($0.queue.count, $0.spooled, $0.written, $0.databaseUp) }
+    }
+
+    public func start() {
+        Thread.detachNewThread { [self] in run() }
+    }
+
+    /// Flushes what it can within `timeout` seconds, spools the rest, and stops.
+    public func stop(timeout: Double = 3) {
+        state.withLock { $0.stopping = true }
+        wake.signal()
+        if finished.wait(timeout: .now() + timeout + 1) == .timedOut {
+            spool(takeQueue())
+        }
+    }
+
+    private func takeQueue() -> [AuditEvent] {
+        state.withLock { s in
+            defer { s.queue.removeAll() }
+            return s.queue
+        }
+    }
+
+    private func run() {
+        var db: PGConnection?
+        var backoff = 0.2
+        while true {
+            _ = wake.wait(timeout: .now() + 0.2)
+            let stopping = state.withLock { $0.stopping }
+            if db == nil || db?.isOpen == false {
+                db = try? PGConnection(conninfo: conninfo, connectTimeout: 2)
+                state.withLock { $0.databaseUp = db != nil }
+            }
+            if let connection = db {
+                do {
+                    try replaySpool(connection)
+                    try flush(connection)
+                    backoff = 0.2
+                } catch {
+                    db = nil
+                    state.withLock { $0.databaseUp = false }
+                    Logger.shared.warn("audit_write_failed", [("error", .string("\(error)"))])
+                }
+            }
+            let queued = state.withLock { $0.queue.count }
+            if stopping {
+                if queued > 0 { spool(takeQueue()) }
+                finished.signal()
+                return
+            }
+            if db == nil {
+                if queued >= spoolThreshold { spool(takeQueue()) }
+                Thread.sleep(forTimeInterval: backoff)
+                backoff = min(backoff * 2, 5)
+            }
+        }
+    }
+
+    private func flush(_ db: PGConnection) throws {
+        while true {
+            let (batch, touches) = state.withLock { s -> ([AuditEvent], [Int64: UnixTime]) in
+                let batch = Array(s.queue.prefix(AuditRepository.maxBatch))
+                let touches = s.lastUsed
+                s.lastUsed.removeAll()
+                return (batch, touches)
+            }
+            do {
+                try TokenRepository(db).touch(touches)
+            } catch {
+                state.withLock { s in for (k, v) in touches where s.lastUsed[k] == nil { s.lastUsed[k] = v } }
+                throw error
+            }
+            guard !batch.isEmpty else { return }
+            try AuditRepository(db).append(batch)
+            state.withLock { s in
+                s.queue.removeFirst(min(batch.count, s.queue.count))
+                s.written += batch.count
+            }
+        }
+    }
+
+    // MARK: - Spool file
+
+    private func spool(_ events: [AuditEvent]) {
+        guard !events.isEmpty else { return }
+        var text = ""
+        for event in events { text += AuditWriter.encode(event) + "\n" }
+        if let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
+            FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
+            return FileHandle(forWritingAtPath: spoolPath)
+        }() {
+            handle.seekToEndOfFile()
+            handle.write(Data(text.utf8))
+            try? handle.synchronize()
+            try? handle.close()
+            state.withLock { $0.spooled += events.count }
+            Logger.shared.warn("audit_spooled", [("events", .int(Int64(events.count))), ("path", .string(spoolPath))])
+        } else {
+            Logger.shared.error("audit_spool_failed", [("path", .string(spoolPath)), ("events", .int(Int64(events.count)))])
+        }
+    }
+
+    private func replaySpool(_ db: PGConnection) throws {
+        guard FileManager.default.fileExists(atPath: spoolPath),
+              let data = FileManager.default.contents(atPath: spoolPath) else { return }
+        let events = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { AuditWriter.decode(String($0)) }
+        try AuditRepository(db).append(events)
+        try FileManager.default.removeItem(atPath: spoolPath)
+        state.withLock { $0.written += events.count }
+        Logger.shared.info("audit_spool_replayed", [("events", .int(Int64(events.count)))])
+    }
+
+    static func encode(_ e: AuditEvent) -> String {
+        JSONValue.object([
+            ("id", .string(e.id)), ("at_us", .int(e.at.microseconds)), ("kind", .string(e.kind.rawValue)),
+            ("actor", .string(e.actor)), ("device_id", .optional(e.deviceID)),
+            ("token_id", e.tokenID.map { .int($0) } ?? .null), ("remote_addr", .optional(e.remoteAddress)),
+            ("details", e.details),
+        ]).encoded
+    }
+
+    static func decode(_ line: String) -> AuditEvent? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+              let id = object["id"] as? String, let at = (object["at_us"] as? NSNumber)?.int64Value,
+              let kind = (object["kind"] as? String).flatMap(AuditKind.init(rawValue:)),
+              let actor = object["actor"] as? String
+        else { return nil }
+        let details = object["details"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }
+            .map { JSONValue.raw(String(decoding: $0, as: UTF8.self)) } ?? .object([])
+        return AuditEvent(id: id, at: UnixTime(microseconds: at), kind: kind, actor: actor,
+                          deviceID: object["device_id"] as? String, tokenID: (object["token_id"] as? NSNumber)?.int64Value,
+                          remoteAddress: object["remote_addr"] as? String, details: details)
+    }
+}

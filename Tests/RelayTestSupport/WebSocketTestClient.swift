@@ -1,0 +1,190 @@
+import Foundation
+
+/// One WebSocket frame as received.
+public struct WSFrame: Sendable, Equatable {
+    public var opcode: UInt8
+    public var fin: Bool
+    public var payload: [UInt8]
+    public var text: String { String(decoding: payload, as: UTF8.self) }
+    /// Close code, for close frames.
+    public var closeCode: UInt16? {
+        guard opcode == 8, payload.count >= 2 else { return nil }
+        return UInt16(payload[0]) << 8 | UInt16(payload[1])
+    }
+    public var closeReason: String { opcode == 8 && payload.count > 2 ? String(decoding: payload[2...], as: UTF8.self) : "" }
+}
+
+/// A message (reassembled from fragments).
+public struct WSMessage: Sendable {
+    public var isBinary: Bool
+    public var payload: [UInt8]
+    public var text: String { String(decoding: payload, as: UTF8.self) }
+    public func json() throws -> [String: Any] {
+        guard let o = try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else {
+            throw TestSetupError("not a JSON object: \(text)")
+        }
+        return o
+    }
+}
+
+/// A small blocking RFC 6455 client for tests: real handshake, masked frames, fragmentation,
+/// pings answered automatically while reading.
+public final class WebSocketTestClient: @unchecked Sendable {
+    public let socket: TestSocket
+    public private(set) var closeFrame: WSFrame?
+    public var answerPings = true
+
+    /// Opens `path` and completes the upgrade; throws `UpgradeRefused` with the HTTP response
+    /// when the server answers anything but 101.
+    public init(port: Int, path: String, headers: [String: String] = [:], timeout: Double = 5) throws {
+        socket = try TestSocket(port: port, timeout: timeout)
+        let key = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+        for (k, v) in headers { request += "\(k): \(v)\r\n" }
+        request += "\r\n"
+        try socket.send(request)
+        let response = try HTTPTestClient.readResponse(socket)
+        guard response.status == 101 else { throw UpgradeRefused(response: response) }
+    }
+
+    public struct UpgradeRefused: Error, CustomStringConvertible {
+        public var response: HTTPTestResponse
+        public var description: String { "upgrade refused: \(response.status) \(response.text)" }
+    }
+
+    /// Connects as `role` for `device` with `token` in the query (the app's way).
+    public static func connect(port: Int, role: String, device: String, token: String?, useHeader: Bool = false,
+                               timeout: Double = 5) throws -> WebSocketTestClient {
+        var path = "/ws/\(role)?device_id=\(device)"
+        var headers: [String: String] = [:]
+        if let token {
+            if useHeader { headers["Authorization"] = "Bearer \(token)" } else { path += "&token=\(token)" }
+        }
+        return try WebSocketTestClient(port: port, path: path, headers: headers, timeout: timeout)
+    }
+
+    // MARK: Sending
+
+    public func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) throws {
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        let n = payload.count
+        if n < 126 {
+            frame.append(0x80 | UInt8(n))
+        } else if n < 65536 {
+            frame += [0x80 | 126, UInt8(n >> 8), UInt8(n & 0xff)]
+        } else {
+            frame.append(0x80 | 127)
+            for k in (0..<8).reversed() { frame.append(UInt8((UInt64(n) >> (8 * UInt64(k))) & 0xff)) }
+        }
+        let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset & 3] }
+        try socket.send(frame)
+    }
+
+    public func send(_ text: String) throws { try sendFrame(opcode: 1, payload: Array(text.utf8)) }
+    public func sendBinary(_ bytes: [UInt8]) throws { try sendFrame(opcode: 2, payload: bytes) }
+
+    /// Sends `payload` as `parts` fragments (first with `opcode`, then continuations).
+    public func sendFragmented(opcode: UInt8, payload: [UInt8], parts: Int) throws {
+        let size = max(1, (payload.count + parts - 1) / parts)
+        var chunks = stride(from: 0, to: payload.count, by: size).map { Array(payload[$0..<min($0 + size, payload.count)]) }
+        if chunks.isEmpty { chunks = [[]] }
+        for (i, chunk) in chunks.enumerated() {
+            try sendFrame(opcode: i == 0 ? opcode : 0, payload: chunk, fin: i == chunks.count - 1)
+        }
+    }
+
+    public func close(code: UInt16 = 1000) {
+        try? sendFrame(opcode: 8, payload: [UInt8(code >> 8), UInt8(code & 0xff)])
+    }
+
+    // MARK: Receiving
+
+    public func readFrame() throws -> WSFrame {
+        let head = try socket.read(exactly: 2)
+        var length = Int(head[1] & 0x7f)
+        if length == 126 {
+            let b = try socket.read(exactly: 2)
+            length = Int(b[0]) << 8 | Int(b[1])
+        } else if length == 127 {
+            let b = try socket.read(exactly: 8)
+            length = b.reduce(0) { $0 << 8 | Int($1) }
+        }
+        if head[1] & 0x80 != 0 { throw TestSetupError("server frame is masked") }
+        let payload = length > 0 ? try socket.read(exactly: length) : []
+        return WSFrame(opcode: head[0] & 0x0f, fin: head[0] & 0x80 != 0, payload: payload)
+    }
+
+    /// The next data message; answers pings; throws `Closed` on a close frame.
+    public func receive() throws -> WSMessage {
+        var parts: [UInt8] = []
+        var binary = false
+        var started = false
+        while true {
+            let frame = try readFrame()
+            switch frame.opcode {
+            case 9:
+                if answerPings { try sendFrame(opcode: 10, payload: frame.payload) }
+            case 10:
+                continue
+            case 8:
+                closeFrame = frame
+                throw Closed(code: frame.closeCode, reason: frame.closeReason)
+            case 0, 1, 2:
+                if !started {
+                    binary = frame.opcode == 2
+                    started = true
+                }
+                parts += frame.payload
+                if frame.fin { return WSMessage(isBinary: binary, payload: parts) }
+            default:
+                throw TestSetupError("unexpected opcode \(frame.opcode)")
+            }
+        }
+    }
+
+    public struct Closed: Error, CustomStringConvertible {
+        public var code: UInt16?
+        public var reason: String
+        public var description: String { "closed \(code.map(String.init) ?? "-") \(reason)" }
+    }
+
+    /// The next message parsed as JSON.
+    public func receiveJSON() throws -> [String: Any] { try receive().json() }
+
+    /// Reads messages until one matches `predicate` (skipping others), within the socket timeout.
+    public func receive(until predicate: ([String: Any]) -> Bool) throws -> [String: Any] {
+        while true {
+            let message = try receive()
+            if let object = try? message.json(), predicate(object) { return object }
+        }
+    }
+
+    /// Reads until the server closes; returns the close code (nil on EOF without close frame).
+    public func waitForClose(timeout: Double = 5) -> UInt16? {
+        socket.setTimeout(timeout)
+        while true {
+            do { _ = try receive() } catch let closed as Closed { return closed.code } catch { return nil }
+        }
+    }
+
+    /// True if nothing arrives within `seconds` (apart from pings).
+    public func expectSilence(_ seconds: Double) -> Bool {
+        socket.setTimeout(seconds)
+        defer { socket.setTimeout(5) }
+        do {
+            _ = try receive()
+            return false
+        } catch {
+            return !(error is Closed)
+        }
+    }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// `event` of a `{"type":"event"}` message.
+    public var eventName: String? { self["type"] as? String == "event" ? self["event"] as? String : nil }
+    public var dataObject: [String: Any]? { self["data"] as? [String: Any] }
+}
