@@ -66,9 +66,10 @@ final class FrameWriter {
         let start = buffer + headroom
         var length = 0
         if session.pingDue {
-            start[0] = 0x89  // FIN + ping
-            start[1] = 0
-            length = 2
+            // A non-empty payload: lws 4.1 does not pass zero-length PONGs to the callback.
+            let ping: [UInt8] = [0x89, 4, UInt8(ascii: "w"), UInt8(ascii: "i"), UInt8(ascii: "m"), UInt8(ascii: "z")]
+            for (k, b) in ping.enumerated() { start[k] = b }
+            length = ping.count
             session.pingDue = false
         }
         while let payload = session.queue.first {

@@ -223,6 +223,8 @@ extension RelayServer {
         let now = MonotonicClock.nanoseconds()
         let interval = UInt64(configuration.pingIntervalSeconds) * 1_000_000_000
         let wall = UnixTime.now()
+        // The tick runs once a second; half of that makes "one interval" mean the nearest tick.
+        let tickSlack: UInt64 = 500_000_000
         for session in hub.allSessions {
             guard let connection = session.transport as? Connection else { continue }
             if let expires = session.tokenExpiresAt, expires <= wall {
@@ -231,11 +233,14 @@ extension RelayServer {
             } else if now - session.lastHeard >= 2 * interval {
                 // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
                 counters.keepaliveTimeouts += 1
+                log.info("keepalive_timeout", [("connection", .int(Int64(session.id))),
+                                               ("silent_ms", .int(Int64((now - session.lastHeard) / 1_000_000)))])
                 hub.detach(session)
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-            } else if now - session.lastPingSent >= interval, now - session.lastHeard >= interval / 2 {
+            } else if now - session.lastPingSent + tickSlack >= interval, now - session.lastHeard + tickSlack >= interval / 2 {
                 session.lastPingSent = now
                 session.pingDue = true
+                log.debug("ping", [("connection", .int(Int64(session.id)))])
                 connection.requestWrite()
             }
         }

@@ -307,7 +307,10 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
         guard let connection = Connection.from(user: user) else { return -1 }
         return server.receive(connection, input, length)
     case LWS_CALLBACK_RECEIVE_PONG:
-        Connection.from(user: user)?.session.lastHeard = MonotonicClock.nanoseconds()
+        if let session = Connection.from(user: user)?.session {
+            session.lastHeard = MonotonicClock.nanoseconds()
+            server.log.debug("pong", [("connection", .int(Int64(session.id)))])
+        }
         return 0
     case LWS_CALLBACK_SERVER_WRITEABLE:
         guard let connection = Connection.from(user: user) else { return 0 }

@@ -1,0 +1,130 @@
+import Foundation
+import Testing
+import RelayCore
+import RelayTestSupport
+
+/// Every rejection happens before the upgrade, as plain HTTP with the contract's status.
+@Suite struct AuthTests {
+    func refused(_ f: RelayFixture, _ path: String, headers: [String: String] = [:]) throws -> HTTPTestResponse {
+        do {
+            _ = try WebSocketTestClient(port: f.port, path: path, headers: headers)
+        } catch let refused as WebSocketTestClient.UpgradeRefused {
+            return refused.response
+        }
+        throw TestSetupError("upgrade to \(path) was accepted")
+    }
+
+    @Test func malformedRequestsGet400Or404() throws {
+        let f = try RelayFixture()
+        let token = f.appTokens["dev1"]!
+        for path in ["/ws/app?token=\(token)", "/ws/app?device_id=&token=\(token)",
+                     "/ws/app?device_id=bad%20id&token=\(token)", "/ws/app?device_id=\(String(repeating: "a", count: 65))&token=\(token)",
+                     "/ws/app?device_id=a%22b&token=\(token)"] {
+            let r = try refused(f, path)
+            #expect(r.status == 400, "\(path)")
+            #expect(try r.json()["error"] as? String == "bad_request")
+        }
+        #expect(try refused(f, "/ws/other?device_id=dev1&token=\(token)").status == 404)
+        // The invalid id is neither logged nor stored.
+        #expect(!f.relay.log.joined().contains("bad id") && !f.relay.log.joined().contains("a\"b"))
+    }
+
+    @Test func missingUnknownExpiredOrRevokedTokensGet401WithChallenge() throws {
+        let f = try RelayFixture()
+        let missing = try refused(f, "/ws/app?device_id=dev1")
+        #expect(missing.status == 401)
+        #expect(missing.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
+        #expect(try missing.json()["error"] as? String == "missing_token")
+        let unknown = try refused(f, "/ws/app?device_id=dev1&token=wimz_a_doesnotexist")
+        #expect(unknown.status == 401)
+        #expect(try unknown.json()["error"] as? String == "unknown_token")
+        let bearerUnknown = try refused(f, "/ws/robot?device_id=dev1", headers: ["Authorization": "Bearer wimz_r_nope"])
+        #expect(bearerUnknown.status == 401)
+
+        let shortLived = try f.issue(device: "dev1", role: .app, expiresIn: 1)
+        _ = f.relay.waitForLog(containing: "\"event\":\"credentials") // snapshot already loaded
+        usleep(1_500_000)
+        let expired = try refused(f, "/ws/app?device_id=dev1&token=\(shortLived.secret)")
+        #expect(expired.status == 401)
+
+        let revoked = try f.issue(device: "dev1", role: .app)
+        #expect(try Subprocess.cli(["token", "revoke", String(revoked.id)], databaseURL: f.database.url).status == 0)
+        var status = 0
+        for _ in 0..<50 {
+            status = (try? refused(f, "/ws/app?device_id=dev1&token=\(revoked.secret)"))?.status ?? 101
+            if status == 401 { break }
+            usleep(50_000)
+        }
+        #expect(status == 401)
+        #expect(try f.waitForAudit { $0.event == "auth_failed" && $0.details.contains("unknown_token") })
+    }
+
+    @Test func tokensOfAnotherDeviceOrRoleOrADisabledDeviceGet403() throws {
+        let f = try RelayFixture(devices: ["dev1", "dev2"])
+        let otherDevice = try refused(f, "/ws/app?device_id=dev1&token=\(f.appTokens["dev2"]!)")
+        #expect(otherDevice.status == 403)
+        #expect(try otherDevice.json()["error"] as? String == "wrong_device")
+        let otherRole = try refused(f, "/ws/robot?device_id=dev1&token=\(f.appTokens["dev1"]!)")
+        #expect(otherRole.status == 403)
+        #expect(try otherRole.json()["error"] as? String == "wrong_role")
+        #expect(try Subprocess.cli(["device", "disable", "dev2"], databaseURL: f.database.url).status == 0)
+        var status = 0
+        for _ in 0..<50 {
+            status = (try? refused(f, "/ws/robot?device_id=dev2&token=\(f.robotTokens["dev2"]!)"))?.status ?? 101
+            if status == 403 { break }
+            usleep(50_000)
+        }
+        #expect(status == 403)
+    }
+
+    @Test func bothTokenFormsWorkAndNewTokensAreAcceptedWithoutRestart() throws {
+        let f = try RelayFixture()
+        _ = try f.robot(useHeader: true)
+        _ = try WebSocketTestClient(port: f.port, path: "/ws/app?device_id=dev1",
+                                    headers: ["Authorization": "Bearer \(f.appTokens["dev1"]!)"])
+        _ = try WebSocketTestClient.connect(port: f.port, role: "app", device: "dev1", token: f.appTokens["dev1"]!)
+        let fresh = try f.issue(device: "dev1", role: .app)
+        var connected = false
+        for _ in 0..<50 where !connected {
+            connected = (try? WebSocketTestClient.connect(port: f.port, role: "app", device: "dev1", token: fresh.secret)) != nil
+            if !connected { usleep(50_000) }
+        }
+        #expect(connected)
+        #expect(try f.waitForAudit { $0.event == "app_connected" })
+    }
+
+    @Test func appCapGives429() throws {
+        let f = try RelayFixture(environment: ["WIMZ_MAX_APPS_PER_DEVICE": "2"])
+        let a = try f.app()
+        let b = try f.app()
+        let third = try refused(f, "/ws/app?device_id=dev1&token=\(f.appTokens["dev1"]!)")
+        #expect(third.status == 429)
+        a.close()
+        _ = a.waitForClose()
+        usleep(200_000)
+        _ = try f.app()
+        _ = b
+    }
+
+    @Test func repeatedAuthFailuresFromOneAddressGet429() throws {
+        let f = try RelayFixture()
+        var statuses: [Int] = []
+        for i in 0..<25 { statuses.append(try refused(f, "/ws/app?device_id=dev1&token=wimz_a_guess\(i)").status) }
+        #expect(statuses.prefix(20).allSatisfy { $0 == 401 })
+        #expect(statuses.last == 429)
+        // A valid token from that address is refused too until the bucket refills.
+        #expect(try refused(f, "/ws/app?device_id=dev1&token=\(f.appTokens["dev1"]!)").status == 429)
+    }
+
+    @Test func storeUnavailableAndNothingCachedGives503() throws {
+        let relay = try RelayDaemon(databaseURL: "host=/nonexistent-wimz port=5432 user=x dbname=x")
+        do {
+            _ = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: "wimz_a_x")
+            Issue.record("upgrade accepted without a store")
+        } catch let refused as WebSocketTestClient.UpgradeRefused {
+            #expect(refused.response.status == 503)
+            #expect(try refused.response.json()["error"] as? String == "store_unavailable")
+        }
+        relay.stop()
+    }
+}

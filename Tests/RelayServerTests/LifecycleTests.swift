@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+import RelayCore
+import RelayStore
+import RelayTestSupport
+
+/// Revocation, disabling, graceful shutdown and audit durability.
+@Suite struct LifecycleTests {
+    @Test func revokingATokenFromTheCLIClosesItsSocketsWithin1sWith4003() throws {
+        let f = try RelayFixture()
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        let appTokenID = f.tokenIDs[f.appTokens["dev1"]!]!
+        let revoke = try Subprocess.cli(["token", "revoke", String(appTokenID)], databaseURL: f.database.url)
+        #expect(revoke.status == 0)
+        let revokedAt = Date()
+        #expect(app.waitForClose(timeout: 3) == 4003)
+        #expect(Date().timeIntervalSince(revokedAt) < 1.0)
+        // The robot (another token) stays up.
+        #expect(try robot.receive(until: { $0.dataObject?["apps"] as? Int == 0 }).eventName == "app_presence")
+    }
+
+    @Test func disablingADeviceClosesAllItsSocketsWith4003() throws {
+        let f = try RelayFixture(devices: ["dev1", "dev2"])
+        let robot = try f.robot()
+        let app = try f.app()
+        let bystander = try f.robot("dev2")
+        #expect(try bystander.receiveJSON().eventName == "app_presence")
+        #expect(try Subprocess.cli(["device", "disable", "dev1"], databaseURL: f.database.url).status == 0)
+        let disabledAt = Date()
+        #expect(robot.waitForClose(timeout: 3) == 4003)
+        #expect(app.waitForClose(timeout: 3) == 4003)
+        #expect(Date().timeIntervalSince(disabledAt) < 1.5)
+        #expect(bystander.expectSilence(0.3))
+    }
+
+    @Test func sigtermSends1001ToEverySocketAndAuditsTheDisconnects() throws {
+        let f = try RelayFixture()
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        try robot.send(#"{"type":"event","event":"bark_detected","data":{}}"#)
+        _ = try app.receive()
+        #expect(f.relay.stop(signal: SIGTERM) == 0)
+        #expect(robot.closeFrame == nil)
+        #expect(robot.waitForClose() == 1001)
+        #expect(app.waitForClose() == 1001)
+        let events = try f.auditEvents()
+        let robotGone = events.first { $0.event == "robot_disconnected" }
+        #expect(robotGone?.details.contains("\"messages_in\": 1") == true)
+        #expect(robotGone?.details.contains("duration_s") == true)
+        #expect(events.contains { $0.event == "app_disconnected" && $0.details.contains("1001") })
+        #expect(events.filter { $0.event.hasSuffix("_connected") }.count == 2)
+    }
+
+    @Test func auditEventsSurviveADatabaseOutageAndAShutdownDuringIt() throws {
+        let cluster = try PrivateCluster()
+        #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: cluster.url).status == 0)
+        let robotToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "robot"], databaseURL: cluster.url).lastLine
+        let appToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
+        let spool = try TestEnvironment.scratchDirectory("spool")
+        var relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_SPOOL_DIR": spool])
+        try relay.waitUntilReady()
+        #expect(relay.waitForLog(containing: "credentials_loaded") != nil)
+
+        // The database goes away; cached tokens keep working and events keep happening.
+        try cluster.stop()
+        #expect(relay.waitForLog(containing: "\"state\":\"unavailable\"") != nil)
+        let robot = try WebSocketTestClient.connect(port: relay.port, role: "robot", device: "dev1", token: robotToken)
+        let app = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: appToken)
+        _ = try app.receiveJSON()
+        app.close()
+        _ = app.waitForClose()
+        do { _ = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: "wimz_a_wrong") } catch {}
+
+        // Stopped while the database is still down: what is not stored goes to the spool file.
+        #expect(relay.stop(signal: SIGTERM) == 0)
+        _ = robot.waitForClose()
+        let spoolFile = spool + "/audit-spool.jsonl"
+        #expect(FileManager.default.fileExists(atPath: spoolFile))
+
+        // Database back, relay restarted: the spool is replayed, nothing lost, nothing doubled.
+        try cluster.start()
+        relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_SPOOL_DIR": spool])
+        #expect(relay.waitForLog(containing: "audit_spool_replayed", timeout: 20) != nil)
+        let db = try PGConnection(conninfo: cluster.url)
+        let rows = try db.execute("SELECT event, count(*) FROM audit_log GROUP BY event").rows
+        let counts = Dictionary(uniqueKeysWithValues: rows.map { ($0[0]!, Int($0[1]!)!) })
+        #expect(counts["robot_connected"] == 1)
+        #expect(counts["app_connected"] == 1)
+        #expect(counts["app_disconnected"] == 1)
+        #expect(counts["robot_disconnected"] == 1)
+        #expect(counts["auth_failed"] == 1)
+        #expect(!FileManager.default.fileExists(atPath: spoolFile))
+        relay.stop()
+    }
+
+    @Test func auditEventsWrittenAfterABriefOutageWithoutRestart() throws {
+        let cluster = try PrivateCluster()
+        #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: cluster.url).status == 0)
+        let appToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
+        let relay = try RelayDaemon(databaseURL: cluster.url)
+        try relay.waitUntilReady()
+        #expect(relay.waitForLog(containing: "credentials_loaded") != nil)
+        try cluster.stop()
+        #expect(relay.waitForLog(containing: "\"state\":\"unavailable\"") != nil)
+        for _ in 0..<3 {
+            let app = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: appToken)
+            app.close()
+            _ = app.waitForClose()
+        }
+        try cluster.start()
+        let db = try PGConnection(conninfo: cluster.url)
+        var stored = 0
+        for _ in 0..<100 {
+            stored = Int(try db.execute("SELECT count(*) FROM audit_log WHERE event IN ('app_connected','app_disconnected')").first![0]!)!
+            if stored == 6 { break }
+            usleep(200_000)
+        }
+        #expect(stored == 6)
+        relay.stop()
+    }
+}

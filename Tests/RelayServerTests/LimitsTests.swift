@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+import RelayTestSupport
+
+/// Message size, rate limits, slow consumers and keepalive.
+@Suite struct LimitsTests {
+    @Test func oversizedAppMessageClosesItWith1009() throws {
+        let f = try RelayFixture(environment: ["WIMZ_MAX_MESSAGE_BYTES": "1024"])
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        _ = try robot.receiveJSON()
+        let limit = String(repeating: "x", count: 1024)
+        try app.send(limit)
+        #expect(try robot.receive().text == limit)
+        try app.sendFragmented(opcode: 1, payload: Array(String(repeating: "y", count: 1500).utf8), parts: 3)
+        #expect(app.waitForClose() == 1009)
+        // The robot got the presence update, never the oversized message.
+        let next = try robot.receiveJSON()
+        #expect(next.eventName == "app_presence")
+    }
+
+    @Test func floodingAppIsRateLimitedAndTheRobotSeesOnlyTheAllowance() throws {
+        let f = try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "2", "WIMZ_APP_RATE_BURST": "5"])
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        _ = try robot.receiveJSON()
+        for i in 0..<20 { try app.send(#"{"type":"command","id":"\#(i)","c":"x"}"#) }
+        let error = try app.receiveJSON()
+        #expect(error["type"] as? String == "error" && error["code"] as? String == "rate_limited")
+        var forwarded = 0
+        robot.socket.setTimeout(0.5)
+        while (try? robot.receive()) != nil { forwarded += 1 }
+        #expect(forwarded >= 5 && forwarded <= 7)
+    }
+
+    @Test func slowAppIsClosedWith4008WithoutDelayingTheRobotOrOtherApps() throws {
+        let f = try RelayFixture(environment: ["WIMZ_SEND_QUEUE_MESSAGES": "64", "WIMZ_SEND_QUEUE_BYTES": "262144"])
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let slow = try f.app()
+        slow.socket.setReceiveBuffer(65536)
+        let fast = try f.app()
+        _ = try fast.receiveJSON()
+        let chunk = String(repeating: "z", count: 16_000)
+        var received = 0
+        for i in 0..<400 {
+            try robot.send(#"{"type":"event","event":"frame","data":{"i":\#(i),"pad":"\#(chunk)"}}"#)
+            // The fast app keeps up.
+            while received <= i {
+                let m = try fast.receiveJSON()
+                if m.eventName == "frame" { received += 1 }
+            }
+        }
+        #expect(received == 400)
+        // The slow app was cut off: once it reads and drains its backlog, it finds the 4008 close.
+        #expect(slow.waitForClose(timeout: 10) == 4008)
+        #expect(try f.waitForAudit { $0.event == "app_disconnected" && $0.details.contains("slow consumer") })
+        // The robot is still connected and routed.
+        try robot.send(#"{"type":"event","event":"still_here","data":{}}"#)
+        #expect(try fast.receive(until: { $0.eventName == "still_here" }).eventName == "still_here")
+    }
+
+    @Test func serverPingsAndDropsPeersSilentForTwoIntervals() throws {
+        let f = try RelayFixture(environment: ["WIMZ_PING_INTERVAL": "1"])
+        let answering = try f.app()
+        let silent = try f.app()
+        silent.answerPings = false
+        // The answering client sees pings and stays; the silent one is dropped after ~2 s.
+        let start = Date()
+        var pings = 0
+        answering.socket.setTimeout(0.5)
+        silent.socket.setTimeout(0.2)
+        var silentGone = false
+        while Date().timeIntervalSince(start) < 5 {
+            if let frame = try? answering.readFrame(), frame.opcode == 9 {
+                pings += 1
+                try answering.sendFrame(opcode: 10, payload: frame.payload)
+            }
+            if !silentGone {
+                do { _ = try silent.readFrame() } catch let e as TestSetupError where e.description.contains("timed out") {
+                } catch { silentGone = true }
+            }
+        }
+        #expect(pings >= 2)
+        #expect(silentGone)
+        try answering.send(#"{"type":"hello"}"#)
+        #expect(try answering.receiveJSON()["code"] as? String == "device_offline")
+    }
+}
