@@ -1,0 +1,142 @@
+import Testing
+@testable import RelayCore
+
+/// Records write requests instead of touching a socket.
+final class RecordingTransport: SessionTransport {
+    var writeRequests = 0
+    func requestWrite() { writeRequests += 1 }
+}
+
+@Suite struct DeviceHubTests {
+    var nextID: UInt64 = 0
+    var transports: [RecordingTransport] = []
+
+    mutating func session(_ role: Role, _ device: String = "d1", queue: Int = 100) -> Session {
+        nextID += 1
+        let s = Session(id: nextID, role: role, deviceID: DeviceID(device)!, tokenID: Int64(nextID), tokenExpiresAt: nil,
+                        remoteAddress: "127.0.0.1", connectedAt: .now(), now: 0,
+                        queue: SendQueue(maxMessages: queue, maxBytes: 1 << 20))
+        let t = RecordingTransport()
+        transports.append(t)
+        s.transport = t
+        return s
+    }
+
+    func drain(_ s: Session) -> [String] {
+        var out: [String] = []
+        while let p = s.queue.popFirst() { out.append(String(decoding: p.bytes, as: UTF8.self)) }
+        return out
+    }
+
+    func hub(_ configure: (inout DeviceHub.Limits) -> Void = { _ in }) -> DeviceHub {
+        var limits = DeviceHub.Limits()
+        limits.replayEvents = ["mode_changed"]
+        configure(&limits)
+        return DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+    }
+
+    @Test mutating func robotEventsShareOneBufferAcrossApps() {
+        let h = hub()
+        let robot = session(.robot)
+        let apps = (0..<5).map { _ in session(.app) }
+        h.attach(robot, now: 0)
+        apps.forEach { h.attach($0, now: 0) }
+        apps.forEach { _ = drain($0) }
+        let payload = Payload(Array(#"{"type":"event","event":"x"}"#.utf8))
+        h.receive(payload, from: robot, now: 0)
+        for app in apps { #expect(app.queue.first === payload) }  // the same object, no copy
+    }
+
+    @Test mutating func commandIDsAreRewrittenAndRestoredPerApp() throws {
+        let h = hub()
+        let robot = session(.robot)
+        let a = session(.app)
+        let b = session(.app)
+        for s in [robot, a, b] { h.attach(s, now: 0) }
+        _ = drain(robot); _ = drain(a); _ = drain(b)
+        h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: a, now: 0)
+        h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: b, now: 0)
+        let sent = drain(robot)
+        #expect(sent == [#"{"type":"command","id":"c1"}"#, #"{"type":"command","id":"c2"}"#])
+        h.receive(Payload(Array(#"{"type":"response","id":"c2","r":"b"}"#.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"response","id":"c1","r":"a"}"#.utf8)), from: robot, now: 0)
+        #expect(drain(a) == [#"{"type":"response","id":"1","r":"a"}"#])
+        #expect(drain(b) == [#"{"type":"response","id":"1","r":"b"}"#])
+        // A second response with the same id is unknown now.
+        var drops: [DropReason] = []
+        h.onDrop = { drops.append($0) }
+        h.receive(Payload(Array(#"{"type":"response","id":"c1"}"#.utf8)), from: robot, now: 0)
+        #expect(drops == [.unknownResponse] && drain(a).isEmpty && drain(b).isEmpty)
+    }
+
+    @Test mutating func pendingCommandsAreBounded() {
+        let h = hub { $0.pendingCommandsPerDevice = 3 }
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        for i in 0..<5 { h.receive(Payload(Array(#"{"type":"command","id":\#(i)}"#.utf8)), from: app, now: 0) }
+        _ = drain(app)
+        h.receive(Payload(Array(#"{"type":"response","id":"c1"}"#.utf8)), from: robot, now: 0)  // forgotten
+        h.receive(Payload(Array(#"{"type":"response","id":"c5"}"#.utf8)), from: robot, now: 0)  // kept
+        #expect(drain(app) == [#"{"type":"response","id":4}"#])
+    }
+
+    @Test mutating func fullQueueClosesOnlyThatAppWith4008() {
+        let h = hub()
+        let robot = session(.robot)
+        let slow = session(.app, queue: 3)
+        let fast = session(.app)
+        for s in [robot, slow, fast] { h.attach(s, now: 0) }
+        for _ in 0..<10 {
+            h.receive(Payload(Array(#"{"type":"event","event":"e"}"#.utf8)), from: robot, now: 0)
+            _ = drain(fast)
+        }
+        #expect(slow.closing?.code == .slowConsumer)
+        #expect(fast.closing == nil && robot.closing == nil)
+        #expect(h.apps(of: DeviceID("d1")!).map(\.id) == [fast.id])
+    }
+
+    @Test mutating func rateLimitDropsThenCloses() {
+        let h = hub { $0.appRate = 1; $0.appBurst = 2; $0.rateLimitCloseAfter = 5 }
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot); _ = drain(app)
+        for _ in 0..<4 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
+        #expect(drain(robot) == ["x", "x"])
+        #expect(drain(app).first?.contains("rate_limited") == true)
+        for _ in 0..<3 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
+        #expect(app.closing?.code == .rateLimited)
+    }
+
+    @Test mutating func replayKeepsTheLatestPerNameAndOnlyConfiguredNames() {
+        let h = hub()
+        let robot = session(.robot)
+        h.attach(robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"event","event":"mode_changed","v":1}"#.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"event","event":"mode_changed","v":2}"#.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"event","event":"bark","v":3}"#.utf8)), from: robot, now: 0)
+        let app = session(.app)
+        h.attach(app, now: 0)
+        let got = drain(app)
+        #expect(got.count == 2)
+        #expect(got[0].contains("device_status") && got[1] == #"{"type":"event","event":"mode_changed","v":2}"#)
+    }
+
+    @Test mutating func appCapAndPresence() {
+        let h = hub { $0.maxAppsPerDevice = 2 }
+        let robot = session(.robot)
+        h.attach(robot, now: 0)
+        let a = session(.app)
+        let b = session(.app)
+        h.attach(a, now: 0)
+        #expect(h.hasRoomForApp(DeviceID("d1")!))
+        h.attach(b, now: 0)
+        #expect(!h.hasRoomForApp(DeviceID("d1")!))
+        #expect(drain(robot).map { $0.contains("\"apps\":") } == [true, true, true])
+        h.detach(a)
+        #expect(drain(robot) == [#"{"type":"event","event":"app_presence","data":{"apps":1}}"#])
+    }
+}

@@ -1,0 +1,93 @@
+import Testing
+@testable import RelayCore
+
+@Suite struct EnvelopeTests {
+    func scan(_ text: String) -> (Envelope, [UInt8]) {
+        let bytes = Array(text.utf8)
+        return (Envelope.scan(bytes), bytes)
+    }
+
+    func slice(_ bytes: [UInt8], _ range: Range<Int>?) -> String? {
+        range.map { String(decoding: bytes[$0], as: UTF8.self) }
+    }
+
+    @Test(arguments: [
+        (#"{"type":"event","event":"mode_changed","data":{}}"#, "mode_changed"),
+        (#"{"event":"audio_state","type":"event"}"#, "audio_state"),
+        (#" { "type" : "event" , "data" : {"event":"decoy","type":"command"} , "event" : "x" } "#, "x"),
+    ])
+    func events(_ text: String, _ name: String) {
+        let (e, bytes) = scan(text)
+        #expect(e.kind == .event)
+        #expect(slice(bytes, e.eventName) == name)
+    }
+
+    @Test(arguments: [
+        (#"{"type":"command","id":"7","command":"sit"}"#, #""7""#),
+        (#"{"id":42,"type":"command"}"#, "42"),
+        (#"{"type":"command","data":[1,{"id":"no"}],"id":"a\"b"}"#, #""a\"b""#),
+    ])
+    func commands(_ text: String, _ id: String) {
+        let (e, bytes) = scan(text)
+        #expect(e.kind == .command)
+        #expect(slice(bytes, e.id) == id)
+    }
+
+    @Test func responsesAndOthers() {
+        let (r, bytes) = scan(#"{"type":"response","id":"c12","ok":true}"#)
+        #expect(r.kind == .response && slice(bytes, r.id) == #""c12""#)
+        #expect(scan(#"{"type":"webrtc_offer","sdp":"…"}"#).0.kind == .other)
+        #expect(scan(#"{"no_type":1}"#).0.kind == .other)
+        #expect(scan(#"{"type":"command"}"#).0 == Envelope(kind: .command, eventName: nil, id: nil))
+    }
+
+    @Test(arguments: ["", "not json", "[1,2]", "\"str\"", "{", #"{"type":"#, #"{"type" "event"}"#, "{\"a\":\"unterminated"])
+    func opaque(_ text: String) {
+        #expect(scan(text).0.kind == .opaque)
+    }
+
+    @Test func damageAfterTheNeededFieldsStillRoutes() {
+        // A frame whose type and event are readable is an event even if the rest is cut.
+        #expect(scan(#"{"type":"event","event":"x","data":{"#).0.kind == .event)
+    }
+}
+
+@Suite struct TokenBucketTests {
+    @Test func burstThenRate() {
+        var bucket = TokenBucket(rate: 20, burst: 40, now: 0)
+        var allowed = 0
+        for _ in 0..<100 where bucket.take(now: 0) { allowed += 1 }
+        #expect(allowed == 40)
+        do { let v = bucket.take(now: 10_000_000); #expect(!v) }  // 10 ms: 0.2 tokens
+        do { let v = bucket.take(now: 50_000_000); #expect(v) }   // 50 ms: 1 token
+        var later = 0
+        for _ in 0..<100 where bucket.take(now: 10_000_000_000) { later += 1 }
+        #expect(later == 40)  // capped at burst
+    }
+}
+
+@Suite struct SendQueueTests {
+    @Test func boundedByMessagesAndBytes() {
+        var q = SendQueue(maxMessages: 3, maxBytes: 10)
+        do { let v = q.push(Payload([1, 2, 3, 4])); #expect(v) }
+        do { let v = q.push(Payload([1, 2, 3, 4])); #expect(v) }
+        do { let v = q.push(Payload([1, 2, 3])); #expect(!v) }  // 11 bytes
+        do { let v = q.push(Payload([1, 2])); #expect(v) }
+        do { let v = q.push(Payload([])); #expect(!v) }  // 4th message
+        #expect(q.count == 3 && q.bytes == 10)
+        do { let v = q.popFirst()?.bytes.count; #expect(v == 4) }
+        #expect(q.bytes == 6)
+        var big = SendQueue(maxMessages: 3, maxBytes: 10)
+        do { let v = big.push(Payload([UInt8](repeating: 0, count: 50))); #expect(v) }  // one oversized message into an empty queue
+        do { let v = big.push(Payload([1])); #expect(!v) }
+    }
+
+    @Test func fifoAcrossCompaction() {
+        var q = SendQueue(maxMessages: 10_000, maxBytes: 1 << 30)
+        for i in 0..<500 { _ = q.push(Payload([UInt8(i & 0xff)])) }
+        for i in 0..<300 { #expect(q.popFirst()?.bytes == [UInt8(i & 0xff)]) }
+        for i in 500..<700 { _ = q.push(Payload([UInt8(i & 0xff)])) }
+        for i in 300..<700 { #expect(q.popFirst()?.bytes == [UInt8(i & 0xff)]) }
+        #expect(q.isEmpty && q.bytes == 0)
+    }
+}
