@@ -10,6 +10,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "wimz-relay", targets: ["wimz-relay"]),
+        .executable(name: "wimz-bench", targets: ["wimz-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -25,6 +26,8 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]),
+        // Linux epoll, for the benchmark's load generator only.
+        .systemLibrary(name: "CEpoll"),
 
         // Pure Swift: rules, registry, parsing. No C module.
         .target(name: "RelayCore"),
@@ -37,6 +40,9 @@ let package = Package(
                 "RelayCore", "RelayCrypto", "RelayStore", "RelayServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        .executableTarget(
+            name: "wimz-bench",
+            dependencies: ["CEpoll", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
         .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),

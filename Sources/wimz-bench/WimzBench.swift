@@ -1,0 +1,178 @@
+import ArgumentParser
+import Foundation
+import RelayCore
+import RelayStore
+
+/// `wimz-bench`: loopback benchmark of a running wimz-relay (see scripts/bench.sh, which
+/// provisions a private database, starts the relay and calls this).
+@main
+struct WimzBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wimz-bench",
+        abstract: "Benchmark a wimz-relay over loopback: fan-out, latency, handshakes, idle memory.",
+        subcommands: [Provision.self, Run.self])
+
+    struct Provision: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create devices with a robot and an app token each; write device_id,robot_token,app_token CSV.")
+        @Option(name: .customLong("database-url")) var databaseURL: String
+        @Option var devices: Int = 100
+        @Option var out: String
+
+        func run() throws {
+            let db = try PGConnection(conninfo: databaseURL)
+            var csv = "device_id,robot_token,app_token\n"
+            do {
+                for i in 0..<devices {
+                    let id = DeviceID(String(format: "bench%05d", i))!
+                    if try DeviceRepository(db).get(id) == nil { try DeviceRepository(db).add(id, name: "", actor: "bench") }
+                    let robot = try TokenRepository(db).issue(device: id, role: .robot, label: "bench", expiresIn: nil, actor: "bench")
+                    let app = try TokenRepository(db).issue(device: id, role: .app, label: "bench", expiresIn: nil, actor: "bench")
+                    csv += "\(id),\(robot.secret),\(app.secret)\n"
+                }
+            }
+            try csv.write(toFile: out, atomically: true, encoding: .utf8)
+        }
+    }
+
+    struct Run: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run the load phases against a relay.")
+        @Option var port: Int
+        @Option var tokens: String
+        @Option(name: .customLong("relay-pid"), help: "Relay process id, for RSS per idle socket.") var relayPID: Int32?
+        @Option var devices: Int = 100
+        @Option var window: Int = 64
+        @Option var duration: Double = 10
+        @Option var size: Int = 200
+        @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
+        @Option(name: .customLong("idle-sockets"), help: "Idle sockets for the memory phase (apps, ≤ 16 per device).") var idleSockets: Int = 1000
+        @Option(help: "Comma-separated: handshakes,fanout,latency,idle") var phases: String = "handshakes,fanout,latency,idle"
+
+        func run() throws {
+            let lines = try String(contentsOfFile: tokens, encoding: .utf8).split(separator: "\n").dropFirst()
+            let creds = lines.map { $0.split(separator: ",").map(String.init) }.filter { $0.count == 3 }
+            guard creds.count >= devices else { throw ValidationError("tokens file has \(creds.count) devices, need \(devices)") }
+            let wanted = Set(phases.split(separator: ",").map(String.init))
+            print("wimz-bench: \(devices) devices x (1 robot + 1 app), \(size)-byte events, window \(window), \(duration) s per phase")
+
+            let engine = LoadEngine(port: port)
+            var robots: [LoadSocket] = []
+            var apps: [LoadSocket] = []
+            let t0 = monotonicNanos()
+            for d in 0..<devices {
+                guard let r = engine.open(path: "/ws/robot?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d),
+                      let a = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
+                else { throw ValidationError("socket() failed") }
+                robots.append(r)
+                apps.append(a)
+                if d % 64 == 63 { engine.run(for: 1_000_000) }
+            }
+            engine.run(for: 30_000_000_000, until: { engine.handshakeTimes.count + engine.handshakeFailures >= 2 * devices })
+            let span = Double(monotonicNanos() - t0) / 1e9
+            guard engine.handshakeFailures == 0 else { throw ValidationError("\(engine.handshakeFailures) handshakes failed") }
+            if wanted.contains("handshakes") {
+                let hs = engine.handshakeTimes.sorted()
+                print(String(format: "handshakes      %d in %.3f s = %.0f/s (warm token cache)  p50 %.2f ms  p99 %.2f ms",
+                             hs.count, span, Double(hs.count) / span, Double(percentile(hs, 0.5)) / 1e6, Double(percentile(hs, 0.99)) / 1e6))
+            }
+            engine.run(for: 300_000_000)  // settle: greetings and replays
+
+            // Event template padded to `size` bytes; seq and t are written per message.
+            func event(seq: UInt64, t: UInt64) -> [UInt8] {
+                let head = #"{"type":"event","event":"mission_progress","data":{"seq":\#(seq),"t":\#(t),"pad":""#
+                let tail = #""}}"#
+                let pad = max(0, size - head.utf8.count - tail.utf8.count)
+                return Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: pad) + Array(tail.utf8)
+            }
+            engine.onMessage = { socket, payload in
+                guard !socket.isRobot, let seq = scanNumber(payload, key: "\"seq\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
+                socket.lastSeen = max(socket.lastSeen, seq)
+                if engine.measuring {
+                    engine.received += 1
+                    let latency = monotonicNanos() &- t
+                    engine.latenciesNanos.append(UInt32(clamping: latency))
+                }
+            }
+            func sendEvent(_ r: LoadSocket) {
+                r.seq += 1
+                let bytes = event(seq: r.seq, t: monotonicNanos())
+                bytes.withUnsafeBufferPointer { engine.send(r, text: $0) }
+            }
+            func measure(_ label: String, tick: @escaping () -> Void) {
+                engine.received = 0
+                engine.latenciesNanos.removeAll(keepingCapacity: true)
+                engine.measuring = true
+                let start = monotonicNanos()
+                engine.run(for: UInt64(duration * 1e9), tick: tick)
+                let elapsed = Double(monotonicNanos() - start) / 1e9
+                engine.measuring = false
+                engine.run(for: 500_000_000)  // drain
+                let l = engine.latenciesNanos.sorted()
+                print(String(format: "%@ %.0f msgs/s delivered  one-way latency p50 %.0f us  p99 %.0f us  p99.9 %.0f us  (n=%d)",
+                             label, Double(engine.received) / elapsed, Double(percentile(l, 0.5)) / 1e3,
+                             Double(percentile(l, 0.99)) / 1e3, Double(percentile(l, 0.999)) / 1e3, l.count))
+            }
+            if wanted.contains("fanout") {
+                measure("fanout window \(window)") {
+                    for (r, a) in zip(robots, apps) where r.state == .open {
+                        var queued = false
+                        while r.seq - a.lastSeen < UInt64(window) {
+                            sendEvent(r)
+                            queued = true
+                        }
+                        if queued { engine.flush(r) }
+                    }
+                }
+            }
+            if wanted.contains("latency") {
+                var sent: UInt64 = 0
+                var next = 0
+                var start: UInt64 = 0
+                measure("rate \(rate)/s       ") {
+                    let now = monotonicNanos()
+                    if start == 0 { start = now }
+                    let due = UInt64(Double(now - start) / 1e9 * Double(rate))
+                    while sent < due {
+                        let r = robots[next % robots.count]
+                        next += 1
+                        sendEvent(r)
+                        engine.flush(r)
+                        sent += 1
+                    }
+                }
+            }
+            if wanted.contains("idle"), let relayPID {
+                let before = rssKB(relayPID)
+                var opened = 0
+                let perDevice = 15  // apps per device, under the default cap of 16 (one app is already open)
+                for i in 0..<idleSockets {
+                    let d = i / perDevice
+                    guard d < creds.count else { break }
+                    _ = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
+                    opened += 1
+                    if i % 128 == 127 { engine.run(for: 2_000_000) }
+                }
+                let target = engine.handshakeTimes.count + opened
+                engine.run(for: 60_000_000_000, until: { engine.handshakeTimes.count + engine.handshakeFailures >= target })
+                engine.run(for: 1_000_000_000)
+                let after = rssKB(relayPID)
+                let ok = engine.handshakeTimes.count - 2 * devices
+                print(String(format: "idle sockets    %d open, relay RSS %d -> %d kB = %.0f bytes per socket",
+                             ok, before, after, Double(after - before) * 1024 / Double(max(ok, 1))))
+            }
+            engine.closeAll()
+        }
+    }
+}
+
+func percentile<T: BinaryInteger>(_ sorted: [T], _ p: Double) -> T {
+    guard !sorted.isEmpty else { return 0 }
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+func rssKB(_ pid: Int32) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+    return 0
+}

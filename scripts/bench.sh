@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Benchmark from a clean clone: installs what is missing, builds release, starts a private
+# PostgreSQL, provisions devices, runs the relay pinned to CPU 0 and wimz-bench pinned to CPU 1,
+# and prints the figures with the exact command lines.
+#   scripts/bench.sh [wimz-bench run options, e.g. --devices 100 --window 64 --duration 10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_packages
+say "building (release)"
+swift build -c release --product wimz-relay 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+swift build -c release --product wimz-bench 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+bin=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d /tmp/wimz-bench.XXXXXX)
+chmod 755 "$work"
+relay_pid=
+cleanup() {
+    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+    pg_stop "$work/pg" immediate
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+url=$(pg_start "$work/pg")
+export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
+"$bin/wimz-relay" migrate >/dev/null
+devices=200
+say "provisioning $devices devices"
+"$bin/wimz-bench" provision --database-url "$url" --devices "$devices" --out "$work/tokens.csv"
+
+cpus=$(nproc)
+pin_relay=(); pin_load=()
+if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then pin_relay=(taskset -c 0); pin_load=(taskset -c 1); fi
+port=$(( 20000 + RANDOM % 20000 ))
+relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool")
+"${relay_cmd[@]}" > "$work/relay.log" 2>&1 &
+relay_pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+
+bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --relay-pid "$relay_pid" "$@")
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
+echo "relay:   ${relay_cmd[*]}"
+echo "load:    ${bench_cmd[*]}"
+"${bench_cmd[@]}"
