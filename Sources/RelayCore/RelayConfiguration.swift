@@ -11,6 +11,12 @@ public struct RelayConfiguration: Sendable {
     /// Directory holding the numbered SQL migrations (`WIMZ_MIGRATIONS_DIR`).
     public var migrationsDirectory: String
     public var logLevel: LogLevel = .info
+    /// libev (epoll, scales with idle sockets) or lws's own poll() loop (`WIMZ_EVENT_LOOP`).
+    public var eventLoop: EventLoop = .libev
+
+    public enum EventLoop: String, Sendable, CaseIterable {
+        case libev, poll
+    }
 
     // TURN (PROTOCOL.md "GET /api/turn/credentials").
     public var turnURLs: [String] = []

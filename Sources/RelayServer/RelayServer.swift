@@ -115,6 +115,8 @@ public final class RelayServer {
         info.fd_limit_per_thread = UInt32(FileDescriptorLimit.raise())
         info.options = CLibWebSockets_OPTION_DISABLE_IPV6() | CLibWebSockets_OPTION_VALIDATE_UTF8()
         if configuration.listenHost.contains(":") { info.options &= ~CLibWebSockets_OPTION_DISABLE_IPV6() }
+        // libev's epoll costs O(active sockets) per wakeup; lws's poll() loop costs O(all sockets).
+        if configuration.eventLoop == .libev { info.options |= CLibWebSockets_OPTION_LIBEV() }
         // Keep lws's signal handling out of the way: signals are taken by the executable.
         info.vhost_name = UnsafePointer(protocolName)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
@@ -126,7 +128,8 @@ public final class RelayServer {
             free(protocolName)
             free(listenHost)
             throw ServerError(description: "cannot listen on \(configuration.listenHost):\(configuration.listenPort) "
-                + "(address in use, or not an address of this host)")
+                + "(address in use, not an address of this host"
+                + (configuration.eventLoop == .libev ? ", or the libev plugin libwebsockets-evlib-ev is missing)" : ")"))
         }
         self.context = context
         waker.context = context
@@ -154,12 +157,14 @@ public final class RelayServer {
     public func run() {
         guard let context else { return }
         log.info("listening", [("address", .string("\(configuration.listenHost):\(boundPort)")),
+                               ("event_loop", .string(configuration.eventLoop.rawValue)),
                                ("lws", .string(String(cString: lws_get_library_version())))])
         monitor.start()
         auditWriter.start()
         let timer = LWSTimer { [unowned self] in tick() }
         timer.start(context: context, interval: 1_000_000)
         self.timer = timer
+        // With libev, lws_service runs the event loop until finishStop() destroys the context.
         while !finished {
             if lws_service(context, 0) < 0 { break }
         }
@@ -207,8 +212,11 @@ public final class RelayServer {
     }
 
     func finishStop() {
+        guard !finished, let context else { return }
         finished = true
-        if let context { lws_cancel_service(context) }
+        // An event library's loop ends only through lws_context_destroy (deferred while inside
+        // the service; run() completes it). lws's own loop just needs waking.
+        if configuration.eventLoop == .libev { lws_context_destroy(context) } else { lws_cancel_service(context) }
     }
 
     /// Queues an audit event (written asynchronously in batches).

@@ -49,6 +49,8 @@ struct Serve: ParsableCommand {
     var sendQueueMessages: Int?
     @Option(name: .customLong("send-queue-bytes"), help: "Per-socket send queue, bytes (env WIMZ_SEND_QUEUE_BYTES, default 4194304).")
     var sendQueueBytes: Int?
+    @Option(name: .customLong("event-loop"), help: "libev or poll (env WIMZ_EVENT_LOOP, default libev).")
+    var eventLoop: RelayConfiguration.EventLoop?
     @Option(name: .customLong("spool-dir"), help: "Where audit events wait while the database is down (env WIMZ_SPOOL_DIR, default ./var/spool).")
     var spoolDir: String?
 
@@ -113,6 +115,9 @@ struct Serve: ParsableCommand {
         config.appRateLimitBurst = try setting(appRateBurst, "WIMZ_APP_RATE_BURST", { Double($0) }) ?? config.appRateLimitBurst
         config.sendQueueMaxMessages = try setting(sendQueueMessages, "WIMZ_SEND_QUEUE_MESSAGES", { Int($0) }) ?? config.sendQueueMaxMessages
         config.sendQueueMaxBytes = try setting(sendQueueBytes, "WIMZ_SEND_QUEUE_BYTES", { Int($0) }) ?? config.sendQueueMaxBytes
+        if let loop = try setting(eventLoop, "WIMZ_EVENT_LOOP", { RelayConfiguration.EventLoop(rawValue: $0) }) {
+            config.eventLoop = loop
+        }
         config.spoolDirectory = try setting(spoolDir, "WIMZ_SPOOL_DIR", { $0 }) ?? config.spoolDirectory
 
         guard (1...RelayConfiguration.maxMessageBytesLimit).contains(config.maxMessageBytes) else {
@@ -131,3 +136,5 @@ struct Serve: ParsableCommand {
         return config
     }
 }
+
+extension RelayConfiguration.EventLoop: ExpressibleByArgument {}
