@@ -49,6 +49,6 @@ let package = Package(
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
-        .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayTestSupport", "wimz-relay"]),
+        .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),
     ]
 )

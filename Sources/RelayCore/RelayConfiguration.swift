@@ -26,6 +26,9 @@ public struct RelayConfiguration: Sendable {
     public var turnTTLMin = 300
     public var turnTTLMax = 172_800
     public var turnUsernameSeparator = ":"
+    /// Credential requests per token: sustained rate per second and burst.
+    public var turnRequestRate = 1.0
+    public var turnRequestBurst = 10.0
 
     // TLS (served by libwebsockets/OpenSSL when both are set).
     public var tlsCertificatePath: String?

@@ -52,6 +52,10 @@ public final class Session {
     public var bytesOut = 0
     public var consecutiveRateLimited = 0
 
+    /// The robot's newest TURN credential (pushed or fetched): when to push the next one.
+    public var turnRefreshAt: UnixTime?
+    public var turnExpiresAt: UnixTime?
+
     var rateLimiter: TokenBucket?
     /// Set while the hub routes to this session.
     var attached = false

@@ -68,13 +68,7 @@ extension RelayServer {
 
     /// `Authorization: Bearer …` first, then the `token=` query argument.
     private func presentedToken(_ request: LWSConnection) -> String? {
-        if let header = request.header(WSI_TOKEN_HTTP_AUTHORIZATION) {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" {
-                let token = String(parts[1].drop { $0 == " " })
-                if !token.isEmpty { return token }
-            }
-        }
+        if let token = bearerToken(request) { return token }
         if let token = request.queryArgument("token="), !token.isEmpty { return token }
         return nil
     }
@@ -137,6 +131,7 @@ extension RelayServer {
         connection.store(in: user)
         openConnections += 1
         hub.attach(session, now: now)
+        if grant.role == .robot { pushTurnCredentials(to: session) }
         auditWriter.touch(tokenID: grant.entry.token.id, at: .now())
         audit(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
               tokenID: grant.entry.token.id, address: grant.remoteAddress,
@@ -244,6 +239,7 @@ extension RelayServer {
                 connection.requestWrite()
             }
         }
+        refreshTurnCredentials(now: wall)
         authFailures.sweep(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
     }

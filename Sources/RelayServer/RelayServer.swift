@@ -59,6 +59,7 @@ public final class RelayServer {
     let credentials = CredentialTable()
     let authFailures = AuthFailureLimiter()
     let auditWriter: AuditWriter
+    let turn: TurnService
     let writer: FrameWriter
     var counters = RelayCounters()
     /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
@@ -80,7 +81,10 @@ public final class RelayServer {
         let waker = self.waker
         mailbox = Mailbox(wake: { waker.wake() })
         let mailbox = self.mailbox
-        monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator) { mailbox.post(.store($0)) }
+        monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator, turnRealm: configuration.turnRealm) {
+            mailbox.post(.store($0))
+        }
+        turn = TurnService(configuration: configuration)
         auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         var limits = DeviceHub.Limits()
         limits.maxAppsPerDevice = configuration.maxAppsPerDevice
@@ -252,6 +256,9 @@ public final class RelayServer {
                 let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
                 if !closed.isEmpty { log.info("token_revoked_sockets_closed", [("token_id", .int(id)), ("sockets", .int(Int64(closed.count)))]) }
             }
+        case .turnSecrets(let secrets):
+            turn.update(secrets: secrets)
+            log.info("turn_secrets_loaded", [("realm", .string(configuration.turnRealm)), ("secrets", .int(Int64(secrets.count)))])
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {
@@ -275,6 +282,9 @@ public final class RelayServer {
             if storeHealth.state == .ready { return .json(200, .object([("status", "ready")])) }
             return .json(503, .object([("status", .string(storeHealth.state.rawValue)),
                                        ("reason", .string(storeHealth.reason))]))
+        case "/api/turn/credentials":
+            guard method == "GET" else { return methodNotAllowed("GET") }
+            return turnCredentials(request)
         case "/ws/robot", "/ws/app":
             return .error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade")
         default:

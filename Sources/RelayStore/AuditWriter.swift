@@ -11,6 +11,7 @@ public final class AuditWriter: Sendable {
     struct State {
         var queue: [AuditEvent] = []
         var lastUsed: [Int64: UnixTime] = [:]
+        var issuances: [TurnIssuance] = []
         var stopping = false
         var spooled = 0
         var written = 0
@@ -38,6 +39,11 @@ public final class AuditWriter: Sendable {
             return s.queue.count
         }
         if count == 1 || count % AuditRepository.maxBatch == 0 { wake.signal() }
+    }
+
+    /// Queues a TURN issuance row (its audit event is recorded separately and is the durable copy).
+    public func record(_ issuance: TurnIssuance) {
+        state.withLock { $0.issuances.append(issuance) }
     }
 
     /// Notes that a token was used now (written in batches to `tokens.last_used_at`).
@@ -112,6 +118,16 @@ public final class AuditWriter: Sendable {
                 let touches = s.lastUsed
                 s.lastUsed.removeAll()
                 return (batch, touches)
+            }
+            let issuances = state.withLock { s -> [TurnIssuance] in
+                defer { s.issuances.removeAll() }
+                return s.issuances
+            }
+            do {
+                try TurnRepository(db).record(issuances)
+            } catch {
+                state.withLock { $0.issuances.insert(contentsOf: issuances, at: 0) }
+                throw error
             }
             do {
                 try TokenRepository(db).touch(touches)

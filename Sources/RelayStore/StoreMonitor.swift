@@ -34,6 +34,8 @@ public enum StoreEvent: Sendable {
     case tokenChanged(id: Int64, entry: CredentialEntry?)
     /// A device was disabled or enabled.
     case deviceChanged(DeviceID, disabled: Bool)
+    /// The TURN secrets of the relay's realm, newest (signing) first.
+    case turnSecrets([TurnSecret])
 }
 
 /// A thread that keeps one connection to PostgreSQL: it checks reachability and schema every
@@ -44,6 +46,7 @@ public final class StoreMonitor: Sendable {
 
     private let conninfo: String
     private let migrator: Migrator
+    private let turnRealm: String
     private let onEvent: @Sendable (StoreEvent) -> Void
     private let running = Atomic<Bool>(false)
     /// A pipe whose write end interrupts the monitor's poll(2) on stop.
@@ -51,9 +54,11 @@ public final class StoreMonitor: Sendable {
     private let wakeWriteFD: Int32
     private let thread = Mutex<pthread_t?>(nil)
 
-    public init(conninfo: String, migrator: Migrator, onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+    public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
+                onEvent: @escaping @Sendable (StoreEvent) -> Void) {
         self.conninfo = conninfo
         self.migrator = migrator
+        self.turnRealm = turnRealm
         self.onEvent = onEvent
         var fds: [Int32] = [-1, -1]
         _ = pipe(&fds)
@@ -117,6 +122,7 @@ public final class StoreMonitor: Sendable {
                     if status.isCurrent {
                         if !snapshotLoaded {
                             onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
+                            onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
                             snapshotLoaded = true
                         }
                         report(StoreHealth(state: .ready, reason: "ok"))
@@ -152,6 +158,8 @@ public final class StoreMonitor: Sendable {
                 if let id = DeviceID(String(parts[1])), let device = try DeviceRepository(db).get(id) {
                     onEvent(.deviceChanged(id, disabled: device.isDisabled))
                 }
+            case "turn_secret" where parts[1] == turnRealm:
+                onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
             default:
                 continue
             }

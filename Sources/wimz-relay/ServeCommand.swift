@@ -31,6 +31,14 @@ struct Serve: ParsableCommand {
     var turnRealm: String?
     @Option(name: .customLong("turn-ttl"), help: "Default TURN credential TTL in seconds (env WIMZ_TURN_TTL, default 86400).")
     var turnTTL: Int?
+    @Option(name: .customLong("turn-ttl-min"), help: "Smallest ?ttl= honoured (env WIMZ_TURN_TTL_MIN, default 300).")
+    var turnTTLMin: Int?
+    @Option(name: .customLong("turn-ttl-max"), help: "Largest ?ttl= honoured (env WIMZ_TURN_TTL_MAX, default 172800).")
+    var turnTTLMax: Int?
+    @Option(name: .customLong("turn-username-separator"), help: "Between expiry and user id (env WIMZ_TURN_USERNAME_SEPARATOR, default ':').")
+    var turnSeparator: String?
+    @Option(name: .customLong("turn-request-rate"), help: "Credential requests per second per token (env WIMZ_TURN_REQUEST_RATE, default 1, burst 10).")
+    var turnRequestRate: Double?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain (env WIMZ_TLS_CERT).")
     var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key (env WIMZ_TLS_KEY).")
@@ -106,6 +114,16 @@ struct Serve: ParsableCommand {
         config.turnStaticSecret = try setting(turnSecret, "WIMZ_TURN_SECRET", { $0 })
         config.turnRealm = try setting(turnRealm, "WIMZ_TURN_REALM", { $0 }) ?? config.turnRealm
         config.turnTTL = try setting(turnTTL, "WIMZ_TURN_TTL", { Int($0) }) ?? config.turnTTL
+        config.turnTTLMin = try setting(turnTTLMin, "WIMZ_TURN_TTL_MIN", { Int($0) }) ?? config.turnTTLMin
+        config.turnTTLMax = try setting(turnTTLMax, "WIMZ_TURN_TTL_MAX", { Int($0) }) ?? config.turnTTLMax
+        config.turnUsernameSeparator = try setting(turnSeparator, "WIMZ_TURN_USERNAME_SEPARATOR", { $0 }) ?? config.turnUsernameSeparator
+        config.turnRequestRate = try setting(turnRequestRate, "WIMZ_TURN_REQUEST_RATE", { Double($0) }) ?? config.turnRequestRate
+        guard config.turnTTLMin >= 1, config.turnTTLMin <= config.turnTTLMax else {
+            throw CLIError("TURN TTL range must satisfy 1 <= min <= max")
+        }
+        guard !config.turnUsernameSeparator.isEmpty,
+              config.turnUsernameSeparator.allSatisfy({ !$0.isWhitespace && $0 != "\"" && !$0.isLetter && !$0.isNumber })
+        else { throw CLIError("TURN username separator must be punctuation without spaces or quotes") }
         config.tlsCertificatePath = try setting(tlsCert, "WIMZ_TLS_CERT", { $0 })
         config.tlsKeyPath = try setting(tlsKey, "WIMZ_TLS_KEY", { $0 })
         config.pingIntervalSeconds = try setting(pingInterval, "WIMZ_PING_INTERVAL", { Int($0) }) ?? config.pingIntervalSeconds

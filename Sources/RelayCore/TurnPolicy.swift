@@ -1,0 +1,77 @@
+/// TURN REST credentials as coturn's `use-auth-secret` expects them (PROTOCOL.md
+/// "GET /api/turn/credentials"): username `<expiry unix seconds><separator><user id>`,
+/// credential base64(HMAC-SHA1(secret, username)) — the MAC itself is computed by the caller
+/// (RelayCrypto). This type holds the rules: TTL clamping, user ids, times and the JSON body.
+public struct TurnPolicy: Sendable {
+    public var urls: [String]
+    public var defaultTTL: Int
+    public var minTTL: Int
+    public var maxTTL: Int
+    public var separator: String
+
+    public init(urls: [String], defaultTTL: Int, minTTL: Int, maxTTL: Int, separator: String) {
+        // UDP first: it is what WebRTC prefers and what most clients try in order.
+        self.urls = urls.enumerated().sorted { a, b in
+            let ua = a.element.contains("transport=udp"), ub = b.element.contains("transport=udp")
+            return ua != ub ? ua : a.offset < b.offset
+        }.map(\.element)
+        self.defaultTTL = defaultTTL
+        self.minTTL = minTTL
+        self.maxTTL = maxTTL
+        self.separator = separator
+    }
+
+    /// `?ttl=` clamped to [minTTL, maxTTL]; absent or unparsable means the default (clamped too).
+    public func clampTTL(_ requested: String?) -> Int {
+        let wanted = requested.flatMap { Int($0) } ?? defaultTTL
+        return min(max(wanted, minTTL), maxTTL)
+    }
+
+    /// Opaque, coturn-safe user id: the device id (already `[A-Za-z0-9_.-]`) and the role.
+    public func userID(device: DeviceID, role: Role) -> String { "\(device.rawValue).\(role.rawValue)" }
+
+    /// A credential's times: expiry = issue + ttl, refresh at issue + ttl/2.
+    public struct Times: Sendable, Equatable {
+        public var issuedAt: UnixTime
+        public var expiresAt: UnixTime
+        public var refreshAt: UnixTime
+        public var ttl: Int
+    }
+
+    public func times(issuedAt: UnixTime, ttl: Int) -> Times {
+        let issued = UnixTime(seconds: issuedAt.seconds)
+        return Times(issuedAt: issued, expiresAt: issued.adding(seconds: Int64(ttl)),
+                     refreshAt: issued.adding(seconds: Int64(ttl / 2)), ttl: ttl)
+    }
+
+    public func username(userID: String, times: Times) -> String { "\(times.expiresAt.seconds)\(separator)\(userID)" }
+
+    /// `stun:host:port` entries derived from the TURN URLs' hosts (one per host:port).
+    public var stunURLs: [String] {
+        var seen: [String] = []
+        for url in urls where url.hasPrefix("turn:") {
+            let rest = url.dropFirst(5)
+            let hostPort = rest.split(separator: "?", maxSplits: 1).first.map(String.init) ?? String(rest)
+            let stun = "stun:" + hostPort
+            if !seen.contains(stun) { seen.append(stun) }
+        }
+        return seen
+    }
+
+    /// The endpoint's JSON body (also the `data` of the `turn_credentials` push).
+    public func body(username: String, credential: String, times: Times) -> JSONValue {
+        var ice: [JSONValue] = []
+        if !stunURLs.isEmpty { ice.append(.object([("urls", .array(stunURLs.map(JSONValue.string)))])) }
+        ice.append(.object([("urls", .array(urls.map(JSONValue.string))), ("username", .string(username)),
+                            ("credential", .string(credential))]))
+        return .object([
+            ("urls", .array(urls.map(JSONValue.string))),
+            ("username", .string(username)),
+            ("credential", .string(credential)),
+            ("ttl", .int(Int64(times.ttl))),
+            ("expires_at", .string(times.expiresAt.iso8601)),
+            ("refresh_at", .string(times.refreshAt.iso8601)),
+            ("ice_servers", .array(ice)),
+        ])
+    }
+}

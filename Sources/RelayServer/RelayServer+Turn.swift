@@ -1,0 +1,88 @@
+import CLibWebSockets
+import RelayCore
+import RelayStore
+
+extension RelayServer {
+    /// `GET /api/turn/credentials` (PROTOCOL.md): bearer token of an enabled device, `?ttl=`
+    /// clamped; 401/403/429/503 with JSON bodies.
+    func turnCredentials(_ request: LWSConnection) -> HTTPResponse {
+        let address = clientAddress(request)
+        guard let token = bearerToken(request) else {
+            return .authFailure(.missingToken, message: "Authorization: Bearer <robot or app token> is required")
+        }
+        guard let entry = credentials.lookup(token: token) else {
+            return credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")
+                : .authFailure(.storeUnavailable, message: "credential store unavailable; retry shortly")
+        }
+        if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
+            return .authFailure(failure, message: failure == .deviceDisabled ? "device disabled" : "token \(failure.rawValue)")
+        }
+        guard turn.allowRequest(tokenID: entry.token.id, now: MonotonicClock.nanoseconds()) else {
+            return .authFailure(.rateLimited, message: "too many credential requests for this token")
+        }
+        let ttl = turn.policy.clampTTL(request.queryArgument("ttl="))
+        guard let minted = turn.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id,
+                                      ttl: ttl, clientAddress: address, via: "http")
+        else {
+            return .error(503, "turn_unavailable", "no TURN secret or URL is configured", headers: [("Retry-After", "5")])
+        }
+        recordIssuance(minted.issuance)
+        // A robot that fetched its own credential: the next push is due at this one's refresh time.
+        if entry.token.role == .robot, let robot = hub.robot(of: entry.token.deviceID), robot.tokenID == entry.token.id {
+            robot.turnRefreshAt = minted.times.refreshAt
+            robot.turnExpiresAt = minted.times.expiresAt
+        }
+        return .json(200, minted.body)
+    }
+
+    /// Sends a robot a fresh credential as a `turn_credentials` event (on connect and before
+    /// its current one reaches `refresh_at`).
+    func pushTurnCredentials(to robot: Session) {
+        guard let minted = turn.issue(device: robot.deviceID, role: .robot, tokenID: robot.tokenID,
+                                      ttl: turn.policy.clampTTL(nil), clientAddress: robot.remoteAddress, via: "push")
+        else { return }
+        robot.turnRefreshAt = minted.times.refreshAt
+        robot.turnExpiresAt = minted.times.expiresAt
+        turn.pushed += 1
+        recordIssuance(minted.issuance)
+        hub.deliver(RelayMessages.turnCredentials(body: minted.body.encoded), to: robot)
+    }
+
+    /// From the 1 s tick: pushes due refreshes and counts robots holding stale credentials.
+    func refreshTurnCredentials(now: UnixTime) {
+        guard turn.isAvailable else { return }
+        var pastRefresh = 0
+        var pastExpiry = 0
+        // Push a little before refresh_at, so the robot has it in hand at refresh time.
+        let lead = Int64(max(1, min(60, turn.policy.clampTTL(nil) / 10)))
+        for robot in hub.allSessions where robot.role == .robot && robot.closing == nil {
+            guard let refreshAt = robot.turnRefreshAt else {
+                pushTurnCredentials(to: robot)
+                continue
+            }
+            if now >= refreshAt.adding(seconds: -lead) { pushTurnCredentials(to: robot) }
+            if let r = robot.turnRefreshAt, now >= r { pastRefresh += 1 }
+            if let e = robot.turnExpiresAt, now >= e { pastExpiry += 1 }
+        }
+        turn.robotsPastRefresh = pastRefresh
+        turn.robotsPastExpiry = pastExpiry
+        turn.sweepLimiters()
+    }
+
+    private func recordIssuance(_ issuance: TurnIssuance) {
+        auditWriter.record(issuance)
+        audit(.turnCredentialIssued, device: issuance.deviceID.rawValue, tokenID: issuance.tokenID,
+              address: issuance.clientAddress,
+              details: [("user_id", .string(issuance.userID)), ("expires_at", .string(issuance.expiresAt.iso8601)),
+                        ("via", .string(issuance.via)), ("secret_id", issuance.secretID.map { .int($0) } ?? .null)])
+    }
+
+    /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
+    func bearerToken(_ request: LWSConnection) -> String? {
+        guard let header = request.header(WSI_TOKEN_HTTP_AUTHORIZATION) else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = String(parts[1].drop { $0 == " " })
+        return token.isEmpty ? nil : token
+    }
+}

@@ -1,0 +1,65 @@
+import RelayCore
+import RelayCrypto
+import RelayStore
+
+/// Mints TURN credentials on the service thread: the signing secret is the newest one of the
+/// realm (from the store monitor) or the static one from the configuration.
+final class TurnService {
+    let policy: TurnPolicy
+    let staticSecret: String?
+    /// Database secrets, newest first; only the first signs.
+    private(set) var secrets: [TurnSecret] = []
+    private var limiters: [Int64: TokenBucket] = [:]
+    let rate: Double
+    let burst: Double
+
+    // Counters (exported by /metrics).
+    var issued = 0
+    var pushed = 0
+    var robotsPastRefresh = 0
+    var robotsPastExpiry = 0
+
+    init(configuration: RelayConfiguration) {
+        policy = TurnPolicy(urls: configuration.turnURLs, defaultTTL: configuration.turnTTL, minTTL: configuration.turnTTLMin,
+                            maxTTL: configuration.turnTTLMax, separator: configuration.turnUsernameSeparator)
+        staticSecret = configuration.turnStaticSecret
+        rate = configuration.turnRequestRate
+        burst = configuration.turnRequestBurst
+    }
+
+    func update(secrets: [TurnSecret]) { self.secrets = secrets }
+
+    /// Whether credentials can be minted at all (a secret and at least one URL).
+    var isAvailable: Bool { !policy.urls.isEmpty && signingSecret != nil }
+
+    private var signingSecret: (value: String, id: Int64?)? {
+        if let newest = secrets.first { return (newest.value, newest.id) }
+        return staticSecret.map { ($0, nil) }
+    }
+
+    /// Per-token request limit for the HTTP endpoint.
+    func allowRequest(tokenID: Int64, now: UInt64) -> Bool {
+        var bucket = limiters[tokenID] ?? TokenBucket(rate: rate, burst: burst, now: now)
+        let ok = bucket.take(now: now)
+        limiters[tokenID] = bucket
+        return ok
+    }
+
+    /// Forgets idle limiters (called from the 1 s tick, every minute or so).
+    func sweepLimiters() { if limiters.count > 10_000 { limiters.removeAll() } }
+
+    /// A fresh credential: the JSON body, its times and the issuance record.
+    func issue(device: DeviceID, role: Role, tokenID: Int64?, ttl: Int, clientAddress: String?, via: String,
+               now: UnixTime = .now()) -> (body: JSONValue, times: TurnPolicy.Times, issuance: TurnIssuance)? {
+        guard !policy.urls.isEmpty, let secret = signingSecret else { return nil }
+        let times = policy.times(issuedAt: now, ttl: ttl)
+        let userID = policy.userID(device: device, role: role)
+        let username = policy.username(userID: userID, times: times)
+        let credential = Base64.encode(Crypto.hmacSHA1(key: Array(secret.value.utf8), message: Array(username.utf8)))
+        issued += 1
+        let issuance = TurnIssuance(deviceID: device, tokenID: tokenID, role: role, userID: userID, username: username,
+                                    secretID: secret.id, issuedAt: times.issuedAt, expiresAt: times.expiresAt,
+                                    clientAddress: clientAddress, via: via)
+        return (policy.body(username: username, credential: credential, times: times), times, issuance)
+    }
+}

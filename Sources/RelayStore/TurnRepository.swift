@@ -1,0 +1,127 @@
+import RelayCore
+import RelayCrypto
+
+/// A TURN shared secret as stored in coturn's `turn_secret(realm, value)` table.
+public struct TurnSecret: Sendable, Equatable {
+    public var id: Int64
+    public var realm: String
+    public var value: String
+    public var createdAt: UnixTime
+
+    /// For listings: never the whole secret.
+    public var masked: String { value.count <= 8 ? "****" : String(value.prefix(4)) + "…" + String(value.suffix(2)) }
+}
+
+/// One TURN credential handed out.
+public struct TurnIssuance: Sendable {
+    public var deviceID: DeviceID
+    public var tokenID: Int64?
+    public var role: Role
+    public var userID: String
+    public var username: String
+    public var secretID: Int64?
+    public var issuedAt: UnixTime
+    public var expiresAt: UnixTime
+    public var clientAddress: String?
+    /// `http` or `push`.
+    public var via: String
+
+    public init(deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String, secretID: Int64?,
+                issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {
+        self.deviceID = deviceID
+        self.tokenID = tokenID
+        self.role = role
+        self.userID = userID
+        self.username = username
+        self.secretID = secretID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.clientAddress = clientAddress
+        self.via = via
+    }
+}
+
+/// TURN secrets (rotation) and issuances.
+public struct TurnRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    static let columns = "id, realm, value, created_at"
+
+    /// Secrets of a realm, newest first (the first one signs).
+    public func secrets(realm: String) throws -> [TurnSecret] {
+        try db.execute("SELECT \(TurnRepository.columns) FROM turn_secret WHERE realm = $1 ORDER BY created_at DESC, id DESC",
+                       [realm]).rows.map(TurnRepository.decode)
+    }
+
+    /// Adds a secret (random 32 bytes, base64url, when `value` is nil); it becomes the signing one.
+    @discardableResult
+    public func add(realm: String, value: String?, actor: String, kind: AuditKind = .turnSecretAdded) throws -> TurnSecret {
+        let secret = try value ?? Base64.encodeURLSafe(Crypto.randomBytes(32))
+        guard secret.count >= 16 else { throw StoreError(.conflict, "a TURN secret must have at least 16 characters") }
+        return try db.transaction {
+            let row: PGRows
+            do {
+                row = try db.execute("INSERT INTO turn_secret (realm, value) VALUES ($1, $2) RETURNING \(TurnRepository.columns)",
+                                     [realm, secret])
+            } catch let error as StoreError where error.isUniqueViolation {
+                throw StoreError(.conflict, "that secret already exists in realm \(realm)")
+            }
+            let stored = try TurnRepository.decode(row.rows[0])
+            try AuditRepository(db).append([
+                AuditRepository.event(kind, actor: actor, details: .object([("realm", .string(realm)), ("secret_id", .int(stored.id))])),
+            ])
+            return stored
+        }
+    }
+
+    /// Deletes a secret so coturn stops accepting it. Refused while credentials it signed are
+    /// still valid, unless `force`.
+    public func retire(id: Int64, force: Bool, actor: String, now: UnixTime = .now()) throws -> TurnSecret {
+        try db.transaction {
+            guard let row = try db.execute("SELECT \(TurnRepository.columns) FROM turn_secret WHERE id = $1 FOR UPDATE",
+                                           [String(id)]).first
+            else { throw StoreError(.conflict, "unknown TURN secret \(id)") }
+            let secret = try TurnRepository.decode(row)
+            let live = try db.execute(
+                "SELECT count(*), max(expires_at) FROM turn_issuances WHERE secret_id = $1 AND expires_at > $2::timestamptz",
+                [String(id), PGValue.timeText(now)]).first!
+            if !force, let n = Int(live[0] ?? "0"), n > 0 {
+                throw StoreError(.conflict, "secret \(id) signed \(n) credentials valid until \(PGValue.time(live[1])?.iso8601 ?? "?"); "
+                    + "retire it after that, or pass --force")
+            }
+            try db.execute("DELETE FROM turn_secret WHERE id = $1", [String(id)])
+            try AuditRepository(db).append([
+                AuditRepository.event(.turnSecretRetired, actor: actor,
+                                      details: .object([("realm", .string(secret.realm)), ("secret_id", .int(id)),
+                                                        ("forced", .bool(force))])),
+            ])
+            return secret
+        }
+    }
+
+    /// Stores issuances (batched by the relay).
+    public func record(_ issuances: [TurnIssuance]) throws {
+        for chunk in stride(from: 0, to: issuances.count, by: 500).map({ Array(issuances[$0..<min($0 + 500, issuances.count)]) }) {
+            var values: [String] = []
+            var params: [String?] = []
+            for i in chunk {
+                let n = params.count
+                values.append("($\(n + 1), $\(n + 2)::bigint, $\(n + 3), $\(n + 4), $\(n + 5), $\(n + 6)::bigint, "
+                    + "$\(n + 7)::timestamptz, $\(n + 8)::timestamptz, $\(n + 9), $\(n + 10))")
+                params += [i.deviceID.rawValue, i.tokenID.map { String($0) }, i.role.rawValue, i.userID, i.username,
+                           i.secretID.map { String($0) }, PGValue.timeText(i.issuedAt), PGValue.timeText(i.expiresAt),
+                           i.clientAddress, i.via]
+            }
+            try db.execute("INSERT INTO turn_issuances (device_id, token_id, role, user_id, username, secret_id, issued_at, "
+                + "expires_at, client_addr, via) VALUES " + values.joined(separator: ", "), params)
+        }
+    }
+
+    static func decode(_ row: [String?]) throws -> TurnSecret {
+        guard let id = row[0].flatMap({ Int64($0) }), let realm = row[1], let value = row[2],
+              let created = PGValue.time(row[3]) else { throw StoreError(.schema, "unexpected turn_secret row") }
+        return TurnSecret(id: id, realm: realm, value: value, createdAt: created)
+    }
+}
