@@ -282,6 +282,9 @@ public final class RelayServer {
             if storeHealth.state == .ready { return .json(200, .object([("status", "ready")])) }
             return .json(503, .object([("status", .string(storeHealth.state.rawValue)),
                                        ("reason", .string(storeHealth.reason))]))
+        case "/metrics":
+            guard method == "GET" else { return methodNotAllowed("GET") }
+            return metrics()
         case "/api/turn/credentials":
             guard method == "GET" else { return methodNotAllowed("GET") }
             return turnCredentials(request)

@@ -191,3 +191,34 @@ final class PushLog: @unchecked Sendable {
     var count: Int { lock.lock(); defer { lock.unlock() }; return items.count }
     func item(_ i: Int) -> (Date, [String: Any])? { lock.lock(); defer { lock.unlock() }; return i < items.count ? items[i] : nil }
 }
+
+@Suite struct MetricsTests {
+    /// Scrapes /metrics, parses every sample line, and checks that counters move.
+    @Test func countersMoveAndTheExpositionParses() throws {
+        let f = try RelayFixture(environment: ["WIMZ_TURN_URLS": turnURLs, "WIMZ_TURN_SECRET": "static-secret-for-tests-0123456789"])
+        func scrape() throws -> [String: Double] {
+            let r = try HTTPTestClient.get(port: f.port, path: "/metrics")
+            #expect(r.status == 200 && r.headers["content-type"]?.hasPrefix("text/plain") == true)
+            var samples: [String: Double] = [:]
+            for line in r.text.split(separator: "\n") where !line.hasPrefix("#") {
+                let parts = line.split(separator: " ")
+                #expect(parts.count == 2, "bad sample line: \(line)")
+                samples[String(parts[0])] = Double(parts[1])
+            }
+            return samples
+        }
+        let before = try scrape()
+        #expect(before["wimz_database_up"] == 1)
+        #expect(before["wimz_turn_credentials_issued_total"] == 0)
+        let robot = try f.robot()
+        _ = try robot.receive(until: { $0.eventName == "turn_credentials" })
+        _ = try? WebSocketTestClient.connect(port: f.port, role: "app", device: "dev1", token: "wimz_a_bad")
+        let after = try scrape()
+        #expect(after["wimz_sockets{role=\"robot\"}"] == 1)
+        #expect(after["wimz_devices_online"] == 1)
+        #expect(after["wimz_turn_refresh_pushes_total"] == 1)
+        #expect(after["wimz_turn_credentials_issued_total"] == 1)
+        #expect(after["wimz_auth_failures_total{reason=\"unknown_token\"}"] == 1)
+        #expect(after["wimz_turn_robots_past_expiry"] == 0)
+    }
+}

@@ -1,0 +1,45 @@
+import RelayCore
+
+extension RelayServer {
+    /// `GET /metrics`: Prometheus text exposition (format 0.0.4) of the service thread's counters.
+    func metrics() -> HTTPResponse {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Int)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for s in samples { out += "\(name)\(s.labels.isEmpty ? "" : "{\(s.labels)}") \(s.value)\n" }
+        }
+        let sessions = hub.allSessions
+        metric("wimz_sockets", "gauge", "Open WebSocket sessions by role.",
+               Role.allCases.map { role in ("role=\"\(role.rawValue)\"", sessions.filter { $0.role == role }.count) })
+        metric("wimz_devices_online", "gauge", "Devices whose robot is connected.",
+               [("", sessions.filter { $0.role == .robot }.count)])
+        metric("wimz_auth_failures_total", "counter", "Rejected authentications by reason.",
+               counters.authFailures.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("reason=\"\($0.key.rawValue)\"", $0.value) })
+        metric("wimz_drops_total", "counter", "Messages not delivered, by reason.",
+               counters.drops.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("reason=\"\($0.key.rawValue)\"", $0.value) })
+        metric("wimz_closes_total", "counter", "Sockets closed by the relay, by close code.",
+               counters.closes.sorted { $0.key < $1.key }.map { ("code=\"\($0.key)\"", $0.value) })
+        metric("wimz_keepalive_timeouts_total", "counter", "Sockets dropped after two silent ping intervals.",
+               [("", counters.keepaliveTimeouts)])
+        metric("wimz_robots_replaced_total", "counter", "Robot sockets replaced by a newer one (4001).",
+               [("", counters.robotsReplaced)])
+        metric("wimz_turn_credentials_issued_total", "counter", "TURN credentials minted (HTTP and push).", [("", turn.issued)])
+        metric("wimz_turn_refresh_pushes_total", "counter", "turn_credentials events pushed to robots.", [("", turn.pushed)])
+        metric("wimz_turn_robots_past_refresh", "gauge", "Online robots whose newest credential is past refresh_at (should be 0).",
+               [("", turn.robotsPastRefresh)])
+        metric("wimz_turn_robots_past_expiry", "gauge", "Online robots whose newest credential has expired (should be 0).",
+               [("", turn.robotsPastExpiry)])
+        let audit = auditWriter.stats
+        metric("wimz_audit_queue_depth", "gauge", "Audit events waiting in memory.", [("", audit.queued)])
+        metric("wimz_audit_spooled_total", "counter", "Audit events written to the spool file.", [("", audit.spooled)])
+        metric("wimz_database_up", "gauge", "1 when the store is reachable and its schema current.",
+               [("", storeHealth.state == .ready ? 1 : 0)])
+        metric("wimz_credentials_cached", "gauge", "Active tokens in the relay's mirror.", [("", credentials.count)])
+        out += "# HELP wimz_build_info Build information.\n# TYPE wimz_build_info gauge\n"
+        out += "wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"\(configuration.eventLoop.rawValue)\"} 1\n"
+        return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(out.utf8))
+    }
+
+    /// The relay's version (reported by /metrics and the listening log line).
+    public static let version = "0.1.0"
+}
