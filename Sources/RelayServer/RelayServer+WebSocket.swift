@@ -240,6 +240,7 @@ extension RelayServer {
             }
         }
         refreshTurnCredentials(now: wall)
+        onTick?(now)
         authFailures.sweep(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
     }

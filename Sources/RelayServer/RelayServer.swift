@@ -75,6 +75,9 @@ public final class RelayServer {
     public var onReady: (() -> Void)?
     /// Called on the service thread when a graceful stop begins (systemd STOPPING=1).
     public var onStopping: (() -> Void)?
+    /// Called on the service thread once a second with the monotonic time (systemd watchdog):
+    /// if the loop stalls, the pings stop.
+    public var onTick: ((UInt64) -> Void)?
 
     public init(configuration: RelayConfiguration, migrator: Migrator) throws {
         self.configuration = configuration

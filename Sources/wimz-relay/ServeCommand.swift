@@ -75,6 +75,10 @@ struct Serve: ParsableCommand {
         } catch {
             throw CLIError("\(error)")
         }
+        let notifier = SystemdNotifier()
+        server.onReady = { notifier.ready() }
+        server.onStopping = { notifier.stopping() }
+        server.onTick = { notifier.watchdogTick(nowNanos: $0) }
         let control = server.control
         signals.start { signal in
             if signal == SIGHUP {
