@@ -3,7 +3,7 @@
 
 # Debian packages the build, the tests and the run command need.
 WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
-                   postgresql coturn wrk)
+                   postgresql coturn wrk openssl python3 curl)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -5,6 +5,7 @@
 #include <libwebsockets.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 
 /** Bytes lws needs in front of every buffer passed to lws_write(). */
 static inline size_t CLibWebSockets_LWS_PRE(void) { return LWS_PRE; }
@@ -16,6 +17,11 @@ static inline lws_filepos_t CLibWebSockets_LWS_ILLEGAL_HTTP_CONTENT_LEN(void) {
 
 /** Write mode for bytes already framed by the caller (a macro alias of LWS_WRITE_HTTP). */
 static inline enum lws_write_protocol CLibWebSockets_LWS_WRITE_RAW(void) { return LWS_WRITE_RAW; }
+
+/** SSL_OP_* flags that turn off everything older than TLS 1.2 (vhost ssl_options_set). */
+static inline long CLibWebSockets_TLS_NO_LEGACY_PROTOCOLS(void) {
+    return (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1);
+}
 
 /** LWS_SERVER_OPTION_* values that are composed through macros. */
 static inline uint64_t CLibWebSockets_OPTION_LIBEV(void) { return LWS_SERVER_OPTION_LIBEV; }

@@ -11,6 +11,8 @@ import Glibc
 enum ServiceEvent: Sendable {
     case store(StoreEvent)
     case stop
+    /// Re-read the TLS certificate and key (SIGHUP); live connections keep their sessions.
+    case reloadTLS
 }
 
 /// Wakes the service thread from any thread. `lws_cancel_service` is the one thread-safe
@@ -26,6 +28,9 @@ public struct RelayControl: Sendable {
 
     /// Starts a graceful stop.
     public func requestStop() { mailbox.post(.stop) }
+
+    /// Reloads the TLS certificate and key from their files.
+    public func reloadTLS() { mailbox.post(.reloadTLS) }
 }
 
 /// Errors starting the server.
@@ -45,6 +50,8 @@ public final class RelayServer {
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName: UnsafeMutablePointer<CChar>
     private let listenHost: UnsafeMutablePointer<CChar>
+    /// C strings lws keeps pointers to for the context's lifetime (TLS paths, ALPN).
+    private var retainedCStrings: [UnsafeMutablePointer<CChar>] = []
     private let monitor: StoreMonitor
 
     /// The port actually bound (differs from the configuration when it asked for 0).
@@ -127,9 +134,20 @@ public final class RelayServer {
         // Keep lws's signal handling out of the way: signals are taken by the executable.
         info.vhost_name = UnsafePointer(protocolName)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
+        if let cert = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+            // TLS 1.2+ only; ALPN pinned to HTTP/1.1 (WebSockets here are RFC 6455 over HTTP/1.1).
+            let c = strdup(cert)!, k = strdup(key)!, alpn = strdup("http/1.1")!
+            retainedCStrings += [c, k, alpn]
+            info.options |= CLibWebSockets_OPTION_DO_SSL_GLOBAL_INIT()
+            info.ssl_cert_filepath = UnsafePointer(c)
+            info.ssl_private_key_filepath = UnsafePointer(k)
+            info.ssl_options_set = CLibWebSockets_TLS_NO_LEGACY_PROTOCOLS()
+            info.alpn = UnsafePointer(alpn)
+        }
         info.timeout_secs = 10
 
         guard let context = lws_create_context(&info) else {
+            retainedCStrings.forEach { free($0) }
             retryPolicy.deallocate()
             protocols.deallocate()
             free(protocolName)
@@ -158,6 +176,7 @@ public final class RelayServer {
         protocols.deallocate()
         free(protocolName)
         free(listenHost)
+        retainedCStrings.forEach { free($0) }
     }
 
     /// Serves until `requestStop()`; returns after a graceful stop.
@@ -202,6 +221,8 @@ public final class RelayServer {
                 beginStop()
             case .store(let storeEvent):
                 handleStore(storeEvent)
+            case .reloadTLS:
+                reloadTLS()
             }
         }
     }
@@ -224,6 +245,33 @@ public final class RelayServer {
         // An event library's loop ends only through lws_context_destroy (deferred while inside
         // the service; run() completes it). lws's own loop just needs waking.
         if configuration.eventLoop == .libev { lws_context_destroy(context) } else { lws_cancel_service(context) }
+    }
+
+    /// Installs the certificate and key files' current contents on the listening vhost; new
+    /// handshakes use them, established connections are untouched.
+    private func reloadTLS() {
+        guard let context, let certPath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath else {
+            log.info("tls_reload_skipped", [("reason", "TLS is not configured")])
+            return
+        }
+        guard let cert = FileContents.read(certPath), let key = FileContents.read(keyPath) else {
+            log.error("tls_reload_failed", [("reason", "cannot read certificate or key"), ("cert", .string(certPath))])
+            return
+        }
+        let rc = cert.withUnsafeBufferPointer { c in
+            key.withUnsafeBufferPointer { k in
+                c.withMemoryRebound(to: CChar.self) { cc in
+                    k.withMemoryRebound(to: CChar.self) { kk in
+                        lws_tls_cert_updated(context, certPath, keyPath, cc.baseAddress, cc.count, kk.baseAddress, kk.count)
+                    }
+                }
+            }
+        }
+        if rc == 0 {
+            log.info("tls_reloaded", [("cert", .string(certPath))])
+        } else {
+            log.error("tls_reload_failed", [("reason", "lws rejected the certificate or key"), ("cert", .string(certPath))])
+        }
     }
 
     /// Queues an audit event (written asynchronously in batches).

@@ -83,6 +83,7 @@ struct Serve: ParsableCommand {
         signals.start { signal in
             if signal == SIGHUP {
                 Logger.shared.info("signal", [("signal", "SIGHUP")])
+                control.reloadTLS()
             } else {
                 Logger.shared.info("signal", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT"))])
                 control.requestStop()
