@@ -30,6 +30,9 @@ public struct RelayConfiguration: Sendable {
     public var turnRequestRate = 1.0
     public var turnRequestBurst = 10.0
 
+    /// Peers whose `X-Forwarded-For` is believed (the TLS proxy in front); exact IP addresses.
+    public var trustedProxies: Set<String> = []
+
     // TLS (served by libwebsockets/OpenSSL when both are set).
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?

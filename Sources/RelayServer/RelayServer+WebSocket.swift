@@ -73,8 +73,20 @@ extension RelayServer {
         return nil
     }
 
-    /// The peer address (forwarded-for handling belongs to the proxy configuration).
-    func clientAddress(_ request: LWSConnection) -> String { request.peerAddress }
+    /// The client's address: the peer, or — only when the peer is a trusted proxy — the
+    /// right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
+    func clientAddress(_ request: LWSConnection) -> String {
+        let peer = request.peerAddress
+        guard configuration.trustedProxies.contains(peer),
+              let forwarded = request.header(WSI_TOKEN_X_FORWARDED_FOR, limit: 1024) else { return peer }
+        let hops = forwarded.split(separator: ",").map { String($0.filter { $0 != " " }) }
+        for hop in hops.reversed() where !hop.isEmpty && !configuration.trustedProxies.contains(hop) {
+            // Only something that looks like an address: it ends up in logs and the audit log.
+            guard hop.count <= 45, hop.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else { return peer }
+            return hop
+        }
+        return peer
+    }
 
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
     /// -1 to drop the connection.

@@ -339,11 +339,34 @@ public final class RelayServer {
         case "/api/turn/credentials":
             guard method == "GET" else { return methodNotAllowed("GET") }
             return turnCredentials(request)
+        case _ where path.hasPrefix("/api/devices/") && path.hasSuffix("/status"):
+            guard method == "GET" else { return methodNotAllowed("GET") }
+            return deviceStatus(request, path: path)
         case "/ws/robot", "/ws/app":
             return .error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade")
         default:
             return .error(404, "not_found", "no such endpoint")
         }
+    }
+
+    /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
+    private func deviceStatus(_ request: LWSConnection, path: String) -> HTTPResponse {
+        let idText = String(path.dropFirst("/api/devices/".count).dropLast("/status".count))
+        guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
+        guard let token = bearerToken(request) else {
+            return .authFailure(.missingToken, message: "Authorization: Bearer <robot or app token> is required")
+        }
+        guard let entry = credentials.lookup(token: token) else {
+            return credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")
+                : .authFailure(.storeUnavailable, message: "credential store unavailable; retry shortly")
+        }
+        if entry.token.deviceID != device { return .authFailure(.wrongDevice, message: "token belongs to another device") }
+        if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
+            return .authFailure(failure, message: "token \(failure.rawValue)")
+        }
+        let status = hub.status(of: device)
+        return .json(200, .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
+                                   ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))]))
     }
 
     private func methodNotAllowed(_ allowed: String) -> HTTPResponse {

@@ -39,6 +39,8 @@ struct Serve: ParsableCommand {
     var turnSeparator: String?
     @Option(name: .customLong("turn-request-rate"), help: "Credential requests per second per token (env WIMZ_TURN_REQUEST_RATE, default 1, burst 10).")
     var turnRequestRate: Double?
+    @Option(name: .customLong("trusted-proxies"), help: "Comma-separated proxy IPs whose X-Forwarded-For is believed (env WIMZ_TRUSTED_PROXIES).")
+    var trustedProxies: String?
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain (env WIMZ_TLS_CERT).")
     var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key (env WIMZ_TLS_KEY).")
@@ -129,6 +131,9 @@ struct Serve: ParsableCommand {
         guard !config.turnUsernameSeparator.isEmpty,
               config.turnUsernameSeparator.allSatisfy({ !$0.isWhitespace && $0 != "\"" && !$0.isLetter && !$0.isNumber })
         else { throw CLIError("TURN username separator must be punctuation without spaces or quotes") }
+        if let proxies = try setting(trustedProxies, "WIMZ_TRUSTED_PROXIES", { $0 }) {
+            config.trustedProxies = Set(proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
         config.tlsCertificatePath = try setting(tlsCert, "WIMZ_TLS_CERT", { $0 })
         config.tlsKeyPath = try setting(tlsKey, "WIMZ_TLS_KEY", { $0 })
         config.pingIntervalSeconds = try setting(pingInterval, "WIMZ_PING_INTERVAL", { Int($0) }) ?? config.pingIntervalSeconds

@@ -128,3 +128,39 @@ import RelayTestSupport
         relay.stop()
     }
 }
+
+@Suite struct PresenceAndProxyTests {
+    @Test func deviceStatusEndpointReportsPresenceToTokensOfThatDevice() throws {
+        let f = try RelayFixture(devices: ["dev1", "dev2"])
+        func status(_ device: String, _ token: String?) throws -> HTTPTestResponse {
+            try HTTPTestClient.get(port: f.port, path: "/api/devices/\(device)/status",
+                                   headers: token.map { ["Authorization": "Bearer \($0)"] } ?? [:])
+        }
+        let offline = try status("dev1", f.appTokens["dev1"])
+        #expect(offline.status == 200)
+        #expect(try offline.json()["online"] as? Bool == false)
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let online = try status("dev1", f.robotTokens["dev1"]).json()
+        #expect(online["online"] as? Bool == true && online["apps"] as? Int == 0 && online["device_id"] as? String == "dev1")
+        #expect(try status("dev1", f.appTokens["dev2"]).status == 403)
+        #expect(try status("dev1", nil).status == 401)
+        #expect(try status("bad%20id", f.appTokens["dev1"]).status == 400)
+    }
+
+    @Test func forwardedForIsBelievedOnlyFromTrustedProxies() throws {
+        let trusting = try RelayFixture(environment: ["WIMZ_TRUSTED_PROXIES": "127.0.0.1"])
+        _ = try? WebSocketTestClient(port: trusting.port, path: "/ws/app?device_id=dev1&token=wimz_a_bad",
+                                     headers: ["X-Forwarded-For": "198.51.100.7, 203.0.113.9"])
+        #expect(try trusting.waitForAudit { $0.event == "auth_failed" })
+        let addr = try trusting.database.connect().execute("SELECT remote_addr FROM audit_log WHERE event = 'auth_failed'").first?[0]
+        #expect(addr == "203.0.113.9")
+
+        let plain = try RelayFixture()
+        _ = try? WebSocketTestClient(port: plain.port, path: "/ws/app?device_id=dev1&token=wimz_a_bad",
+                                     headers: ["X-Forwarded-For": "198.51.100.7"])
+        #expect(try plain.waitForAudit { $0.event == "auth_failed" })
+        let direct = try plain.database.connect().execute("SELECT remote_addr FROM audit_log WHERE event = 'auth_failed'").first?[0]
+        #expect(direct == "127.0.0.1")
+    }
+}
