@@ -1,7 +1,7 @@
 import RelayCore
 
 /// A complete, small HTTP response (JSON or text) written in one go.
-struct HTTPResponse {
+struct HTTPResponse: Sendable {
     var status: Int
     var contentType = "application/json"
     var headers: [(String, String)] = []

@@ -13,6 +13,8 @@ enum ServiceEvent: Sendable {
     case stop
     /// Re-read the TLS certificate and key (SIGHUP); live connections keep their sessions.
     case reloadTLS
+    /// The database worker finished admin request `id`.
+    case adminDone(UInt64, HTTPResponse)
 }
 
 /// Wakes the service thread from any thread. `lws_cancel_service` is the one thread-safe
@@ -75,6 +77,11 @@ public final class RelayServer {
     var openConnections = 0
     var stopping = false
     var stopDeadline: UInt64?
+    let adminWorker: DatabaseWorker
+    /// Admin requests in flight, by id and by their connection.
+    var exchanges: [UInt64: HTTPExchange] = [:]
+    var exchangeByWsi: [OpaquePointer: UInt64] = [:]
+    var nextExchangeID: UInt64 = 0
     private var timer: LWSTimer?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
@@ -95,6 +102,7 @@ public final class RelayServer {
             mailbox.post(.store($0))
         }
         turn = TurnService(configuration: configuration)
+        adminWorker = DatabaseWorker(conninfo: configuration.databaseURL)
         auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         var limits = DeviceHub.Limits()
         limits.maxAppsPerDevice = configuration.maxAppsPerDevice
@@ -187,6 +195,7 @@ public final class RelayServer {
                                ("lws", .string(String(cString: lws_get_library_version())))])
         monitor.start()
         auditWriter.start()
+        adminWorker.start()
         let timer = LWSTimer { [unowned self] in tick() }
         timer.start(context: context, interval: 1_000_000)
         self.timer = timer
@@ -197,6 +206,7 @@ public final class RelayServer {
         timer.cancel()
         self.timer = nil
         monitor.stop()
+        adminWorker.stop()
         lws_context_destroy(context)
         // CLOSED callbacks above queued the last disconnect events: store or spool them.
         auditWriter.stop()
@@ -223,6 +233,8 @@ public final class RelayServer {
                 handleStore(storeEvent)
             case .reloadTLS:
                 reloadTLS()
+            case .adminDone(let id, let response):
+                adminDone(id, response)
             }
         }
     }
@@ -321,9 +333,10 @@ public final class RelayServer {
 
     // MARK: - HTTP
 
-    /// Answers a plain HTTP request.
-    func route(_ request: LWSConnection) -> HTTPResponse {
+    /// Answers a plain HTTP request; nil when the answer comes later (admin API).
+    func route(_ request: LWSConnection) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
+        if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path) }
         switch path {
         case "/healthz":
             guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
@@ -369,7 +382,7 @@ public final class RelayServer {
                                    ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))]))
     }
 
-    private func methodNotAllowed(_ allowed: String) -> HTTPResponse {
+    func methodNotAllowed(_ allowed: String) -> HTTPResponse {
         .error(405, "method_not_allowed", "use \(allowed)", headers: [("Allow", allowed)])
     }
 
@@ -416,10 +429,20 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     case LWS_CALLBACK_HTTP:
         let started = MonotonicClock.nanoseconds()
         let request = LWSConnection(wsi: wsi)
-        let response = server.route(request)
+        guard let response = server.route(request) else { return 0 }  // answered later
         server.logRequest(request, status: response.status, startedAt: started)
         guard request.send(response) else { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    case LWS_CALLBACK_HTTP_BODY:
+        return server.adminBody(wsi, input, length)
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        server.adminBodyComplete(wsi)
+        return 0
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return server.adminWriteable(wsi)
+    case LWS_CALLBACK_CLOSED_HTTP:
+        server.forgetExchange(wsi)
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
     default:
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     }

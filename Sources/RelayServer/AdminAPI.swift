@@ -1,0 +1,138 @@
+import Foundation
+import RelayCore
+import RelayStore
+
+/// The admin API's handlers. They run on the database worker thread (never the service
+/// thread) and turn a request into a status and a JSON body. Routes and shapes are described
+/// in docs/openapi.json.
+enum AdminAPI {
+    struct Request: Sendable {
+        var method: String
+        var path: String
+        var query: [String: String]
+        var body: [UInt8]
+        var remoteAddress: String
+    }
+
+    struct Failure: Error {
+        var status: Int
+        var code: String
+        var message: String
+    }
+
+    static let actor = "admin-api"
+
+    /// Dispatches one request. Throws `Failure` for client errors; store errors are mapped too.
+    static func handle(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
+        let segments = Array(r.path.split(separator: "/").map(String.init).dropFirst())  // after "admin"
+        /// The wildcard segments when `method` and `pattern` ("devices/*/tokens") match.
+        func match(_ method: String, _ pattern: String) -> [String]? {
+            let want = pattern.split(separator: "/")
+            guard r.method == method, want.count == segments.count else { return nil }
+            var captured: [String] = []
+            for (w, got) in zip(want, segments) {
+                if w == "*" { captured.append(got) } else if w != got { return nil }
+            }
+            return captured
+        }
+        do {
+            if match("GET", "devices") != nil {
+                return (200, .object([("devices", .array(try DeviceRepository(db).list().map(device)))]))
+            } else if match("POST", "devices") != nil {
+                let body = try json(r.body)
+                guard let idText = body["id"] as? String, let id = DeviceID(idText) else {
+                    throw Failure(status: 400, code: "bad_request", message: "id must match [A-Za-z0-9_.-]{1,64}")
+                }
+                return (201, device(try DeviceRepository(db).add(id, name: body["name"] as? String ?? "", actor: actor)))
+            } else if let id = match("GET", "devices/*")?[0] {
+                guard let record = try DeviceRepository(db).get(try deviceID(id)) else {
+                    throw Failure(status: 404, code: "not_found", message: "unknown device \(id)")
+                }
+                return (200, device(record))
+            } else if let id = (match("POST", "devices/*/disable") ?? match("POST", "devices/*/enable"))?[0] {
+                let disable = segments.last == "disable"
+                return (200, device(try DeviceRepository(db).setDisabled(try deviceID(id), disable, actor: actor).device))
+            } else if let id = match("POST", "devices/*/tokens")?[0] {
+                let body = try json(r.body)
+                guard let roleText = body["role"] as? String, let role = Role(rawValue: roleText) else {
+                    throw Failure(status: 400, code: "bad_request", message: "role must be robot or app")
+                }
+                let expiresIn = (body["expires_in"] as? NSNumber)?.int64Value
+                let issued = try TokenRepository(db).issue(device: try deviceID(id), role: role,
+                                                           label: body["label"] as? String ?? "", expiresIn: expiresIn, actor: actor)
+                return (201, .object([("token", token(issued.record)), ("secret", .string(issued.secret))]))
+            } else if match("GET", "tokens") != nil {
+                let device = try r.query["device_id"].map(deviceID)
+                return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map(token)))]))
+            } else if let idText = match("POST", "tokens/*/revoke")?[0] {
+                guard let id = Int64(idText) else { throw Failure(status: 400, code: "bad_request", message: "token id must be a number") }
+                return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token))
+            } else if match("GET", "turn-secrets") != nil {
+                let realm = r.query["realm"] ?? "wimz"
+                let secrets = try TurnRepository(db).secrets(realm: realm)
+                return (200, .object([("secrets", .array(secrets.enumerated().map { secret($1, signing: $0 == 0) }))]))
+            } else if match("POST", "turn-secrets/rotate") != nil {
+                let realm = (try? json(r.body))?["realm"] as? String ?? r.query["realm"] ?? "wimz"
+                return (201, secret(try TurnRepository(db).add(realm: realm, value: nil, actor: actor, kind: .turnSecretRotated),
+                                    signing: true))
+            } else if match("GET", "audit") != nil {
+                let limit = min(max(Int(r.query["limit"] ?? "") ?? 100, 1), 1000)
+                let after = Int64(r.query["after"] ?? "") ?? 0
+                func time(_ key: String) throws -> UnixTime? {
+                    guard let text = r.query[key] else { return nil }
+                    guard let t = UnixTime(iso8601: text) else {
+                        throw Failure(status: 400, code: "bad_request", message: "\(key) must be an ISO 8601 time")
+                    }
+                    return t
+                }
+                let entries = try AuditRepository(db).query(deviceID: try r.query["device_id"].map(deviceID)?.rawValue,
+                                                            from: try time("from"), to: try time("to"),
+                                                            afterSequence: after, limit: limit)
+                return (200, .object([("entries", .array(entries.map(audit))),
+                                      ("next_after", entries.count == limit ? .int(entries.last!.sequence) : .null)]))
+            } else {
+                throw Failure(status: 404, code: "not_found", message: "no such admin endpoint")
+            }
+        } catch let error as StoreError where error.kind == .conflict {
+            let notFound = error.message.hasPrefix("unknown")
+            throw Failure(status: notFound ? 404 : 409, code: notFound ? "not_found" : "conflict", message: error.message)
+        }
+    }
+
+    static func json(_ body: [UInt8]) throws -> [String: Any] {
+        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            throw Failure(status: 400, code: "invalid_json", message: "the body must be a JSON object")
+        }
+        return object
+    }
+
+    static func deviceID(_ text: String) throws -> DeviceID {
+        guard let id = DeviceID(text) else { throw Failure(status: 400, code: "bad_request", message: "invalid device id") }
+        return id
+    }
+
+    static func device(_ d: DeviceRecord) -> JSONValue {
+        .object([("id", .string(d.id.rawValue)), ("name", .string(d.name)), ("created_at", .string(d.createdAt.iso8601)),
+                 ("disabled", .bool(d.isDisabled)), ("disabled_at", .optional(d.disabledAt?.iso8601))])
+    }
+
+    static func token(_ t: TokenRecord) -> JSONValue {
+        let status = t.revokedAt != nil ? "revoked" : t.isExpired(at: .now()) ? "expired" : "active"
+        return .object([("id", .int(t.id)), ("device_id", .string(t.deviceID.rawValue)), ("role", .string(t.role.rawValue)),
+                        ("label", .string(t.label)), ("status", .string(status)), ("created_at", .string(t.createdAt.iso8601)),
+                        ("expires_at", .optional(t.expiresAt?.iso8601)), ("revoked_at", .optional(t.revokedAt?.iso8601)),
+                        ("last_used_at", .optional(t.lastUsedAt?.iso8601))])
+    }
+
+    static func secret(_ s: TurnSecret, signing: Bool) -> JSONValue {
+        .object([("id", .int(s.id)), ("realm", .string(s.realm)), ("secret_masked", .string(s.masked)),
+                 ("created_at", .string(s.createdAt.iso8601)), ("signing", .bool(signing))])
+    }
+
+    static func audit(_ e: AuditRepository.Entry) -> JSONValue {
+        .object([("sequence", .int(e.sequence)), ("id", .string(e.event.id)), ("at", .string(e.event.at.iso8601)),
+                 ("event", .string(e.event.kind.rawValue)), ("actor", .string(e.event.actor)),
+                 ("device_id", .optional(e.event.deviceID)), ("token_id", e.event.tokenID.map { .int($0) } ?? .null),
+                 ("remote_addr", .optional(e.event.remoteAddress)), ("details", .raw(e.detailsJSON))])
+    }
+}

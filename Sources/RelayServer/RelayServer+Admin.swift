@@ -1,0 +1,116 @@
+import CLibWebSockets
+import RelayCore
+import RelayCrypto
+import RelayStore
+
+/// An admin request waiting for its body or for the database worker.
+final class HTTPExchange {
+    let id: UInt64
+    let wsi: OpaquePointer
+    var request: AdminAPI.Request
+    var response: HTTPResponse?
+    let startedAt: UInt64
+
+    init(id: UInt64, wsi: OpaquePointer, request: AdminAPI.Request, startedAt: UInt64) {
+        self.id = id
+        self.wsi = wsi
+        self.request = request
+        self.startedAt = startedAt
+    }
+}
+
+extension RelayServer {
+    /// Largest admin request body.
+    static let adminBodyLimit = 64 * 1024
+
+    /// `LWS_CALLBACK_HTTP` for `/admin/…`: checks the admin token, then defers the request
+    /// to the database worker (after its body, for POST). Returns a response only on refusal.
+    func beginAdmin(_ request: LWSConnection, method: String, path: String) -> HTTPResponse? {
+        guard let adminToken = configuration.adminToken else {
+            return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
+        }
+        // Hash both sides so the comparison's time depends on neither length nor content.
+        guard let presented = bearerToken(request),
+              Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
+        else { return .authFailure(.unknownToken, message: "admin token required") }
+        guard method == "GET" || method == "POST" else { return methodNotAllowed("GET, POST") }
+        var query: [String: String] = [:]
+        for key in ["device_id", "from", "to", "after", "limit", "realm"] {
+            if let v = request.queryArgument(key + "=") { query[key] = v }
+        }
+        nextExchangeID += 1
+        let exchange = HTTPExchange(
+            id: nextExchangeID, wsi: request.wsi,
+            request: AdminAPI.Request(method: method, path: path, query: query, body: [], remoteAddress: clientAddress(request)),
+            startedAt: MonotonicClock.nanoseconds())
+        exchanges[exchange.id] = exchange
+        exchangeByWsi[request.wsi] = exchange.id
+        // lws reports a body only when one was announced; without one the request is complete now.
+        let announced = Int(request.header(WSI_TOKEN_HTTP_CONTENT_LENGTH) ?? "") ?? 0
+        if method == "GET" || announced == 0 { dispatch(exchange) }
+        return nil
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY`: collects the body (bounded).
+    func adminBody(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        guard let id = exchangeByWsi[wsi], let exchange = exchanges[id] else { return 0 }
+        guard exchange.request.body.count + length <= RelayServer.adminBodyLimit else {
+            finish(exchange, .error(413, "too_large", "admin request bodies are limited to 64 KiB"))
+            return 0
+        }
+        if let input { exchange.request.body += UnsafeRawBufferPointer(start: input, count: length) }
+        return 0
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY_COMPLETION`: the body is complete; run the request.
+    func adminBodyComplete(_ wsi: OpaquePointer) {
+        guard let id = exchangeByWsi[wsi], let exchange = exchanges[id], exchange.response == nil else { return }
+        dispatch(exchange)
+    }
+
+    private func dispatch(_ exchange: HTTPExchange) {
+        let request = exchange.request
+        let id = exchange.id
+        let mailbox = self.mailbox
+        adminWorker.submit({ db in
+            do {
+                let (status, body) = try AdminAPI.handle(request, db: db)
+                mailbox.post(.adminDone(id, .json(status, body)))
+            } catch let failure as AdminAPI.Failure {
+                mailbox.post(.adminDone(id, .error(failure.status, failure.code, failure.message)))
+            }
+        }, failed: { error in
+            let unavailable = (error as? StoreError)?.kind == .unavailable
+            mailbox.post(.adminDone(id, unavailable
+                ? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
+                : .error(500, "internal_error", "\(error)")))
+        })
+    }
+
+    /// A worker's answer arrived (service thread): write it when the socket is writeable.
+    func adminDone(_ id: UInt64, _ response: HTTPResponse) {
+        guard let exchange = exchanges[id] else { return }  // the client went away
+        finish(exchange, response)
+    }
+
+    private func finish(_ exchange: HTTPExchange, _ response: HTTPResponse) {
+        guard exchange.response == nil else { return }
+        exchange.response = response
+        lws_callback_on_writable(exchange.wsi)
+    }
+
+    /// `LWS_CALLBACK_HTTP_WRITEABLE`: sends a finished admin response.
+    func adminWriteable(_ wsi: OpaquePointer) -> Int32 {
+        guard let id = exchangeByWsi[wsi], let exchange = exchanges[id], let response = exchange.response else { return 0 }
+        forgetExchange(wsi)
+        let connection = LWSConnection(wsi: wsi)
+        logRequest(connection, status: response.status, startedAt: exchange.startedAt)
+        guard connection.send(response) else { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    /// `LWS_CALLBACK_CLOSED_HTTP` (or a finished exchange).
+    func forgetExchange(_ wsi: OpaquePointer) {
+        if let id = exchangeByWsi.removeValue(forKey: wsi) { exchanges[id] = nil }
+    }
+}

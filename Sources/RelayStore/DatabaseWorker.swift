@@ -1,0 +1,51 @@
+import Foundation
+import Synchronization
+
+/// Runs database jobs (admin API requests) one at a time on its own thread with its own
+/// connection, reconnecting as needed, and hands results to a completion (which the relay
+/// forwards to its service thread). Jobs fail fast with `.unavailable` while the database is down.
+public final class DatabaseWorker: Sendable {
+    public typealias Job = @Sendable (PGConnection) throws -> Void
+
+    private let conninfo: String
+    private let jobs = Mutex<[(job: Job, failed: @Sendable (Error) -> Void)]>([])
+    private let signal = DispatchSemaphore(value: 0)
+    private let stopping = Atomic<Bool>(false)
+
+    public init(conninfo: String) { self.conninfo = conninfo }
+
+    public func start() {
+        Thread.detachNewThread { [self] in run() }
+    }
+
+    public func stop() {
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        signal.signal()
+    }
+
+    /// Queues `job`; `failed` is called instead when no connection can be had.
+    public func submit(_ job: @escaping Job, failed: @escaping @Sendable (Error) -> Void) {
+        jobs.withLock { $0.append((job, failed)) }
+        signal.signal()
+    }
+
+    private func run() {
+        var db: PGConnection?
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            signal.wait()
+            while let next = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                if db?.isOpen != true { db = try? PGConnection(conninfo: conninfo, connectTimeout: 2) }
+                guard let connection = db else {
+                    next.failed(StoreError(.unavailable, "database unreachable"))
+                    continue
+                }
+                do {
+                    try next.job(connection)
+                } catch {
+                    if !connection.isOpen { db = nil }
+                    next.failed(error)
+                }
+            }
+        }
+    }
+}
