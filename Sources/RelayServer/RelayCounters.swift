@@ -7,4 +7,28 @@ struct RelayCounters {
     var drops: [DropReason: Int] = [:]
     var keepaliveTimeouts = 0
     var robotsReplaced = 0
+    /// Messages and bytes accepted for forwarding, by the role that sent them.
+    var forwardedMessages: [Role: Int] = [:]
+    var forwardedBytes: [Role: Int] = [:]
+    /// Accept → ESTABLISHED, in seconds.
+    var handshakeSeconds = Histogram(bounds: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])
+}
+
+/// A Prometheus-style cumulative histogram.
+struct Histogram {
+    let bounds: [Double]
+    private(set) var counts: [Int]
+    private(set) var sum = 0.0
+    private(set) var count = 0
+
+    init(bounds: [Double]) {
+        self.bounds = bounds
+        counts = Array(repeating: 0, count: bounds.count)
+    }
+
+    mutating func observe(_ value: Double) {
+        for (i, bound) in bounds.enumerated() where value <= bound { counts[i] += 1 }
+        sum += value
+        count += 1
+    }
 }

@@ -34,6 +34,14 @@ extension RelayServer {
               Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
         else { return .authFailure(.unknownToken, message: "admin token required") }
         guard method == "GET" || method == "POST" else { return methodNotAllowed("GET, POST") }
+        // Presence lives in this node's memory: answered at once, no database involved.
+        let segments = path.split(separator: "/")
+        if method == "GET", segments.count == 4, segments[1] == "devices", segments[3] == "presence" {
+            guard let device = DeviceID(String(segments[2])) else { return .error(400, "bad_request", "invalid device id") }
+            let status = hub.status(of: device)
+            return .json(200, .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
+                                       ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))]))
+        }
         var query: [String: String] = [:]
         for key in ["device_id", "from", "to", "after", "limit", "realm"] {
             if let v = request.queryArgument(key + "=") { query[key] = v }

@@ -19,6 +19,18 @@ extension RelayServer {
                counters.drops.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("reason=\"\($0.key.rawValue)\"", $0.value) })
         metric("wimz_closes_total", "counter", "Sockets closed by the relay, by close code.",
                counters.closes.sorted { $0.key < $1.key }.map { ("code=\"\($0.key)\"", $0.value) })
+        metric("wimz_messages_forwarded_total", "counter", "Messages accepted for forwarding, by direction.",
+               [("direction=\"robot_to_apps\"", counters.forwardedMessages[.robot] ?? 0),
+                ("direction=\"app_to_robot\"", counters.forwardedMessages[.app] ?? 0)])
+        metric("wimz_bytes_forwarded_total", "counter", "Payload bytes accepted for forwarding, by direction.",
+               [("direction=\"robot_to_apps\"", counters.forwardedBytes[.robot] ?? 0),
+                ("direction=\"app_to_robot\"", counters.forwardedBytes[.app] ?? 0)])
+        let h = counters.handshakeSeconds
+        out += "# HELP wimz_handshake_seconds WebSocket handshake latency, accept to established.\n"
+        out += "# TYPE wimz_handshake_seconds histogram\n"
+        for (bound, count) in zip(h.bounds, h.counts) { out += "wimz_handshake_seconds_bucket{le=\"\(bound)\"} \(count)\n" }
+        out += "wimz_handshake_seconds_bucket{le=\"+Inf\"} \(h.count)\n"
+        out += "wimz_handshake_seconds_sum \(h.sum)\nwimz_handshake_seconds_count \(h.count)\n"
         metric("wimz_keepalive_timeouts_total", "counter", "Sockets dropped after two silent ping intervals.",
                [("", counters.keepaliveTimeouts)])
         metric("wimz_robots_replaced_total", "counter", "Robot sockets replaced by a newer one (4001).",

@@ -132,6 +132,9 @@ extension RelayServer {
         }
         pendingGrant = nil
         let now = MonotonicClock.nanoseconds()
+        if let accepted = acceptedAt.removeValue(forKey: wsi) {
+            counters.handshakeSeconds.observe(Double(now - accepted) / 1e9)
+        }
         nextSessionID += 1
         let session = Session(id: nextSessionID, role: grant.role, deviceID: grant.device, tokenID: grant.entry.token.id,
                               tokenExpiresAt: grant.entry.token.expiresAt, remoteAddress: grant.remoteAddress,

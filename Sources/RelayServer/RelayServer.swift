@@ -82,6 +82,8 @@ public final class RelayServer {
     var exchanges: [UInt64: HTTPExchange] = [:]
     var exchangeByWsi: [OpaquePointer: UInt64] = [:]
     var nextExchangeID: UInt64 = 0
+    /// When each not-yet-established connection was accepted (handshake latency metric).
+    var acceptedAt: [OpaquePointer: UInt64] = [:]
     private var timer: LWSTimer?
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
@@ -170,6 +172,10 @@ public final class RelayServer {
             boundPort = Int(lws_get_vhost_listen_port(vhost))
         }
         hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
+        hub.onForward = { [unowned self] role, bytes in
+            counters.forwardedMessages[role, default: 0] += 1
+            counters.forwardedBytes[role, default: 0] += bytes
+        }
         hub.onRobotReplaced = { [unowned self] old, new in
             counters.robotsReplaced += 1
             audit(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
@@ -407,6 +413,9 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
         server.handleMailbox()
         return 0
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        server.acceptedAt[wsi] = MonotonicClock.nanoseconds()
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
         return server.confirmUpgrade(wsi)
     case LWS_CALLBACK_ESTABLISHED:
@@ -442,6 +451,7 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
         return server.adminWriteable(wsi)
     case LWS_CALLBACK_CLOSED_HTTP:
         server.forgetExchange(wsi)
+        server.acceptedAt[wsi] = nil
         return lws_callback_http_dummy(wsi, reason, user, input, length)
     default:
         return lws_callback_http_dummy(wsi, reason, user, input, length)

@@ -27,6 +27,7 @@ import RelayTestSupport
         _ = try call("POST", "/admin/devices", "/admin/devices", body: "not json", expect: 400)
         _ = try call("GET", "/admin/devices/robot-9", "/admin/devices/{id}", expect: 200)
         _ = try call("GET", "/admin/devices/ghost", "/admin/devices/{id}", expect: 404)
+        #expect(try call("GET", "/admin/devices/robot-9/presence", "/admin/devices/{id}/presence", expect: 200)["online"] as? Bool == false)
         let issued = try call("POST", "/admin/devices/robot-9/tokens", "/admin/devices/{id}/tokens",
                               body: #"{"role":"app","label":"phone","expires_in":3600}"#, expect: 201)
         let secret = try #require(issued["secret"] as? String)

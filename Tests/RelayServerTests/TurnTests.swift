@@ -220,5 +220,14 @@ final class PushLog: @unchecked Sendable {
         #expect(after["wimz_turn_credentials_issued_total"] == 1)
         #expect(after["wimz_auth_failures_total{reason=\"unknown_token\"}"] == 1)
         #expect(after["wimz_turn_robots_past_expiry"] == 0)
+        #expect(after["wimz_handshake_seconds_count"] == 1)
+        #expect(after["wimz_handshake_seconds_bucket{le=\"+Inf\"}"] == 1)
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        try robot.send(#"{"type":"event","event":"x","data":{}}"#)
+        _ = try app.receive(until: { $0.eventName == "x" })
+        let moved = try scrape()
+        #expect(moved["wimz_messages_forwarded_total{direction=\"robot_to_apps\"}"] == 1)
+        #expect(moved["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)
     }
 }
