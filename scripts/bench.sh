@@ -9,8 +9,8 @@ source scripts/lib.sh
 
 ensure_packages
 say "building (release)"
-swift build -c release --product wimz-relay 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
-swift build -c release --product wimz-bench 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+build release --product wimz-relay
+build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 
 work=$(mktemp -d /tmp/wimz-bench.XXXXXX)

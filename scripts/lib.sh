@@ -29,6 +29,12 @@ ensure_packages() {
     fi
 }
 
+# build CONFIG [swift build args…]: builds quietly (drops the per-file progress lines).
+build() {
+    local config=$1; shift
+    swift build -c "$config" "$@" 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+}
+
 pg_bindir() {
     local d
     d=$(pg_config --bindir 2>/dev/null)

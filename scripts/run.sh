@@ -11,7 +11,7 @@ source scripts/lib.sh
 ensure_packages
 
 say "building (release)"
-swift build -c release --product wimz-relay 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+build release --product wimz-relay
 relay="$(swift build -c release --show-bin-path)/wimz-relay"
 export WIMZ_MIGRATIONS_DIR="$PWD/migrations"
 

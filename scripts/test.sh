@@ -9,7 +9,7 @@ source scripts/lib.sh
 ensure_packages
 
 say "building (debug, with tests)"
-swift build --build-tests 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+build debug --build-tests
 
 work=$(mktemp -d /tmp/wimz-test.XXXXXX)
 chmod 755 "$work"

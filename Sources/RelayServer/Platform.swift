@@ -45,19 +45,3 @@ enum LWSLogBridge {
         }
     }
 }
-
-/// Whole-file reads without Foundation.
-enum FileContents {
-    static func read(_ path: String) -> [UInt8]? {
-        guard let file = fopen(path, "rb") else { return nil }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, file)
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return bytes
-    }
-}

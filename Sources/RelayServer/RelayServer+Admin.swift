@@ -38,9 +38,7 @@ extension RelayServer {
         let segments = path.split(separator: "/")
         if method == "GET", segments.count == 4, segments[1] == "devices", segments[3] == "presence" {
             guard let device = DeviceID(String(segments[2])) else { return .error(400, "bad_request", "invalid device id") }
-            let status = hub.status(of: device)
-            return .json(200, .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
-                                       ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))]))
+            return .json(200, presence(of: device))
         }
         var query: [String: String] = [:]
         for key in ["device_id", "from", "to", "after", "limit", "realm"] {

@@ -383,9 +383,14 @@ public final class RelayServer {
         if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
             return .authFailure(failure, message: "token \(failure.rawValue)")
         }
+        return .json(200, presence(of: device))
+    }
+
+    /// `{"device_id","online","since","apps"}` for this node's view of a device.
+    func presence(of device: DeviceID) -> JSONValue {
         let status = hub.status(of: device)
-        return .json(200, .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
-                                   ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))]))
+        return .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
+                        ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))])
     }
 
     func methodNotAllowed(_ allowed: String) -> HTTPResponse {

@@ -47,15 +47,7 @@ public struct Migration: Sendable, Equatable {
     }
 
     private static func readFile(_ path: String) throws -> String {
-        guard let file = fopen(path, "rb") else { throw StoreError(.schema, "cannot read \(path)") }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = fread(&chunk, 1, chunk.count, file)
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
+        guard let bytes = FileContents.read(path) else { throw StoreError(.schema, "cannot read \(path)") }
         return String(decoding: bytes, as: UTF8.self)
     }
 }
