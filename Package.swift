@@ -1,6 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// The forwarding path's targets skip runtime exclusivity checks in release builds: they cost
+/// ~7 % of fan-out CPU (perf), and debug builds (the test suite) keep them on.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 /// wimz-relay: the WIM-Z cloud relay and TURN-credential service.
 ///
 /// Each C library is wrapped by exactly one Swift target:
@@ -30,10 +34,11 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
 
         // Pure Swift: rules, registry, parsing. No C module.
-        .target(name: "RelayCore"),
+        .target(name: "RelayCore", swiftSettings: hotPath),
         .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
         .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"]),
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"],
+                swiftSettings: hotPath),
         .executableTarget(
             name: "wimz-relay",
             dependencies: [

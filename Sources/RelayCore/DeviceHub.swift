@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Pairing and routing (PROTOCOL.md "Frames"): the device table and every rule about who
 /// receives what. Owned by the service thread; pure logic over `Session`s, so it is tested
 /// without sockets.
@@ -21,24 +27,27 @@ public final class DeviceHub {
         var apps: [Session] = []
         /// When the robot last came online or went offline (for `device_status.since`).
         var statusSince: UnixTime
-        /// Latest event of each replayed name, verbatim.
-        var replay: [[UInt8]: Payload] = [:]
+        /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`), verbatim.
+        var replay: [Payload?]
         /// Relay command id → the app that sent it and its own id token.
         var pending: [UInt64: (app: Session, idToken: [UInt8])] = [:]
         var pendingOrder: [UInt64] = []
         var pendingHead = 0
         var nextCommandID: UInt64 = 1
 
-        init(id: DeviceID, since: UnixTime) {
+        init(id: DeviceID, since: UnixTime, replayCount: Int) {
             self.id = id
             statusSince = since
+            replay = Array(repeating: nil, count: replayCount)
         }
 
         var isEmpty: Bool { robot == nil && apps.isEmpty }
+        var hasReplay: Bool { replay.contains { $0 != nil } }
     }
 
     public let limits: Limits
-    private let replayNames: Set<[UInt8]>
+    /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
+    private let replayNames: [[UInt8]]
     private var devices: [DeviceID: Device] = [:]
     private let startedAt: UnixTime
 
@@ -50,7 +59,7 @@ public final class DeviceHub {
 
     public init(limits: Limits, now: UnixTime = .now()) {
         self.limits = limits
-        replayNames = Set(limits.replayEvents.map { Array($0.utf8) })
+        replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
         startedAt = now
     }
 
@@ -79,15 +88,15 @@ public final class DeviceHub {
     /// Routes to a newly authenticated session and sends the greetings the contract requires.
     public func attach(_ session: Session, now: UInt64, wallClock: UnixTime = .now()) {
         let device = devices[session.deviceID] ?? {
-            let d = Device(id: session.deviceID, since: wallClock)
+            let d = Device(id: session.deviceID, since: wallClock, replayCount: replayNames.count)
             devices[session.deviceID] = d
             return d
         }()
-        session.attached = true
+        session.device = device
         switch session.role {
         case .robot:
             if let old = device.robot {
-                old.attached = false
+                old.device = nil
                 old.close(.replaced, reason: "replaced")
                 onRobotReplaced?(old, session)
             } else {
@@ -102,17 +111,15 @@ public final class DeviceHub {
             device.apps.append(session)
             deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince),
                     to: session)
-            for name in limits.replayEvents.sorted() {
-                if let event = device.replay[Array(name.utf8)] { deliver(event, to: session) }
-            }
+            for case let event? in device.replay { deliver(event, to: session) }
             if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
         }
     }
 
     /// Stops routing to `session` (closed, culled, revoked). Idempotent.
     public func detach(_ session: Session, wallClock: UnixTime = .now()) {
-        guard session.attached, let device = devices[session.deviceID] else { return }
-        session.attached = false
+        guard let device = session.device else { return }
+        session.device = nil
         switch session.role {
         case .robot:
             guard device.robot === session else { return }
@@ -127,7 +134,7 @@ public final class DeviceHub {
             device.apps.removeAll { $0 === session }
             if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
         }
-        if device.isEmpty && device.replay.isEmpty { devices[device.id] = nil }
+        if device.isEmpty && !device.hasReplay { devices[device.id] = nil }
     }
 
     /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
@@ -152,7 +159,7 @@ public final class DeviceHub {
     public func receive(_ payload: Payload, from session: Session, now: UInt64) {
         session.messagesIn += 1
         session.bytesIn += payload.bytes.count
-        guard session.attached, let device = devices[session.deviceID] else { return }
+        guard let device = session.device else { return }
         switch session.role {
         case .robot: fromRobot(payload, device: device)
         case .app: fromApp(payload, session: session, device: device, now: now)
@@ -165,9 +172,8 @@ public final class DeviceHub {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
         case .event:
-            if let name = envelope.eventName, !replayNames.isEmpty {
-                let key = Array(payload.bytes[name])
-                if replayNames.contains(key) { device.replay[key] = payload }
+            if let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
+                device.replay[index] = payload
             }
             fallthrough
         default:
@@ -243,6 +249,16 @@ public final class DeviceHub {
                 device.pendingHead = 0
             }
         }
+    }
+
+    /// The index of the replayed name equal to `bytes[range]`, if any.
+    private func replayIndex(of bytes: [UInt8], _ range: Range<Int>) -> Int? {
+        for (index, name) in replayNames.enumerated() where name.count == range.count {
+            if bytes.withUnsafeBufferPointer({ b in
+                name.withUnsafeBufferPointer { n in memcmp(b.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }
+            }) { return index }
+        }
+        return nil
     }
 
     /// `"c123"` → 123.

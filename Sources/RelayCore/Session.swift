@@ -57,8 +57,10 @@ public final class Session {
     public var turnExpiresAt: UnixTime?
 
     var rateLimiter: TokenBucket?
-    /// Set while the hub routes to this session.
-    var attached = false
+    /// The hub's entry for this session's device while the hub routes to it (nil otherwise),
+    /// so routing a message needs no table lookup.
+    var device: DeviceHub.Device?
+    var attached: Bool { device != nil }
 
     public init(id: UInt64, role: Role, deviceID: DeviceID, tokenID: Int64, tokenExpiresAt: UnixTime?,
                 remoteAddress: String, connectedAt: UnixTime, now: UInt64, queue: SendQueue) {
