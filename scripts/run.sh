@@ -43,6 +43,7 @@ if [ -z "${WIMZ_DATABASE_URL:-}" ]; then
     # shellcheck disable=SC1090
     source "$demo"
     export WIMZ_ADMIN_TOKEN="${WIMZ_ADMIN_TOKEN}"
+    export WIMZ_SPOOL_DIR="${WIMZ_SPOOL_DIR:-$state/spool}"
     listen=${WIMZ_LISTEN:-127.0.0.1:8080}
     cat >&2 <<MSG
 
