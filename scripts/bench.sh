@@ -34,7 +34,10 @@ cpus=$(nproc)
 pin_relay=(); pin_load=()
 if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then pin_relay=(taskset -c 0); pin_load=(taskset -c 1); fi
 port=$(( 20000 + RANDOM % 20000 ))
-relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool")
+# Limits lifted so the phases measure the relay, not its per-socket/per-token rate limiters.
+relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool"
+           --app-rate-limit 1000000 --app-rate-burst 1000000 --turn-request-rate 1000000
+           --turn-urls "turn:127.0.0.1:3478?transport=udp" --turn-secret "bench-secret-0123456789abcdef")
 "${relay_cmd[@]}" > "$work/relay.log" 2>&1 &
 relay_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
@@ -44,3 +47,9 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 echo "relay:   ${relay_cmd[*]}"
 echo "load:    ${bench_cmd[*]}"
 "${bench_cmd[@]}"
+
+# GET /api/turn/credentials with keep-alive (wrk, 2 connections' worth per core).
+token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
+wrk_cmd=("${pin_load[@]}" wrk -t1 -c32 -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
+echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
+"${wrk_cmd[@]}" | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "turn credentials %s req/s  p99 %s  non-2xx %s\n", rps, p99, (bad == "" ? 0 : bad)}'

@@ -215,3 +215,22 @@ func scanNumber(_ bytes: UnsafeBufferPointer<UInt8>, key: StaticString) -> UInt6
     }
     return nil
 }
+
+/// The raw JSON token after `"key":` when it is a string (with its quotes), e.g. `"c12"`.
+func scanStringToken(_ bytes: UnsafeBufferPointer<UInt8>, key: StaticString) -> [UInt8]? {
+    let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+    var i = 0
+    outer: while i + k.count < bytes.count {
+        for j in 0..<k.count where bytes[i + j] != k[j] {
+            i += 1
+            continue outer
+        }
+        var p = i + k.count
+        guard p < bytes.count, bytes[p] == UInt8(ascii: "\"") else { return nil }
+        p += 1
+        while p < bytes.count, bytes[p] != UInt8(ascii: "\"") { p += 1 }
+        guard p < bytes.count else { return nil }
+        return Array(bytes[(i + k.count)...p])
+    }
+    return nil
+}

@@ -45,7 +45,8 @@ struct WimzBench: ParsableCommand {
         @Option var size: Int = 200
         @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
         @Option(name: .customLong("idle-sockets"), help: "Idle sockets for the memory phase (apps, ≤ 16 per device).") var idleSockets: Int = 1000
-        @Option(help: "Comma-separated: handshakes,fanout,latency,idle") var phases: String = "handshakes,fanout,latency,idle"
+        @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
+        @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle") var phases: String = "handshakes,fanout,latency,command,idle"
 
         func run() throws {
             let lines = try String(contentsOfFile: tokens, encoding: .utf8).split(separator: "\n").dropFirst()
@@ -83,7 +84,22 @@ struct WimzBench: ParsableCommand {
                 let pad = max(0, size - head.utf8.count - tail.utf8.count)
                 return Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: pad) + Array(tail.utf8)
             }
+            var commandLatencies: [UInt32] = []
+            var commandMode = false
             engine.onMessage = { socket, payload in
+                if commandMode {
+                    if socket.isRobot {
+                        // Echo as the robot stack does: the id token verbatim, plus the app's t.
+                        guard let id = scanStringToken(payload, key: "\"id\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
+                        let reply = Array(#"{"type":"response","id":"#.utf8) + id + Array(#","t":\#(t)}"#.utf8)
+                        reply.withUnsafeBufferPointer { engine.send(socket, text: $0) }
+                        engine.flush(socket)
+                    } else if engine.measuring, let t = scanNumber(payload, key: "\"t\":"),
+                              scanStringToken(payload, key: "\"type\":") == Array("\"response\"".utf8) {
+                        commandLatencies.append(UInt32(clamping: monotonicNanos() &- t))
+                    }
+                    return
+                }
                 guard !socket.isRobot, let seq = scanNumber(payload, key: "\"seq\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
                 socket.lastSeen = max(socket.lastSeen, seq)
                 if engine.measuring {
@@ -139,6 +155,36 @@ struct WimzBench: ParsableCommand {
                         sent += 1
                     }
                 }
+            }
+            if wanted.contains("command") {
+                commandMode = true
+                var sent: UInt64 = 0
+                var next = 0
+                var start: UInt64 = 0
+                engine.measuring = true
+                commandLatencies.removeAll()
+                let begin = monotonicNanos()
+                engine.run(for: UInt64(duration * 1e9), tick: {
+                    let now = monotonicNanos()
+                    if start == 0 { start = now }
+                    let due = UInt64(Double(now - start) / 1e9 * Double(commandRate))
+                    while sent < due {
+                        let a = apps[next % apps.count]
+                        next += 1
+                        sent += 1
+                        let command = Array(#"{"type":"command","id":"\#(sent)","command":"ping","t":\#(monotonicNanos())}"#.utf8)
+                        command.withUnsafeBufferPointer { engine.send(a, text: $0) }
+                        engine.flush(a)
+                    }
+                })
+                let elapsed = Double(monotonicNanos() - begin) / 1e9
+                engine.measuring = false
+                engine.run(for: 500_000_000)
+                commandMode = false
+                let l = commandLatencies.sorted()
+                print(String(format: "command rate %d/s  %.0f round trips/s  p50 %.0f us  p99 %.0f us  (n=%d of %d sent)",
+                             commandRate, Double(l.count) / elapsed, Double(percentile(l, 0.5)) / 1e3,
+                             Double(percentile(l, 0.99)) / 1e3, l.count, sent))
             }
             if wanted.contains("idle"), let relayPID {
                 let before = rssKB(relayPID)
