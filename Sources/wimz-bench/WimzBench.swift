@@ -140,39 +140,25 @@ struct WimzBench: ParsableCommand {
                 }
             }
             if wanted.contains("latency") {
-                var sent: UInt64 = 0
-                var next = 0
-                var start: UInt64 = 0
+                var pacer = Pacer(rate: rate)
                 measure("rate \(rate)/s       ") {
-                    let now = monotonicNanos()
-                    if start == 0 { start = now }
-                    let due = UInt64(Double(now - start) / 1e9 * Double(rate))
-                    while sent < due {
-                        let r = robots[next % robots.count]
-                        next += 1
+                    while let n = pacer.next() {
+                        let r = robots[n % robots.count]
                         sendEvent(r)
                         engine.flush(r)
-                        sent += 1
                     }
                 }
             }
             if wanted.contains("command") {
                 commandMode = true
-                var sent: UInt64 = 0
-                var next = 0
-                var start: UInt64 = 0
+                var pacer = Pacer(rate: commandRate)
                 engine.measuring = true
                 commandLatencies.removeAll()
                 let begin = monotonicNanos()
                 engine.run(for: UInt64(duration * 1e9), tick: {
-                    let now = monotonicNanos()
-                    if start == 0 { start = now }
-                    let due = UInt64(Double(now - start) / 1e9 * Double(commandRate))
-                    while sent < due {
-                        let a = apps[next % apps.count]
-                        next += 1
-                        sent += 1
-                        let command = Array(#"{"type":"command","id":"\#(sent)","command":"ping","t":\#(monotonicNanos())}"#.utf8)
+                    while let n = pacer.next() {
+                        let a = apps[n % apps.count]
+                        let command = Array(#"{"type":"command","id":"\#(n + 1)","command":"ping","t":\#(monotonicNanos())}"#.utf8)
                         command.withUnsafeBufferPointer { engine.send(a, text: $0) }
                         engine.flush(a)
                     }
@@ -184,7 +170,7 @@ struct WimzBench: ParsableCommand {
                 let l = commandLatencies.sorted()
                 print(String(format: "command rate %d/s  %.0f round trips/s  p50 %.0f us  p99 %.0f us  (n=%d of %d sent)",
                              commandRate, Double(l.count) / elapsed, Double(percentile(l, 0.5)) / 1e3,
-                             Double(percentile(l, 0.99)) / 1e3, l.count, sent))
+                             Double(percentile(l, 0.99)) / 1e3, l.count, pacer.sent))
             }
             if wanted.contains("idle"), let relayPID {
                 let before = rssKB(relayPID)
@@ -207,6 +193,24 @@ struct WimzBench: ParsableCommand {
             }
             engine.closeAll()
         }
+    }
+}
+
+/// Spreads `rate` sends per second evenly from the first call on: `next()` returns the index
+/// of the next send that is due, or nil until one is.
+struct Pacer {
+    let rate: Int
+    private var start: UInt64 = 0
+    private(set) var sent = 0
+
+    init(rate: Int) { self.rate = rate }
+
+    mutating func next() -> Int? {
+        let now = monotonicNanos()
+        if start == 0 { start = now }
+        guard sent < Int(Double(now - start) / 1e9 * Double(rate)) else { return nil }
+        defer { sent += 1 }
+        return sent
     }
 }
 
