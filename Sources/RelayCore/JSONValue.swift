@@ -23,72 +23,98 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
     /// `nil` becomes `null`.
     public static func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
 
-    public var encoded: String {
-        var out = ""
+    public var encoded: String { String(decoding: encodedBytes, as: UTF8.self) }
+
+    /// The compact UTF-8 encoding.
+    public var encodedBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
         encode(into: &out)
         return out
     }
 
-    public func encode(into out: inout String) {
+    /// Appends the compact UTF-8 encoding to `out`. Works on bytes: this runs per HTTP
+    /// response, audit event and relay-originated frame, where a `String`-based encoder
+    /// (one Unicode scalar at a time) was the largest cost of the TURN endpoint.
+    public func encode(into out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .int(let i): out += String(i)
-        case .double(let d): out += d.isFinite ? String(d) : "null"
+        case .null: JSONValue.append("null", to: &out)
+        case .bool(let b): JSONValue.append(b ? "true" : "false", to: &out)
+        case .int(let i): JSONValue.append(String(i), to: &out)
+        case .double(let d): JSONValue.append(d.isFinite ? String(d) : "null", to: &out)
         case .string(let s): JSONValue.appendQuoted(s, to: &out)
-        case .raw(let r): out += r
+        case .raw(let r): JSONValue.append(r, to: &out)
         case .array(let items):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 item.encode(into: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let fields):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (i, (key, value)) in fields.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 JSONValue.appendQuoted(key, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 value.encode(into: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    /// Appends `s` as a JSON string literal, escaping quotes, backslashes and control characters.
-    public static func appendQuoted(_ s: String, to out: inout String) {
-        out += "\""
-        var plainStart = s.unicodeScalars.startIndex
-        var index = plainStart
-        let scalars = s.unicodeScalars
-        while index != scalars.endIndex {
-            let c = scalars[index]
-            let escape: String?
-            switch c {
-            case "\"": escape = "\\\""
-            case "\\": escape = "\\\\"
-            case "\n": escape = "\\n"
-            case "\r": escape = "\\r"
-            case "\t": escape = "\\t"
-            default:
-                if c.value < 0x20 || c.value == 0x2028 || c.value == 0x2029 {
-                    let hex = String(c.value, radix: 16)
-                    escape = "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    escape = nil
+    /// Appends `s`'s UTF-8 bytes unchanged.
+    @inline(__always)
+    public static func append(_ s: String, to out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { out.append(contentsOf: $0) }
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends `s` as a JSON string literal, escaping quotes, backslashes, control characters
+    /// and U+2028/U+2029 (which break JavaScript parsers); runs of plain bytes are copied whole.
+    public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { bytes in
+            var plainStart = 0
+            var i = 0
+            while i < bytes.count {
+                let c = bytes[i]
+                var escape: (UInt8, UInt8)? = nil  // a two-byte escape, or nil with `unicode` set
+                var unicode: UInt32? = nil
+                var width = 1
+                switch c {
+                case UInt8(ascii: "\""): escape = (UInt8(ascii: "\\"), UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): escape = (UInt8(ascii: "\\"), UInt8(ascii: "\\"))
+                case UInt8(ascii: "\n"): escape = (UInt8(ascii: "\\"), UInt8(ascii: "n"))
+                case UInt8(ascii: "\r"): escape = (UInt8(ascii: "\\"), UInt8(ascii: "r"))
+                case UInt8(ascii: "\t"): escape = (UInt8(ascii: "\\"), UInt8(ascii: "t"))
+                case 0..<0x20: unicode = UInt32(c)
+                case 0xE2 where i + 2 < bytes.count && bytes[i + 1] == 0x80 && (bytes[i + 2] == 0xA8 || bytes[i + 2] == 0xA9):
+                    unicode = bytes[i + 2] == 0xA8 ? 0x2028 : 0x2029
+                    width = 3
+                default:
+                    i += 1
+                    continue
                 }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plainStart..<i]))
+                if let (a, b) = escape {
+                    out.append(a)
+                    out.append(b)
+                } else if let u = unicode {
+                    let hex = hexDigits
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), hex[Int(u >> 12 & 0xf)], hex[Int(u >> 8 & 0xf)],
+                                            hex[Int(u >> 4 & 0xf)], hex[Int(u & 0xf)]])
+                }
+                i += width
+                plainStart = i
             }
-            if let escape {
-                out.unicodeScalars.append(contentsOf: scalars[plainStart..<index])
-                out += escape
-                plainStart = scalars.index(after: index)
-            }
-            index = scalars.index(after: index)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plainStart..<bytes.count]))
         }
-        out.unicodeScalars.append(contentsOf: scalars[plainStart..<scalars.endIndex])
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 
-    public static func == (a: JSONValue, b: JSONValue) -> Bool { a.encoded == b.encoded }
+    public static func == (a: JSONValue, b: JSONValue) -> Bool { a.encodedBytes == b.encodedBytes }
 }

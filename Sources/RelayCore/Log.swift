@@ -55,57 +55,63 @@ public final class Logger: Sendable {
 
     public func isEnabled(_ level: LogLevel) -> Bool { level.rawValue >= minimum.load(ordering: .relaxed) }
 
-    public func log(_ level: LogLevel, _ event: String, _ fields: [(String, JSONValue)] = []) {
+    /// Writes one line if `level` is enabled; `fields` is evaluated only then.
+    public func log(_ level: LogLevel, _ event: String, _ fields: @autoclosure () -> [(String, JSONValue)] = []) {
         guard isEnabled(level) else { return }
-        var line = "{\"ts\":"
+        var line: [UInt8] = []
+        line.reserveCapacity(256)
+        JSONValue.append("{\"ts\":", to: &line)
         JSONValue.appendQuoted(Logger.timestamp(), to: &line)
-        line += ",\"level\":\"\(level.name)\",\"event\":"
+        JSONValue.append(",\"level\":\"\(level.name)\",\"event\":", to: &line)
         JSONValue.appendQuoted(event, to: &line)
-        for (key, value) in fields {
-            line += ","
+        for (key, value) in fields() {
+            line.append(UInt8(ascii: ","))
             JSONValue.appendQuoted(key, to: &line)
-            line += ":"
+            line.append(UInt8(ascii: ":"))
             value.encode(into: &line)
         }
-        line += "}\n"
+        JSONValue.append("}\n", to: &line)
         output.withLock { fd in
-            var bytes = Array(line.utf8)
             var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            while offset < line.count {
+                let n = line.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
                 if n <= 0 { break }
                 offset += n
             }
         }
     }
 
-    public func debug(_ event: String, _ fields: [(String, JSONValue)] = []) { log(.debug, event, fields) }
-    public func info(_ event: String, _ fields: [(String, JSONValue)] = []) { log(.info, event, fields) }
-    public func warn(_ event: String, _ fields: [(String, JSONValue)] = []) { log(.warn, event, fields) }
-    public func error(_ event: String, _ fields: [(String, JSONValue)] = []) { log(.error, event, fields) }
+    public func debug(_ event: String, _ fields: @autoclosure () -> [(String, JSONValue)] = []) { log(.debug, event, fields()) }
+    public func info(_ event: String, _ fields: @autoclosure () -> [(String, JSONValue)] = []) { log(.info, event, fields()) }
+    public func warn(_ event: String, _ fields: @autoclosure () -> [(String, JSONValue)] = []) { log(.warn, event, fields()) }
+    public func error(_ event: String, _ fields: @autoclosure () -> [(String, JSONValue)] = []) { log(.error, event, fields()) }
 
     /// `2026-11-22T06:20:18.123456Z`.
-    static func timestamp() -> String {
-        let now = UnixTime.now()
-        let base = now.iso8601.dropLast()  // strip "Z"
-        let micros = String(now.microseconds % 1_000_000)
-        return base + "." + String(repeating: "0", count: 6 - micros.count) + micros + "Z"
-    }
+    static func timestamp() -> String { UnixTime.now().iso8601Microseconds }
 }
 
 /// Keeps secrets out of logs: bearer tokens and `token=` query values.
 public enum Redaction {
     /// Replaces the value of every `token=` query argument with `REDACTED`.
     public static func redactQuery(_ uri: String) -> String {
-        guard uri.contains("token=") else { return uri }
-        var out = ""
-        var rest = Substring(uri)
-        while let range = rest.firstRange(of: "token=") {
-            out += rest[..<range.upperBound]
-            out += "REDACTED"
-            rest = rest[range.upperBound...]
-            if let amp = rest.firstIndex(of: "&") { rest = rest[amp...] } else { rest = "" }
+        let marker = Array("token=".utf8)
+        let bytes = Array(uri.utf8)
+        guard bytes.count >= marker.count else { return uri }
+        var out: [UInt8] = []
+        var i = 0
+        var changed = false
+        while i < bytes.count {
+            if bytes[i] == marker[0], i + marker.count <= bytes.count, bytes[i..<i + marker.count].elementsEqual(marker) {
+                out += marker
+                out += Array("REDACTED".utf8)
+                i += marker.count
+                while i < bytes.count, bytes[i] != UInt8(ascii: "&") { i += 1 }
+                changed = true
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
         }
-        return out + rest
+        return changed ? String(decoding: out, as: UTF8.self) : uri
     }
 }

@@ -9,7 +9,7 @@ public final class Payload: Sendable {
         self.isBinary = isBinary
     }
 
-    public convenience init(json: JSONValue) { self.init(Array(json.encoded.utf8)) }
+    public convenience init(json: JSONValue) { self.init(json.encodedBytes) }
 }
 
 /// A bounded FIFO of payloads (per socket). Bounded by count and by bytes; `push` refuses

@@ -3,7 +3,12 @@
 /// credential base64(HMAC-SHA1(secret, username)) — the MAC itself is computed by the caller
 /// (RelayCrypto). This type holds the rules: TTL clamping, user ids, times and the JSON body.
 public struct TurnPolicy: Sendable {
-    public var urls: [String]
+    public let urls: [String]
+    /// `stun:host:port` entries derived from the TURN URLs' hosts (one per host:port).
+    public let stunURLs: [String]
+    // The parts of every body that depend only on the configuration, built once.
+    private let urlsJSON: JSONValue
+    private let stunEntry: JSONValue?
     public var defaultTTL: Int
     public var minTTL: Int
     public var maxTTL: Int
@@ -15,6 +20,9 @@ public struct TurnPolicy: Sendable {
             let ua = a.element.contains("transport=udp"), ub = b.element.contains("transport=udp")
             return ua != ub ? ua : a.offset < b.offset
         }.map(\.element)
+        stunURLs = TurnPolicy.stunURLs(for: self.urls)
+        urlsJSON = .array(self.urls.map(JSONValue.string))
+        stunEntry = stunURLs.isEmpty ? nil : .object([("urls", .array(stunURLs.map(JSONValue.string)))])
         self.defaultTTL = defaultTTL
         self.minTTL = minTTL
         self.maxTTL = maxTTL
@@ -46,8 +54,7 @@ public struct TurnPolicy: Sendable {
 
     public func username(userID: String, times: Times) -> String { "\(times.expiresAt.seconds)\(separator)\(userID)" }
 
-    /// `stun:host:port` entries derived from the TURN URLs' hosts (one per host:port).
-    public var stunURLs: [String] {
+    private static func stunURLs(for urls: [String]) -> [String] {
         var seen: [String] = []
         for url in urls where url.hasPrefix("turn:") {
             let rest = url.dropFirst(5)
@@ -61,11 +68,10 @@ public struct TurnPolicy: Sendable {
     /// The endpoint's JSON body (also the `data` of the `turn_credentials` push).
     public func body(username: String, credential: String, times: Times) -> JSONValue {
         var ice: [JSONValue] = []
-        if !stunURLs.isEmpty { ice.append(.object([("urls", .array(stunURLs.map(JSONValue.string)))])) }
-        ice.append(.object([("urls", .array(urls.map(JSONValue.string))), ("username", .string(username)),
-                            ("credential", .string(credential))]))
+        if let stunEntry { ice.append(stunEntry) }
+        ice.append(.object([("urls", urlsJSON), ("username", .string(username)), ("credential", .string(credential))]))
         return .object([
-            ("urls", .array(urls.map(JSONValue.string))),
+            ("urls", urlsJSON),
             ("username", .string(username)),
             ("credential", .string(credential)),
             ("ttl", .int(Int64(times.ttl))),

@@ -25,16 +25,56 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
     public static func < (a: UnixTime, b: UnixTime) -> Bool { a.microseconds < b.microseconds }
 
     /// `2026-11-22T16:13:20Z` (whole seconds, UTC): the wire format of every time field.
-    public var iso8601: String {
-        var t = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        func pad(_ v: Int32, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+    public var iso8601: String { formatted(withMicroseconds: false) }
+
+    /// `2026-11-22T16:13:20.123456Z`: log timestamps and `timestamptz` parameters.
+    public var iso8601Microseconds: String { formatted(withMicroseconds: true) }
+
+    /// Formats by arithmetic into a byte buffer (no `gmtime_r`, no string interpolation):
+    /// every TURN response, audit event and log line formats a time.
+    private func formatted(withMicroseconds: Bool) -> String {
+        let secs = seconds
+        let days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400
+        let secondOfDay = Int(secs - days * 86400)
+        let (year, month, day) = UnixTime.civilFromDays(Int(days))
+        var out = [UInt8](repeating: 0, count: withMicroseconds ? 27 : 20)
+        func put(_ value: Int, at offset: Int, width: Int) {
+            var v = value
+            for k in stride(from: offset + width - 1, through: offset, by: -1) {
+                out[k] = UInt8(48 + v % 10)
+                v /= 10
+            }
         }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))Z"
+        put(year, at: 0, width: 4)
+        out[4] = UInt8(ascii: "-")
+        put(month, at: 5, width: 2)
+        out[7] = UInt8(ascii: "-")
+        put(day, at: 8, width: 2)
+        out[10] = UInt8(ascii: "T")
+        put(secondOfDay / 3600, at: 11, width: 2)
+        out[13] = UInt8(ascii: ":")
+        put(secondOfDay / 60 % 60, at: 14, width: 2)
+        out[16] = UInt8(ascii: ":")
+        put(secondOfDay % 60, at: 17, width: 2)
+        if withMicroseconds {
+            out[19] = UInt8(ascii: ".")
+            put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
+        }
+        out[out.count - 1] = UInt8(ascii: "Z")
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+    static func civilFromDays(_ z: Int) -> (year: Int, month: Int, day: Int) {
+        let z = z + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH[:MM])`, the ISO 8601 subset the API and

@@ -26,13 +26,19 @@ public enum Crypto {
         return out
     }
 
+    // Fetched once: OpenSSL 3's `EVP_sha256()` / one-shot `HMAC()` look the algorithm up in
+    // the provider tables on every call, which showed up in the profile of every handshake
+    // and TURN request. Fetched algorithm objects are immutable and safe to share.
+    nonisolated(unsafe) static let sha256Algorithm = EVP_MD_fetch(nil, "SHA256", nil)
+    nonisolated(unsafe) static let hmacAlgorithm = EVP_MAC_fetch(nil, "HMAC", nil)
+
     /// SHA-256 of `data` (32 bytes).
     public static func sha256<Bytes: Collection>(_ data: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         var md = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let ok = withContiguousBytes(data) { input in
             md.withUnsafeMutableBufferPointer { out in
-                EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, EVP_sha256(), nil)
+                EVP_Digest(input.baseAddress, input.count, out.baseAddress, &length, sha256Algorithm, nil)
             }
         }
         // EVP_Digest with SHA-256 can only fail on allocation failure.
@@ -44,6 +50,7 @@ public enum Crypto {
     public static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
 
     /// HMAC-SHA1 (RFC 2104) keyed with `key`'s raw bytes: the TURN REST credential MAC.
+    /// For many MACs under one key, `HMACSHA1Key` avoids re-keying.
     public static func hmacSHA1(key: [UInt8], message: [UInt8]) -> [UInt8] {
         var md = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
@@ -85,9 +92,56 @@ extension Crypto {
         var b = try randomBytes(16)
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
-        let h = Hex.encode(b)
-        let c = Array(h)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-"
-            + String(c[20..<32])
+        // Formatted byte by byte: this runs for every audit event.
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(36)
+        for (i, byte) in b.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { text.append(UInt8(ascii: "-")) }
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// An HMAC-SHA1 key kept in an OpenSSL MAC context, re-initialised (not re-fetched, not
+/// re-keyed) per message: the TURN service signs every credential with the same secret.
+/// Not thread-safe; one owner, which frees the context.
+public final class HMACSHA1Key {
+    private let context: OpaquePointer
+
+    public init(_ key: [UInt8]) {
+        guard let algorithm = Crypto.hmacAlgorithm, let context = EVP_MAC_CTX_new(algorithm) else {
+            preconditionFailure("OpenSSL has no HMAC implementation")
+        }
+        self.context = context
+        let keyBytes = key.isEmpty ? [0] : key
+        let ok = OSSL_MAC_PARAM_DIGEST.withCString { name in
+            "SHA1".withCString { digest in
+                var params = [OSSL_PARAM_construct_utf8_string(name, UnsafeMutablePointer(mutating: digest), 0),
+                              OSSL_PARAM_construct_end()]
+                return keyBytes.withUnsafeBufferPointer { k in EVP_MAC_init(context, k.baseAddress, key.count, &params) }
+            }
+        }
+        precondition(ok == 1, "EVP_MAC_init(HMAC-SHA1) failed")
+    }
+
+    deinit { EVP_MAC_CTX_free(context) }
+
+    /// HMAC-SHA1 of `message` (20 bytes).
+    public func mac(_ message: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        var length = 0
+        let ok = message.withUnsafeBufferPointer { m in
+            out.withUnsafeMutableBufferPointer { o in
+                // A NULL key re-initialises with the key already set.
+                EVP_MAC_init(context, nil, 0, nil) == 1
+                    && EVP_MAC_update(context, m.baseAddress ?? UnsafePointer(o.baseAddress!), m.count) == 1
+                    && EVP_MAC_final(context, o.baseAddress, &length, 20) == 1
+            }
+        }
+        precondition(ok && length == 20, "HMAC-SHA1 failed")
+        return out
     }
 }

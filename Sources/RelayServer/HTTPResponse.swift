@@ -16,9 +16,9 @@ struct HTTPResponse: Sendable {
 
     /// A JSON body.
     static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPResponse {
-        var text = value.encoded
-        text += "\n"
-        return HTTPResponse(status: status, headers: headers, body: Array(text.utf8))
+        var body = value.encodedBytes
+        body.append(UInt8(ascii: "\n"))
+        return HTTPResponse(status: status, headers: headers, body: body)
     }
 
     /// The contract's error body: `{"error":CODE,"message":TEXT}`.

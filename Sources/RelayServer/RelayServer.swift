@@ -398,6 +398,7 @@ public final class RelayServer {
     }
 
     func logRequest(_ request: LWSConnection, status: Int, startedAt: UInt64) {
+        guard log.isEnabled(.info) else { return }
         let (method, path) = request.methodAndPath
         log.info("http_request", [("method", .string(method)), ("path", .string(Redaction.redactQuery(path))),
                                   ("status", .int(Int64(status))), ("remote", .string(request.peerAddress)),

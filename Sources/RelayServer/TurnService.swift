@@ -10,6 +10,8 @@ final class TurnService {
     /// Database secrets, newest first; only the first signs.
     private(set) var secrets: [TurnSecret] = []
     private var limiters: [Int64: TokenBucket] = [:]
+    /// The signing secret's MAC context, rebuilt when the signing secret changes.
+    private var signer: (secret: String, key: HMACSHA1Key)?
     let rate: Double
     let burst: Double
 
@@ -37,6 +39,13 @@ final class TurnService {
         return staticSecret.map { ($0, nil) }
     }
 
+    private func signingKey(_ secret: String) -> HMACSHA1Key {
+        if let signer, signer.secret == secret { return signer.key }
+        let key = HMACSHA1Key(Array(secret.utf8))
+        signer = (secret, key)
+        return key
+    }
+
     /// Per-token request limit for the HTTP endpoint.
     func allowRequest(tokenID: Int64, now: UInt64) -> Bool {
         var bucket = limiters[tokenID] ?? TokenBucket(rate: rate, burst: burst, now: now)
@@ -55,7 +64,7 @@ final class TurnService {
         let times = policy.times(issuedAt: now, ttl: ttl)
         let userID = policy.userID(device: device, role: role)
         let username = policy.username(userID: userID, times: times)
-        let credential = Base64.encode(Crypto.hmacSHA1(key: Array(secret.value.utf8), message: Array(username.utf8)))
+        let credential = Base64.encode(signingKey(secret.value).mac(Array(username.utf8)))
         issued += 1
         let issuance = TurnIssuance(deviceID: device, tokenID: tokenID, role: role, userID: userID, username: username,
                                     secretID: secret.id, issuedAt: times.issuedAt, expiresAt: times.expiresAt,

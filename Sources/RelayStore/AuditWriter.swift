@@ -81,6 +81,10 @@ public final class AuditWriter: Sendable {
         var backoff = 0.2
         while true {
             _ = wake.wait(timeout: .now() + 0.2)
+            // Let a burst gather into one batch (one transaction) rather than a commit per event.
+            if !state.withLock({ $0.stopping || $0.queue.count >= AuditRepository.maxBatch }) {
+                Thread.sleep(forTimeInterval: AuditWriter.linger)
+            }
             let stopping = state.withLock { $0.stopping }
             if db == nil || db?.isOpen == false {
                 db = try? PGConnection(conninfo: conninfo, connectTimeout: 2)
@@ -111,32 +115,35 @@ public final class AuditWriter: Sendable {
         }
     }
 
+    /// How long the writer waits after the first queued event before writing the batch.
+    static let linger = 0.02
+
+    /// Writes queued issuances, last-used times and up to one batch of events in one
+    /// transaction, until the queue is empty. On failure everything taken goes back.
     private func flush(_ db: PGConnection) throws {
         while true {
-            let (batch, touches) = state.withLock { s -> ([AuditEvent], [Int64: UnixTime]) in
-                let batch = Array(s.queue.prefix(AuditRepository.maxBatch))
-                let touches = s.lastUsed
-                s.lastUsed.removeAll()
-                return (batch, touches)
+            let (batch, touches, issuances) = state.withLock { s -> ([AuditEvent], [Int64: UnixTime], [TurnIssuance]) in
+                defer {
+                    s.lastUsed.removeAll()
+                    s.issuances.removeAll()
+                }
+                return (Array(s.queue.prefix(AuditRepository.maxBatch)), s.lastUsed, s.issuances)
             }
-            let issuances = state.withLock { s -> [TurnIssuance] in
-                defer { s.issuances.removeAll() }
-                return s.issuances
-            }
+            if batch.isEmpty && touches.isEmpty && issuances.isEmpty { return }
             do {
-                try TurnRepository(db).record(issuances)
+                try db.transaction {
+                    try TurnRepository(db).record(issuances)
+                    try TokenRepository(db).touch(touches)
+                    try AuditRepository(db).append(batch)
+                }
             } catch {
-                state.withLock { $0.issuances.insert(contentsOf: issuances, at: 0) }
-                throw error
-            }
-            do {
-                try TokenRepository(db).touch(touches)
-            } catch {
-                state.withLock { s in for (k, v) in touches where s.lastUsed[k] == nil { s.lastUsed[k] = v } }
+                state.withLock { s in
+                    s.issuances.insert(contentsOf: issuances, at: 0)
+                    for (k, v) in touches where s.lastUsed[k] == nil { s.lastUsed[k] = v }
+                }
                 throw error
             }
             guard !batch.isEmpty else { return }
-            try AuditRepository(db).append(batch)
             state.withLock { s in
                 s.queue.removeFirst(min(batch.count, s.queue.count))
                 s.written += batch.count

@@ -193,9 +193,7 @@ enum PGValue {
     static func time(_ text: String?) -> UnixTime? { text.flatMap { UnixTime(iso8601: $0) } }
 
     static func timeText(_ t: UnixTime?) -> String? {
-        guard let t else { return nil }
-        let micros = String(((t.microseconds % 1_000_000) + 1_000_000) % 1_000_000)
-        return String(t.iso8601.dropLast()) + "." + String(repeating: "0", count: 6 - micros.count) + micros + "Z"
+        t?.iso8601Microseconds
     }
 
     /// `\x…` hex form of bytea.

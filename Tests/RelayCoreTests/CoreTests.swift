@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import RelayCore
 
@@ -14,6 +15,24 @@ import Testing
     @Test func formatsUTC() {
         #expect(UnixTime(seconds: 0).iso8601 == "1970-01-01T00:00:00Z")
         #expect(UnixTime(seconds: 1_795_400_000).iso8601 == "2026-11-23T02:13:20Z")
+        #expect(UnixTime(microseconds: 1_795_400_000_000_042).iso8601Microseconds == "2026-11-23T02:13:20.000042Z")
+        #expect(UnixTime(microseconds: -1).iso8601Microseconds == "1969-12-31T23:59:59.999999Z")
+        #expect(UnixTime(seconds: 951_782_400).iso8601 == "2000-02-29T00:00:00Z")
+    }
+
+    /// The arithmetic formatter agrees with the C library's `gmtime_r` across leap years and centuries.
+    @Test func formattingMatchesGmtime() {
+        var seconds: Int64 = -2_208_988_800  // 1900-01-01
+        while seconds < 4_102_444_800 {  // 2100-01-01
+            var t = time_t(seconds)
+            var parts = tm()
+            gmtime_r(&t, &parts)
+            let expected = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1,
+                                  parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
+            #expect(UnixTime(seconds: seconds).iso8601 == expected)
+            #expect(UnixTime(iso8601: expected)?.seconds == seconds)
+            seconds += 86_400 * 13 + 3_607  // walks every month and time of day
+        }
     }
 
     @Test(arguments: [("2026-11-23T02:13:20Z", Int64(1_795_400_000_000_000)),
@@ -34,6 +53,16 @@ import Testing
         #expect(value.encoded == #"{"a":"quote\" back\\ nl\n tab\t ctl\u0001","n":5,"b":true,"z":null}"#)
     }
 
+    /// Non-ASCII passes through as UTF-8; the line and paragraph separators are escaped; the
+    /// output parses back to the same strings.
+    @Test func unicodeAndRoundTrip() throws {
+        let text = "dög 🐕 \u{2028}x\u{2029} é\u{1F}"
+        let encoded = JSONValue.object([("k", .string(text))]).encoded
+        #expect(encoded == "{\"k\":\"dög 🐕 \\u2028x\\u2029 é\\u001f\"}")
+        let parsed = try JSONSerialization.jsonObject(with: Data(encoded.utf8)) as? [String: String]
+        #expect(parsed?["k"] == text)
+    }
+
     @Test func rawIsVerbatim() {
         #expect(JSONValue.array([.raw(#"{"x":1}"#), "y"]).encoded == #"[{"x":1},"y"]"#)
     }
@@ -44,6 +73,8 @@ import Testing
         #expect(Redaction.redactQuery("/ws/app?device_id=d1&token=wimz_a_secret") == "/ws/app?device_id=d1&token=REDACTED")
         #expect(Redaction.redactQuery("/x?token=a&token=b&k=v") == "/x?token=REDACTED&token=REDACTED&k=v")
         #expect(Redaction.redactQuery("/healthz") == "/healthz")
+        #expect(Redaction.redactQuery("/ws/app?token=") == "/ws/app?token=REDACTED")
+        #expect(Redaction.redactQuery("/ü?token=sécret#x&a=é") == "/ü?token=REDACTED&a=é")
     }
 }
 

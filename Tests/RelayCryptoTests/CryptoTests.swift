@@ -22,6 +22,15 @@ import Testing
         #expect(Hex.encode(Crypto.hmacSHA1(key: vector.key, message: vector.data)) == vector.digest)
     }
 
+    /// The kept key gives the same MACs, message after message (re-initialised, not re-keyed).
+    @Test(arguments: 0..<7)
+    func keptKeyMatchesVector(_ index: Int) {
+        let vector = HMACTests.rfc2202[index]
+        let key = HMACSHA1Key(vector.key)
+        for _ in 0..<3 { #expect(Hex.encode(key.mac(vector.data)) == vector.digest) }
+        #expect(Hex.encode(key.mac([])) == Hex.encode(Crypto.hmacSHA1(key: vector.key, message: [])))
+    }
+
     @Test func emptyKeyAndMessage() {
         // HMAC-SHA1("", "") is a well-known constant.
         #expect(Hex.encode(Crypto.hmacSHA1(key: [], message: [])) == "fbdb1d1b18aa6c08324b7d64b71fb76370690e1d")
