@@ -34,7 +34,9 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
 
         // Pure Swift: rules, registry, parsing. No C module.
-        .target(name: "RelayCore", swiftSettings: hotPath),
+        // Optimised in debug builds too, so the test suite's allocation test measures the
+        // forwarding code as it ships (unoptimised generic code allocates where -O does not).
+        .target(name: "RelayCore", swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
         .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
         .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"],
@@ -51,7 +53,9 @@ let package = Package(
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
         .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
-        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore"]),
+        // Counts the test process's heap allocations (the forwarding-path allocation test).
+        .target(name: "MallocCounter", path: "Tests/MallocCounter"),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "MallocCounter"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),

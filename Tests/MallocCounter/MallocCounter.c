@@ -1,0 +1,29 @@
+// Counting pass-through allocator for tests that assert how many allocations a code path
+// makes (the relay's forwarding path). Symbols defined in the executable take precedence over
+// libc's for every library in the process; glibc exports its own implementations as
+// __libc_malloc and friends, so no dlsym (which may itself allocate) is needed.
+#include <stddef.h>
+#include "MallocCounter.h"
+
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void *__libc_realloc(void *pointer, size_t size);
+
+static __thread unsigned long allocations;
+
+void *malloc(size_t size) {
+    allocations++;
+    return __libc_malloc(size);
+}
+
+void *calloc(size_t count, size_t size) {
+    allocations++;
+    return __libc_calloc(count, size);
+}
+
+void *realloc(void *pointer, size_t size) {
+    allocations++;
+    return __libc_realloc(pointer, size);
+}
+
+unsigned long malloc_counter_thread_allocations(void) { return allocations; }

@@ -1,0 +1,7 @@
+#ifndef MALLOC_COUNTER_H
+#define MALLOC_COUNTER_H
+/// Heap allocations (malloc, calloc, realloc) made so far by the calling thread.
+/// The test executable links this target, so its malloc/calloc/realloc take the place of
+/// glibc's for the whole test process; each forwards to glibc's implementation.
+unsigned long malloc_counter_thread_allocations(void);
+#endif

@@ -1,0 +1,75 @@
+import MallocCounter
+import Testing
+@testable import RelayCore
+
+/// Issue 6 §3: forwarding one robot event to N apps shares one buffer, so the heap allocations
+/// per forwarded message must not grow with N. Counted with a pass-through malloc (the
+/// MallocCounter target) around the hub's routing and the apps' queue draining, which is what
+/// the service thread does per message apart from the one receive buffer and `Payload`.
+@Suite struct AllocationTests {
+    /// Allocations per message for a robot event routed to `apps` apps and drained from their queues.
+    func allocationsPerMessage(apps appCount: Int, messages: Int = 200) -> Double {
+        var limits = DeviceHub.Limits()
+        limits.replayEvents = ["mode_changed", "mission_progress"]
+        let hub = DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+        func session(_ id: UInt64, _ role: Role) -> Session {
+            Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
+                    remoteAddress: "127.0.0.1", connectedAt: .now(), now: 0,
+                    queue: SendQueue(maxMessages: 1024, maxBytes: 1 << 20))
+        }
+        let transport = RecordingTransport()
+        let robot = session(1, .robot)
+        robot.transport = transport
+        hub.attach(robot, now: 0)
+        let apps = (0..<appCount).map { i -> Session in
+            let app = session(UInt64(2 + i), .app)
+            app.transport = transport
+            hub.attach(app, now: 0)
+            return app
+        }
+        // Payloads are made before counting: each is the one receive buffer of its message.
+        let events = (0..<(messages + 10)).map { i in
+            Payload(Array(#"{"type":"event","event":"mission_progress","data":{"step":\#(i)}}"#.utf8))
+        }
+        // Index loops: this test module is built without optimisation, where a for-in over an
+        // array of objects allocates per element and would be counted against the relay.
+        func drainApps() {
+            var i = 0
+            while i < apps.count {
+                while apps[i].queue.popFirst() != nil {}
+                i += 1
+            }
+        }
+        func forward(_ from: Int, _ to: Int) {
+            var m = from
+            while m < to {
+                hub.receive(events[m], from: robot, now: 0)
+                drainApps()
+                m += 1
+            }
+        }
+        drainApps()
+        while robot.queue.popFirst() != nil {}
+        forward(0, 10)  // warm-up: queues reach their steady capacity
+        let before = malloc_counter_thread_allocations()
+        forward(10, 10 + messages)
+        let after = malloc_counter_thread_allocations()
+        return Double(after - before) / Double(messages)
+    }
+
+    @Test func allocationsPerForwardedMessageDoNotGrowWithTheNumberOfApps() {
+        let one = allocationsPerMessage(apps: 1)
+        let sixteen = allocationsPerMessage(apps: 16)
+        let many = allocationsPerMessage(apps: 64)
+        #expect(one == sixteen && sixteen == many, "allocations per message: 1 app \(one), 16 apps \(sixteen), 64 apps \(many)")
+        #expect(one <= 1, "allocations per message with one app: \(one)")
+    }
+
+    /// The counter itself works: a fresh array of N buffers is N + 1 allocations.
+    @Test func counterSeesAllocations() {
+        let before = malloc_counter_thread_allocations()
+        let buffers = (0..<10).map { i in [UInt8](repeating: UInt8(i), count: 100 + i) }
+        let after = malloc_counter_thread_allocations()
+        #expect(buffers.count == 10 && after - before >= 10)
+    }
+}
