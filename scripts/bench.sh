@@ -56,8 +56,12 @@ echo "relay:   ${relay_cmd[*]}"
 echo "load:    ${bench_cmd[*]}"
 "${bench_cmd[@]}"
 
-# GET /api/turn/credentials with keep-alive (wrk, 2 connections' worth per core).
+# GET /api/turn/credentials with keep-alive, after the relay has settled from the idle phase's
+# mass disconnect (one audit event per socket).
+sleep 5
 token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
-wrk_cmd=("${pin_load[@]}" wrk -t1 -c32 -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
-echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
-"${wrk_cmd[@]}" | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "turn credentials %s req/s  p99 %s  non-2xx %s\n", rps, p99, (bad == "" ? 0 : bad)}'
+for connections in 32 64; do
+    wrk_cmd=("${pin_load[@]}" wrk -t1 "-c$connections" -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
+    echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
+    "${wrk_cmd[@]}" | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "turn credentials %s req/s  p99 %s  non-2xx %s\n", rps, p99, (bad == "" ? 0 : bad)}'
+done

@@ -8,8 +8,13 @@ struct RelayCounters {
     var keepaliveTimeouts = 0
     var robotsReplaced = 0
     /// Messages and bytes accepted for forwarding, by the role that sent them.
-    var forwardedMessages: [Role: Int] = [:]
-    var forwardedBytes: [Role: Int] = [:]
+    /// Per direction, indexed by `Direction` (plain array slots: these move per message,
+    /// where a dictionary keyed by `Role` hashed its raw string twice per message).
+    var forwardedMessages = [0, 0]
+    var forwardedBytes = [0, 0]
+
+    /// Forwarding directions, by the sending role.
+    enum Direction: Int { case robotToApps = 0, appToRobot = 1 }
     /// Accept → ESTABLISHED, in seconds.
     var handshakeSeconds = Histogram(bounds: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])
 }

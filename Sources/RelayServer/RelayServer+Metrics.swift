@@ -20,11 +20,11 @@ extension RelayServer {
         metric("wimz_closes_total", "counter", "Sockets closed by the relay, by close code.",
                counters.closes.sorted { $0.key < $1.key }.map { ("code=\"\($0.key)\"", $0.value) })
         metric("wimz_messages_forwarded_total", "counter", "Messages accepted for forwarding, by direction.",
-               [("direction=\"robot_to_apps\"", counters.forwardedMessages[.robot] ?? 0),
-                ("direction=\"app_to_robot\"", counters.forwardedMessages[.app] ?? 0)])
+               [("direction=\"robot_to_apps\"", counters.forwardedMessages[RelayCounters.Direction.robotToApps.rawValue]),
+                ("direction=\"app_to_robot\"", counters.forwardedMessages[RelayCounters.Direction.appToRobot.rawValue])])
         metric("wimz_bytes_forwarded_total", "counter", "Payload bytes accepted for forwarding, by direction.",
-               [("direction=\"robot_to_apps\"", counters.forwardedBytes[.robot] ?? 0),
-                ("direction=\"app_to_robot\"", counters.forwardedBytes[.app] ?? 0)])
+               [("direction=\"robot_to_apps\"", counters.forwardedBytes[RelayCounters.Direction.robotToApps.rawValue]),
+                ("direction=\"app_to_robot\"", counters.forwardedBytes[RelayCounters.Direction.appToRobot.rawValue])])
         let h = counters.handshakeSeconds
         out += "# HELP wimz_handshake_seconds WebSocket handshake latency, accept to established.\n"
         out += "# TYPE wimz_handshake_seconds histogram\n"

@@ -161,7 +161,16 @@ extension RelayServer {
         let wsi = connection.wsi
         let session = connection.session
         session.lastHeard = MonotonicClock.nanoseconds()
-        if lws_is_first_fragment(wsi) != 0 {
+        let first = lws_is_first_fragment(wsi) != 0
+        let complete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        // The common case, a whole message in one callback: one copy, straight into the payload.
+        if first, complete, length <= configuration.maxMessageBytes {
+            let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
+            connection.rejected = false
+            hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
+            return 0
+        }
+        if first {
             connection.receiving.removeAll(keepingCapacity: connection.receiving.capacity <= 65536)
             connection.receivingBinary = lws_frame_is_binary(wsi) != 0
             connection.rejected = false
@@ -180,7 +189,7 @@ extension RelayServer {
         if let input, length > 0 {
             connection.receiving.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
         }
-        guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+        guard complete else { return 0 }
         let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
         connection.receiving = []
         hub.receive(payload, from: session, now: session.lastHeard)

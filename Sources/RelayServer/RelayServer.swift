@@ -173,8 +173,9 @@ public final class RelayServer {
         }
         hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
         hub.onForward = { [unowned self] role, bytes in
-            counters.forwardedMessages[role, default: 0] += 1
-            counters.forwardedBytes[role, default: 0] += bytes
+            let direction = (role == .robot ? RelayCounters.Direction.robotToApps : .appToRobot).rawValue
+            counters.forwardedMessages[direction] += 1
+            counters.forwardedBytes[direction] += bytes
         }
         hub.onRobotReplaced = { [unowned self] old, new in
             counters.robotsReplaced += 1
