@@ -166,7 +166,6 @@ extension RelayServer {
         // The common case, a whole message in one callback: one copy, straight into the payload.
         if first, complete, length <= configuration.maxMessageBytes {
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            connection.rejected = false
             hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
             return 0
         }
