@@ -3,7 +3,7 @@
 
 # Debian packages the build, the tests and the run command need.
 WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
-                   postgresql coturn wrk openssl python3 curl)
+                   postgresql coturn wrk openssl python3 python3-venv curl iproute2)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -72,4 +72,50 @@ pg_stop() {
     bin=$(pg_bindir)
     [ -f "$dir/data/PG_VERSION" ] && pg_as_owner "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w stop >/dev/null 2>&1
     return 0
+}
+
+# pg_running DIR: true when the private cluster in DIR is up.
+pg_running() {
+    local dir=$1
+    [ -f "$dir/data/PG_VERSION" ] && pg_as_owner "$(pg_bindir)/pg_ctl" -D "$dir/data" status >/dev/null 2>&1
+}
+
+# The state directory of scripts/run.sh and the examples: WIMZ_STATE_DIR or ./.local, or a
+# /var/tmp one when we are root and the 'postgres' user cannot reach the checkout.
+state_dir() {
+    local state=${WIMZ_STATE_DIR:-$PWD/.local}
+    mkdir -p "$state"
+    if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$state"; then
+        state="/var/tmp/wimz-relay-$(echo "$PWD" | sha256sum | cut -c1-12)"
+        mkdir -p "$state"
+        chmod 755 "$state"
+    fi
+    echo "$state"
+}
+
+# turn_start DIR PORT REALM CONNINFO: starts coturn on 127.0.0.1:PORT (UDP and TCP) in REST-secret
+# mode, reading the secrets of REALM live from turn_secret in the database CONNINFO (the deploy
+# recipe's shared-DB mode). Waits until it listens; prints its pid.
+turn_start() {
+    local dir=$1 port=$2 realm=$3 conninfo=$4 pid
+    mkdir -p "$dir"
+    if ss -Hlnu "sport = :$port" 2>/dev/null | grep -q . || ss -Hlnt "sport = :$port" 2>/dev/null | grep -q .; then
+        die "port $port is in use: set WIMZ_TURN_PORT to a free one (or WIMZ_TURN_URLS to use your own TURN server)"
+    fi
+    : > "$dir/turnserver.log"
+    # Loopback peers are allowed so the demo can relay between programs on this machine.
+    turnserver -n --listening-ip=127.0.0.1 --relay-ip=127.0.0.1 --listening-port="$port" \
+        --use-auth-secret --realm="$realm" --psql-userdb="$conninfo" \
+        --no-tls --no-dtls --no-cli --allow-loopback-peers --fingerprint \
+        --min-port=49152 --max-port=49352 --log-file="$dir/turnserver.log" --simple-log \
+        --pidfile="$dir/turnserver.pid" >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        ss -Hlnu "sport = :$port" 2>/dev/null | grep -q . && { echo "$pid"; return; }
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$pid" 2>/dev/null
+    tail -20 "$dir/turnserver.log" >&2
+    die "coturn did not start (log: $dir/turnserver.log)"
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds once,
-# starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every test.
+# starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every Swift test
+# (swift test) and then the Python robot library's tests (pytest, in a fresh virtualenv).
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
+#   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -23,5 +25,22 @@ export WIMZ_TEST_DATABASE_URL; WIMZ_TEST_DATABASE_URL=$(pg_start "$work/pg")
 export WIMZ_TEST_PG_DIR="$work/pg" WIMZ_TEST_PG_BINDIR; WIMZ_TEST_PG_BINDIR=$(pg_bindir)
 export WIMZ_TEST_WORKDIR="$work"
 
-say "running tests"
-swift test --skip-build "$@"
+only=${WIMZ_TEST_ONLY:-}
+swift_status=0
+python_status=0
+if [ "$only" != python ]; then
+    say "running the Swift tests"
+    swift test --skip-build "$@" || swift_status=$?
+fi
+if [ "$only" != swift ]; then
+    say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
+    python3 -m venv "$work/venv"
+    "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2
+    export WIMZ_RELAY_BIN WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_BIN_DIR
+    WIMZ_BIN_DIR=$(swift build --show-bin-path)
+    WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
+    say "running the Python tests"
+    (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
+fi
+[ "$swift_status" -eq 0 ] || die "Swift tests failed (exit $swift_status)"
+[ "$python_status" -eq 0 ] || die "Python tests failed (exit $python_status)"

@@ -14,6 +14,23 @@ struct HTTPResponse: Sendable {
         self.body = body
     }
 
+    /// The status line's reason phrase for the statuses the relay sends.
+    var reasonPhrase: String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 414: "URI Too Long"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 503: "Service Unavailable"
+        default: status < 500 ? "Client Error" : "Server Error"
+        }
+    }
+
     /// A JSON body.
     static func json(_ status: Int, _ value: JSONValue, headers: [(String, String)] = []) -> HTTPResponse {
         var body = value.encodedBytes

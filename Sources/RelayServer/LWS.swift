@@ -60,7 +60,10 @@ struct LWSConnection {
 
     /// Writes a whole response (headers and body in one write, as lws does for HTTP/1).
     /// Returns false if the connection must be closed.
-    func send(_ response: HTTPResponse) -> Bool {
+    /// Writes `response` in one go. `asHTTP11` writes the status line itself: lws 4.1 answers
+    /// a request it has not dispatched as HTTP (a refused WebSocket upgrade) with "HTTP/1.0",
+    /// which strict WebSocket clients (Python's websockets) refuse to parse, losing the status.
+    func send(_ response: HTTPResponse, asHTTP11: Bool = false) -> Bool {
         let pre = CLibWebSockets_LWS_PRE()
         let capacity = pre + 1024 + response.headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
             + response.body.count
@@ -73,7 +76,12 @@ struct LWSConnection {
             var v = Array(value.utf8)
             return lws_add_http_header_by_name(wsi, name, &v, Int32(v.count), &p, end) == 0
         }
-        guard lws_add_http_header_status(wsi, UInt32(response.status), &p, end) == 0 else { return false }
+        if asHTTP11 {
+            var statusLine = Array("HTTP/1.1 \(response.status) \(response.reasonPhrase)".utf8)
+            guard lws_add_http_header_by_name(wsi, nil, &statusLine, Int32(statusLine.count), &p, end) == 0 else { return false }
+        } else {
+            guard lws_add_http_header_status(wsi, UInt32(response.status), &p, end) == 0 else { return false }
+        }
         var contentType = Array(response.contentType.utf8)
         var length = Array(String(response.body.count).utf8)
         guard lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, &contentType, Int32(contentType.count),

@@ -96,7 +96,7 @@ extension RelayServer {
         if stopping {
             let response = HTTPResponse.error(503, "shutting_down", "the relay is shutting down", headers: [("Retry-After", "1")])
             logRequest(request, status: 503, startedAt: started)
-            return request.send(response) ? 1 : -1
+            return request.send(response, asHTTP11: true) ? 1 : -1
         }
         switch authorizeUpgrade(request) {
         case .success(let grant):
@@ -105,7 +105,7 @@ extension RelayServer {
         case .failure(let rejection):
             if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
             logRequest(request, status: rejection.response.status, startedAt: started)
-            return request.send(rejection.response) ? 1 : -1
+            return request.send(rejection.response, asHTTP11: true) ? 1 : -1
         }
     }
 

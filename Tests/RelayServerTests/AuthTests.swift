@@ -33,6 +33,9 @@ import RelayTestSupport
         let f = try RelayFixture()
         let missing = try refused(f, "/ws/app?device_id=dev1")
         #expect(missing.status == 401)
+        // An upgrade is HTTP/1.1 (RFC 6455 §4.1), and so is its refusal: WebSocket clients that
+        // reject "HTTP/1.0" would otherwise never see the status.
+        #expect(missing.version == "HTTP/1.1")
         #expect(missing.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
         #expect(try missing.json()["error"] as? String == "missing_token")
         let unknown = try refused(f, "/ws/app?device_id=dev1&token=wimz_a_doesnotexist")

@@ -111,6 +111,8 @@ public final class TestSocket: @unchecked Sendable {
 
 /// One HTTP/1.1 response.
 public struct HTTPTestResponse: Sendable {
+    /// The status line's protocol, e.g. "HTTP/1.1".
+    public var version: String
     public var status: Int
     public var headers: [String: String]
     public var body: [UInt8]
@@ -157,6 +159,6 @@ public enum HTTPTestClient {
         }
         let length = Int(headers["content-length"] ?? "0") ?? 0
         let body = length > 0 ? try socket.read(exactly: length) : []
-        return HTTPTestResponse(status: status, headers: headers, body: body)
+        return HTTPTestResponse(version: String(statusLine[0]), status: status, headers: headers, body: body)
     }
 }

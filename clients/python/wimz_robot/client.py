@@ -1,0 +1,359 @@
+"""The robot's end of the WIM-Z relay: one WebSocket to ``/ws/robot``, kept up for as long as
+the client runs, plus always-fresh TURN credentials.
+
+Messages (PROTOCOL.md; the conventions for commands and responses are the project's own,
+documented in docs/protocol-notes.md):
+
+- in:  ``{"type":"command","id":ID,"command":NAME,"data":{...}}`` from an app (the relay
+  rewrites ``id``; answer with the id you got),
+  ``{"type":"event","event":"app_presence","data":{"apps":N}}`` and
+  ``{"type":"event","event":"turn_credentials","data":{...}}`` from the relay, and anything
+  else an app sends (WebRTC signalling, ...), handed to ``on_message`` handlers.
+- out: ``{"type":"event","event":NAME,"data":{...},"timestamp":ISO8601}`` and
+  ``{"type":"response","id":ID,"ok":true,"data":RESULT}`` or
+  ``{"type":"response","id":ID,"ok":false,"error":{"code":CODE,"message":TEXT}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from .backoff import Backoff
+from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
+
+log = logging.getLogger("wimz_robot")
+
+CommandHandler = Callable[[dict[str, Any]], Any]
+MessageHandler = Callable[[dict[str, Any]], Any]
+
+# Close codes (PROTOCOL.md "close codes").
+CLOSE_GOING_AWAY = 1001
+CLOSE_RECONNECT_NOW = 1012
+CLOSE_REPLACED = 4001
+CLOSE_REVOKED = 4003
+CLOSE_SLOW_CONSUMER = 4008
+CLOSE_RATE_LIMITED = 4029
+
+
+class RelayRefused(Exception):
+    """The relay refused this robot for good: a bad, revoked or foreign token (HTTP 401/403,
+    close 4003), or another robot connected with the same device (close 4001). The client
+    stops reconnecting; ``status`` is the HTTP status or the close code."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"relay refused the robot ({status}): {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class RobotClient:
+    """The robot's connection to the relay.
+
+    ::
+
+        async with RobotClient("wss://api.wimzai.com", "robot-42", token) as client:
+            @client.command("start_mission")
+            async def start_mission(data):
+                return {"started": data["mission"]}
+
+            await client.send_event("mission_progress", {"step": 1, "total": 5})
+            pc = RTCPeerConnection(RTCConfiguration(iceServers=await client.ice_servers()))
+
+    ``url`` is the relay's base URL (``ws://``, ``wss://``, ``http://`` or ``https://``).
+    The client reconnects with capped exponential back-off and full jitter, at once after
+    1001/1012, and stops for good on 401/403/4001/4003 (:attr:`refused` tells why).
+    """
+
+    def __init__(self, url: str, device_id: str, token: str, *, backoff: Backoff | None = None,
+                 ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None) -> None:
+        parts = urlsplit(url)
+        secure = parts.scheme in ("wss", "https")
+        if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
+            raise ValueError(f"not a relay URL: {url!r}")
+        base_path = parts.path.rstrip("/")
+        self.device_id = device_id
+        self._token = token
+        self._ws_url = urlunsplit(("wss" if secure else "ws", parts.netloc,
+                                   f"{base_path}/ws/robot", f"device_id={quote(device_id, safe='')}", ""))
+        self._http_base = urlunsplit(("https" if secure else "http", parts.netloc, base_path, "", ""))
+        self._ssl = ssl
+        self._open_timeout = open_timeout
+        self._turn_ttl = turn_ttl
+        self.backoff = backoff or Backoff()
+
+        self._commands: dict[str, CommandHandler] = {}
+        self._message_handlers: list[MessageHandler] = []
+        self._ws: ClientConnection | None = None
+        self._connected = asyncio.Event()
+        self._closing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._credentials: TurnCredentials | None = None
+        self._credentials_changed = asyncio.Event()
+        self._fetch_lock = asyncio.Lock()
+
+        #: App sockets the relay last reported for this device (``app_presence``).
+        self.apps: int = 0
+        #: Why the client stopped for good, if it did.
+        self.refused: RelayRefused | None = None
+        #: Successful connections so far (1 after the first, 2 after one reconnect, ...).
+        self.connections: int = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> "RobotClient":
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        """Starts the connection loop and the TURN refresher (``async with`` does this)."""
+        if self._runner is None:
+            self._runner = asyncio.create_task(self._run(), name=f"wimz-robot {self.device_id}")
+            self._refresher = asyncio.create_task(self._refresh_turn(), name="wimz-robot turn refresher")
+
+    async def close(self) -> None:
+        """Closes the socket (1000) and stops reconnecting."""
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        for task in (self._runner, self._refresher, *self._tasks):
+            if task is not None:
+                task.cancel()
+        for task in (self._runner, self._refresher, *self._tasks):
+            if task is not None:
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+
+    @property
+    def connected(self) -> bool:
+        """True while the socket to the relay is open."""
+        return self._connected.is_set()
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Waits until the socket is open; raises :class:`RelayRefused` if it never will be."""
+        waiter = asyncio.create_task(self._connected.wait())
+        done, _ = await asyncio.wait({waiter, self._runner} if self._runner else {waiter}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self.refused:
+            raise self.refused
+        if not self._connected.is_set():
+            raise TimeoutError(f"not connected to the relay within {timeout} s")
+
+    # -- handlers --------------------------------------------------------------------------
+
+    def command(self, name: str) -> Callable[[CommandHandler], CommandHandler]:
+        """Registers a handler for the command ``name`` (sync or async). It gets the command's
+        ``data`` object; its return value (JSON-serialisable) becomes the response's ``data``;
+        an exception becomes ``{"ok":false,"error":{"code":"command_failed",...}}``."""
+        def register(handler: CommandHandler) -> CommandHandler:
+            self._commands[name] = handler
+            return handler
+        return register
+
+    def on_message(self, handler: MessageHandler) -> MessageHandler:
+        """Registers a handler for every other JSON message from the apps (e.g. WebRTC signalling)."""
+        self._message_handlers.append(handler)
+        return handler
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send_event(self, name: str, data: dict[str, Any] | None = None) -> bool:
+        """Sends ``{"type":"event","event":name,"data":data,"timestamp":now}`` to every app.
+        Returns False (and sends nothing) while the relay is not connected."""
+        timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return await self.send({"type": "event", "event": name, "data": data or {}, "timestamp": timestamp})
+
+    async def send(self, message: dict[str, Any]) -> bool:
+        """Sends any JSON message; False while not connected."""
+        ws = self._ws
+        if ws is None:
+            return False
+        try:
+            await ws.send(json.dumps(message, separators=(",", ":")))
+            return True
+        except ConnectionClosed:
+            return False
+
+    # -- TURN --------------------------------------------------------------------------------
+
+    async def turn_credentials(self) -> TurnCredentials:
+        """A credential that is before its ``refresh_at``: the newest pushed by the relay, or
+        fetched from ``/api/turn/credentials`` when none is fresh."""
+        current = self._credentials
+        if current is not None and current.is_fresh():
+            return current
+        async with self._fetch_lock:
+            current = self._credentials
+            if current is not None and current.is_fresh():
+                return current
+            fetched = await fetch_turn_credentials(self._http_base, self._token, ttl=self._turn_ttl, ssl_context=self._ssl)
+            self._set_credentials(fetched)
+            return fetched
+
+    async def ice_servers(self) -> list[Any]:
+        """aiortc ``RTCIceServer``s (STUN, then TURN) with a fresh credential: pass them to
+        ``RTCConfiguration(iceServers=...)`` for every new peer connection."""
+        return (await self.turn_credentials()).to_rtc_ice_servers()
+
+    def _set_credentials(self, credentials: TurnCredentials) -> None:
+        current = self._credentials
+        if current is None or credentials.expires_at >= current.expires_at:
+            self._credentials = credentials
+            self._credentials_changed.set()
+
+    async def _refresh_turn(self) -> None:
+        """Fetches over HTTP shortly before ``refresh_at`` when no push replaced the credential
+        (the relay pushes earlier, ttl/10 and at most a minute before it)."""
+        failures = Backoff(base=1.0, cap=30.0)
+        while True:
+            current = self._credentials
+            if current is None:
+                self._credentials_changed.clear()
+                await self._credentials_changed.wait()
+                continue
+            margin = timedelta(seconds=min(current.ttl / 20, 30))
+            wait = (current.refresh_at - margin - datetime.now(timezone.utc)).total_seconds()
+            if wait > 0:
+                self._credentials_changed.clear()
+                try:
+                    await asyncio.wait_for(self._credentials_changed.wait(), timeout=wait)
+                    continue  # a newer credential arrived: plan from it
+                except asyncio.TimeoutError:
+                    pass
+            if self._credentials is not current:
+                continue
+            try:
+                self._set_credentials(await fetch_turn_credentials(self._http_base, self._token,
+                                                                   ttl=self._turn_ttl, ssl_context=self._ssl))
+                failures.reset()
+            except TurnFetchError as error:
+                log.warning("TURN refresh failed: %s", error)
+                if error.status in (401, 403):
+                    return
+                await asyncio.sleep(failures.next_delay())
+
+    # -- the connection loop -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        headers = {"Authorization": f"Bearer {self._token}"}
+        while not self._closing:
+            slow = False
+            try:
+                async with connect(self._ws_url, additional_headers=headers, ssl=self._ssl, compression=None,
+                                   proxy=None, open_timeout=self._open_timeout, max_size=1 << 20) as ws:
+                    self._ws = ws
+                    self.connections += 1
+                    self.backoff.reset()
+                    self._connected.set()
+                    log.info("connected to %s", self._ws_url)
+                    try:
+                        async for message in ws:
+                            if isinstance(message, str):
+                                self._dispatch(message)
+                    except ConnectionClosed:
+                        pass  # any close code other than 1000: decided on below
+                    finally:
+                        self._connected.clear()
+                        self._ws = None
+                code = ws.close_code
+                reason = ws.close_reason or ""
+            except InvalidStatus as error:
+                status = error.response.status_code
+                reason = _error_message(error.response.body)
+                if status in (401, 403):
+                    self.refused = RelayRefused(status, reason)
+                    log.error("%s", self.refused)
+                    return
+                log.warning("upgrade refused: %s %s", status, reason)
+                slow = status == 429
+                await asyncio.sleep(self.backoff.next_delay(slow=slow))
+                continue
+            except (OSError, InvalidHandshake, asyncio.TimeoutError, ConnectionClosed) as error:
+                log.warning("cannot reach the relay: %s", error)
+                await asyncio.sleep(self.backoff.next_delay())
+                continue
+            if self._closing:
+                return
+            if code in (CLOSE_REVOKED, CLOSE_REPLACED):
+                self.refused = RelayRefused(code, reason or ("token revoked" if code == CLOSE_REVOKED else "replaced"))
+                log.error("%s", self.refused)
+                return
+            if code in (CLOSE_GOING_AWAY, CLOSE_RECONNECT_NOW):
+                log.info("relay asked us to reconnect (%s %s)", code, reason)
+                continue  # at once: the balancer sends us to a live node
+            slow = code in (CLOSE_SLOW_CONSUMER, CLOSE_RATE_LIMITED)
+            log.warning("connection closed (%s %s)", code, reason)
+            await asyncio.sleep(self.backoff.next_delay(slow=slow))
+
+    def _dispatch(self, text: str) -> None:
+        try:
+            message = json.loads(text)
+        except ValueError:
+            log.warning("ignoring a message that is not JSON")
+            return
+        if not isinstance(message, dict):
+            return
+        kind = message.get("type")
+        if kind == "command":
+            self._spawn(self._answer(message))
+        elif kind == "event" and message.get("event") == "turn_credentials":
+            try:
+                self._set_credentials(TurnCredentials.from_json(message.get("data") or {}))
+            except (KeyError, ValueError, TypeError) as error:
+                log.warning("malformed turn_credentials event: %s", error)
+        elif kind == "event" and message.get("event") == "app_presence":
+            self.apps = int((message.get("data") or {}).get("apps", 0))
+        if kind != "command":
+            for handler in self._message_handlers:
+                self._spawn(_call(handler, message))
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, command: dict[str, Any]) -> None:
+        name = command.get("command")
+        handler = self._commands.get(name) if isinstance(name, str) else None
+        response: dict[str, Any] = {"type": "response", "id": command.get("id")}
+        if handler is None:
+            response.update(ok=False, error={"code": "unknown_command", "message": f"no handler for {name!r}"})
+        else:
+            try:
+                result = await _call(handler, command.get("data") or {})
+                response.update(ok=True, data=result)
+            except Exception as error:  # the handler's failure is the app's answer, not ours
+                log.exception("command %s failed", name)
+                response.update(ok=False, error={"code": "command_failed", "message": str(error)})
+        if not await self.send(response):
+            log.warning("response to %s lost: not connected", name)
+
+
+async def _call(handler: Callable[[dict[str, Any]], Any], argument: dict[str, Any]) -> Any:
+    result = handler(argument)
+    return await result if inspect.isawaitable(result) else result
+
+
+def _error_message(body: bytes | None) -> str:
+    """The relay's JSON error body (``{"error":CODE,"message":TEXT}``) as one line."""
+    try:
+        parsed = json.loads(body or b"{}")
+        return f"{parsed.get('error', '')}: {parsed.get('message', '')}"
+    except ValueError:
+        return (body or b"").decode("utf-8", "replace")[:200]

@@ -1,0 +1,96 @@
+"""TURN credentials as the relay hands them out.
+
+The body of ``GET /api/turn/credentials`` and the ``data`` of the ``turn_credentials`` event
+pushed to robots are the same JSON (PROTOCOL.md)::
+
+    {"urls": [...], "username": "<expiry>:<user>", "credential": "...", "ttl": 86400,
+     "expires_at": "2026-11-23T04:13:20Z", "refresh_at": "2026-11-22T16:13:20Z",
+     "ice_servers": [{"urls": ["stun:..."]}, {"urls": [...], "username": "...", "credential": "..."}]}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+
+class TurnFetchError(Exception):
+    """``GET /api/turn/credentials`` did not answer 200."""
+
+    def __init__(self, status: int | None, code: str, message: str) -> None:
+        super().__init__(f"TURN credentials: {status or 'no answer'} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _parse_time(text: str) -> datetime:
+    # The relay writes ISO 8601 UTC with a trailing Z; fromisoformat wants an offset on 3.10.
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class TurnCredentials:
+    """One issued credential. Times are timezone-aware UTC datetimes."""
+
+    urls: list[str]
+    username: str
+    credential: str
+    ttl: int
+    expires_at: datetime
+    refresh_at: datetime
+    ice_servers: list[dict[str, Any]]
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> "TurnCredentials":
+        """Parses the endpoint's body (or a ``turn_credentials`` event's data)."""
+        return cls(
+            urls=list(body["urls"]),
+            username=str(body["username"]),
+            credential=str(body["credential"]),
+            ttl=int(body["ttl"]),
+            expires_at=_parse_time(body["expires_at"]),
+            refresh_at=_parse_time(body["refresh_at"]),
+            ice_servers=list(body.get("ice_servers") or [{"urls": body["urls"], "username": body["username"],
+                                                           "credential": body["credential"]}]),
+        )
+
+    def is_fresh(self, now: datetime | None = None) -> bool:
+        """True until ``refresh_at``: after it the credential still works but should be replaced."""
+        return (now or datetime.now(timezone.utc)) < self.refresh_at
+
+    def to_rtc_ice_servers(self) -> list[Any]:
+        """The ``ice_servers`` list as aiortc ``RTCIceServer`` objects (needs aiortc)."""
+        from aiortc import RTCIceServer  # imported here: aiortc is only needed for WebRTC
+
+        return [RTCIceServer(urls=s["urls"], username=s.get("username"), credential=s.get("credential"))
+                for s in self.ice_servers]
+
+
+def _fetch_blocking(url: str, token: str, ttl: int | None, timeout: float, ssl_context: Any) -> TurnCredentials:
+    if ttl is not None:
+        url += f"?ttl={int(ttl)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=ssl_context) as response:
+            return TurnCredentials.from_json(json.loads(response.read()))
+    except urllib.error.HTTPError as error:
+        try:
+            body = json.loads(error.read() or b"{}")
+        except ValueError:
+            body = {}
+        raise TurnFetchError(error.code, body.get("error", "http_error"), body.get("message", str(error))) from None
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
+        raise TurnFetchError(None, "unreachable", str(error)) from None
+
+
+async def fetch_turn_credentials(http_base: str, token: str, *, ttl: int | None = None, timeout: float = 10.0,
+                                 ssl_context: Any = None) -> TurnCredentials:
+    """``GET {http_base}/api/turn/credentials`` with the token; raises :class:`TurnFetchError`."""
+    url = http_base.rstrip("/") + "/api/turn/credentials"
+    return await asyncio.to_thread(_fetch_blocking, url, token, ttl, timeout, ssl_context)
