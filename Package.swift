@@ -15,9 +15,15 @@ let package = Package(
     products: [
         .executable(name: "wimz-relay", targets: ["wimz-relay"]),
         .executable(name: "wimz-bench", targets: ["wimz-bench"]),
+        /// The app's side: connect, reconnect, typed events, commands, TURN credentials.
+        .library(name: "WimzRelayClient", targets: ["WimzRelayClient"]),
+        .executable(name: "wimz-app-demo", targets: ["wimz-app-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // Client library only (its Linux WebSocket transport); the daemon's targets never import NIO.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
     ],
     targets: [
         // System libraries (Debian: libwebsockets-dev, libpq-dev, libssl-dev).
@@ -51,6 +57,22 @@ let package = Package(
             name: "wimz-bench",
             dependencies: ["CEpoll", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
+        // The app-side client library: Foundation plus a WebSocket transport — SwiftNIO where
+        // URLSessionWebSocketTask is missing (Linux: Debian's libcurl has no WebSocket support).
+        .target(
+            name: "WimzRelayClient",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
+            ]),
+        // A terminal app on WimzRelayClient: the live mission, the device's state, TURN expiry.
+        .executableTarget(
+            name: "wimz-app-demo",
+            dependencies: ["WimzRelayClient", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
         .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
         // Counts the test process's heap allocations (the forwarding-path allocation test).
@@ -58,6 +80,7 @@ let package = Package(
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "MallocCounter"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
+        .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),
     ]
 )

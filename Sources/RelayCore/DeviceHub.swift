@@ -200,21 +200,24 @@ public final class DeviceHub {
     }
 
     private func fromApp(_ payload: Payload, session: Session, device: Device, now: UInt64) {
+        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
         if session.rateLimiter?.take(now: now) == false {
             onDrop?(.rateLimited)
             session.consecutiveRateLimited += 1
+            let commandID = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil
             if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
                 session.close(.rateLimited, reason: "rate limited")
                 detach(session)
-            } else if session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
-                // One error per burst of drops, so a flooding app does not also flood itself.
-                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped"),
-                        to: session)
+            } else if commandID != nil || session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
+                // A dropped command always gets its error, with its id, so the app can fail that
+                // call; other messages get one error per burst, so a flooding app does not also
+                // flood itself (4029 ends either after limits.rateLimitCloseAfter drops in a row).
+                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped",
+                                            idToken: commandID), to: session)
             }
             return
         }
         session.consecutiveRateLimited = 0
-        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
         guard let robot = device.robot else {
             onDrop?(.deviceOffline)
             let idToken = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil

@@ -111,6 +111,25 @@ final class RecordingTransport: SessionTransport {
         #expect(app.closing?.code == .rateLimited)
     }
 
+    @Test mutating func everyDroppedCommandGetsARateLimitedErrorWithItsID() {
+        let h = hub { $0.appRate = 1; $0.appBurst = 1; $0.rateLimitCloseAfter = 100 }
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot); _ = drain(app)
+        for i in 0..<4 { h.receive(Payload(Array(#"{"type":"command","id":"a\#(i)"}"#.utf8)), from: app, now: 0) }
+        #expect(drain(robot).count == 1)
+        let errors = drain(app)
+        #expect(errors.count == 3)
+        for (i, error) in errors.enumerated() {
+            #expect(error.contains(#""code":"rate_limited""#) && error.contains(#""id":"a\#(i + 1)""#), "\(error)")
+        }
+        // Other messages still get one error per burst.
+        for _ in 0..<3 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
+        #expect(drain(app).isEmpty)
+    }
+
     @Test mutating func replayKeepsTheLatestPerNameAndOnlyConfiguredNames() {
         let h = hub()
         let robot = session(.robot)

@@ -1,0 +1,154 @@
+import Foundation
+
+/// What the app receives: the robot's events as typed models, the relay's `device_status`, and
+/// everything else passed through raw. Robot payloads are read leniently: every field is
+/// optional (a robot on older software may leave some out) and `data` keeps the whole object.
+/// Field names are the robot's snake_case keys (`total_steps` → `totalSteps`).
+public enum RelayEvent: Sendable, Equatable {
+    /// The relay's view of the robot: online or not, since when (sent on connect and on every change).
+    case deviceStatus(DeviceStatus)
+    case missionProgress(MissionProgress)
+    case modeChanged(ModeChanged)
+    case audioState(AudioState)
+    case barkDetected(BarkDetected)
+    case dogDetected(DogDetected)
+    case treatDispensed(TreatDispensed)
+    case programProgress(ProgramProgress)
+    /// An event this library has no model for: its name, its `data` and the message as received.
+    case other(name: String, data: JSON, raw: String)
+    /// A message that is not an event (WebRTC signalling from the robot, …), as received.
+    case message(raw: String)
+    /// This client's own connection to the relay changed.
+    case connection(ConnectionState)
+}
+
+/// The client's connection to the relay.
+public enum ConnectionState: Sendable, Equatable {
+    case connecting
+    case connected
+    /// Waiting before the next attempt.
+    case waiting(retryIn: Duration)
+    /// Stopped for good: by ``RelayClient/stop()`` or because reconnecting cannot help.
+    case stopped(RelayClientError)
+}
+
+public struct DeviceStatus: Sendable, Equatable {
+    public var deviceID: String
+    public var online: Bool
+    public var since: Date?
+}
+
+public struct MissionProgress: Sendable, Equatable {
+    public var mission: String?
+    public var step: Int?
+    public var totalSteps: Int?
+    /// 0…1 when the robot sends it.
+    public var progress: Double?
+    public var status: String?
+    public var timestamp: String?
+    public var data: JSON
+
+    /// `progress`, or step/totalSteps when only those were sent.
+    public var fraction: Double? {
+        if let progress { return progress }
+        if let step, let totalSteps, totalSteps > 0 { return Double(step) / Double(totalSteps) }
+        return nil
+    }
+}
+
+public struct ModeChanged: Sendable, Equatable {
+    public var mode: String?
+    public var previousMode: String?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+public struct AudioState: Sendable, Equatable {
+    public var playing: Bool?
+    public var track: String?
+    public var volume: Double?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+public struct BarkDetected: Sendable, Equatable {
+    public var confidence: Double?
+    public var loudness: Double?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+public struct DogDetected: Sendable, Equatable {
+    public var confidence: Double?
+    public var label: String?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+public struct TreatDispensed: Sendable, Equatable {
+    public var count: Int?
+    public var remaining: Int?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+public struct ProgramProgress: Sendable, Equatable {
+    public var program: String?
+    public var step: Int?
+    public var totalSteps: Int?
+    public var progress: Double?
+    public var status: String?
+    public var timestamp: String?
+    public var data: JSON
+}
+
+extension RelayEvent {
+    /// Reads a message from the relay that does not answer a command: an event, typed where this
+    /// library has a model, or anything else as `.message`.
+    init(message: JSON, raw text: String) {
+        guard message["type"]?.stringValue == "event" else {
+            self = .message(raw: text)
+            return
+        }
+        self = RelayEvent.event(message, raw: text)
+    }
+
+    private static func event(_ message: JSON, raw text: String) -> RelayEvent {
+        let name = message["event"]?.stringValue ?? ""
+        let data = message["data"] ?? .null
+        let time = message["timestamp"]?.stringValue
+        switch name {
+        case "device_status":
+            let since = data["since"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
+            return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
+                                              online: data["online"]?.boolValue ?? false, since: since))
+        case "mission_progress":
+            return .missionProgress(MissionProgress(
+                mission: data["mission"]?.stringValue, step: data["step"]?.intValue,
+                totalSteps: data["total_steps"]?.intValue, progress: data["progress"]?.doubleValue,
+                status: data["status"]?.stringValue, timestamp: time, data: data))
+        case "mode_changed":
+            return .modeChanged(ModeChanged(mode: data["mode"]?.stringValue, previousMode: data["previous_mode"]?.stringValue,
+                                            timestamp: time, data: data))
+        case "audio_state":
+            return .audioState(AudioState(playing: data["playing"]?.boolValue, track: data["track"]?.stringValue,
+                                          volume: data["volume"]?.doubleValue, timestamp: time, data: data))
+        case "bark_detected":
+            return .barkDetected(BarkDetected(confidence: data["confidence"]?.doubleValue,
+                                              loudness: data["loudness"]?.doubleValue, timestamp: time, data: data))
+        case "dog_detected":
+            return .dogDetected(DogDetected(confidence: data["confidence"]?.doubleValue, label: data["label"]?.stringValue,
+                                            timestamp: time, data: data))
+        case "treat_dispensed":
+            return .treatDispensed(TreatDispensed(count: data["count"]?.intValue, remaining: data["remaining"]?.intValue,
+                                                  timestamp: time, data: data))
+        case "program_progress":
+            return .programProgress(ProgramProgress(
+                program: data["program"]?.stringValue, step: data["step"]?.intValue,
+                totalSteps: data["total_steps"]?.intValue, progress: data["progress"]?.doubleValue,
+                status: data["status"]?.stringValue, timestamp: time, data: data))
+        default:
+            return .other(name: name, data: data, raw: text)
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One TURN credential from `GET /api/turn/credentials` (PROTOCOL.md), ready for WebRTC.
+public struct TurnCredentials: Sendable, Equatable, Decodable {
+    /// One `RTCIceServer` entry: STUN first, then the TURN URLs with the credential.
+    public struct ICEServer: Sendable, Equatable, Decodable {
+        public var urls: [String]
+        public var username: String?
+        public var credential: String?
+    }
+
+    public var urls: [String]
+    public var username: String
+    public var credential: String
+    public var ttl: Int
+    public var expiresAt: Date
+    /// From here on fetch a new one (issue + ttl/2); existing TURN allocations stay up.
+    public var refreshAt: Date
+    public var iceServers: [ICEServer]
+
+    enum CodingKeys: String, CodingKey {
+        case urls, username, credential, ttl
+        case expiresAt = "expires_at", refreshAt = "refresh_at", iceServers = "ice_servers"
+    }
+
+    /// Until `refreshAt`.
+    public func isFresh(at now: Date = Date()) -> Bool { now < refreshAt }
+
+    /// Parses the endpoint's JSON body.
+    public static func decode(_ data: Data) throws -> TurnCredentials {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(TurnCredentials.self, from: data)
+    }
+}
+
+/// `GET {base}/api/turn/credentials` with the bearer token.
+func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSession) async throws -> TurnCredentials {
+    var components = URLComponents(url: base.appendingPathComponent("api/turn/credentials"), resolvingAgainstBaseURL: false)!
+    if let ttl { components.queryItems = [URLQueryItem(name: "ttl", value: String(ttl))] }
+    var request = URLRequest(url: components.url!)
+    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    request.setValue("application/json", forHTTPHeaderField: "Accept")
+    let (data, response): (Data, URLResponse)
+    do {
+        (data, response) = try await session.data(for: request)
+    } catch {
+        throw RelayClientError.notConnected
+    }
+    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+    guard status == 200 else {
+        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
+        let code = body["error"]?.stringValue ?? "http_\(status)"
+        let message = body["message"]?.stringValue ?? HTTPURLResponse.localizedString(forStatusCode: status)
+        switch status {
+        case 401: throw RelayClientError.unauthorized(code: code, message: message)
+        case 403: throw RelayClientError.forbidden(code: code, message: message)
+        default: throw RelayClientError.http(status: status, code: code, message: message)
+        }
+    }
+    do {
+        return try TurnCredentials.decode(data)
+    } catch {
+        throw RelayClientError.invalidResponse("TURN credentials: \(error)")
+    }
+}

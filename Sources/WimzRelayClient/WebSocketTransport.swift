@@ -1,0 +1,51 @@
+import Foundation
+
+/// What a WebSocket connection delivers, whole messages only (fragments are joined; pings are
+/// answered by the transport).
+public enum WebSocketEvent: Sendable, Equatable {
+    case text(String)
+    case binary([UInt8])
+    /// The connection ended: the peer's close code and reason, or nil when the TCP connection
+    /// dropped without a close frame.
+    case closed(code: UInt16?, reason: String)
+}
+
+/// The server answered the upgrade with something other than 101 (the relay's 401, 403, 429,
+/// 503… with its JSON error body).
+public struct WebSocketUpgradeRefused: Error, Sendable, Equatable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: String
+
+    public init(status: Int, headers: [String: String], body: String) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// One open WebSocket.
+public protocol WebSocketConnection: Sendable {
+    /// Sends one text message.
+    func send(text: String) async throws
+    /// Every message in order, then one `.closed`, then the end. One reader only.
+    var events: AsyncStream<WebSocketEvent> { get }
+    /// Starts the closing handshake with `code` and releases the connection.
+    func close(code: UInt16) async
+}
+
+/// Opens WebSocket connections: SwiftNIO on Linux (``NIOWebSocketTransport``),
+/// `URLSessionWebSocketTask` on Apple platforms (``URLSessionWebSocketTransport``).
+public protocol WebSocketTransport: Sendable {
+    /// Connects and upgrades; throws ``WebSocketUpgradeRefused`` when the server refuses the upgrade.
+    func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection
+}
+
+/// The platform's transport.
+public func defaultWebSocketTransport() -> any WebSocketTransport {
+    #if canImport(Darwin)
+    URLSessionWebSocketTransport()
+    #else
+    NIOWebSocketTransport()
+    #endif
+}

@@ -1,0 +1,151 @@
+import ArgumentParser
+import Foundation
+import WimzRelayClient
+
+/// A terminal stand-in for the iPhone app, on WimzRelayClient: the live mission as a progress
+/// bar, the robot's online state and mode, the TURN credential's expiry, and commands.
+@main
+struct AppDemo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wimz-app-demo",
+        abstract: "Watch a WIM-Z robot through the relay, as the app does.")
+
+    @Option(help: "Relay base URL.") var url = "http://127.0.0.1:8080"
+    @Option(help: "Device id.") var device = "demo-robot"
+    @Option(help: "App token (default: env WIMZ_APP_TOKEN).") var token: String?
+    @Option(help: "Send this command once the robot is online and print the response.") var command: String?
+    @Option(help: "Exit after this many seconds (default: run until Ctrl-C).") var exitAfter: Double?
+    @Flag(help: "One line per change instead of a redrawn screen (also when stdout is not a terminal).") var plain = false
+
+    func run() async throws {
+        guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {
+            throw ValidationError("an app token is required: --token or WIMZ_APP_TOKEN")
+        }
+        guard let relayURL = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
+        let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
+        var screen = Screen(device: device, redraw: !plain && isatty(STDOUT_FILENO) == 1)
+        await client.start()
+
+        if let exitAfter {
+            Task {
+                try await Task.sleep(for: .seconds(exitAfter))
+                await client.stop()
+            }
+        }
+        // One loop draws everything: the client's events and notes from the helper tasks.
+        let (inputs, sink) = AsyncStream.makeStream(of: Screen.Input.self)
+        Task {
+            for await event in client.events { sink.yield(.event(event)) }
+            sink.finish()
+        }
+        let turnWatcher = Task {
+            // What the app would hand to RTCPeerConnection; the client refreshes it by itself.
+            while !Task.isCancelled {
+                if let credentials = try? await client.turnCredentials() {
+                    sink.yield(.turn(expiresAt: credentials.expiresAt, servers: credentials.iceServers.count))
+                }
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+        var commandSent = false
+        for await input in inputs {
+            screen.apply(input)
+            if case .event(.deviceStatus(let status)) = input, status.online, let command, !commandSent {
+                commandSent = true
+                Task {
+                    do {
+                        let response = try await client.send(command: command)
+                        sink.yield(.commandAnswered(command, response.ok, response.data.text))
+                    } catch {
+                        sink.yield(.commandFailed(command, "\(error)"))
+                    }
+                }
+            }
+            screen.render()
+        }
+        turnWatcher.cancel()
+        if case .stopped(let reason) = await client.state, reason != .stopped {
+            print("stopped: \(reason)")
+            throw ExitCode(2)
+        }
+    }
+}
+
+/// What the terminal shows; redrawn in place on a terminal, one line per change otherwise.
+struct Screen {
+    enum Input: Sendable {
+        case event(RelayEvent)
+        case turn(expiresAt: Date, servers: Int)
+        case commandAnswered(String, Bool, String)
+        case commandFailed(String, String)
+    }
+
+    let device: String
+    let redraw: Bool
+    var connection = "connecting"
+    var online = "unknown"
+    var mode = "-"
+    var mission = "-"
+    var fraction: Double?
+    var turn = "-"
+    var last = "-"
+    private var lastLine = ""
+
+    init(device: String, redraw: Bool) {
+        self.device = device
+        self.redraw = redraw
+    }
+
+    mutating func apply(_ input: Input) {
+        switch input {
+        case .event(let event): apply(event)
+        case .turn(let expiresAt, let servers):
+            turn = "\(servers) ICE servers, TURN credential expires in \(Int(expiresAt.timeIntervalSinceNow)) s"
+        case .commandAnswered(let name, let ok, let data): last = "command \(name): \(ok ? "ok" : "failed") \(data)"
+        case .commandFailed(let name, let error): last = "command \(name): \(error)"
+        }
+    }
+
+    private mutating func apply(_ event: RelayEvent) {
+        switch event {
+        case .connection(let state): connection = "\(state)"
+        case .deviceStatus(let status):
+            online = status.online ? "online" : "offline"
+            if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
+        case .missionProgress(let progress):
+            mission = [progress.mission, progress.status].compactMap { $0 }.joined(separator: " · ")
+            if let step = progress.step, let total = progress.totalSteps { mission += " (step \(step)/\(total))" }
+            fraction = progress.fraction
+        case .modeChanged(let change): mode = change.mode ?? "?"
+        case .other(let name, _, _): last = name
+        case .barkDetected: last = "bark_detected"
+        case .dogDetected: last = "dog_detected"
+        case .treatDispensed(let treat): last = "treat_dispensed \(treat.count.map(String.init) ?? "")"
+        case .audioState(let audio): last = "audio \(audio.playing == true ? "playing" : "stopped")"
+        case .programProgress(let program): last = "program \(program.program ?? "") \(program.step ?? 0)"
+        case .message(let raw): last = String(raw.prefix(60))
+        }
+    }
+
+    mutating func render() {
+        let bar = fraction.map { value -> String in
+            let filled = Int((min(max(value, 0), 1) * 30).rounded())
+            return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled)
+                + "] \(Int((value * 100).rounded()))%"
+        } ?? "[no mission]"
+        if redraw {
+            print("\u{1B}[H\u{1B}[2J", terminator: "")
+            print("WIM-Z \(device) — relay \(connection)")
+            print("robot:   \(online), mode \(mode)")
+            print("mission: \(mission)")
+            print("         \(bar)")
+            print("TURN:    \(turn)")
+            print("last:    \(last)")
+        } else {
+            let line = "relay=\(connection) robot=\(online) mode=\(mode) mission=\(mission) \(bar) turn=\(turn) last=\(last)"
+            if line != lastLine { print(line) }
+            lastLine = line
+        }
+        fflush(nil)  // all streams: stdout is a C global Swift 6 will not touch
+    }
+}

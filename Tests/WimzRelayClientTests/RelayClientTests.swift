@@ -1,0 +1,217 @@
+import Foundation
+import Testing
+import RelayTestSupport
+@testable import WimzRelayClient
+
+/// Collects a client's events (the stream has one reader) so tests can wait for one.
+actor EventLog {
+    private(set) var events: [RelayEvent] = []
+    private var ended = false
+
+    init(_ client: RelayClient) {
+        Task { [self] in
+            for await event in client.events { await self.append(event) }
+            await self.end()
+        }
+    }
+
+    private func append(_ event: RelayEvent) { events.append(event) }
+    private func end() { ended = true }
+    var hasEnded: Bool { ended }
+
+    /// Waits for the first event after `index` matching `match`; returns it and its position.
+    func waitFor(after index: Int = 0, timeout: Double = 10, _ match: (RelayEvent) -> Bool) async throws -> (RelayEvent, Int) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let position = events.indices.dropFirst(index).first(where: { match(events[$0]) }) {
+                return (events[position], position)
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestSetupError("no matching event within \(timeout) s; got \(events)")
+    }
+}
+
+/// Wraps the real transport so a test can cut the app's connection (the relay keeps its state).
+final class SeverableTransport: WebSocketTransport, @unchecked Sendable {
+    private let inner = NIOWebSocketTransport()
+    private let lock = NSLock()
+    private var connections: [any WebSocketConnection] = []
+    var count: Int { lock.withLock { connections.count } }
+
+    func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection {
+        let connection = try await inner.connect(to: url, headers: headers)
+        lock.withLock { connections.append(connection) }
+        return connection
+    }
+
+    /// Closes the newest connection from the app's side, as a dropped cellular link would end it.
+    func severNewest() async {
+        guard let newest = lock.withLock({ connections.last }) else { return }
+        await newest.close(code: 1000)
+    }
+}
+
+func isOnline(_ online: Bool) -> (RelayEvent) -> Bool {
+    { if case .deviceStatus(let status) = $0 { status.online == online } else { false } }
+}
+
+func isState(_ state: ConnectionState) -> (RelayEvent) -> Bool {
+    { $0 == .connection(state) }
+}
+
+func makeClient(_ f: RelayFixture, token: String? = nil, transport: (any WebSocketTransport)? = nil,
+                configure: (inout RelayClient.Configuration) -> Void = { _ in }) -> RelayClient {
+    var configuration = RelayClient.Configuration(url: URL(string: "http://127.0.0.1:\(f.port)")!, deviceID: "dev1",
+                                                  token: token ?? f.appTokens["dev1"]!)
+    configuration.backoff = Backoff(base: .milliseconds(100), cap: .milliseconds(400))
+    if let transport { configuration.transport = transport }
+    configure(&configuration)
+    return RelayClient(configuration)
+}
+
+/// Answers the next command the robot gets with `{"ok":true,"data":{"echo":NAME}}`.
+func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
+    let command = try robot.receive(until: { $0["type"] as? String == "command" })
+    let id = command["id"] as! String
+    let name = command["command"] as! String
+    try robot.send(#"{"type":"response","id":"\#(id)","ok":true,"data":{"echo":"\#(name)"}}"#)
+    return name
+}
+
+@Suite struct RelayClientTests {
+    @Test func commandRoundTripWithTheClientsOwnIDs() async throws {
+        let f = try RelayFixture()
+        let robot = try f.robot()
+        let client = makeClient(f)
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(true))
+
+        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        let response = try await client.send(command: "treat", data: ["count": 2])
+        #expect(try await answered == "treat")
+        #expect(response.ok && response.id == "app-1" && response.data == ["echo": "treat"])
+        // The token travels in the Authorization header, never in the URL.
+        #expect(client.socketURL.absoluteString == "ws://127.0.0.1:\(f.port)/ws/app?device_id=dev1")
+        await client.stop()
+        #expect(await client.state == .stopped(.stopped))
+    }
+
+    @Test func anOfflineRobotIsATypedError() async throws {
+        let f = try RelayFixture()
+        let client = makeClient(f)
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(false))
+        await #expect(throws: RelayClientError.deviceOffline(message: "the robot is not connected")) {
+            try await client.send(command: "sit")
+        }
+        await client.stop()
+    }
+
+    @Test func aRateLimitedCommandIsATypedError() async throws {
+        let f = try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "1", "WIMZ_APP_RATE_BURST": "1"])
+        let robot = try f.robot()
+        let client = makeClient(f) { $0.commandTimeout = .seconds(5) }
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(true))
+        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        _ = try await client.send(command: "first")
+        _ = try await answered
+        await #expect(throws: RelayClientError.rateLimited(message: "over 1 messages/s; message dropped")) {
+            try await client.send(command: "second")
+        }
+        await client.stop()
+    }
+
+    @Test func replayAfterReconnect() async throws {
+        let f = try RelayFixture()
+        let robot = try f.robot()
+        let transport = SeverableTransport()
+        let client = makeClient(f, transport: transport)
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(true))
+        try robot.send(#"{"type":"event","event":"mission_progress","data":{"mission":"sit","step":3,"total_steps":5},"timestamp":"2026-11-22T10:00:00Z"}"#)
+        let (first, position) = try await log.waitFor { if case .missionProgress = $0 { true } else { false } }
+
+        await transport.severNewest()
+        // The relay replays the latest mission_progress to the new socket, right after device_status.
+        let (replayed, _) = try await log.waitFor(after: position + 1) { if case .missionProgress = $0 { true } else { false } }
+        #expect(transport.count == 2)
+        #expect(replayed == first)
+        guard case .missionProgress(let progress) = replayed else { return }
+        #expect(progress.mission == "sit" && progress.step == 3 && progress.totalSteps == 5 && progress.fraction == 0.6)
+        await client.stop()
+    }
+
+    @Test func reconnectsAfterARelayRestart() async throws {
+        let f = try RelayFixture()
+        let client = makeClient(f)
+        let log = EventLog(client)
+        await client.start()
+        let (_, firstConnect) = try await log.waitFor(isState(.connected))
+        f.relay.stop()  // SIGTERM: close 1001, and nobody listens for a moment
+        let again = try RelayDaemon(databaseURL: f.database.url, arguments: ["--listen", "127.0.0.1:\(f.port)"])
+        defer { again.stop() }
+        try again.waitUntilReady()
+        _ = try await log.waitFor(after: firstConnect + 1, timeout: 15, isState(.connected))
+
+        let robot = try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"],
+                                                    useHeader: true)
+        let (_, online) = try await log.waitFor(after: firstConnect + 1, isOnline(true))
+        #expect(online > firstConnect)
+        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        #expect(try await client.send(command: "come").ok)
+        _ = try await answered
+        await client.stop()
+    }
+
+    @Test func revocationStopsReconnecting() async throws {
+        let f = try RelayFixture()
+        let client = makeClient(f)
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isState(.connected))
+        let tokenID = f.tokenIDs[f.appTokens["dev1"]!]!
+        #expect(try Subprocess.cli(["token", "revoke", String(tokenID)], databaseURL: f.database.url).status == 0)
+        _ = try await log.waitFor(timeout: 5) { if case .connection(.stopped(.revoked)) = $0 { true } else { false } }
+        try await Task.sleep(for: .seconds(1))  // several back-off periods
+        #expect(await log.hasEnded)
+        #expect(f.relay.log.filter { $0.contains("\"event\":\"ws_connected\"") && $0.contains("\"role\":\"app\"") }.count == 1)
+        await #expect(throws: RelayClientError.notConnected) { try await client.send(command: "sit") }
+    }
+
+    @Test func refusedTokensStopWithATypedError() async throws {
+        let f = try RelayFixture(devices: ["dev1", "dev2"])
+        let unknown = makeClient(f, token: "wimz_a_" + String(repeating: "x", count: 43))
+        let unknownLog = EventLog(unknown)
+        await unknown.start()
+        _ = try await unknownLog.waitFor(isState(.stopped(.unauthorized(code: "unknown_token", message: "unknown token"))))
+
+        let foreign = makeClient(f, token: f.appTokens["dev2"]!)
+        let foreignLog = EventLog(foreign)
+        await foreign.start()
+        _ = try await foreignLog.waitFor { if case .connection(.stopped(.forbidden(code: "wrong_device", _))) = $0 { true } else { false } }
+        #expect(f.relay.log.filter { $0.contains("\"path\":\"/ws/app") && $0.contains("\"status\":40") }.count == 2)
+    }
+
+    @Test func turnCredentialsAreCachedAndRefreshedBeforeRefreshAt() async throws {
+        let f = try RelayFixture(environment: ["WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
+                                               "WIMZ_TURN_SECRET": "static-secret-for-tests-0123456789",
+                                               "WIMZ_TURN_TTL": "20", "WIMZ_TURN_TTL_MIN": "20"])
+        let client = makeClient(f)
+        let first = try await client.turnCredentials()
+        #expect(first.ttl == 20 && first.iceServers.first?.urls == ["stun:127.0.0.1:3478"])
+        #expect(first.iceServers.last?.username == first.username)
+        #expect(try await client.turnCredentials() == first)
+        // refresh_at is 10 s after issue; the client refreshes 1 s (ttl/20) before it by itself.
+        try await Task.sleep(for: .seconds(first.refreshAt.timeIntervalSinceNow - 0.5))
+        let fetches = f.relay.log.filter { $0.contains("/api/turn/credentials") && $0.contains("\"status\":200") }
+        #expect(fetches.count == 2)
+        let second = try await client.turnCredentials()
+        #expect(second.username != first.username && second.isFresh())
+    }
+}
