@@ -30,7 +30,14 @@ swift_status=0
 python_status=0
 if [ "$only" != python ]; then
     say "running the Swift tests"
-    swift test --skip-build "$@" || swift_status=$?
+    if [ $# -gt 0 ]; then
+        swift test --skip-build "$@" || swift_status=$?
+    else
+        # The client library's tests are async and need the cooperative thread pool, which the
+        # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own.
+        swift test --skip-build --skip WimzRelayClientTests || swift_status=$?
+        swift test --skip-build --filter WimzRelayClientTests || swift_status=$?
+    fi
 fi
 if [ "$only" != swift ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"

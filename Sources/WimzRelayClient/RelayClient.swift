@@ -227,6 +227,7 @@ public actor RelayClient {
             connection = socket
             backoff.reset()
             setState(.connected)
+            let opened = ContinuousClock.now
             var closeCode: UInt16?
             var closeReason = ""
             for await event in socket.events {
@@ -241,7 +242,9 @@ public actor RelayClient {
             if Task.isCancelled { break }
             switch closeCode {
             case 4003: return finish(.revoked(reason: closeReason))
-            case 1001, 1012: continue  // reconnect at once: the balancer picks a live node
+            case 1001, 1012 where ContinuousClock.now - opened >= .seconds(2):
+                continue  // at once: the balancer picks a live node (one that keeps closing
+                          // fresh sockets at once gets the back-off below)
             case 4008, 4029: await pause(backoff.nextDelay(slow: true))
             default: await pause(backoff.nextDelay())
             }

@@ -32,6 +32,18 @@ public enum ConnectionState: Sendable, Equatable {
     case stopped(RelayClientError)
 }
 
+extension ConnectionState: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .waiting(let delay): "retrying in \(delay.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
+        case .stopped(.stopped): "stopped"
+        case .stopped(let reason): "stopped (\(reason))"
+        }
+    }
+}
+
 public struct DeviceStatus: Sendable, Equatable {
     public var deviceID: String
     public var online: Bool

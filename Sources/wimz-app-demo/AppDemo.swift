@@ -100,7 +100,7 @@ struct Screen {
         switch input {
         case .event(let event): apply(event)
         case .turn(let expiresAt, let servers):
-            turn = "\(servers) ICE servers, TURN credential expires in \(Int(expiresAt.timeIntervalSinceNow)) s"
+            turn = "\(servers) ICE servers, TURN credential expires \(expiresAt.formatted(date: .abbreviated, time: .standard))"
         case .commandAnswered(let name, let ok, let data): last = "command \(name): \(ok ? "ok" : "failed") \(data)"
         case .commandFailed(let name, let error): last = "command \(name): \(error)"
         }

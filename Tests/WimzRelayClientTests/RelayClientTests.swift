@@ -52,6 +52,14 @@ final class SeverableTransport: WebSocketTransport, @unchecked Sendable {
     }
 }
 
+/// Runs blocking test-support calls (fixtures, test sockets) on a thread of their own, so they
+/// never hold one of the few cooperative-pool threads the client's tasks need.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
 func isOnline(_ online: Bool) -> (RelayEvent) -> Bool {
     { if case .deviceStatus(let status) = $0 { status.online == online } else { false } }
 }
@@ -81,14 +89,14 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
 
 @Suite struct RelayClientTests {
     @Test func commandRoundTripWithTheClientsOwnIDs() async throws {
-        let f = try RelayFixture()
-        let robot = try f.robot()
+        let f = try await onThread { try RelayFixture() }
+        let robot = try await onThread { try f.robot() }
         let client = makeClient(f)
         let log = EventLog(client)
         await client.start()
         _ = try await log.waitFor(isOnline(true))
 
-        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        async let answered = onThread { try answerNextCommand(robot) }
         let response = try await client.send(command: "treat", data: ["count": 2])
         #expect(try await answered == "treat")
         #expect(response.ok && response.id == "app-1" && response.data == ["echo": "treat"])
@@ -99,7 +107,7 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func anOfflineRobotIsATypedError() async throws {
-        let f = try RelayFixture()
+        let f = try await onThread { try RelayFixture() }
         let client = makeClient(f)
         let log = EventLog(client)
         await client.start()
@@ -111,13 +119,13 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func aRateLimitedCommandIsATypedError() async throws {
-        let f = try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "1", "WIMZ_APP_RATE_BURST": "1"])
-        let robot = try f.robot()
+        let f = try await onThread { try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "1", "WIMZ_APP_RATE_BURST": "1"]) }
+        let robot = try await onThread { try f.robot() }
         let client = makeClient(f) { $0.commandTimeout = .seconds(5) }
         let log = EventLog(client)
         await client.start()
         _ = try await log.waitFor(isOnline(true))
-        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        async let answered = onThread { try answerNextCommand(robot) }
         _ = try await client.send(command: "first")
         _ = try await answered
         await #expect(throws: RelayClientError.rateLimited(message: "over 1 messages/s; message dropped")) {
@@ -127,8 +135,8 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func replayAfterReconnect() async throws {
-        let f = try RelayFixture()
-        let robot = try f.robot()
+        let f = try await onThread { try RelayFixture() }
+        let robot = try await onThread { try f.robot() }
         let transport = SeverableTransport()
         let client = makeClient(f, transport: transport)
         let log = EventLog(client)
@@ -148,35 +156,40 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func reconnectsAfterARelayRestart() async throws {
-        let f = try RelayFixture()
+        let f = try await onThread { try RelayFixture() }
         let client = makeClient(f)
         let log = EventLog(client)
         await client.start()
         let (_, firstConnect) = try await log.waitFor(isState(.connected))
-        f.relay.stop()  // SIGTERM: close 1001, and nobody listens for a moment
-        let again = try RelayDaemon(databaseURL: f.database.url, arguments: ["--listen", "127.0.0.1:\(f.port)"])
+        // SIGTERM: close 1001, and nobody listens for a moment; then a new relay on the same port.
+        let again = try await onThread {
+            f.relay.stop()
+            let again = try RelayDaemon(databaseURL: f.database.url, arguments: ["--listen", "127.0.0.1:\(f.port)"])
+            try again.waitUntilReady()
+            return again
+        }
         defer { again.stop() }
-        try again.waitUntilReady()
         _ = try await log.waitFor(after: firstConnect + 1, timeout: 15, isState(.connected))
 
-        let robot = try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"],
-                                                    useHeader: true)
+        let robot = try await onThread {
+            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], useHeader: true)
+        }
         let (_, online) = try await log.waitFor(after: firstConnect + 1, isOnline(true))
         #expect(online > firstConnect)
-        async let answered = Task.detached { try answerNextCommand(robot) }.value
+        async let answered = onThread { try answerNextCommand(robot) }
         #expect(try await client.send(command: "come").ok)
         _ = try await answered
         await client.stop()
     }
 
     @Test func revocationStopsReconnecting() async throws {
-        let f = try RelayFixture()
+        let f = try await onThread { try RelayFixture() }
         let client = makeClient(f)
         let log = EventLog(client)
         await client.start()
         _ = try await log.waitFor(isState(.connected))
         let tokenID = f.tokenIDs[f.appTokens["dev1"]!]!
-        #expect(try Subprocess.cli(["token", "revoke", String(tokenID)], databaseURL: f.database.url).status == 0)
+        #expect(try await onThread { try Subprocess.cli(["token", "revoke", String(tokenID)], databaseURL: f.database.url) }.status == 0)
         _ = try await log.waitFor(timeout: 5) { if case .connection(.stopped(.revoked)) = $0 { true } else { false } }
         try await Task.sleep(for: .seconds(1))  // several back-off periods
         #expect(await log.hasEnded)
@@ -185,7 +198,7 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func refusedTokensStopWithATypedError() async throws {
-        let f = try RelayFixture(devices: ["dev1", "dev2"])
+        let f = try await onThread { try RelayFixture(devices: ["dev1", "dev2"]) }
         let unknown = makeClient(f, token: "wimz_a_" + String(repeating: "x", count: 43))
         let unknownLog = EventLog(unknown)
         await unknown.start()
@@ -199,9 +212,9 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func turnCredentialsAreCachedAndRefreshedBeforeRefreshAt() async throws {
-        let f = try RelayFixture(environment: ["WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
+        let f = try await onThread { try RelayFixture(environment: ["WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
                                                "WIMZ_TURN_SECRET": "static-secret-for-tests-0123456789",
-                                               "WIMZ_TURN_TTL": "20", "WIMZ_TURN_TTL_MIN": "20"])
+                                               "WIMZ_TURN_TTL": "20", "WIMZ_TURN_TTL_MIN": "20"]) }
         let client = makeClient(f)
         let first = try await client.turnCredentials()
         #expect(first.ttl == 20 && first.iceServers.first?.urls == ["stun:127.0.0.1:3478"])

@@ -42,6 +42,8 @@ CLOSE_REPLACED = 4001
 CLOSE_REVOKED = 4003
 CLOSE_SLOW_CONSUMER = 4008
 CLOSE_RATE_LIMITED = 4029
+# 1001/1012 reconnect at once only after a connection that lasted this long (seconds).
+QUICK_RECONNECT_AFTER = 2.0
 
 
 class RelayRefused(Exception):
@@ -258,6 +260,7 @@ class RobotClient:
                 async with connect(self._ws_url, additional_headers=headers, ssl=self._ssl, compression=None,
                                    proxy=None, open_timeout=self._open_timeout, max_size=1 << 20) as ws:
                     self._ws = ws
+                    opened = asyncio.get_running_loop().time()
                     self.connections += 1
                     self.backoff.reset()
                     self._connected.set()
@@ -273,6 +276,7 @@ class RobotClient:
                         self._ws = None
                 code = ws.close_code
                 reason = ws.close_reason or ""
+                lasted = asyncio.get_running_loop().time() - opened
             except InvalidStatus as error:
                 status = error.response.status_code
                 reason = _error_message(error.response.body)
@@ -294,9 +298,10 @@ class RobotClient:
                 self.refused = RelayRefused(code, reason or ("token revoked" if code == CLOSE_REVOKED else "replaced"))
                 log.error("%s", self.refused)
                 return
-            if code in (CLOSE_GOING_AWAY, CLOSE_RECONNECT_NOW):
+            if code in (CLOSE_GOING_AWAY, CLOSE_RECONNECT_NOW) and lasted >= QUICK_RECONNECT_AFTER:
                 log.info("relay asked us to reconnect (%s %s)", code, reason)
-                continue  # at once: the balancer sends us to a live node
+                continue  # at once: the balancer sends us to a live node (a node that keeps
+                # closing fresh sockets at once falls through to the back-off below)
             slow = code in (CLOSE_SLOW_CONSUMER, CLOSE_RATE_LIMITED)
             log.warning("connection closed (%s %s)", code, reason)
             await asyncio.sleep(self.backoff.next_delay(slow=slow))
