@@ -6,10 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-state=$(state_dir)
-[ -f "$state/demo.env" ] || die "no demo device yet: start scripts/run.sh first"
-# shellcheck disable=SC1091
-source "$state/demo.env"
+load_demo_env
 if ! command -v swift >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 config=${WIMZ_BUILD_CONFIG:-release}
 build "$config" --product wimz-app-demo

@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-state=$(state_dir)
-[ -f "$state/demo.env" ] || die "no demo device yet: start scripts/run.sh first"
-# shellcheck disable=SC1091
-source "$state/demo.env"
+load_demo_env
 python=${WIMZ_PYTHON:-}
 if [ -z "$python" ]; then
     python="$state/venv/bin/python"

@@ -93,6 +93,14 @@ state_dir() {
     echo "$state"
 }
 
+# load_demo_env: for the examples, the state directory's demo tokens (sets $state too).
+load_demo_env() {
+    state=$(state_dir)
+    [ -f "$state/demo.env" ] || die "no demo device yet: start scripts/run.sh first"
+    # shellcheck disable=SC1091
+    source "$state/demo.env"
+}
+
 # turn_start DIR PORT REALM CONNINFO: starts coturn on 127.0.0.1:PORT (UDP and TCP) in REST-secret
 # mode, reading the secrets of REALM live from turn_secret in the database CONNINFO (the deploy
 # recipe's shared-DB mode). Waits until it listens; prints its pid.

@@ -242,7 +242,7 @@ public actor RelayClient {
             if Task.isCancelled { break }
             switch closeCode {
             case 4003: return finish(.revoked(reason: closeReason))
-            case 1001, 1012 where ContinuousClock.now - opened >= .seconds(2):
+            case let code? where (code == 1001 || code == 1012) && ContinuousClock.now - opened >= .seconds(2):
                 continue  // at once: the balancer picks a live node (one that keeps closing
                           // fresh sockets at once gets the back-off below)
             case 4008, 4029: await pause(backoff.nextDelay(slow: true))

@@ -7,13 +7,13 @@ import Foundation
 public enum RelayEvent: Sendable, Equatable {
     /// The relay's view of the robot: online or not, since when (sent on connect and on every change).
     case deviceStatus(DeviceStatus)
-    case missionProgress(MissionProgress)
+    case missionProgress(Progress)
     case modeChanged(ModeChanged)
     case audioState(AudioState)
     case barkDetected(BarkDetected)
     case dogDetected(DogDetected)
     case treatDispensed(TreatDispensed)
-    case programProgress(ProgramProgress)
+    case programProgress(Progress)
     /// An event this library has no model for: its name, its `data` and the message as received.
     case other(name: String, data: JSON, raw: String)
     /// A message that is not an event (WebRTC signalling from the robot, …), as received.
@@ -50,8 +50,10 @@ public struct DeviceStatus: Sendable, Equatable {
     public var since: Date?
 }
 
-public struct MissionProgress: Sendable, Equatable {
-    public var mission: String?
+/// `mission_progress` and `program_progress`: how far the robot is through a mission or program.
+public struct Progress: Sendable, Equatable {
+    /// The mission's (or program's) name: the `mission` (or `program`) key.
+    public var name: String?
     public var step: Int?
     public var totalSteps: Int?
     /// 0…1 when the robot sends it.
@@ -65,6 +67,16 @@ public struct MissionProgress: Sendable, Equatable {
         if let progress { return progress }
         if let step, let totalSteps, totalSteps > 0 { return Double(step) / Double(totalSteps) }
         return nil
+    }
+
+    init(name key: String, data: JSON, timestamp: String?) {
+        name = data[key]?.stringValue
+        step = data["step"]?.intValue
+        totalSteps = data["total_steps"]?.intValue
+        progress = data["progress"]?.doubleValue
+        status = data["status"]?.stringValue
+        self.timestamp = timestamp
+        self.data = data
     }
 }
 
@@ -104,16 +116,6 @@ public struct TreatDispensed: Sendable, Equatable {
     public var data: JSON
 }
 
-public struct ProgramProgress: Sendable, Equatable {
-    public var program: String?
-    public var step: Int?
-    public var totalSteps: Int?
-    public var progress: Double?
-    public var status: String?
-    public var timestamp: String?
-    public var data: JSON
-}
-
 extension RelayEvent {
     /// Reads a message from the relay that does not answer a command: an event, typed where this
     /// library has a model, or anything else as `.message`.
@@ -135,10 +137,7 @@ extension RelayEvent {
             return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
                                               online: data["online"]?.boolValue ?? false, since: since))
         case "mission_progress":
-            return .missionProgress(MissionProgress(
-                mission: data["mission"]?.stringValue, step: data["step"]?.intValue,
-                totalSteps: data["total_steps"]?.intValue, progress: data["progress"]?.doubleValue,
-                status: data["status"]?.stringValue, timestamp: time, data: data))
+            return .missionProgress(Progress(name: "mission", data: data, timestamp: time))
         case "mode_changed":
             return .modeChanged(ModeChanged(mode: data["mode"]?.stringValue, previousMode: data["previous_mode"]?.stringValue,
                                             timestamp: time, data: data))
@@ -155,10 +154,7 @@ extension RelayEvent {
             return .treatDispensed(TreatDispensed(count: data["count"]?.intValue, remaining: data["remaining"]?.intValue,
                                                   timestamp: time, data: data))
         case "program_progress":
-            return .programProgress(ProgramProgress(
-                program: data["program"]?.stringValue, step: data["step"]?.intValue,
-                totalSteps: data["total_steps"]?.intValue, progress: data["progress"]?.doubleValue,
-                status: data["status"]?.stringValue, timestamp: time, data: data))
+            return .programProgress(Progress(name: "program", data: data, timestamp: time))
         default:
             return .other(name: name, data: data, raw: text)
         }

@@ -113,7 +113,7 @@ struct Screen {
             online = status.online ? "online" : "offline"
             if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
         case .missionProgress(let progress):
-            mission = [progress.mission, progress.status].compactMap { $0 }.joined(separator: " · ")
+            mission = [progress.name, progress.status].compactMap { $0 }.joined(separator: " · ")
             if let step = progress.step, let total = progress.totalSteps { mission += " (step \(step)/\(total))" }
             fraction = progress.fraction
         case .modeChanged(let change): mode = change.mode ?? "?"
@@ -122,7 +122,7 @@ struct Screen {
         case .dogDetected: last = "dog_detected"
         case .treatDispensed(let treat): last = "treat_dispensed \(treat.count.map(String.init) ?? "")"
         case .audioState(let audio): last = "audio \(audio.playing == true ? "playing" : "stopped")"
-        case .programProgress(let program): last = "program \(program.program ?? "") \(program.step ?? 0)"
+        case .programProgress(let program): last = "program \(program.name ?? "") \(program.step ?? 0)"
         case .message(let raw): last = String(raw.prefix(60))
         }
     }

@@ -38,7 +38,13 @@ import RelayTestSupport
         #expect(!String(describing: tokens).contains(secret))
 
         // Revocation through the admin API closes the token's live socket within a second.
-        let app = try WebSocketTestClient.connect(port: f.port, role: "app", device: "robot-9", token: secret)
+        // The new token reaches the relay's token mirror through NOTIFY: allow it a moment under load.
+        var connected: WebSocketTestClient?
+        for _ in 0..<50 where connected == nil {
+            connected = try? WebSocketTestClient.connect(port: f.port, role: "app", device: "robot-9", token: secret)
+            if connected == nil { usleep(100_000) }
+        }
+        let app = try #require(connected)
         _ = try app.receiveJSON()
         let revoked = try call("POST", "/admin/tokens/\(tokenID)/revoke", "/admin/tokens/{id}/revoke", expect: 200)
         let at = Date()

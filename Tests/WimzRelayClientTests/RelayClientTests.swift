@@ -151,7 +151,7 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         #expect(transport.count == 2)
         #expect(replayed == first)
         guard case .missionProgress(let progress) = replayed else { return }
-        #expect(progress.mission == "sit" && progress.step == 3 && progress.totalSteps == 5 && progress.fraction == 0.6)
+        #expect(progress.name == "sit" && progress.step == 3 && progress.totalSteps == 5 && progress.fraction == 0.6)
         await client.stop()
     }
 
