@@ -11,7 +11,7 @@ let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], 
 ///   CLibWebSockets -> RelayServer, COpenSSL -> RelayCrypto, CLibPQ -> RelayStore.
 let package = Package(
     name: "wimz-relay",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .executable(name: "wimz-relay", targets: ["wimz-relay"]),
         .executable(name: "wimz-bench", targets: ["wimz-bench"]),

@@ -37,9 +37,13 @@ public enum JSON: Sendable, Hashable, Codable {
         return nil
     }
 
+    /// The string, if this is one.
     public var stringValue: String? { if case .string(let v) = self { v } else { nil } }
+    /// The number, if this is one.
     public var doubleValue: Double? { if case .number(let v) = self { v } else { nil } }
+    /// The number, if this is a whole one.
     public var intValue: Int? { doubleValue.flatMap { $0.rounded() == $0 ? Int(exactly: $0) : nil } }
+    /// The boolean, if this is one.
     public var boolValue: Bool? { if case .bool(let v) = self { v } else { nil } }
 
     /// Parses UTF-8 JSON text.
