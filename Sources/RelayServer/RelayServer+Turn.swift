@@ -69,12 +69,20 @@ extension RelayServer {
         turn.sweepLimiters()
     }
 
+    /// The row and its audit event share one id, so a replay from the spool stores each once.
     private func recordIssuance(_ issuance: TurnIssuance) {
-        auditWriter.record(issuance)
-        audit(.turnCredentialIssued, device: issuance.deviceID.rawValue, tokenID: issuance.tokenID,
-              address: issuance.clientAddress,
-              details: [("user_id", .string(issuance.userID)), ("expires_at", .string(issuance.expiresAt.iso8601)),
-                        ("via", .string(issuance.via)), ("secret_id", issuance.secretID.map { .int($0) } ?? .null)])
+        let details: [(String, JSONValue)] = [
+            ("user_id", .string(issuance.userID)), ("expires_at", .string(issuance.expiresAt.iso8601)),
+            ("via", .string(issuance.via)), ("secret_id", issuance.secretID.map { .int($0) } ?? .null),
+        ]
+        guard let event = try? AuditRepository.event(.turnCredentialIssued, actor: "relay", deviceID: issuance.deviceID.rawValue,
+                                                      tokenID: issuance.tokenID, remoteAddress: issuance.clientAddress,
+                                                      details: .object(details))
+        else { return }
+        var row = issuance
+        row.id = event.id
+        auditWriter.record(row)
+        auditWriter.record(event)
     }
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).

@@ -2,11 +2,12 @@ import Foundation
 import RelayCore
 import Synchronization
 
-/// Writes audit events (and token last-used times) in batches on its own thread, so
-/// forwarding never waits for the database. Nothing is lost when the database is briefly
-/// unreachable: events stay queued and are retried; at shutdown, or when the queue grows past
-/// `spoolThreshold`, they are appended to a spool file (JSON lines) that is replayed into the
-/// database on the next successful connection. Event ids make replays idempotent.
+/// Writes audit events, TURN issuance rows and token last-used times in batches on its own
+/// thread, so forwarding never waits for the database. Nothing is lost when the database is
+/// briefly unreachable: events and issuances stay queued and are retried; at shutdown, or when
+/// the queue grows past `spoolThreshold`, they are appended to a spool file (JSON lines) that is
+/// replayed into the database on the next successful connection. Ids (an issuance shares its
+/// audit event's) make replays idempotent. Last-used times are a hint and are not spooled.
 public final class AuditWriter: Sendable {
     struct State {
         var queue: [AuditEvent] = []
@@ -65,15 +66,20 @@ public final class AuditWriter: Sendable {
         state.withLock { $0.stopping = true }
         wake.signal()
         if finished.wait(timeout: .now() + timeout + 1) == .timedOut {
-            spool(takeQueue())
+            spoolQueued()
         }
     }
 
-    private func takeQueue() -> [AuditEvent] {
-        state.withLock { s in
-            defer { s.queue.removeAll() }
-            return s.queue
+    /// Moves everything queued (events and issuances) to the spool file.
+    private func spoolQueued() {
+        let (events, issuances) = state.withLock { s in
+            defer {
+                s.queue.removeAll()
+                s.issuances.removeAll()
+            }
+            return (s.queue, s.issuances)
         }
+        spool(events, issuances)
     }
 
     private func run() {
@@ -101,14 +107,14 @@ public final class AuditWriter: Sendable {
                     Logger.shared.warn("audit_write_failed", [("error", .string("\(error)"))])
                 }
             }
-            let queued = state.withLock { $0.queue.count }
+            let queued = state.withLock { $0.queue.count + $0.issuances.count }
             if stopping {
-                if queued > 0 { spool(takeQueue()) }
+                if queued > 0 { spoolQueued() }
                 finished.signal()
                 return
             }
             if db == nil {
-                if queued >= spoolThreshold { spool(takeQueue()) }
+                if queued >= spoolThreshold { spoolQueued() }
                 Thread.sleep(forTimeInterval: backoff)
                 backoff = min(backoff * 2, 5)
             }
@@ -153,9 +159,10 @@ public final class AuditWriter: Sendable {
 
     // MARK: - Spool file
 
-    private func spool(_ events: [AuditEvent]) {
-        guard !events.isEmpty else { return }
+    private func spool(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
+        guard !events.isEmpty || !issuances.isEmpty else { return }
         var text = ""
+        for issuance in issuances { text += AuditWriter.encode(issuance) + "\n" }
         for event in events { text += AuditWriter.encode(event) + "\n" }
         if let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
             FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -166,20 +173,49 @@ public final class AuditWriter: Sendable {
             try? handle.synchronize()
             try? handle.close()
             state.withLock { $0.spooled += events.count }
-            Logger.shared.warn("audit_spooled", [("events", .int(Int64(events.count))), ("path", .string(spoolPath))])
+            Logger.shared.warn("audit_spooled", [("events", .int(Int64(events.count))),
+                                                 ("turn_issuances", .int(Int64(issuances.count))), ("path", .string(spoolPath))])
         } else {
-            Logger.shared.error("audit_spool_failed", [("path", .string(spoolPath)), ("events", .int(Int64(events.count)))])
+            Logger.shared.error("audit_spool_failed", [("path", .string(spoolPath)), ("events", .int(Int64(events.count))),
+                                                       ("turn_issuances", .int(Int64(issuances.count)))])
         }
     }
 
     private func replaySpool(_ db: PGConnection) throws {
         guard FileManager.default.fileExists(atPath: spoolPath),
               let data = FileManager.default.contents(atPath: spoolPath) else { return }
-        let events = String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { AuditWriter.decode(String($0)) }
-        try AuditRepository(db).append(events)
+        var events: [AuditEvent] = []
+        var issuances: [TurnIssuance] = []
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            switch AuditWriter.decode(String(line)) {
+            case .event(let event)?: events.append(event)
+            case .issuance(let issuance)?: issuances.append(issuance)
+            case nil: Logger.shared.warn("audit_spool_line_skipped", [("bytes", .int(Int64(line.utf8.count)))])
+            }
+        }
+        try db.transaction {
+            try TurnRepository(db).record(issuances)
+            _ = try AuditRepository(db).append(events)
+        }
         try FileManager.default.removeItem(atPath: spoolPath)
         state.withLock { $0.written += events.count }
-        Logger.shared.info("audit_spool_replayed", [("events", .int(Int64(events.count)))])
+        Logger.shared.info("audit_spool_replayed", [("events", .int(Int64(events.count))),
+                                                    ("turn_issuances", .int(Int64(issuances.count)))])
+    }
+
+    /// One line of the spool file: an audit event, or `{"issuance":{…}}`.
+    enum SpoolRecord: Equatable {
+        case event(AuditEvent)
+        case issuance(TurnIssuance)
+    }
+
+    static func encode(_ i: TurnIssuance) -> String {
+        JSONValue.object([("issuance", .object([
+            ("id", .optional(i.id)), ("device_id", .string(i.deviceID.rawValue)), ("token_id", i.tokenID.map { .int($0) } ?? .null),
+            ("role", .string(i.role.rawValue)), ("user_id", .string(i.userID)), ("username", .string(i.username)),
+            ("secret_id", i.secretID.map { .int($0) } ?? .null), ("issued_at_us", .int(i.issuedAt.microseconds)),
+            ("expires_at_us", .int(i.expiresAt.microseconds)), ("client_addr", .optional(i.clientAddress)), ("via", .string(i.via)),
+        ]))]).encoded
     }
 
     static func encode(_ e: AuditEvent) -> String {
@@ -191,9 +227,25 @@ public final class AuditWriter: Sendable {
         ]).encoded
     }
 
-    static func decode(_ line: String) -> AuditEvent? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let id = object["id"] as? String, let at = (object["at_us"] as? NSNumber)?.int64Value,
+    static func decode(_ line: String) -> SpoolRecord? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+        if let fields = object["issuance"] as? [String: Any] { return decodeIssuance(fields).map(SpoolRecord.issuance) }
+        return decodeEvent(object).map(SpoolRecord.event)
+    }
+
+    private static func decodeIssuance(_ o: [String: Any]) -> TurnIssuance? {
+        guard let device = (o["device_id"] as? String).flatMap(DeviceID.init), let role = (o["role"] as? String).flatMap(Role.init),
+              let userID = o["user_id"] as? String, let username = o["username"] as? String, let via = o["via"] as? String,
+              let issued = (o["issued_at_us"] as? NSNumber)?.int64Value, let expires = (o["expires_at_us"] as? NSNumber)?.int64Value
+        else { return nil }
+        return TurnIssuance(id: o["id"] as? String, deviceID: device, tokenID: (o["token_id"] as? NSNumber)?.int64Value, role: role,
+                            userID: userID, username: username, secretID: (o["secret_id"] as? NSNumber)?.int64Value,
+                            issuedAt: UnixTime(microseconds: issued), expiresAt: UnixTime(microseconds: expires),
+                            clientAddress: o["client_addr"] as? String, via: via)
+    }
+
+    private static func decodeEvent(_ object: [String: Any]) -> AuditEvent? {
+        guard let id = object["id"] as? String, let at = (object["at_us"] as? NSNumber)?.int64Value,
               let kind = (object["kind"] as? String).flatMap(AuditKind.init(rawValue:)),
               let actor = object["actor"] as? String
         else { return nil }

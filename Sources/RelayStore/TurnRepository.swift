@@ -13,7 +13,9 @@ public struct TurnSecret: Sendable, Equatable {
 }
 
 /// One TURN credential handed out.
-public struct TurnIssuance: Sendable {
+public struct TurnIssuance: Sendable, Equatable {
+    /// The id of the issuance's audit event (a UUID): replays store the row once.
+    public var id: String?
     public var deviceID: DeviceID
     public var tokenID: Int64?
     public var role: Role
@@ -26,8 +28,9 @@ public struct TurnIssuance: Sendable {
     /// `http` or `push`.
     public var via: String
 
-    public init(deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String, secretID: Int64?,
-                issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {
+    public init(id: String? = nil, deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String,
+                secretID: Int64?, issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {
+        self.id = id
         self.deviceID = deviceID
         self.tokenID = tokenID
         self.role = role
@@ -109,13 +112,14 @@ public struct TurnRepository {
             for i in chunk {
                 let n = params.count
                 values.append("($\(n + 1), $\(n + 2)::bigint, $\(n + 3), $\(n + 4), $\(n + 5), $\(n + 6)::bigint, "
-                    + "$\(n + 7)::timestamptz, $\(n + 8)::timestamptz, $\(n + 9), $\(n + 10))")
+                    + "$\(n + 7)::timestamptz, $\(n + 8)::timestamptz, $\(n + 9), $\(n + 10), $\(n + 11)::uuid)")
                 params += [i.deviceID.rawValue, i.tokenID.map { String($0) }, i.role.rawValue, i.userID, i.username,
                            i.secretID.map { String($0) }, PGValue.timeText(i.issuedAt), PGValue.timeText(i.expiresAt),
-                           i.clientAddress, i.via]
+                           i.clientAddress, i.via, i.id]
             }
             try db.execute("INSERT INTO turn_issuances (device_id, token_id, role, user_id, username, secret_id, issued_at, "
-                + "expires_at, client_addr, via) VALUES " + values.joined(separator: ", "), params)
+                + "expires_at, client_addr, via, issuance_id) VALUES " + values.joined(separator: ", ")
+                + " ON CONFLICT (issuance_id) DO NOTHING", params)
         }
     }
 

@@ -63,7 +63,9 @@ import RelayTestSupport
         let robotToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "robot"], databaseURL: cluster.url).lastLine
         let appToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
         let spool = try TestEnvironment.scratchDirectory("spool")
-        var relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_SPOOL_DIR": spool])
+        let environment = ["WIMZ_SPOOL_DIR": spool, "WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
+                           "WIMZ_TURN_SECRET": "static-secret-for-tests-0123456789"]
+        var relay = try RelayDaemon(databaseURL: cluster.url, environment: environment)
         try relay.waitUntilReady()
         #expect(relay.waitForLog(containing: "credentials_loaded") != nil)
 
@@ -76,6 +78,13 @@ import RelayTestSupport
         app.close()
         _ = app.waitForClose()
         do { _ = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: "wimz_a_wrong") } catch {}
+        // TURN credentials keep being issued (a static secret): the robot's push on connect and two fetches.
+        _ = try robot.receive(until: { ($0["event"] as? String) == "turn_credentials" })
+        for token in [robotToken, appToken] {
+            let fetched = try HTTPTestClient.get(port: relay.port, path: "/api/turn/credentials",
+                                                 headers: ["Authorization": "Bearer \(token)"])
+            #expect(fetched.status == 200)
+        }
 
         // Stopped while the database is still down: what is not stored goes to the spool file.
         #expect(relay.stop(signal: SIGTERM) == 0)
@@ -85,7 +94,7 @@ import RelayTestSupport
 
         // Database back, relay restarted: the spool is replayed, nothing lost, nothing doubled.
         try cluster.start()
-        relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_SPOOL_DIR": spool])
+        relay = try RelayDaemon(databaseURL: cluster.url, environment: environment)
         #expect(relay.waitForLog(containing: "audit_spool_replayed", timeout: 20) != nil)
         let db = try PGConnection(conninfo: cluster.url)
         let rows = try db.execute("SELECT event, count(*) FROM audit_log GROUP BY event").rows
@@ -95,6 +104,14 @@ import RelayTestSupport
         #expect(counts["app_disconnected"] == 1)
         #expect(counts["robot_disconnected"] == 1)
         #expect(counts["auth_failed"] == 1)
+        #expect(counts["turn_credential_issued"] == 3)
+        // Every issuance row is there once, with the id of its audit event.
+        let issuances = try db.execute("""
+            SELECT i.via, count(*) FROM turn_issuances i JOIN audit_log a ON a.event_id = i.issuance_id
+            WHERE a.event = 'turn_credential_issued' GROUP BY i.via ORDER BY i.via
+            """).rows
+        #expect(issuances.map { [$0[0]!, $0[1]!] } == [["http", "2"], ["push", "1"]])
+        #expect(try db.execute("SELECT count(*) FROM turn_issuances").first?[0] == "3")
         #expect(!FileManager.default.fileExists(atPath: spoolFile))
         relay.stop()
     }
