@@ -26,9 +26,18 @@ struct HTTPResponse: Sendable {
         case 414: "URI Too Long"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
+        case 505: "HTTP Version Not Supported"
         case 503: "Service Unavailable"
         default: status < 500 ? "Client Error" : "Server Error"
         }
+    }
+
+    /// The whole response as HTTP/1.1 bytes (for the gate, which writes to the socket itself).
+    func serialized() -> [UInt8] {
+        var head = "HTTP/1.1 \(status) \(reasonPhrase)\r\ncontent-type: \(contentType)\r\n"
+            + "content-length: \(body.count)\r\ncache-control: no-store\r\n"
+        for (name, value) in headers { head += "\(name.lowercased()): \(value)\r\n" }
+        return Array((head + "\r\n").utf8) + body
     }
 
     /// A JSON body.

@@ -5,41 +5,15 @@ import RelayCore
 import Glibc
 #endif
 
-/// Thin, allocation-light helpers over one `struct lws *` (an HTTP request or a socket).
-/// Valid only inside the callback that received the pointer.
+/// One HTTP request on its `struct lws *`: the head the gate parsed (or, with TLS served by lws,
+/// the one rebuilt from lws's view) and the response writer. Valid only inside the callback
+/// that received the pointer.
 struct LWSConnection {
     let wsi: OpaquePointer
+    let head: HTTPRequestHead
 
-    /// A header by lws token, or nil when absent (or longer than `limit`).
-    func header(_ token: lws_token_indexes, limit: Int = 4096) -> String? {
-        let length = Int(lws_hdr_total_length(wsi, token))
-        guard length > 0, length <= limit else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        guard lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { return nil }
-        return String(cBuffer: buffer)
-    }
-
-    /// A custom header such as `x-forwarded-for:` (lower case, with the colon).
-    func customHeader(_ name: String, limit: Int = 1024) -> String? {
-        let length = Int(lws_hdr_custom_length(wsi, name, Int32(name.utf8.count)))
-        guard length > 0, length <= limit else { return nil }
-        var buffer = [CChar](repeating: 0, count: length + 1)
-        guard lws_hdr_custom_copy(wsi, &buffer, Int32(buffer.count), name, Int32(name.utf8.count)) >= 0 else {
-            return nil
-        }
-        return String(cBuffer: buffer)
-    }
-
-    /// A query argument, URL-decoded (lws matches `name=` as a prefix, so pass it with `=`).
-    /// The buffer is large enough for any sane argument: lws stops at the first argument
-    /// that does not fit, which would hide the ones after it.
-    func queryArgument(_ nameWithEquals: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard let value = lws_get_urlarg_by_name(wsi, nameWithEquals, &buffer, Int32(buffer.count)) else {
-            return nil
-        }
-        return String(cString: value)
-    }
+    /// The request method and decoded path (without query).
+    var methodAndPath: (method: String, path: String) { (head.method, head.path) }
 
     /// The peer's IP address as text.
     var peerAddress: String {
@@ -48,18 +22,36 @@ struct LWSConnection {
         return String(cBuffer: buffer)
     }
 
-    /// The request method and path (without query).
-    var methodAndPath: (method: String, path: String) {
+    /// The head as lws reports it, for connections the gate did not read (TLS served by lws):
+    /// lws has decoded the target already, so only what survived that is checked here.
+    static func rebuiltHead(_ wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
         var uri: UnsafeMutablePointer<CChar>?
         var length: Int32 = 0
         let method = lws_http_get_uri_and_method(wsi, &uri, &length)
-        let path = uri.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? ""
         let names = ["GET", "POST", "OPTIONS", "PUT", "PATCH", "DELETE", "CONNECT", "HEAD"]
-        return (method >= 0 && Int(method) < names.count ? names[Int(method)] : "OTHER", path)
+        let path = uri.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(length)), as: UTF8.self) } ?? "/"
+        var head = HTTPRequestHead(method: method >= 0 && Int(method) < names.count ? names[Int(method)] : "OTHER", path: path)
+        var buffer = [CChar](repeating: 0, count: 4096)
+        var index: Int32 = 0
+        while lws_hdr_copy_fragment(wsi, &buffer, Int32(buffer.count), WSI_TOKEN_HTTP_URI_ARGS, index) >= 0 {
+            let pair = String(cBuffer: buffer)
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            head.arguments.append(.init(name: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : ""))
+            index += 1
+        }
+        for (name, token) in [("authorization", WSI_TOKEN_HTTP_AUTHORIZATION), ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
+                              ("upgrade", WSI_TOKEN_UPGRADE), ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH)] {
+            let size = Int(lws_hdr_total_length(wsi, token))
+            guard size > 0, size < buffer.count, lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { continue }
+            head.headers.append((name, String(cBuffer: buffer)))
+        }
+        let texts = [head.path] + head.arguments.flatMap { [$0.name, $0.value] } + head.headers.map(\.value)
+        if texts.contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+            return .failure(RequestError(400, "bad_request", "control character in the request"))
+        }
+        return .success(head)
     }
 
-    /// Writes a whole response (headers and body in one write, as lws does for HTTP/1).
-    /// Returns false if the connection must be closed.
     /// Writes `response` in one go. `asHTTP11` writes the status line itself: lws 4.1 answers
     /// a request it has not dispatched as HTTP (a refused WebSocket upgrade) with "HTTP/1.0",
     /// which strict WebSocket clients (Python's websockets) refuse to parse, losing the status.

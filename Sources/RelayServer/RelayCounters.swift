@@ -6,6 +6,8 @@ struct RelayCounters {
     var closes: [UInt16: Int] = [:]
     var drops: [DropReason: Int] = [:]
     var keepaliveTimeouts = 0
+    /// Request heads the gate refused (malformed, too large).
+    var requestsRefused = 0
     var robotsReplaced = 0
     /// Messages and bytes accepted for forwarding, by the role that sent them.
     /// Per direction, indexed by `Direction` (plain array slots: these move per message,

@@ -25,7 +25,7 @@ extension RelayServer {
 
     /// `LWS_CALLBACK_HTTP` for `/admin/…`: checks the admin token, then defers the request
     /// to the database worker (after its body, for POST). Returns a response only on refusal.
-    func beginAdmin(_ request: LWSConnection, method: String, path: String) -> HTTPResponse? {
+    func beginAdmin(_ request: LWSConnection, method: String, path: String, body: [UInt8]?) -> HTTPResponse? {
         guard let adminToken = configuration.adminToken else {
             return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
@@ -42,7 +42,11 @@ extension RelayServer {
         }
         var query: [String: String] = [:]
         for key in ["device_id", "from", "to", "after", "limit", "realm"] {
-            if let v = request.queryArgument(key + "=") { query[key] = v }
+            do throws(RequestError) {
+                if let v = try request.head.argument(key) { query[key] = v }
+            } catch {
+                return .error(error.status, error.code, error.message)
+            }
         }
         nextExchangeID += 1
         let exchange = HTTPExchange(
@@ -51,8 +55,14 @@ extension RelayServer {
             startedAt: MonotonicClock.nanoseconds())
         exchanges[exchange.id] = exchange
         exchangeByWsi[request.wsi] = exchange.id
+        if let body {
+            // The gate read the whole body already.
+            exchange.request.body = body
+            dispatch(exchange)
+            return nil
+        }
         // lws reports a body only when one was announced; without one the request is complete now.
-        let announced = Int(request.header(WSI_TOKEN_HTTP_CONTENT_LENGTH) ?? "") ?? 0
+        let announced = Int(request.head.header("content-length") ?? "") ?? 0
         if method == "GET" || announced == 0 { dispatch(exchange) }
         return nil
     }
@@ -102,14 +112,21 @@ extension RelayServer {
     private func finish(_ exchange: HTTPExchange, _ response: HTTPResponse) {
         guard exchange.response == nil else { return }
         exchange.response = response
-        lws_callback_on_writable(exchange.wsi)
+        if let gate {
+            logRequest(LWSConnection(wsi: exchange.wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path)),
+                       status: response.status, startedAt: exchange.startedAt)
+            forgetExchange(exchange.wsi)
+            gate.respond(exchange.wsi, with: response)
+        } else {
+            lws_callback_on_writable(exchange.wsi)
+        }
     }
 
     /// `LWS_CALLBACK_HTTP_WRITEABLE`: sends a finished admin response.
     func adminWriteable(_ wsi: OpaquePointer) -> Int32 {
         guard let id = exchangeByWsi[wsi], let exchange = exchanges[id], let response = exchange.response else { return 0 }
         forgetExchange(wsi)
-        let connection = LWSConnection(wsi: wsi)
+        let connection = LWSConnection(wsi: wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path))
         logRequest(connection, status: response.status, startedAt: exchange.startedAt)
         guard connection.send(response) else { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0

@@ -33,6 +33,8 @@ extension RelayServer {
         out += "wimz_handshake_seconds_sum \(h.sum)\nwimz_handshake_seconds_count \(h.count)\n"
         metric("wimz_keepalive_timeouts_total", "counter", "Sockets dropped after two silent ping intervals.",
                [("", counters.keepaliveTimeouts)])
+        metric("wimz_http_requests_refused_total", "counter", "Request heads refused before routing (400/405/414/431/505).",
+               [("", counters.requestsRefused)])
         metric("wimz_robots_replaced_total", "counter", "Robot sockets replaced by a newer one (4001).",
                [("", counters.robotsReplaced)])
         metric("wimz_turn_credentials_issued_total", "counter", "TURN credentials minted (HTTP and push).", [("", turn.issued)])

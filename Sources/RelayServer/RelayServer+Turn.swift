@@ -20,7 +20,11 @@ extension RelayServer {
         guard turn.allowRequest(tokenID: entry.token.id, now: MonotonicClock.nanoseconds()) else {
             return .authFailure(.rateLimited, message: "too many credential requests for this token")
         }
-        let ttl = turn.policy.clampTTL(request.queryArgument("ttl="))
+        let requestedTTL: String?
+        do throws(RequestError) { requestedTTL = try request.head.argument("ttl") } catch {
+            return .error(error.status, error.code, error.message)
+        }
+        let ttl = turn.policy.clampTTL(requestedTTL)
         guard let minted = turn.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id,
                                       ttl: ttl, clientAddress: address, via: "http")
         else {
@@ -87,7 +91,7 @@ extension RelayServer {
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
     func bearerToken(_ request: LWSConnection) -> String? {
-        guard let header = request.header(WSI_TOKEN_HTTP_AUTHORIZATION) else { return nil }
+        guard let header = request.head.header("authorization") else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         let token = String(parts[1].drop { $0 == " " })

@@ -18,14 +18,23 @@ extension RelayServer {
     func authorizeUpgrade(_ request: LWSConnection) -> Result<UpgradeGrant, UpgradeRejection> {
         let address = clientAddress(request)
         let role: Role
-        switch request.header(WSI_TOKEN_GET_URI) {
+        switch request.head.path {
         case "/ws/robot": role = .robot
         case "/ws/app": role = .app
         default:
             return .failure(UpgradeRejection(response: .error(404, "not_found", "no such WebSocket endpoint"),
                                              failure: nil, device: nil, address: address))
         }
-        guard let deviceText = request.queryArgument("device_id="), let device = DeviceID(deviceText) else {
+        let deviceText: String?
+        let token: String?
+        do throws(RequestError) {
+            deviceText = try request.head.argument("device_id")
+            token = try presentedToken(request)
+        } catch {
+            return .failure(UpgradeRejection(response: .error(error.status, error.code, error.message),
+                                             failure: .badRequest, device: nil, address: address))
+        }
+        guard let deviceText, let device = DeviceID(deviceText) else {
             return .failure(UpgradeRejection(
                 response: .error(400, "bad_request", "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
                 failure: .badRequest, device: nil, address: address))
@@ -38,7 +47,7 @@ extension RelayServer {
         guard authFailures.allows(address, now: now) else {
             return reject(.rateLimited, "too many failed authentications from this address; retry later")
         }
-        guard let token = presentedToken(request) else {
+        guard let token else {
             return reject(.missingToken, "a token is required (Authorization: Bearer or token= query argument)")
         }
         guard let entry = credentials.lookup(token: token) else {
@@ -66,10 +75,11 @@ extension RelayServer {
         return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address))
     }
 
-    /// `Authorization: Bearer …` first, then the `token=` query argument.
-    private func presentedToken(_ request: LWSConnection) -> String? {
+    /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
+    private func presentedToken(_ request: LWSConnection) throws(RequestError) -> String? {
+        let fromQuery = try request.head.argument("token")
         if let token = bearerToken(request) { return token }
-        if let token = request.queryArgument("token="), !token.isEmpty { return token }
+        if let fromQuery, !fromQuery.isEmpty { return fromQuery }
         return nil
     }
 
@@ -78,7 +88,7 @@ extension RelayServer {
     func clientAddress(_ request: LWSConnection) -> String {
         let peer = request.peerAddress
         guard configuration.trustedProxies.contains(peer),
-              let forwarded = request.header(WSI_TOKEN_X_FORWARDED_FOR, limit: 1024) else { return peer }
+              let forwarded = request.head.header("x-forwarded-for"), forwarded.utf8.count <= 1024 else { return peer }
         let hops = forwarded.split(separator: ",").map { String($0.filter { $0 != " " }) }
         for hop in hops.reversed() where !hop.isEmpty && !configuration.trustedProxies.contains(hop) {
             // Only something that looks like an address: it ends up in logs and the audit log.
@@ -91,8 +101,16 @@ extension RelayServer {
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
     /// -1 to drop the connection.
     func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
-        let request = LWSConnection(wsi: wsi)
         let started = MonotonicClock.nanoseconds()
+        defer { gate?.forget(wsi) }
+        let request: LWSConnection
+        switch requestHead(wsi) {
+        case .success(let head):
+            request = LWSConnection(wsi: wsi, head: head)
+        case .failure(let error):
+            return LWSConnection(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
+                .send(.error(error.status, error.code, error.message), asHTTP11: true) ? 1 : -1
+        }
         if stopping {
             let response = HTTPResponse.error(503, "shutting_down", "the relay is shutting down", headers: [("Retry-After", "1")])
             logRequest(request, status: 503, startedAt: started)
@@ -125,7 +143,7 @@ extension RelayServer {
         let grant: UpgradeGrant
         if let pending = pendingGrant, pending.wsi == wsi {
             grant = pending.grant
-        } else if case .success(let g) = authorizeUpgrade(LWSConnection(wsi: wsi)) {
+        } else if case .success(let head) = requestHead(wsi), case .success(let g) = authorizeUpgrade(LWSConnection(wsi: wsi, head: head)) {
             grant = g
         } else {
             return -1

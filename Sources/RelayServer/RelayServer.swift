@@ -51,7 +51,10 @@ public final class RelayServer {
     private var context: OpaquePointer?
     private let protocols: UnsafeMutablePointer<lws_protocols>
     private let protocolName: UnsafeMutablePointer<CChar>
+    private let gateProtocolName: UnsafeMutablePointer<CChar>
     private let listenHost: UnsafeMutablePointer<CChar>
+    /// The plain-HTTP front door (nil when lws serves TLS itself and listens).
+    private(set) var gate: HTTPGate?
     /// C strings lws keeps pointers to for the context's lifetime (TLS paths, ALPN).
     private var retainedCStrings: [UnsafeMutablePointer<CChar>] = []
     private let monitor: StoreMonitor
@@ -118,20 +121,31 @@ public final class RelayServer {
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
 
+        let servesTLS = configuration.tlsCertificatePath != nil && configuration.tlsKeyPath != nil
+        if !servesTLS {
+            gate = try HTTPGate(host: configuration.listenHost, port: configuration.listenPort)
+        }
         protocolName = strdup("wimz-relay")
+        gateProtocolName = strdup(HTTPGate.protocolName)
         listenHost = strdup(configuration.listenHost)
-        protocols = .allocate(capacity: 2)
-        protocols.initialize(repeating: lws_protocols(), count: 2)
+        // [0] HTTP and WebSocket (the vhost's default), [1] the gate's raw descriptors, [2] end.
+        protocols = .allocate(capacity: 3)
+        protocols.initialize(repeating: lws_protocols(), count: 3)
         protocols[0].name = UnsafePointer(protocolName)
         protocols[0].callback = relayCallback
         protocols[0].per_session_data_size = MemoryLayout<UnsafeMutableRawPointer>.size
         protocols[0].rx_buffer_size = 16 * 1024
         protocols[0].tx_packet_size = 64 * 1024
+        protocols[1].name = UnsafePointer(gateProtocolName)
+        protocols[1].callback = relayCallback
 
         LWSLogBridge.install(level: configuration.logLevel)
 
         var info = lws_context_creation_info()
-        info.port = Int32(configuration.listenPort)
+        // With the gate, lws does not listen: it serves the connections the gate hands over.
+        info.port = gate == nil ? Int32(configuration.listenPort) : -2  // CONTEXT_PORT_NO_LISTEN_SERVER
+        // Room for the largest head the gate lets through (it forwards only a few headers).
+        info.max_http_header_data = UInt16(HTTPRequestHead.Limits().headerBytes + 1024)
         info.iface = UnsafePointer(listenHost)
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(self).toOpaque()
@@ -161,6 +175,7 @@ public final class RelayServer {
             retryPolicy.deallocate()
             protocols.deallocate()
             free(protocolName)
+            free(gateProtocolName)
             free(listenHost)
             throw ServerError(description: "cannot listen on \(configuration.listenHost):\(configuration.listenPort) "
                 + "(address in use, not an address of this host"
@@ -169,7 +184,24 @@ public final class RelayServer {
         self.context = context
         waker.context = context
         if let vhost = lws_get_vhost_by_name(context, protocolName) {
-            boundPort = Int(lws_get_vhost_listen_port(vhost))
+            if let gate {
+                try gate.attach(to: vhost)
+                boundPort = gate.port
+            } else {
+                boundPort = Int(lws_get_vhost_listen_port(vhost))
+            }
+        }
+        gate?.onRequest = { [unowned self] request, body in
+            let started = MonotonicClock.nanoseconds()
+            guard let response = route(request, body: body) else { return nil }  // answered later
+            logRequest(request, status: response.status, startedAt: started)
+            return response
+        }
+        gate?.onClosed = { [unowned self] wsi in forgetExchange(wsi) }
+        gate?.onRefused = { [unowned self] error, peer in
+            counters.requestsRefused += 1
+            log.info("http_request_refused", [("status", .int(Int64(error.status))), ("code", .string(error.code)),
+                                              ("message", .string(error.message)), ("remote", .string(peer))])
         }
         hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
         hub.onForward = { [unowned self] role, bytes in
@@ -190,8 +222,20 @@ public final class RelayServer {
         retryPolicy.deallocate()
         protocols.deallocate()
         free(protocolName)
+        free(gateProtocolName)
         free(listenHost)
         retainedCStrings.forEach { free($0) }
+    }
+
+    /// The request's head: the gate's exact parse, or (TLS served by lws) lws's view of it.
+    func requestHead(_ wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
+        if let gate {
+            guard let head = gate.head(of: wsi) else {
+                return .failure(RequestError(400, "bad_request", "one request per connection"))
+            }
+            return .success(head)
+        }
+        return LWSConnection.rebuiltHead(wsi)
     }
 
     /// Serves until `requestStop()`; returns after a graceful stop.
@@ -340,10 +384,11 @@ public final class RelayServer {
 
     // MARK: - HTTP
 
-    /// Answers a plain HTTP request; nil when the answer comes later (admin API).
-    func route(_ request: LWSConnection) -> HTTPResponse? {
+    /// Answers a plain HTTP request; nil when the answer comes later (admin API). `body` is the
+    /// whole request body when the gate read it (nil: lws delivers it through callbacks).
+    func route(_ request: LWSConnection, body: [UInt8]? = nil) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
-        if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path) }
+        if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path, body: body) }
         switch path {
         case "/healthz":
             guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
@@ -444,7 +489,15 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
         return 0
     case LWS_CALLBACK_HTTP:
         let started = MonotonicClock.nanoseconds()
-        let request = LWSConnection(wsi: wsi)
+        defer { server.gate?.forget(wsi) }
+        let request: LWSConnection
+        switch server.requestHead(wsi) {
+        case .success(let head): request = LWSConnection(wsi: wsi, head: head)
+        case .failure(let error):
+            let refusal = LWSConnection(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
+            _ = refusal.send(.error(error.status, error.code, error.message))
+            return -1
+        }
         guard let response = server.route(request) else { return 0 }  // answered later
         server.logRequest(request, status: response.status, startedAt: started)
         guard request.send(response) else { return -1 }
@@ -456,7 +509,16 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
         return 0
     case LWS_CALLBACK_HTTP_WRITEABLE:
         return server.adminWriteable(wsi)
+    case LWS_CALLBACK_RAW_RX_FILE:
+        guard let gate = server.gate, let vhost = lws_get_vhost(wsi) else { return -1 }
+        return gate.readable(wsi, vhost: vhost)
+    case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+        return server.gate?.writeable(wsi) ?? -1
+    case LWS_CALLBACK_RAW_CLOSE_FILE:
+        server.gate?.closed(wsi)
+        return 0
     case LWS_CALLBACK_CLOSED_HTTP:
+        server.gate?.forget(wsi)
         server.forgetExchange(wsi)
         server.acceptedAt[wsi] = nil
         return lws_callback_http_dummy(wsi, reason, user, input, length)

@@ -165,7 +165,7 @@ public final class AuditWriter: Sendable {
         for issuance in issuances { text += AuditWriter.encode(issuance) + "\n" }
         for event in events { text += AuditWriter.encode(event) + "\n" }
         if let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
-            FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
             return FileHandle(forWritingAtPath: spoolPath)
         }() {
             handle.seekToEndOfFile()
