@@ -42,8 +42,11 @@ public final class Session {
 
     // Keepalive bookkeeping (monotonic nanoseconds).
     public var lastHeard: UInt64
-    public var lastPingSent: UInt64
+    /// When the next ping is due (its phase is chosen at connect, see `KeepalivePolicy`).
+    public var nextPingAt: UInt64
     public var pingDue = false
+    /// The tick of this session's live entry in the `SessionScheduler` (.max: none).
+    var scheduledTick: UInt64 = .max
 
     // Counters for the audit log and metrics.
     public var messagesIn = 0
@@ -73,7 +76,7 @@ public final class Session {
         self.connectedAt = connectedAt
         self.queue = queue
         lastHeard = now
-        lastPingSent = now
+        nextPingAt = now
     }
 
     /// Queues a message; false when the queue is full (the caller culls the session).

@@ -39,10 +39,11 @@ extension RelayServer {
                [("", counters.robotsReplaced)])
         metric("wimz_turn_credentials_issued_total", "counter", "TURN credentials minted (HTTP and push).", [("", turn.issued)])
         metric("wimz_turn_refresh_pushes_total", "counter", "turn_credentials events pushed to robots.", [("", turn.pushed)])
+        let stale = robotsWithStaleCredentials(now: .now())
         metric("wimz_turn_robots_past_refresh", "gauge", "Online robots whose newest credential is past refresh_at (should be 0).",
-               [("", turn.robotsPastRefresh)])
+               [("", stale.pastRefresh)])
         metric("wimz_turn_robots_past_expiry", "gauge", "Online robots whose newest credential has expired (should be 0).",
-               [("", turn.robotsPastExpiry)])
+               [("", stale.pastExpiry)])
         let audit = auditWriter.stats
         metric("wimz_audit_queue_depth", "gauge", "Audit events waiting in memory.", [("", audit.queued)])
         metric("wimz_audit_spooled_total", "counter", "Audit events written to the spool file.", [("", audit.spooled)])

@@ -52,25 +52,36 @@ extension RelayServer {
         hub.deliver(RelayMessages.turnCredentials(body: minted.body.encoded), to: robot)
     }
 
-    /// From the 1 s tick: pushes due refreshes and counts robots holding stale credentials.
-    func refreshTurnCredentials(now: UnixTime) {
-        guard turn.isAvailable else { return }
+    /// Seconds before `refresh_at` a robot gets its next credential pushed, so it has it in
+    /// hand at refresh time: ttl/10, at least 1 s and at most a minute.
+    var turnPushLead: Int64 { Int64(max(1, min(60, turn.policy.clampTTL(nil) / 10))) }
+
+    /// Whether `robot` should get a fresh credential now (none yet, or its push time came).
+    func turnPushDue(_ robot: Session, wall: UnixTime) -> Bool {
+        guard turn.isAvailable else { return false }
+        guard let refreshAt = robot.turnRefreshAt else { return true }
+        return wall >= refreshAt.adding(seconds: -turnPushLead)
+    }
+
+    /// Robots holding a credential past `refresh_at` / past expiry (for /metrics; should be 0).
+    func robotsWithStaleCredentials(now: UnixTime) -> (pastRefresh: Int, pastExpiry: Int) {
+        guard turn.isAvailable else { return (0, 0) }
         var pastRefresh = 0
         var pastExpiry = 0
-        // Push a little before refresh_at, so the robot has it in hand at refresh time.
-        let lead = Int64(max(1, min(60, turn.policy.clampTTL(nil) / 10)))
         for robot in hub.allSessions where robot.role == .robot && robot.closing == nil {
-            guard let refreshAt = robot.turnRefreshAt else {
-                pushTurnCredentials(to: robot)
-                continue
-            }
-            if now >= refreshAt.adding(seconds: -lead) { pushTurnCredentials(to: robot) }
             if let r = robot.turnRefreshAt, now >= r { pastRefresh += 1 }
             if let e = robot.turnExpiresAt, now >= e { pastExpiry += 1 }
         }
-        turn.robotsPastRefresh = pastRefresh
-        turn.robotsPastExpiry = pastExpiry
-        turn.sweepLimiters()
+        return (pastRefresh, pastExpiry)
+    }
+
+    /// TURN became available (secrets loaded): robots connected without a credential get one.
+    func pushToRobotsWithoutCredentials() {
+        guard turn.isAvailable else { return }
+        for robot in hub.allSessions where robot.role == .robot && robot.closing == nil && robot.turnRefreshAt == nil {
+            pushTurnCredentials(to: robot)
+            scheduleChecks(robot, now: MonotonicClock.nanoseconds(), wall: .now())
+        }
     }
 
     /// The row and its audit event share one id, so a replay from the spool stores each once.

@@ -165,6 +165,8 @@ extension RelayServer {
         openConnections += 1
         hub.attach(session, now: now)
         if grant.role == .robot { pushTurnCredentials(to: session) }
+        session.nextPingAt = keepalive.firstPing(now: now, fraction: Double.random(in: 0...1))
+        scheduleChecks(session, now: now, wall: .now())
         auditWriter.touch(tokenID: grant.entry.token.id, at: .now())
         audit(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
               tokenID: grant.entry.token.id, address: grant.remoteAddress,
@@ -254,33 +256,53 @@ extension RelayServer {
 
     // MARK: - Periodic work
 
-    /// Once a second: pings, hang-ups of silent peers, expired tokens, limiter sweep.
+    /// Puts `session` back on the wheel for its next ping or silence deadline, its token's
+    /// expiry, or (robots) the push before its TURN credential's refresh time.
+    func scheduleChecks(_ session: Session, now: UInt64, wall: UnixTime) {
+        var next = keepalive.nextCheck(session)
+        func at(_ time: UnixTime) -> UInt64 {
+            let seconds = time.seconds - wall.seconds
+            return seconds <= 0 ? now : now + UInt64(seconds) * 1_000_000_000
+        }
+        if let expires = session.tokenExpiresAt { next = min(next, at(expires)) }
+        if session.role == .robot, turn.isAvailable, let refresh = session.turnRefreshAt {
+            next = min(next, at(refresh.adding(seconds: -turnPushLead)))
+        }
+        scheduler.schedule(session, at: next)
+    }
+
+    /// Once a second: the sessions due now (pings, hang-ups of silent peers, expired tokens,
+    /// TURN refreshes — O(due), see `SessionScheduler`), then the limiter sweeps.
     func tick() {
         let now = MonotonicClock.nanoseconds()
-        let interval = UInt64(configuration.pingIntervalSeconds) * 1_000_000_000
         let wall = UnixTime.now()
-        // The tick runs once a second; half of that makes "one interval" mean the nearest tick.
-        let tickSlack: UInt64 = 500_000_000
-        for session in hub.allSessions {
+        for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }
             if let expires = session.tokenExpiresAt, expires <= wall {
                 session.close(.revoked, reason: "token expired")
                 hub.detach(session)
-            } else if now - session.lastHeard >= 2 * interval {
+                continue
+            }
+            switch keepalive.check(session, now: now) {
+            case .timeout:
                 // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
                 counters.keepaliveTimeouts += 1
                 log.info("keepalive_timeout", [("connection", .int(Int64(session.id))),
                                                ("silent_ms", .int(Int64((now - session.lastHeard) / 1_000_000)))])
                 hub.detach(session)
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-            } else if now - session.lastPingSent + tickSlack >= interval, now - session.lastHeard + tickSlack >= interval / 2 {
-                session.lastPingSent = now
+                continue
+            case .ping:
                 session.pingDue = true
                 log.debug("ping", [("connection", .int(Int64(session.id)))])
                 connection.requestWrite()
+            case .nothing:
+                break
             }
+            if session.role == .robot, session.closing == nil, turnPushDue(session, wall: wall) { pushTurnCredentials(to: session) }
+            scheduleChecks(session, now: now, wall: wall)
         }
-        refreshTurnCredentials(now: wall)
+        turn.sweepLimiters()
         onTick?(now)
         authFailures.sweep(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }

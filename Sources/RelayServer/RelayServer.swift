@@ -73,6 +73,9 @@ public final class RelayServer {
     let auditWriter: AuditWriter
     let turn: TurnService
     let writer: FrameWriter
+    /// Which sessions the 1 s tick must look at, and when (O(due) per tick).
+    let scheduler = SessionScheduler(now: MonotonicClock.nanoseconds())
+    let keepalive: KeepalivePolicy
     var counters = RelayCounters()
     /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
     var pendingGrant: (wsi: OpaquePointer, grant: UpgradeGrant)?
@@ -107,6 +110,7 @@ public final class RelayServer {
             mailbox.post(.store($0))
         }
         turn = TurnService(configuration: configuration)
+        keepalive = KeepalivePolicy(interval: UInt64(configuration.pingIntervalSeconds) * 1_000_000_000)
         adminWorker = DatabaseWorker(conninfo: configuration.databaseURL)
         auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         var limits = DeviceHub.Limits()
@@ -372,6 +376,7 @@ public final class RelayServer {
             }
         case .turnSecrets(let secrets):
             turn.update(secrets: secrets)
+            pushToRobotsWithoutCredentials()
             log.info("turn_secrets_loaded", [("realm", .string(configuration.turnRealm)), ("secrets", .int(Int64(secrets.count)))])
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)

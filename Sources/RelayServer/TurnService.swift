@@ -18,8 +18,6 @@ final class TurnService {
     // Counters (exported by /metrics).
     var issued = 0
     var pushed = 0
-    var robotsPastRefresh = 0
-    var robotsPastExpiry = 0
 
     init(configuration: RelayConfiguration) {
         policy = TurnPolicy(urls: configuration.turnURLs, defaultTTL: configuration.turnTTL, minTTL: configuration.turnTTLMin,
