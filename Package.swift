@@ -44,6 +44,8 @@ let package = Package(
         // forwarding code as it ships (unoptimised generic code allocates where -O does not).
         .target(name: "RelayCore", swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
+        // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
+        .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
         .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
         .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"],
                 swiftSettings: hotPath),
@@ -77,7 +79,7 @@ let package = Package(
         .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
         // Counts the test process's heap allocations (the forwarding-path allocation test).
         .target(name: "MallocCounter", path: "Tests/MallocCounter"),
-        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "MallocCounter"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),

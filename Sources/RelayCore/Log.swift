@@ -92,6 +92,15 @@ public final class Logger: Sendable {
 
 /// Keeps secrets out of logs: bearer tokens and `token=` query values.
 public enum Redaction {
+    /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), nil for
+    /// any other scheme or an empty token.
+    public static func bearerToken(fromAuthorization header: String) -> String? {
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = String(parts[1].drop { $0 == " " })
+        return token.isEmpty ? nil : token
+    }
+
     /// Replaces the value of every `token=` query argument with `REDACTED`.
     public static func redactQuery(_ uri: String) -> String {
         let marker = Array("token=".utf8)

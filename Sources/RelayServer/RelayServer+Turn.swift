@@ -102,10 +102,6 @@ extension RelayServer {
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
     func bearerToken(_ request: LWSConnection) -> String? {
-        guard let header = request.head.header("authorization") else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = String(parts[1].drop { $0 == " " })
-        return token.isEmpty ? nil : token
+        request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 }

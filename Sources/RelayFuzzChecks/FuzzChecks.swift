@@ -1,0 +1,99 @@
+#if canImport(RelayCore)
+import RelayCore
+#endif
+import Foundation
+
+/// The invariants the fuzz targets check (scripts/fuzz.sh builds them with libFuzzer) and the
+/// test suite re-checks over the kept seed corpus and every crasher found (Tests/Fuzz/).
+/// Each check returns nil, or what it found broken.
+public enum FuzzChecks {
+    public static let targets: [String: @Sendable ([UInt8]) -> String?] = [
+        "request": { request($0) }, "envelope": { envelope($0) }, "json": { json($0) }, "config": { config($0) },
+        "token": { token($0) },
+    ]
+
+    /// The strict request parser: a definite answer within the limits, a complete head that
+    /// re-parses the same from its own bytes, and nothing decoded that the rules refuse.
+    public static func request(_ bytes: [UInt8]) -> String? {
+        let limits = HTTPRequestHead.Limits()
+        switch HTTPRequestHead.parse(bytes, limits: limits) {
+        case .incomplete:
+            let ceiling = limits.requestLine + limits.headerBytes + 8
+            return bytes.count > ceiling ? "still incomplete after \(bytes.count) bytes" : nil
+        case .invalid(let error):
+            return [400, 414, 431, 505].contains(error.status) ? nil : "unexpected status \(error.status)"
+        case .complete(let head, let length):
+            guard length <= bytes.count, length >= 16 else { return "head length \(length) of \(bytes.count)" }
+            guard head.path.hasPrefix("/") else { return "path \(head.path.debugDescription)" }
+            let decoded = [head.path] + head.arguments.flatMap { [$0.name, $0.value] }
+            if decoded.contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+                return "control character decoded"
+            }
+            if head.headers.contains(where: { $0.value.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F } }) {
+                return "control character in a header value"
+            }
+            for argument in head.arguments { _ = try? head.argument(argument.name) }
+            guard case .complete(let again, length) = HTTPRequestHead.parse(Array(bytes[..<length]), limits: limits), again == head
+            else { return "re-parse of the head differs" }
+            return nil
+        }
+    }
+
+    /// The forwarding path's envelope scanner: ranges inside the message, and deterministic.
+    public static func envelope(_ bytes: [UInt8]) -> String? {
+        let envelope = Envelope.scan(bytes)
+        for range in [envelope.eventName, envelope.id].compactMap({ $0 }) where range.lowerBound < 0 || range.upperBound > bytes.count {
+            return "range \(range) outside \(bytes.count) bytes"
+        }
+        return Envelope.scan(bytes) == envelope ? nil : "scan is not deterministic"
+    }
+
+    /// The byte-level JSON writer against Foundation's parser: what it writes reads back the same.
+    public static func json(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let value = JSONValue.object([("s", .string(text)), ("n", .int(Int64(bytes.count) - 500)),
+                                      ("a", .array([.string(String(text.prefix(3))), .bool(bytes.count % 2 == 0), .null]))])
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(value.encodedBytes)) as? [String: Any] else {
+            return "writer output is not JSON: \(String(decoding: value.encodedBytes, as: UTF8.self).debugDescription)"
+        }
+        guard parsed["s"] as? String == text else { return "string changed in the round trip" }
+        guard (parsed["n"] as? NSNumber)?.int64Value == Int64(bytes.count) - 500 else { return "number changed" }
+        return nil
+    }
+
+    /// Configuration values as operators type them: listen address, TURN URLs, device ids.
+    public static func config(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if let listen = RelayConfiguration.parseListen(text), listen.host.isEmpty || !(0...65535).contains(listen.port) {
+            return "listen parsed to \(listen)"
+        }
+        let policy = TurnPolicy(urls: text.split(separator: ",").map(String.init), defaultTTL: 600, minTTL: 60, maxTTL: 6000,
+                                separator: ":")
+        if policy.stunURLs.contains(where: { !$0.hasPrefix("stun:") }) { return "STUN URL \(policy.stunURLs)" }
+        if let id = DeviceID(text) {
+            let ok = (1...64).contains(id.rawValue.utf8.count) && id.rawValue.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || "_.-".utf8.contains(byte)
+            }
+            if !ok { return "accepted device id \(id.rawValue.debugDescription)" }
+        }
+        return nil
+    }
+
+    /// Token handling: the bearer token from an Authorization value, and the log redaction of
+    /// `token=` arguments (no token value may survive it).
+    public static func token(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if let token = Redaction.bearerToken(fromAuthorization: text), token.isEmpty || token.hasPrefix(" ") {
+            return "bearer token \(token.debugDescription)"
+        }
+        let redacted = Redaction.redactQuery(text)
+        var rest = Substring(redacted)
+        while let range = rest.range(of: "token=") {
+            let value = rest[range.upperBound...].prefix { $0 != "&" }
+            if value != "REDACTED" { return "token value survived redaction: \(value.debugDescription)" }
+            rest = rest[range.upperBound...]
+        }
+        return nil
+    }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Fuzzes the relay's parsers with libFuzzer (+ AddressSanitizer): the strict request parser,
+# the envelope scanner, the JSON writer round trip, configuration parsing and token handling
+# (the invariants are Sources/RelayFuzzChecks). Each target runs for SECONDS (default 60) from
+# the seed corpus in Tests/Fuzz/corpus/<target>; what breaks an invariant is written to
+# Tests/Fuzz/crashers/<target>-crash-<sha1>, where the test suite keeps checking it.
+#   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: request envelope json config token
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+if ! command -v swiftc >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PATH"; fi
+
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(request envelope json config token)
+
+out=.build-fuzz
+mkdir -p "$out" Tests/Fuzz/crashers
+say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
+swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name RelayFuzz \
+    Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz" \
+    > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" >&2; die "fuzzer build failed (see $out/build.log)"; }
+
+status=0
+for target in "${targets[@]}"; do
+    corpus="$out/corpus/$target"
+    mkdir -p "$corpus"
+    say "fuzzing $target for $seconds s"
+    WIMZ_FUZZ_TARGET=$target "$out/relay-fuzz" -max_total_time="$seconds" -max_len=16384 -timeout=10 \
+        -print_final_stats=1 -artifact_prefix="Tests/Fuzz/crashers/$target-" "$corpus" "Tests/Fuzz/corpus/$target" \
+        > "$out/$target.log" 2>&1 || status=$?
+    grep -E "^stat::(number_of_executed_units|peak_rss_mb)|^#[0-9]+ +DONE" "$out/$target.log" | tr '\n' ' '
+    echo
+    if grep -q "ERROR: libFuzzer\|SUMMARY: AddressSanitizer\|Fatal error" "$out/$target.log"; then
+        echo "$target: FOUND A FAILURE (see $out/$target.log and Tests/Fuzz/crashers/)"
+    fi
+done
+exit $status
