@@ -22,6 +22,23 @@ enum AdminAPI {
 
     static let actor = "admin-api"
 
+    /// Every route, as (method, pattern with `*` for one segment after `/admin/`); the methods a
+    /// path allows are its routes' (405 lists them in `Allow`).
+    static let routes: [(method: String, pattern: String)] = [
+        ("GET", "devices"), ("POST", "devices"), ("GET", "devices/*"), ("POST", "devices/*/disable"),
+        ("POST", "devices/*/enable"), ("POST", "devices/*/tokens"), ("GET", "devices/*/presence"), ("GET", "tokens"),
+        ("POST", "tokens/*/revoke"), ("GET", "turn-secrets"), ("POST", "turn-secrets/rotate"), ("GET", "audit"),
+    ]
+
+    /// The methods `path` (`/admin/…`) allows; empty for no such endpoint.
+    static func allowedMethods(_ path: String) -> [String] {
+        let segments = path.split(separator: "/").dropFirst()
+        return routes.filter { route in
+            let want = route.pattern.split(separator: "/")
+            return want.count == segments.count && zip(want, segments).allSatisfy { $0 == "*" || $0 == $1 }
+        }.map(\.method)
+    }
+
     /// Dispatches one request. Throws `Failure` for client errors; store errors are mapped too.
     static func handle(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
         let segments = Array(r.path.split(separator: "/").map(String.init).dropFirst())  // after "admin"
@@ -43,7 +60,8 @@ enum AdminAPI {
                 guard let idText = body["id"] as? String, let id = DeviceID(idText) else {
                     throw Failure(status: 400, code: "bad_request", message: "id must match [A-Za-z0-9_.-]{1,64}")
                 }
-                return (201, device(try DeviceRepository(db).add(id, name: body["name"] as? String ?? "", actor: actor)))
+                return (201, device(try DeviceRepository(db).add(id, name: try decode(NewDevice.self, r.body).name ?? "",
+                                                                 actor: actor)))
             } else if let id = match("GET", "devices/*")?[0] {
                 guard let record = try DeviceRepository(db).get(try deviceID(id)) else {
                     throw Failure(status: 404, code: "not_found", message: "unknown device \(id)")
@@ -57,9 +75,12 @@ enum AdminAPI {
                 guard let roleText = body["role"] as? String, let role = Role(rawValue: roleText) else {
                     throw Failure(status: 400, code: "bad_request", message: "role must be robot or app")
                 }
-                let expiresIn = (body["expires_in"] as? NSNumber)?.int64Value
-                let issued = try TokenRepository(db).issue(device: try deviceID(id), role: role,
-                                                           label: body["label"] as? String ?? "", expiresIn: expiresIn, actor: actor)
+                let typed = try decode(NewToken.self, r.body)
+                if let e = typed.expires_in, !(1...maxTokenLifetime).contains(e) {
+                    throw Failure(status: 400, code: "bad_request", message: "expires_in must be from 1 to \(maxTokenLifetime) seconds")
+                }
+                let issued = try TokenRepository(db).issue(device: try deviceID(id), role: role, label: typed.label ?? "",
+                                                           expiresIn: typed.expires_in, actor: actor)
                 return (201, .object([("token", token(issued.record)), ("secret", .string(issued.secret))]))
             } else if match("GET", "tokens") != nil {
                 let device = try r.query["device_id"].map(deviceID)
@@ -68,16 +89,20 @@ enum AdminAPI {
                 guard let id = Int64(idText) else { throw Failure(status: 400, code: "bad_request", message: "token id must be a number") }
                 return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token))
             } else if match("GET", "turn-secrets") != nil {
-                let realm = r.query["realm"] ?? "wimz"
+                let realm = try Self.realm(r.query["realm"] ?? "wimz")
                 let secrets = try TurnRepository(db).secrets(realm: realm)
                 return (200, .object([("secrets", .array(secrets.enumerated().map { secret($1, signing: $0 == 0) }))]))
             } else if match("POST", "turn-secrets/rotate") != nil {
-                let realm = (try? json(r.body))?["realm"] as? String ?? r.query["realm"] ?? "wimz"
+                let realm = try Self.realm((try? json(r.body))?["realm"] as? String ?? r.query["realm"] ?? "wimz")
                 return (201, secret(try TurnRepository(db).add(realm: realm, value: nil, actor: actor, kind: .turnSecretRotated),
                                     signing: true))
             } else if match("GET", "audit") != nil {
-                let limit = min(max(Int(r.query["limit"] ?? "") ?? 100, 1), 1000)
-                let after = Int64(r.query["after"] ?? "") ?? 0
+                guard let limit = Int(r.query["limit"] ?? "100"), (1...1000).contains(limit) else {
+                    throw Failure(status: 400, code: "bad_request", message: "limit must be an integer from 1 to 1000")
+                }
+                guard let after = Int64(r.query["after"] ?? "0"), after >= 0 else {
+                    throw Failure(status: 400, code: "bad_request", message: "after must be a non-negative integer")
+                }
                 func time(_ key: String) throws -> UnixTime? {
                     guard let text = r.query[key] else { return nil }
                     guard let t = UnixTime(iso8601: text) else {
@@ -104,6 +129,43 @@ enum AdminAPI {
             throw Failure(status: 400, code: "invalid_json", message: "the body must be a JSON object")
         }
         return object
+    }
+
+    /// A TURN realm: `[A-Za-z0-9_.-]{1,64}`, like the device ids (coturn takes it in its config).
+    static func realm(_ text: String) throws -> String {
+        guard DeviceID(text) != nil else {
+            throw Failure(status: 400, code: "bad_request", message: "realm must match [A-Za-z0-9_.-]{1,64}")
+        }
+        return text
+    }
+
+    // The optional members of request bodies, type-checked (a label of {} is a 400, not "").
+    protocol TextMembers { var texts: [String] { get } }
+    struct NewDevice: Decodable, TextMembers {
+        var name: String?
+        var texts: [String] { [name ?? ""] }
+    }
+    struct NewToken: Decodable, TextMembers {
+        var label: String?
+        var expires_in: Int64?
+        var texts: [String] { [label ?? ""] }
+    }
+
+    /// The longest token lifetime the API issues (ten years), far inside PostgreSQL's time range.
+    static let maxTokenLifetime: Int64 = 10 * 366 * 86_400
+
+    static func decode<T: Decodable & TextMembers>(_ type: T.Type, _ body: [UInt8]) throws -> T {
+        let value: T
+        do {
+            value = try JSONDecoder().decode(type, from: Data(body))
+        } catch {
+            throw Failure(status: 400, code: "bad_request", message: "a body member has the wrong type")
+        }
+        // PostgreSQL text cannot hold NUL, and names end up in logs and listings.
+        for text in value.texts where text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw Failure(status: 400, code: "bad_request", message: "names and labels must not contain control characters")
+        }
+        return value
     }
 
     static func deviceID(_ text: String) throws -> DeviceID {

@@ -132,10 +132,6 @@ final class HTTPGate {
                 handOver(fd: fd, head: head, vhost: vhost)
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
             }
-            guard ["GET", "HEAD", "POST"].contains(head.method) else {
-                return refuse(wsi, connection, RequestError(405, "method_not_allowed", "use GET, HEAD or POST"),
-                              allow: "GET, HEAD, POST")
-            }
             if head.header("transfer-encoding") != nil {
                 return refuse(wsi, connection, RequestError(411, "length_required", "send the body with Content-Length"))
             }

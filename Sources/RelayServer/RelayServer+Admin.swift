@@ -33,7 +33,9 @@ extension RelayServer {
         guard let presented = bearerToken(request),
               Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
         else { return .authFailure(.unknownToken, message: "admin token required") }
-        guard method == "GET" || method == "POST" else { return methodNotAllowed("GET, POST") }
+        let allowed = AdminAPI.allowedMethods(path)
+        guard !allowed.isEmpty else { return .error(404, "not_found", "no such admin endpoint") }
+        guard allowed.contains(method) else { return methodNotAllowed(allowed.joined(separator: ", ")) }
         // Presence lives in this node's memory: answered at once, no database involved.
         let segments = path.split(separator: "/")
         if method == "GET", segments.count == 4, segments[1] == "devices", segments[3] == "presence" {

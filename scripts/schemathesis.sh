@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# schemathesis (PyPI) against docs/openapi.json and the live admin API: a relay on a private
+# PostgreSQL with an admin token, every operation generated and fuzzed (examples, coverage,
+# fuzzing and stateful phases); fails on any 5xx, any response that does not match the
+# document, and any other check schemathesis runs by default.
+#   scripts/schemathesis.sh [extra 'st run' arguments, e.g. --max-examples 200]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_packages
+
+config=${WIMZ_BUILD_CONFIG:-debug}
+build "$config" --product wimz-relay
+relay="$(swift build -c "$config" --show-bin-path)/wimz-relay"
+
+work=$(mktemp -d /tmp/wimz-schemathesis.XXXXXX)
+chmod 755 "$work"
+relay_pid=""
+cleanup() {
+    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+    pg_stop "$work/pg" immediate
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+say "starting a private PostgreSQL and the relay"
+WIMZ_PG_FSYNC=off
+export WIMZ_PG_FSYNC
+admin_url=$(pg_start "$work/pg")
+export WIMZ_DATABASE_URL="$admin_url" WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_SPOOL_DIR="$work/spool"
+"$relay" migrate >/dev/null
+export WIMZ_ADMIN_TOKEN="wimz_admin_$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+WIMZ_LOG_LEVEL=warn "$relay" serve --listen "127.0.0.1:$port" > "$work/relay.log" 2>&1 &
+relay_pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+
+say "installing schemathesis (PyPI) in $work/venv"
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --disable-pip-version-check schemathesis >&2
+
+say "schemathesis against http://127.0.0.1:$port"
+(cd "$work" && "$work/venv/bin/st" run "$OLDPWD/docs/openapi.json" --url "http://127.0.0.1:$port" \
+    --header "Authorization: Bearer $WIMZ_ADMIN_TOKEN" --workers 1 "$@")
