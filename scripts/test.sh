@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds once,
 # starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every Swift test
-# (swift test) and then the Python robot library's tests (pytest, in a fresh virtualenv).
+# (swift test), schemathesis against the admin API's OpenAPI document, and then the Python robot
+# library's tests (pytest, in a fresh virtualenv).
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
 set -euo pipefail
@@ -39,6 +40,10 @@ if [ "$only" != python ]; then
         swift test --skip-build --filter WimzRelayClientTests || swift_status=$?
     fi
 fi
+if [ "$only" != swift ] && [ "$only" != python ]; then
+    # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
+    scripts/schemathesis.sh --seed 1 || swift_status=$?
+fi
 if [ "$only" != swift ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
     python3 -m venv "$work/venv"
@@ -49,5 +54,5 @@ if [ "$only" != swift ]; then
     say "running the Python tests"
     (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
 fi
-[ "$swift_status" -eq 0 ] || die "Swift tests failed (exit $swift_status)"
+[ "$swift_status" -eq 0 ] || die "Swift tests or schemathesis failed (exit $swift_status)"
 [ "$python_status" -eq 0 ] || die "Python tests failed (exit $python_status)"
