@@ -48,6 +48,9 @@ public struct RelayConfiguration: Sendable {
     /// Events remembered per device and replayed to apps that connect later.
     public var replayEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
 
+    /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
+    /// getting 503 (a reconnect storm after a restart then authenticates at once).
+    public var upgradeHoldSeconds = 2.0
     /// How long a graceful stop waits for peers to acknowledge the 1001 close.
     public var shutdownGraceSeconds = 2
     /// Where audit events go when the database is unreachable at shutdown (`WIMZ_SPOOL_DIR`).

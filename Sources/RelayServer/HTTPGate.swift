@@ -32,9 +32,14 @@ final class HTTPGate {
     var onRequest: ((LWSConnection, [UInt8]) -> HTTPResponse?)?
     /// Called when a connection closes (so deferred work for it can be dropped).
     var onClosed: ((OpaquePointer) -> Void)?
+    /// True while upgrades should wait (the token mirror is not loaded yet, see `release`).
+    var holdUpgrades: (() -> Bool)?
 
     private var listenFD: Int32
     private var listener: OpaquePointer?
+    private var vhost: OpaquePointer?
+    /// Upgrades waiting for `releaseHeldUpgrades()`, by raw wsi.
+    private var held: [OpaquePointer: HTTPRequestHead] = [:]
     /// Connections the gate serves, by their raw wsi.
     private var connections: [OpaquePointer: GateConnection] = [:]
     /// Parsed heads of upgrades handed to lws, by socket descriptor, until confirmed.
@@ -97,7 +102,22 @@ final class HTTPGate {
             throw ServerError(description: "lws could not adopt the listening socket")
         }
         listener = wsi
+        self.vhost = vhost
     }
+
+    /// Hands every held upgrade on to lws (its checks answer them now).
+    func releaseHeldUpgrades() {
+        guard let vhost, !held.isEmpty else { return }
+        let waiting = held
+        held.removeAll()
+        for (wsi, head) in waiting {
+            handOver(fd: lws_get_socket_fd(wsi), head: head, vhost: vhost)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // the raw wsi goes
+        }
+    }
+
+    /// Upgrades held now.
+    var heldUpgrades: Int { held.count }
 
     /// `LWS_CALLBACK_RAW_RX_FILE`: a connection to accept, or request bytes to read.
     /// Returns -1 to have lws close that descriptor.
@@ -128,6 +148,13 @@ final class HTTPGate {
             if head.isWebSocketUpgrade {
                 guard head.method == "GET" else {
                     return refuse(wsi, connection, RequestError(400, "bad_request", "a WebSocket upgrade is a GET"))
+                }
+                if holdUpgrades?() == true {
+                    // Nothing more to read until it is answered; stop polling it meanwhile.
+                    connection.answered = true
+                    held[wsi] = head
+                    lws_rx_flow_control(wsi, 0)
+                    return 0
                 }
                 handOver(fd: fd, head: head, vhost: vhost)
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
@@ -222,6 +249,7 @@ final class HTTPGate {
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE`.
     func closed(_ wsi: OpaquePointer) {
+        held[wsi] = nil
         if connections.removeValue(forKey: wsi) != nil { onClosed?(wsi) }
         if wsi == listener { listener = nil }
     }

@@ -303,6 +303,8 @@ extension RelayServer {
             scheduleChecks(session, now: now, wall: wall)
         }
         turn.sweepLimiters()
+        // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
+        if let gate, gate.heldUpgrades > 0, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)
         authFailures.sweep(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }

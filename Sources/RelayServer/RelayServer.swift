@@ -202,6 +202,8 @@ public final class RelayServer {
             return response
         }
         gate?.onClosed = { [unowned self] wsi in forgetExchange(wsi) }
+        let holdUntil = MonotonicClock.nanoseconds() + UInt64(configuration.upgradeHoldSeconds * 1e9)
+        gate?.holdUpgrades = { [unowned self] in !credentials.isLoaded && MonotonicClock.nanoseconds() < holdUntil }
         gate?.onRefused = { [unowned self] error, peer in
             counters.requestsRefused += 1
             log.info("http_request_refused", [("status", .int(Int64(error.status))), ("code", .string(error.code)),
@@ -362,6 +364,7 @@ public final class RelayServer {
             }
         case .credentialSnapshot(let entries):
             credentials.load(entries)
+            gate?.releaseHeldUpgrades()
             // Anything no longer in the snapshot was revoked, expired or removed while we were away.
             let active = Set(entries.map(\.token.id))
             let disabled = Set(entries.filter(\.deviceDisabled).map(\.token.deviceID))

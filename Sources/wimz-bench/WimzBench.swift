@@ -46,7 +46,8 @@ struct WimzBench: ParsableCommand {
         @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
         @Option(name: .customLong("idle-sockets"), help: "Idle app sockets for the memory phase (≤ 15 per provisioned device; capped by RLIMIT_NOFILE).") var idleSockets: Int = 30_000
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
-        @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle") var phases: String = "handshakes,fanout,latency,command,idle"
+        @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle,idlelatency") var phases: String = "handshakes,fanout,latency,command,idle,idlelatency"
+        @Option(name: .customLong("idle-latency-duration"), help: "Seconds of the latency phase run again with the idle sockets connected (covers a ping round at the default 20 s interval).") var idleLatencyDuration: Double = 25
 
         func run() throws {
             let lines = try String(contentsOfFile: tokens, encoding: .utf8).split(separator: "\n").dropFirst()
@@ -107,12 +108,12 @@ struct WimzBench: ParsableCommand {
                 let bytes = event(seq: r.seq, t: monotonicNanos())
                 bytes.withUnsafeBufferPointer { engine.send(r, text: $0) }
             }
-            func measure(_ label: String, tick: @escaping () -> Void) {
+            func measure(_ label: String, seconds: Double? = nil, tick: @escaping () -> Void) {
                 engine.received = 0
                 engine.latenciesNanos.removeAll(keepingCapacity: true)
                 engine.measuring = true
                 let start = monotonicNanos()
-                engine.run(for: UInt64(duration * 1e9), tick: tick)
+                engine.run(for: UInt64((seconds ?? duration) * 1e9), tick: tick)
                 let elapsed = Double(monotonicNanos() - start) / 1e9
                 engine.measuring = false
                 engine.run(for: 500_000_000)  // drain
@@ -197,6 +198,18 @@ struct WimzBench: ParsableCommand {
                 }
                 print(String(format: "idle sockets    %d of %d requested%@, relay RSS %d -> %d kB = %.0f bytes per socket",
                              ok, idleSockets, cap, before, after, Double(after - before) * 1024 / Double(max(ok, 1))))
+                if wanted.contains("idlelatency") {
+                    // The same paced load while every idle socket stays open through its first
+                    // ping round (10–20 s after connect with per-socket phases).
+                    var pacer = Pacer(rate: rate)
+                    measure("rate \(rate)/s with \(ok) idle", seconds: idleLatencyDuration) {
+                        while let n = pacer.next() {
+                            let r = robots[n % robots.count]
+                            sendEvent(r)
+                            engine.flush(r)
+                        }
+                    }
+                }
             }
             engine.closeAll()
         }

@@ -47,6 +47,8 @@ struct Serve: ParsableCommand {
     var tlsKey: String?
     @Option(name: .customLong("ping-interval"), help: "Seconds between pings (env WIMZ_PING_INTERVAL, default 20).")
     var pingInterval: Int?
+    @Option(name: .customLong("upgrade-hold"), help: "Seconds after start that upgrades wait for the token mirror instead of getting 503 (env WIMZ_UPGRADE_HOLD, default 2).")
+    var upgradeHold: Double?
     @Option(name: .customLong("max-message-bytes"), help: "Largest message, up to 1 MiB (env WIMZ_MAX_MESSAGE_BYTES, default 65536).")
     var maxMessageBytes: Int?
     @Option(name: .customLong("max-apps-per-device"), help: "App sockets per device (env WIMZ_MAX_APPS_PER_DEVICE, default 16).")
@@ -137,6 +139,8 @@ struct Serve: ParsableCommand {
         config.tlsCertificatePath = try setting(tlsCert, "WIMZ_TLS_CERT", { $0 })
         config.tlsKeyPath = try setting(tlsKey, "WIMZ_TLS_KEY", { $0 })
         config.pingIntervalSeconds = try setting(pingInterval, "WIMZ_PING_INTERVAL", { Int($0) }) ?? config.pingIntervalSeconds
+        config.upgradeHoldSeconds = try setting(upgradeHold, "WIMZ_UPGRADE_HOLD", { Double($0) }) ?? config.upgradeHoldSeconds
+        guard (0...60).contains(config.upgradeHoldSeconds) else { throw CLIError("upgrade hold must be 0 to 60 seconds") }
         config.maxMessageBytes = try setting(maxMessageBytes, "WIMZ_MAX_MESSAGE_BYTES", { Int($0) }) ?? config.maxMessageBytes
         config.maxAppsPerDevice = try setting(maxAppsPerDevice, "WIMZ_MAX_APPS_PER_DEVICE", { Int($0) }) ?? config.maxAppsPerDevice
         config.appRateLimitPerSecond = try setting(appRateLimit, "WIMZ_APP_RATE_LIMIT", { Double($0) }) ?? config.appRateLimitPerSecond

@@ -130,6 +130,34 @@ import RelayTestSupport
         }
         relay.stop()
     }
+
+    @Test func upgradesBeforeTheTokenMirrorLoadsWaitForItInsteadOf503() throws {
+        // A reconnect storm right after a restart must authenticate, not bounce off a cold mirror.
+        let cluster = try PrivateCluster()
+        #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: cluster.url).status == 0)
+        let token = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
+        try cluster.stop()
+        let relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_UPGRADE_HOLD": "20"])
+        defer { relay.stop() }
+        let outcome = LockedLines()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                let app = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: token, timeout: 25)
+                outcome.withLock { $0.append("101 \((try? app.receiveJSON()["event"] as? String) ?? "-")") }
+            } catch {
+                outcome.withLock { $0.append("\(error)") }
+            }
+            done.signal()
+        }
+        usleep(500_000)
+        // Plain HTTP is not held: the relay answers while the upgrade waits.
+        #expect(try HTTPTestClient.get(port: relay.port, path: "/healthz").status == 200)
+        try cluster.start()
+        #expect(done.wait(timeout: .now() + 25) == .success)
+        #expect(outcome.withLock { $0 } == ["101 device_status"])
+    }
 }
 
 @Suite struct PresenceAndProxyTests {

@@ -2,9 +2,10 @@ import Foundation
 import Synchronization
 
 /// Log lines collected from a child process's output.
-final class LockedLines: Sendable {
+public final class LockedLines: Sendable {
     private let storage = Mutex<[String]>([])
-    func withLock<T>(_ body: (inout [String]) -> T) -> T { storage.withLock { body(&$0) } }
+    public init() {}
+    public func withLock<T>(_ body: (inout [String]) -> T) -> T { storage.withLock { body(&$0) } }
 }
 
 /// A `wimz-relay serve` process on a free loopback port, with its log lines collected.
