@@ -16,8 +16,11 @@ bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/wimz-bench.XXXXXX)
 chmod 755 "$work"
 relay_pid=
+loop_pid=
 cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+    touch "$work/stop"
+    [ -n "$relay_pid" ] && kill "$(relay_now)" 2>/dev/null
+    [ -n "$loop_pid" ] && wait "$loop_pid" 2>/dev/null
     pg_stop "$work/pg" immediate
     rm -rf "$work"
 }
@@ -46,9 +49,12 @@ port=$(( 20000 + RANDOM % 20000 ))
 relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool"
            --app-rate-limit 1000000 --app-rate-burst 1000000 --turn-request-rate 1000000
            --turn-urls "turn:127.0.0.1:3478?transport=udp" --turn-secret "bench-secret-0123456789abcdef")
-"${relay_cmd[@]}" > "$work/relay.log" 2>&1 &
-relay_pid=$!
+# The storm phase SIGTERMs the relay: it is started again at once, as systemd would.
+relay_now() { pgrep -f -- "wimz-relay serve --listen 127.0.0.1:$port" | head -1; }
+(while [ ! -f "$work/stop" ]; do "${relay_cmd[@]}" >> "$work/relay.log" 2>&1; done) &
+loop_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+relay_pid=$(relay_now)
 
 bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --relay-pid "$relay_pid" "$@")
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
@@ -56,12 +62,13 @@ echo "relay:   ${relay_cmd[*]}"
 echo "load:    ${bench_cmd[*]}"
 "${bench_cmd[@]}"
 
-# GET /api/turn/credentials with keep-alive, after the relay has settled from the idle phase's
-# mass disconnect (one audit event per socket).
+# GET /api/turn/credentials (one request per connection: the relay closes after each answer),
+# after the relay has settled from the storm's mass disconnect (one audit event per socket).
 sleep 5
 token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
 for connections in 32 64; do
     wrk_cmd=("${pin_load[@]}" wrk -t1 "-c$connections" -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
     echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
     "${wrk_cmd[@]}" | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "turn credentials %s req/s  p99 %s  non-2xx %s\n", rps, p99, (bad == "" ? 0 : bad)}'
 done

@@ -24,6 +24,9 @@ final class LoadSocket {
     /// Robot: next sequence number to send. App: highest sequence received.
     var seq: UInt64 = 0
     var lastSeen: UInt64 = 0
+    /// What it connected with, so it can connect again (the reconnect storm).
+    var path = ""
+    var token = ""
 
     init(fd: Int32, isRobot: Bool, device: Int) {
         self.fd = fd
@@ -40,6 +43,8 @@ final class LoadEngine {
     var sockets: [Int32: LoadSocket] = [:]
     var handshakeTimes: [UInt64] = []
     var handshakeFailures = 0
+    /// Refused upgrades by "status error-code" ("no answer": the connection failed or closed first).
+    var refusals: [String: Int] = [:]
     var latenciesNanos: [UInt32] = []
     var received = 0
     var measuring = false
@@ -65,6 +70,8 @@ final class LoadEngine {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         let s = LoadSocket(fd: fd, isRobot: isRobot, device: device)
+        s.path = path
+        s.token = token
         s.startedAt = monotonicNanos()
         s.outbox = Array(("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: d2ltei1iZW5jaC1rZXk=\r\nSec-WebSocket-Version: 13\r\n"
@@ -132,7 +139,10 @@ final class LoadEngine {
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(s.fd, $0.baseAddress!, $0.count, 0) }
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                if s.state != .open { handshakeFailures += 1 }
+                if s.state != .open {
+                    handshakeFailures += 1
+                    refusals["no answer", default: 0] += 1
+                }
                 close(s)
                 return
             }
@@ -149,6 +159,9 @@ final class LoadEngine {
                 && s.inbox[11] == UInt8(ascii: "1")
             if !ok {
                 handshakeFailures += 1
+                let status = s.inbox.count > 12 ? String(decoding: s.inbox[9..<12], as: UTF8.self) : "?"
+                let code = s.inbox.withUnsafeBufferPointer { scanStringToken($0, key: "\"error\":") }
+                refusals[status + (code.map { " " + String(decoding: $0, as: UTF8.self) } ?? ""), default: 0] += 1
                 close(s)
                 return
             }

@@ -46,7 +46,7 @@ struct WimzBench: ParsableCommand {
         @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
         @Option(name: .customLong("idle-sockets"), help: "Idle app sockets for the memory phase (≤ 15 per provisioned device; capped by RLIMIT_NOFILE).") var idleSockets: Int = 30_000
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
-        @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle,idlelatency") var phases: String = "handshakes,fanout,latency,command,idle,idlelatency"
+        @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle,idlelatency,storm (storm: SIGTERM to the relay, which scripts/bench.sh restarts, and every socket reconnects)") var phases: String = "handshakes,fanout,latency,command,idle,idlelatency,storm"
         @Option(name: .customLong("idle-latency-duration"), help: "Seconds of the latency phase run again with the idle sockets connected (covers a ping round at the default 20 s interval).") var idleLatencyDuration: Double = 25
 
         func run() throws {
@@ -172,7 +172,10 @@ struct WimzBench: ParsableCommand {
                 // under the same hard RLIMIT_NOFILE, which may cap the count below the request.
                 let limit = raiseDescriptorLimit()
                 let room = limit - engine.sockets.count - 64
-                let capacity = creds.count * 15  // apps per device, under the default cap of 16
+                // On the devices the load phases do not use, so the idle sockets stay idle (no
+                // fan-out to them) and the latency phase below measures the same load as before.
+                let idleDevices = max(creds.count - devices, 1)
+                let capacity = idleDevices * 15  // apps per device, under the default cap of 16
                 let wantedSockets = min(idleSockets, room, capacity)
                 engine.run(for: 1_000_000_000)
                 let before = rssKB(relayPID)
@@ -181,7 +184,7 @@ struct WimzBench: ParsableCommand {
                 while true {
                     let done = engine.handshakeTimes.count + engine.handshakeFailures - base
                     while opened < wantedSockets, opened - done < 256 {
-                        let d = opened % creds.count
+                        let d = (devices + opened % idleDevices) % creds.count
                         _ = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
                         opened += 1
                     }
@@ -193,7 +196,7 @@ struct WimzBench: ParsableCommand {
                 let ok = engine.handshakeTimes.count - base
                 var cap = ""
                 if wantedSockets < idleSockets {
-                    cap = wantedSockets == capacity ? " (capped: \(creds.count) devices x 15 apps)"
+                    cap = wantedSockets == capacity ? " (capped: \(idleDevices) idle devices x 15 apps)"
                         : " (capped by RLIMIT_NOFILE \(limit) of this process and the relay)"
                 }
                 print(String(format: "idle sockets    %d of %d requested%@, relay RSS %d -> %d kB = %.0f bytes per socket",
@@ -210,6 +213,46 @@ struct WimzBench: ParsableCommand {
                         }
                     }
                 }
+            }
+            if wanted.contains("storm"), let relayPID {
+                // Every open socket (robots, apps, idle ones) loses the relay at once and comes
+                // back: how long until all are authenticated again, and what they were told.
+                let targets = engine.sockets.values.filter { $0.state == .open }
+                    .map { (path: $0.path, token: $0.token, isRobot: $0.isRobot, device: $0.device) }
+                engine.refusals.removeAll()
+                let base = engine.handshakeTimes.count
+                let start = monotonicNanos()
+                kill(relayPID, SIGTERM)
+                engine.run(for: 3_000_000_000, until: { engine.sockets.values.allSatisfy { $0.state != .open } })
+                var waiting = Array(targets.indices)
+                var live: [Int32: Int] = [:]  // socket → target index
+                var attempts = 0
+                while !waiting.isEmpty || !live.isEmpty, monotonicNanos() - start < 60_000_000_000 {
+                    while live.count < 512, let index = waiting.popLast() {
+                        let t = targets[index]
+                        if let s = engine.open(path: t.path, token: t.token, isRobot: t.isRobot, device: t.device) {
+                            live[s.fd] = index
+                            attempts += 1
+                        } else {
+                            waiting.append(index)
+                            break
+                        }
+                    }
+                    engine.run(for: 2_000_000)
+                    for (fd, index) in live {
+                        guard let s = engine.sockets[fd], s.state != .closed else {
+                            live[fd] = nil
+                            waiting.insert(index, at: 0)  // refused or failed: again, after the others
+                            continue
+                        }
+                        if s.state == .open { live[fd] = nil }
+                    }
+                }
+                let elapsed = Double(monotonicNanos() - start) / 1e9
+                let back = engine.handshakeTimes.count - base
+                let told = engine.refusals.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+                print(String(format: "storm           %d of %d sockets authenticated again %.2f s after SIGTERM (restart included), %d attempts, refusals: %@",
+                             back, targets.count, elapsed, attempts, told.isEmpty ? "none" : told.joined(separator: ", ")))
             }
             engine.closeAll()
         }
