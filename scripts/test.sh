@@ -5,14 +5,27 @@
 # library's tests (pytest, in a fresh virtualenv).
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
+#   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
+#                                                   # sanitizer (own build folder .build-<name>)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_packages
 
-say "building (debug, with tests)"
-build debug --build-tests
+# Under a sanitizer everything (the daemon the tests start too) is built with it, apart from the
+# normal build; only the Swift tests run then.
+swift_flags=()
+if [ -n "${WIMZ_SANITIZER:-}" ]; then
+    swift_flags=(--sanitize="$WIMZ_SANITIZER" --scratch-path ".build-$WIMZ_SANITIZER")
+    export WIMZ_TEST_ONLY=swift
+    # The allocation test counts malloc calls through its own interposer, which a sanitizer's
+    # allocator replaces.
+    export WIMZ_SKIP_ALLOCATION_TEST=1
+fi
+
+say "building (debug, with tests${WIMZ_SANITIZER:+, $WIMZ_SANITIZER sanitizer})"
+build debug --build-tests "${swift_flags[@]}"
 
 work=$(mktemp -d /tmp/wimz-test.XXXXXX)
 chmod 755 "$work"
@@ -32,12 +45,12 @@ python_status=0
 if [ "$only" != python ]; then
     say "running the Swift tests"
     if [ $# -gt 0 ]; then
-        swift test --skip-build "$@" || swift_status=$?
+        swift test --skip-build "${swift_flags[@]}" "$@" || swift_status=$?
     else
         # The client library's tests are async and need the cooperative thread pool, which the
         # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own.
-        swift test --skip-build --skip WimzRelayClientTests || swift_status=$?
-        swift test --skip-build --filter WimzRelayClientTests || swift_status=$?
+        swift test --skip-build "${swift_flags[@]}" --skip WimzRelayClientTests || swift_status=$?
+        swift test --skip-build "${swift_flags[@]}" --filter WimzRelayClientTests || swift_status=$?
     fi
 fi
 if [ "$only" != swift ] && [ "$only" != python ]; then

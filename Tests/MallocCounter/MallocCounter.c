@@ -11,6 +11,13 @@ extern void *__libc_realloc(void *pointer, size_t size);
 
 static __thread unsigned long allocations;
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MALLOC_COUNTER_DISABLED 1  /* the sanitizer's allocator owns malloc (the test is skipped) */
+#endif
+#endif
+
+#ifndef MALLOC_COUNTER_DISABLED
 void *malloc(size_t size) {
     allocations++;
     return __libc_malloc(size);
@@ -25,5 +32,7 @@ void *realloc(void *pointer, size_t size) {
     allocations++;
     return __libc_realloc(pointer, size);
 }
+
+#endif
 
 unsigned long malloc_counter_thread_allocations(void) { return allocations; }
