@@ -241,7 +241,7 @@ final class HTTPGate {
     }
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError, allow: String? = nil) -> Int32 {
-        onRefused?(error, HTTPGate.peerAddress(lws_get_socket_fd(wsi)))
+        onRefused?(error, LWSConnection.peerAddress(of: wsi))
         let response = HTTPResponse.error(error.status, error.code, error.message,
                                           headers: allow.map { [("Allow", $0)] } ?? [])
         return write(response, to: wsi, connection) ? -1 : 0
@@ -304,23 +304,4 @@ final class HTTPGate {
         "host", "connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
         "sec-websocket-extensions", "origin",
     ]
-
-    static func peerAddress(_ fd: Int32) -> String {
-        var address = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) == 0 }
-        }
-        guard ok else { return "unknown" }
-        let stored = address
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        return withUnsafeBytes(of: stored) { raw -> String in
-            if stored.ss_family == sa_family_t(AF_INET) {
-                var a = raw.load(as: sockaddr_in.self).sin_addr
-                return inet_ntop(AF_INET, &a, &text, socklen_t(text.count)).map { String(cString: $0) } ?? "unknown"
-            }
-            var a = raw.load(as: sockaddr_in6.self).sin6_addr
-            return inet_ntop(AF_INET6, &a, &text, socklen_t(text.count)).map { String(cString: $0) } ?? "unknown"
-        }
-    }
 }

@@ -16,7 +16,10 @@ struct LWSConnection {
     var methodAndPath: (method: String, path: String) { (head.method, head.path) }
 
     /// The peer's IP address as text.
-    var peerAddress: String {
+    var peerAddress: String { LWSConnection.peerAddress(of: wsi) }
+
+    /// The peer's IP address of any connection lws holds (HTTP, WebSocket or the gate's raw ones).
+    static func peerAddress(of wsi: OpaquePointer) -> String {
         var buffer = [CChar](repeating: 0, count: 64)
         guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "unknown" }
         return String(cBuffer: buffer)
