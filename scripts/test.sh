@@ -22,6 +22,7 @@ if [ -n "${WIMZ_SANITIZER:-}" ]; then
     # The allocation test counts malloc calls through its own interposer, which a sanitizer's
     # allocator replaces.
     export WIMZ_SKIP_ALLOCATION_TEST=1
+    export LSAN_OPTIONS="suppressions=$PWD/Tests/lsan-suppressions.txt:print_suppressions=0"
 fi
 
 say "building (debug, with tests${WIMZ_SANITIZER:+, $WIMZ_SANITIZER sanitizer})"

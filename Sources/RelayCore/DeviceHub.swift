@@ -63,6 +63,15 @@ public final class DeviceHub {
         startedAt = now
     }
 
+    /// A session and its device entry refer to each other while attached (routing needs no
+    /// lookup); a hub that goes away unlinks what is still attached.
+    deinit {
+        for device in devices.values {
+            device.robot?.device = nil
+            for app in device.apps { app.device = nil }
+        }
+    }
+
     public var deviceCount: Int { devices.count }
     public func robot(of device: DeviceID) -> Session? { devices[device]?.robot }
     public func apps(of device: DeviceID) -> [Session] { devices[device]?.apps ?? [] }

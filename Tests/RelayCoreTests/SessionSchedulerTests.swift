@@ -26,6 +26,7 @@ import Testing
         }
         #expect(seen.count == 1_000 && seen.values.allSatisfy { $0 == 1 })
         #expect(wheel.due(now: origin + 100 * second).isEmpty)
+        for s in sessions { hub.detach(s) }  // a session and its device entry refer to each other until then
     }
 
     @Test func reschedulingAndLeavingTheHubDropTheOldEntry() {
@@ -40,6 +41,7 @@ import Testing
         #expect(wheel.due(now: origin + 3 * second).isEmpty)
         #expect(wheel.due(now: origin + 5 * second).map(\.id) == [1])
         #expect(wheel.entryCount == 0)
+        hub.detach(moved)
     }
 
     @Test func farEntriesWaitForTheirRoundAndAStallCatchesUp() {
@@ -56,6 +58,8 @@ import Testing
         wheel.schedule(near, at: origin)
         #expect(wheel.due(now: origin + 400 * second).isEmpty)
         #expect(wheel.due(now: origin + 401 * second).map(\.id) == [2])
+        hub.detach(far)
+        hub.detach(near)
     }
 
     @Test func keepalivePingsOnPhaseSkipsBusySocketsAndTimesOutSilentOnes() {
