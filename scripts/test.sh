@@ -6,7 +6,9 @@
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
 #   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
-#                                                   # sanitizer (own build folder .build-<name>)
+#                                                   # sanitizer (own build folder .build-<name>);
+#                                                   # the full run includes the address one
+#                                                   # (WIMZ_ASAN=0 leaves it out)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -53,6 +55,12 @@ if [ "$only" != python ]; then
         swift test --skip-build "${swift_flags[@]}" --skip WimzRelayClientTests || swift_status=$?
         swift test --skip-build "${swift_flags[@]}" --filter WimzRelayClientTests || swift_status=$?
     fi
+fi
+if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_ASAN:-1}" != 0 ]; then
+    # The Swift tests once more with everything under AddressSanitizer (own build folder and
+    # database cluster; WIMZ_ASAN=0 skips it).
+    say "the Swift tests again under AddressSanitizer"
+    WIMZ_SANITIZER=address scripts/test.sh || swift_status=$?
 fi
 if [ "$only" != swift ] && [ "$only" != python ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
