@@ -41,7 +41,7 @@ public final class Logger: Sendable {
     public static let shared = Logger()
 
     private let minimum = Atomic<Int>(LogLevel.info.rawValue)
-    private let output = Mutex<Int32>(1)
+    private let output = Locked<Int32>(1)
 
     public init() {}
 

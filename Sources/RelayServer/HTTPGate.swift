@@ -194,7 +194,10 @@ final class HTTPGate {
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         guard let head = connection.head, let onRequest else { return -1 }
         guard let response = onRequest(LWSConnection(wsi: wsi, head: head), connection.body) else {
-            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 30)  // waiting for the database worker
+            // Waiting for the database worker: nothing more to read (stop polling, or a client
+            // that hung up would wake the loop until then), at most 30 s.
+            lws_rx_flow_control(wsi, 0)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 30)
             return 0
         }
         return write(response, to: wsi, connection) ? -1 : 0

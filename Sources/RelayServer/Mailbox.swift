@@ -1,9 +1,9 @@
-import Synchronization
+import RelayCore
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service
 /// thread drains everything at once in `LWS_CALLBACK_EVENT_WAIT_CANCELLED` (wakes coalesce).
 final class Mailbox<Event: Sendable>: Sendable {
-    private let pending = Mutex<[Event]>([])
+    private let pending = Locked<[Event]>([])
     private let wake: @Sendable () -> Void
 
     /// `wake` must be safe from any thread: `lws_cancel_service`.

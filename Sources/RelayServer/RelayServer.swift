@@ -20,8 +20,12 @@ enum ServiceEvent: Sendable {
 /// Wakes the service thread from any thread. `lws_cancel_service` is the one thread-safe
 /// lws call; the context pointer is set once, before any other thread can post.
 final class ServiceWaker: @unchecked Sendable {
-    var context: OpaquePointer?
-    func wake() { if let context { lws_cancel_service(context) } }
+    // Other threads wake the loop while the service thread may be tearing the context down:
+    // the pointer is read and cleared under one lock, so no wake reaches a destroyed context.
+    private let context = Locked<OpaquePointer?>(nil)
+    func attach(_ context: OpaquePointer) { self.context.withLock { $0 = context } }
+    func detach() { context.withLock { $0 = nil } }
+    func wake() { context.withLock { if let context = $0 { lws_cancel_service(context) } } }
 }
 
 /// Thread-safe requests to a running `RelayServer`.
@@ -186,7 +190,7 @@ public final class RelayServer {
                 + (configuration.eventLoop == .libev ? ", or the libev plugin libwebsockets-evlib-ev is missing)" : ")"))
         }
         self.context = context
-        waker.context = context
+        waker.attach(context)
         if let vhost = lws_get_vhost_by_name(context, protocolName) {
             if let gate {
                 try gate.attach(to: vhost)
@@ -264,11 +268,11 @@ public final class RelayServer {
         self.timer = nil
         monitor.stop()
         adminWorker.stop()
+        waker.detach()
         lws_context_destroy(context)
         // CLOSED callbacks above queued the last disconnect events: store or spool them.
         auditWriter.stop()
         self.context = nil
-        waker.context = nil
         log.info("stopped")
     }
 

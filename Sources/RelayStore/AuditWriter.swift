@@ -1,6 +1,5 @@
 import Foundation
 import RelayCore
-import Synchronization
 
 /// Writes audit events, TURN issuance rows and token last-used times in batches on its own
 /// thread, so forwarding never waits for the database. Nothing is lost when the database is
@@ -22,7 +21,7 @@ public final class AuditWriter: Sendable {
     private let conninfo: String
     private let spoolPath: String
     private let spoolThreshold: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 

@@ -1,5 +1,6 @@
-import Foundation
 import Synchronization
+import RelayCore
+import Foundation
 
 /// Runs database jobs (admin API requests) one at a time on its own thread with its own
 /// connection, reconnecting as needed, and hands results to a completion (which the relay
@@ -8,7 +9,7 @@ public final class DatabaseWorker: Sendable {
     public typealias Job = @Sendable (PGConnection) throws -> Void
 
     private let conninfo: String
-    private let jobs = Mutex<[(job: Job, failed: @Sendable (Error) -> Void)]>([])
+    private let jobs = Locked<[(job: Job, failed: @Sendable (Error) -> Void)]>([])
     private let signal = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
 

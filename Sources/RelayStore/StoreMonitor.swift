@@ -1,5 +1,5 @@
-import RelayCore
 import Synchronization
+import RelayCore
 
 #if canImport(Glibc)
 import Glibc
@@ -52,7 +52,7 @@ public final class StoreMonitor: Sendable {
     /// A pipe whose write end interrupts the monitor's poll(2) on stop.
     private let wakeFD: Int32
     private let wakeWriteFD: Int32
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = Locked<pthread_t?>(nil)
 
     public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {

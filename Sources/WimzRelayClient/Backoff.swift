@@ -21,17 +21,19 @@ public struct Backoff: Sendable {
     /// The delay before the next attempt (uniform in [0, min(cap, base·2ⁿ)], plus `slowFloor`
     /// when `slow`); counts one more failed attempt.
     public mutating func nextDelay<R: RandomNumberGenerator>(slow: Bool = false, using generator: inout R) -> Duration {
-        let cap = slow ? slowCap : self.cap
-        let ceiling = min(cap, base * (1 << min(attempt, 30)))
-        attempt += 1
-        let fraction = Double.random(in: 0...1, using: &generator)
-        let delay = ceiling * fraction
-        return slow ? min(cap, delay + slowFloor) : delay
+        nextDelay(slow: slow, fraction: Double.random(in: 0...1, using: &generator))
     }
 
     public mutating func nextDelay(slow: Bool = false) -> Duration {
-        var generator = SystemRandomNumberGenerator()
-        return nextDelay(slow: slow, using: &generator)
+        nextDelay(slow: slow, fraction: Double.random(in: 0...1))
+    }
+
+    private mutating func nextDelay(slow: Bool, fraction: Double) -> Duration {
+        let cap = slow ? slowCap : self.cap
+        let ceiling = min(cap, base * (1 << min(attempt, 30)))
+        attempt += 1
+        let delay = ceiling * fraction
+        return slow ? min(cap, delay + slowFloor) : delay
     }
 
     /// Called once a connection is established.
