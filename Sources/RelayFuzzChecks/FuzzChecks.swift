@@ -87,12 +87,22 @@ public enum FuzzChecks {
         if let token = Redaction.bearerToken(fromAuthorization: text), token.isEmpty || token.hasPrefix(" ") {
             return "bearer token \(token.debugDescription)"
         }
-        let redacted = Redaction.redactQuery(text)
-        var rest = Substring(redacted)
-        while let range = rest.range(of: "token=") {
-            let value = rest[range.upperBound...].prefix { $0 != "&" }
-            if value != "REDACTED" { return "token value survived redaction: \(value.debugDescription)" }
-            rest = rest[range.upperBound...]
+        // Bytes, not Characters: "&" followed by a combining mark is one Character but still the
+        // separator on the wire (the first version of this check compared Characters and the
+        // fuzzer caught it).
+        let out = Array(Redaction.redactQuery(text).utf8)
+        let marker = Array("token=".utf8)
+        var i = 0
+        while i + marker.count <= out.count {
+            guard out[i..<i + marker.count].elementsEqual(marker) else {
+                i += 1
+                continue
+            }
+            let value = out[(i + marker.count)...].prefix { $0 != UInt8(ascii: "&") }
+            if !value.elementsEqual("REDACTED".utf8) {
+                return "token value survived redaction: \(String(decoding: value, as: UTF8.self).debugDescription)"
+            }
+            i += marker.count
         }
         return nil
     }
