@@ -40,6 +40,13 @@ final class HTTPGate {
     private var vhost: OpaquePointer?
     /// Upgrades waiting for `releaseHeldUpgrades()`, by raw wsi.
     private var held: [OpaquePointer: HTTPRequestHead] = [:]
+    /// Upgrades to hand to lws (duplicated descriptor, head) on the loop's next pass. Adopting
+    /// with a buffer services the new connection at once; doing that inside another socket's
+    /// callback let a nested close reorder lws's descriptor table under the outer one (an lws
+    /// assertion with ~20,000 sockets during a stop), so it happens from a timer instead.
+    private var handovers: [(fd: Int32, head: HTTPRequestHead)] = []
+    private var stopped = false
+    private lazy var handoverTimer = LWSTimer(repeats: false) { [unowned self] in adoptHandovers() }
     /// Connections the gate serves, by their raw wsi.
     private var connections: [OpaquePointer: GateConnection] = [:]
     /// Parsed heads of upgrades handed to lws, by socket descriptor, until confirmed.
@@ -105,13 +112,22 @@ final class HTTPGate {
         self.vhost = vhost
     }
 
+    /// Before the context goes: no more adoptions, and no timer may outlive it.
+    func stop() {
+        stopped = true
+        if let listener { lws_set_timeout(listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        handoverTimer.cancel()
+        for handover in handovers { close(handover.fd) }
+        handovers.removeAll()
+    }
+
     /// Hands every held upgrade on to lws (its checks answer them now).
     func releaseHeldUpgrades() {
-        guard let vhost, !held.isEmpty else { return }
+        guard !held.isEmpty else { return }
         let waiting = held
         held.removeAll()
         for (wsi, head) in waiting {
-            handOver(fd: lws_get_socket_fd(wsi), head: head, vhost: vhost)
+            queueHandover(fd: lws_get_socket_fd(wsi), head: head)
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // the raw wsi goes
         }
     }
@@ -122,6 +138,7 @@ final class HTTPGate {
     /// `LWS_CALLBACK_RAW_RX_FILE`: a connection to accept, or request bytes to read.
     /// Returns -1 to have lws close that descriptor.
     func readable(_ wsi: OpaquePointer, vhost: OpaquePointer) -> Int32 {
+        if stopped { return -1 }  // the listener and half-read requests go with the context
         if wsi == listener {
             acceptPending(vhost: vhost)
             return 0
@@ -156,7 +173,7 @@ final class HTTPGate {
                     lws_rx_flow_control(wsi, 0)
                     return 0
                 }
-                handOver(fd: fd, head: head, vhost: vhost)
+                queueHandover(fd: fd, head: head)
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
             }
             if head.header("transfer-encoding") != nil {
@@ -281,24 +298,38 @@ final class HTTPGate {
         }
     }
 
-    /// Gives lws a duplicate of the connection with a canonical upgrade head; the client's
-    /// first frames, if any, are still unread in the socket.
-    private func handOver(fd: Int32, head: HTTPRequestHead, vhost: OpaquePointer) {
-        var canonical = "GET / HTTP/1.1\r\n"
-        for (name, value) in head.headers where HTTPGate.forwardedHeaders.contains(name) {
-            canonical += "\(name): \(value)\r\n"
-        }
-        canonical += "\r\n"
-        let bytes = Array(canonical.utf8)
+    /// Keeps a duplicate of the connection for `adoptHandovers()` (the raw one closes now).
+    private func queueHandover(fd: Int32, head: HTTPRequestHead) {
+        guard !stopped else { return }
         let duplicate = dup(fd)
-        guard duplicate >= 0 else { return }
-        heads[duplicate] = head
-        let adopted = bytes.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                lws_adopt_socket_vhost_readbuf(vhost, duplicate, $0, buffer.count)
-            }
+        guard duplicate >= 0, let listener else { return }  // out of descriptors: the client retries
+        handovers.append((duplicate, head))
+        if handovers.count == 1, let context = lws_get_context(listener) {
+            handoverTimer.schedule(context: context, after: 0)
         }
-        if adopted == nil { heads[duplicate] = nil }  // lws closed the duplicate
+    }
+
+    /// Gives lws each queued connection with a canonical upgrade head; the client's first
+    /// frames, if any, are still unread in the socket.
+    private func adoptHandovers() {
+        guard let vhost else { return }
+        let batch = handovers
+        handovers.removeAll()
+        for (fd, head) in batch {
+            var canonical = "GET / HTTP/1.1\r\n"
+            for (name, value) in head.headers where HTTPGate.forwardedHeaders.contains(name) {
+                canonical += "\(name): \(value)\r\n"
+            }
+            canonical += "\r\n"
+            let bytes = Array(canonical.utf8)
+            heads[fd] = head
+            let adopted = bytes.withUnsafeBufferPointer { buffer in
+                buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    lws_adopt_socket_vhost_readbuf(vhost, fd, $0, buffer.count)
+                }
+            }
+            if adopted == nil { heads[fd] = nil }  // lws closed the descriptor
+        }
     }
 
     /// What lws needs to upgrade to WebSocket; everything else the server reads from the

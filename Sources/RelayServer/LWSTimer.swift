@@ -6,11 +6,14 @@ import CLibWebSockets
 final class LWSTimer {
     private let block: UnsafeMutableRawPointer
     private let action: () -> Void
+    private let repeats: Bool
     private var context: OpaquePointer?
     private var intervalMicroseconds: Int64 = 0
 
-    init(action: @escaping () -> Void) {
+    /// `repeats: false` for a one-shot armed with `schedule(context:after:)`.
+    init(repeats: Bool = true, action: @escaping () -> Void) {
         self.action = action
+        self.repeats = repeats
         let offset = MemoryLayout<lws_sorted_usec_list_t>.stride
         block = .allocate(byteCount: offset + MemoryLayout<UnsafeMutableRawPointer>.size,
                           alignment: MemoryLayout<lws_sorted_usec_list_t>.alignment)
@@ -30,6 +33,14 @@ final class LWSTimer {
         arm()
     }
 
+    /// A one-shot timer: fires once, `delay` microseconds from now (0: on the loop's next pass,
+    /// outside any socket's callback). Scheduling again before it fired moves it.
+    func schedule(context: OpaquePointer, after delay: Int64) {
+        self.context = context
+        intervalMicroseconds = delay
+        arm()
+    }
+
     func cancel() {
         guard context != nil else { return }
         lws_sul_cancel(block.assumingMemoryBound(to: lws_sorted_usec_list_t.self))
@@ -43,7 +54,7 @@ final class LWSTimer {
             let owner = (UnsafeMutableRawPointer(sul) + MemoryLayout<lws_sorted_usec_list_t>.stride)
                 .load(as: UnsafeMutableRawPointer.self)
             let timer = Unmanaged<LWSTimer>.fromOpaque(owner).takeUnretainedValue()
-            timer.arm()
+            if timer.repeats { timer.arm() }
             timer.action()
         }, intervalMicroseconds)
     }

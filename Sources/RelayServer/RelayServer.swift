@@ -268,6 +268,7 @@ public final class RelayServer {
         self.timer = nil
         monitor.stop()
         adminWorker.stop()
+        gate?.stop()
         waker.detach()
         lws_context_destroy(context)
         // CLOSED callbacks above queued the last disconnect events: store or spool them.
@@ -315,6 +316,9 @@ public final class RelayServer {
     func finishStop() {
         guard !finished, let context else { return }
         finished = true
+        // Nothing new may enter a context that is being destroyed (connections still arriving
+        // would be adopted into it by the gate's timer).
+        gate?.stop()
         // An event library's loop ends only through lws_context_destroy (deferred while inside
         // the service; run() completes it). lws's own loop just needs waking.
         if configuration.eventLoop == .libev { lws_context_destroy(context) } else { lws_cancel_service(context) }
