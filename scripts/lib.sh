@@ -74,6 +74,20 @@ pg_stop() {
     return 0
 }
 
+# scratch NAME: a throwaway directory in $work (reachable by the 'postgres' user) that is removed
+# on exit, after stopping the relay in $relay_pid and the private cluster in $work/pg.
+scratch() {
+    work=$(mktemp -d "/tmp/wimz-$1.XXXXXX")
+    chmod 755 "$work"
+    relay_pid=""
+    trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+    if [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null; then wait "$relay_pid" 2>/dev/null; fi
+    pg_stop "$work/pg" immediate
+    rm -rf "$work"
+}
+
 # pg_running DIR: true when the private cluster in DIR is up.
 pg_running() {
     local dir=$1

@@ -13,15 +13,7 @@ config=${WIMZ_BUILD_CONFIG:-debug}
 build "$config" --product wimz-relay
 relay="$(swift build -c "$config" --show-bin-path)/wimz-relay"
 
-work=$(mktemp -d /tmp/wimz-schemathesis.XXXXXX)
-chmod 755 "$work"
-relay_pid=""
-cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
-    pg_stop "$work/pg" immediate
-    rm -rf "$work"
-}
-trap cleanup EXIT
+scratch schemathesis
 
 say "starting a private PostgreSQL and the relay"
 WIMZ_PG_FSYNC=off

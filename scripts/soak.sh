@@ -13,15 +13,7 @@ build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 
-work=$(mktemp -d /tmp/wimz-soak.XXXXXX)
-chmod 755 "$work"
-relay_pid=""
-cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
-    pg_stop "$work/pg" immediate
-    rm -rf "$work"
-}
-trap cleanup EXIT
+scratch soak
 
 WIMZ_PG_FSYNC=off
 export WIMZ_PG_FSYNC

@@ -132,9 +132,6 @@ final class HTTPGate {
         }
     }
 
-    /// Upgrades held now.
-    var heldUpgrades: Int { held.count }
-
     /// `LWS_CALLBACK_RAW_RX_FILE`: a connection to accept, or request bytes to read.
     /// Returns -1 to have lws close that descriptor.
     func readable(_ wsi: OpaquePointer, vhost: OpaquePointer) -> Int32 {

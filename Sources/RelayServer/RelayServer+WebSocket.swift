@@ -304,7 +304,7 @@ extension RelayServer {
         }
         turn.sweepLimiters()
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
-        if let gate, gate.heldUpgrades > 0, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
+        if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)
         authFailures.sweep(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
