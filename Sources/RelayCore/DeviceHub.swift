@@ -34,6 +34,8 @@ public final class DeviceHub {
         var pendingOrder: [UInt64] = []
         var pendingHead = 0
         var nextCommandID: UInt64 = 1
+        /// The robot was online on another node since then and is moving here (cluster handoff).
+        var carriedOnlineSince: (since: UnixTime, until: UInt64)?
 
         init(id: DeviceID, since: UnixTime, replayCount: Int) {
             self.id = id
@@ -46,6 +48,8 @@ public final class DeviceHub {
     }
 
     public let limits: Limits
+    /// How long a handed-over online time waits for the moving robot (nanoseconds).
+    static let handoffValidity: UInt64 = 30_000_000_000
     /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
     private let replayNames: [[UInt8]]
     private var devices: [DeviceID: Device] = [:]
@@ -56,6 +60,10 @@ public final class DeviceHub {
     public var onForward: ((Role, Int) -> Void)?
     /// A robot was replaced by a newer connection: (old, new).
     public var onRobotReplaced: ((Session, Session) -> Void)?
+    /// The first socket of a device on this node attached (cluster: claim the device).
+    public var onDeviceArrived: ((DeviceID) -> Void)?
+    /// A socket of a device attached or detached; the time is set when its robot went offline.
+    public var onPresenceChanged: ((DeviceID, UnixTime?) -> Void)?
 
     public init(limits: Limits, now: UnixTime = .now()) {
         self.limits = limits
@@ -92,6 +100,46 @@ public final class DeviceHub {
         return (d.robot != nil, d.statusSince, d.apps.count)
     }
 
+    /// Presence as a cluster row needs it: the robot's online time (nil: offline) and the apps.
+    public func presence(of device: DeviceID) -> (robotSince: UnixTime?, apps: Int) {
+        guard let d = devices[device] else { return (nil, 0) }
+        return (d.robot != nil ? d.statusSince : nil, d.apps.count)
+    }
+
+    /// Every device with an entry (sockets or remembered events).
+    public var deviceIDs: [DeviceID] { Array(devices.keys) }
+
+    /// What the apps of `device` must keep across a move to another node (see `DeviceHandoff`).
+    public func handoffState(of device: DeviceID) -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]])? {
+        guard let d = devices[device] else { return nil }
+        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.isBinary ? nil : $0.bytes } })
+    }
+
+    /// Takes over what the node that gave `device` up left: replayed events this node has not
+    /// seen newer ones of, and the status time when the robot is still in transit (not here yet)
+    /// or arrived after it was online there (the move is not an offline period).
+    public func adoptHandoff(_ device: DeviceID, since: UnixTime, robotOnline: Bool, replay: [[UInt8]],
+                             now: UInt64, wallClock: UnixTime = .now()) {
+        let d = devices[device] ?? {
+            let d = Device(id: device, since: wallClock, replayCount: replayNames.count)
+            devices[device] = d
+            return d
+        }()
+        for bytes in replay {
+            let envelope = Envelope.scan(bytes)
+            if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
+                d.replay[index] = Payload(bytes)
+            }
+        }
+        if d.robot != nil {
+            if robotOnline, since < d.statusSince { d.statusSince = since }  // online all along
+        } else if robotOnline {
+            d.carriedOnlineSince = (since, now + DeviceHub.handoffValidity)  // in transit
+        } else {
+            d.statusSince = since  // offline since then, not since it arrived here
+        }
+    }
+
     // MARK: - Attach / detach
 
     /// Routes to a newly authenticated session and sends the greetings the contract requires.
@@ -101,7 +149,12 @@ public final class DeviceHub {
             devices[session.deviceID] = d
             return d
         }()
+        let arrived = device.isEmpty
         session.device = device
+        defer {
+            if arrived { onDeviceArrived?(device.id) }
+            onPresenceChanged?(device.id, nil)
+        }
         switch session.role {
         case .robot:
             if let old = device.robot {
@@ -109,7 +162,12 @@ public final class DeviceHub {
                 old.close(.replaced, reason: "replaced")
                 onRobotReplaced?(old, session)
             } else {
-                device.statusSince = wallClock
+                if let carried = device.carriedOnlineSince, now < carried.until {
+                    device.statusSince = carried.since
+                } else {
+                    device.statusSince = wallClock
+                }
+                device.carriedOnlineSince = nil
             }
             device.robot = session
             let status = RelayMessages.deviceStatus(device.id, online: true, since: device.statusSince)
@@ -139,9 +197,11 @@ public final class DeviceHub {
             device.pendingHead = 0
             let status = RelayMessages.deviceStatus(device.id, online: false, since: wallClock)
             for app in device.apps { deliver(status, to: app) }
+            onPresenceChanged?(device.id, wallClock)
         case .app:
             device.apps.removeAll { $0 === session }
             if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+            onPresenceChanged?(device.id, nil)
         }
         if device.isEmpty && !device.hasReplay { devices[device.id] = nil }
     }
@@ -155,6 +215,23 @@ public final class DeviceHub {
             detach(s)
         }
         return victims
+    }
+
+    /// Closes every socket of `device` (cluster: another node claimed it).
+    @discardableResult
+    public func close(device: DeviceID, code: CloseCode, reason: String) -> [Session] {
+        guard let d = devices[device] else { return [] }
+        let victims = (d.robot.map { [$0] } ?? []) + d.apps
+        for s in victims {
+            s.close(code, reason: reason)
+            detach(s)
+        }
+        return victims
+    }
+
+    /// Forgets `device` if no socket of it is left (its remembered events went to another node).
+    public func forget(_ device: DeviceID) {
+        if devices[device]?.isEmpty == true { devices[device] = nil }
     }
 
     /// Forgets devices with no sockets (their replayed events go with them).

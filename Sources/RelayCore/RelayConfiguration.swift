@@ -53,6 +53,20 @@ public struct RelayConfiguration: Sendable {
     public var upgradeHoldSeconds = 2.0
     /// How long a graceful stop waits for peers to acknowledge the 1001 close.
     public var shutdownGraceSeconds = 2
+    // Several nodes (docs/cluster.md).
+    /// This node's id in `relay_nodes` (`WIMZ_NODE_ID`; default `hostname:port`, stable across restarts).
+    public var nodeID: String?
+    /// The address other nodes and operators see (`WIMZ_NODE_ADDRESS`; default `hostname:port`).
+    public var nodeAddress: String?
+    /// How long a node's membership lease lasts without renewal (renewed every second).
+    public var clusterLeaseSeconds = 5.0
+    /// A device that returns to this node this soon after moving away is claimed only when
+    /// the window has passed (a flapping balancer moves each device at most once per window).
+    public var clusterMoveDampingSeconds = 5.0
+    /// On SIGTERM with other live nodes: how long `/readyz` says 503 before sockets are told
+    /// 1012 (the balancer's time to stop choosing this node: HAProxy `inter` × `fall`).
+    public var drainSeconds = 3.0
+
     /// Where audit events go when the database is unreachable at shutdown (`WIMZ_SPOOL_DIR`).
     public var spoolDirectory = "./var/spool"
 

@@ -3,6 +3,8 @@ public enum CloseCode: UInt16, Sendable {
     case normal = 1000
     case goingAway = 1001
     case tooLarge = 1009
+    /// This node is draining or the device moved to another node: reconnect at once.
+    case reconnectNow = 1012
     case replaced = 4001
     case revoked = 4003
     case slowConsumer = 4008

@@ -143,3 +143,12 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
 
     public var description: String { iso8601 }
 }
+
+/// A monotonic clock for durations (never jumps with wall-clock changes).
+public enum MonotonicClock {
+    public static func nanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}

@@ -28,6 +28,7 @@ enum AdminAPI {
         ("GET", "devices"), ("POST", "devices"), ("GET", "devices/*"), ("POST", "devices/*/disable"),
         ("POST", "devices/*/enable"), ("POST", "devices/*/tokens"), ("GET", "devices/*/presence"), ("GET", "tokens"),
         ("POST", "tokens/*/revoke"), ("GET", "turn-secrets"), ("POST", "turn-secrets/rotate"), ("GET", "audit"),
+        ("GET", "cluster/nodes"),
     ]
 
     /// The methods `path` (`/admin/…`) allows; empty for no such endpoint.
@@ -54,7 +55,10 @@ enum AdminAPI {
         }
         do {
             if match("GET", "devices") != nil {
-                return (200, .object([("devices", .array(try DeviceRepository(db).list().map(device)))]))
+                let online = try ClusterRepository(db).presence(of: nil)
+                return (200, .object([("devices", .array(try DeviceRepository(db).list().map {
+                    device($0, online: online[$0.id]?.online ?? false)
+                }))]))
             } else if match("POST", "devices") != nil {
                 let body = try json(r.body)
                 guard let idText = body["id"] as? String, let id = DeviceID(idText) else {
@@ -66,7 +70,10 @@ enum AdminAPI {
                 guard let record = try DeviceRepository(db).get(try deviceID(id)) else {
                     throw Failure(status: 404, code: "not_found", message: "unknown device \(id)")
                 }
-                return (200, device(record))
+                let online = try ClusterRepository(db).presence(of: [record.id])[record.id]?.online ?? false
+                return (200, device(record, online: online))
+            } else if match("GET", "cluster/nodes") != nil {
+                return (200, .object([("nodes", .array(try ClusterRepository(db).nodes().map(node)))]))
             } else if let id = (match("POST", "devices/*/disable") ?? match("POST", "devices/*/enable"))?[0] {
                 let disable = segments.last == "disable"
                 return (200, device(try DeviceRepository(db).setDisabled(try deviceID(id), disable, actor: actor).device))
@@ -173,9 +180,20 @@ enum AdminAPI {
         return id
     }
 
-    static func device(_ d: DeviceRecord) -> JSONValue {
-        .object([("id", .string(d.id.rawValue)), ("name", .string(d.name)), ("created_at", .string(d.createdAt.iso8601)),
-                 ("disabled", .bool(d.isDisabled)), ("disabled_at", .optional(d.disabledAt?.iso8601))])
+    /// A device; `online` (cluster-wide: its robot is connected to a live node) where known.
+    static func device(_ d: DeviceRecord, online: Bool? = nil) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("id", .string(d.id.rawValue)), ("name", .string(d.name)), ("created_at", .string(d.createdAt.iso8601)),
+            ("disabled", .bool(d.isDisabled)), ("disabled_at", .optional(d.disabledAt?.iso8601))]
+        if let online { fields.append(("online", .bool(online))) }
+        return .object(fields)
+    }
+
+    static func node(_ n: ClusterNode) -> JSONValue {
+        .object([("node_id", .string(n.nodeID)), ("address", .string(n.address)), ("started_at", .string(n.startedAt.iso8601)),
+                 ("renewed_at", .string(n.renewedAt.iso8601)), ("lease_expires_at", .string(n.leaseExpiresAt.iso8601)),
+                 ("lease_age_seconds", .double((n.leaseAgeSeconds * 1000).rounded() / 1000)), ("live", .bool(n.isLive)),
+                 ("draining", .bool(n.draining)), ("sockets", .int(Int64(n.sockets))), ("devices", .int(Int64(n.devices)))])
     }
 
     static func token(_ t: TokenRecord) -> JSONValue {

@@ -5,12 +5,13 @@ import RelayCore
 import Glibc
 #endif
 
-/// A monotonic clock for durations (never jumps with wall-clock changes).
-enum MonotonicClock {
-    static func nanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+/// This host's name (the default node id and address are `hostname:port`).
+enum HostName {
+    static func current() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(cString: buffer)
+        return name.isEmpty ? "localhost" : name
     }
 }
 

@@ -6,6 +6,8 @@ struct RelayCounters {
     var closes: [UInt16: Int] = [:]
     var drops: [DropReason: Int] = [:]
     var keepaliveTimeouts = 0
+    /// Devices whose sockets were closed (1012) because another node claimed them.
+    var devicesYielded = 0
     /// Request heads the gate refused (malformed, too large).
     var requestsRefused = 0
     var robotsReplaced = 0

@@ -36,11 +36,11 @@ extension RelayServer {
         let allowed = AdminAPI.allowedMethods(path)
         guard !allowed.isEmpty else { return .error(404, "not_found", "no such admin endpoint") }
         guard allowed.contains(method) else { return methodNotAllowed(allowed.joined(separator: ", ")) }
-        // Presence lives in this node's memory: answered at once, no database involved.
+        // Presence: the cluster's view, merged with this node's own (fresher) one.
         let segments = path.split(separator: "/")
         if method == "GET", segments.count == 4, segments[1] == "devices", segments[3] == "presence" {
             guard let device = DeviceID(String(segments[2])) else { return .error(400, "bad_request", "invalid device id") }
-            return .json(200, presence(of: device))
+            return presence(of: device, request)
         }
         var query: [String: String] = [:]
         for key in ["device_id", "from", "to", "after", "limit", "realm"] {
@@ -50,13 +50,8 @@ extension RelayServer {
                 return .error(error.status, error.code, error.message)
             }
         }
-        nextExchangeID += 1
-        let exchange = HTTPExchange(
-            id: nextExchangeID, wsi: request.wsi,
-            request: AdminAPI.Request(method: method, path: path, query: query, body: [], remoteAddress: clientAddress(request)),
-            startedAt: MonotonicClock.nanoseconds())
-        exchanges[exchange.id] = exchange
-        exchangeByWsi[request.wsi] = exchange.id
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, query: query, body: [],
+                                                          remoteAddress: clientAddress(request)))
         if let body {
             // The gate read the whole body already.
             exchange.request.body = body
@@ -88,19 +83,46 @@ extension RelayServer {
 
     private func dispatch(_ exchange: HTTPExchange) {
         let request = exchange.request
+        submit(exchange) { db in
+            do {
+                let (status, body) = try AdminAPI.handle(request, db: db)
+                return .json(status, body)
+            } catch let failure as AdminAPI.Failure {
+                return .error(failure.status, failure.code, failure.message)
+            }
+        }
+    }
+
+    /// Answers `request` from the database worker (`job`), or with `unavailable` when the
+    /// database cannot be reached (default: 503 with Retry-After). Returns nil: answered later.
+    func answerFromDatabase(_ request: LWSConnection, unavailable: HTTPResponse? = nil,
+                            _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
+        let (method, path) = request.methodAndPath
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, query: [:], body: [],
+                                                          remoteAddress: clientAddress(request)))
+        submit(exchange, unavailable: unavailable, job)
+        return nil
+    }
+
+    private func register(_ request: LWSConnection, _ adminRequest: AdminAPI.Request) -> HTTPExchange {
+        nextExchangeID += 1
+        let exchange = HTTPExchange(id: nextExchangeID, wsi: request.wsi, request: adminRequest,
+                                    startedAt: MonotonicClock.nanoseconds())
+        exchanges[exchange.id] = exchange
+        exchangeByWsi[request.wsi] = exchange.id
+        return exchange
+    }
+
+    private func submit(_ exchange: HTTPExchange, unavailable: HTTPResponse? = nil,
+                        _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) {
         let id = exchange.id
         let mailbox = self.mailbox
         adminWorker.submit({ db in
-            do {
-                let (status, body) = try AdminAPI.handle(request, db: db)
-                mailbox.post(.adminDone(id, .json(status, body)))
-            } catch let failure as AdminAPI.Failure {
-                mailbox.post(.adminDone(id, .error(failure.status, failure.code, failure.message)))
-            }
+            mailbox.post(.adminDone(id, try job(db)))
         }, failed: { error in
-            let unavailable = (error as? StoreError)?.kind == .unavailable
-            mailbox.post(.adminDone(id, unavailable
-                ? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
+            let isUnavailable = (error as? StoreError)?.kind == .unavailable
+            mailbox.post(.adminDone(id, isUnavailable
+                ? unavailable ?? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
                 : .error(500, "internal_error", "\(error)")))
         })
     }

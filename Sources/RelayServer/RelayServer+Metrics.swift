@@ -50,6 +50,23 @@ extension RelayServer {
         metric("wimz_database_up", "gauge", "1 when the store is reachable and its schema current.",
                [("", storeHealth.state == .ready ? 1 : 0)])
         metric("wimz_credentials_cached", "gauge", "Active tokens in the relay's mirror.", [("", credentials.count)])
+        let clusterStats = cluster.stats
+        metric("wimz_cluster_live_nodes", "gauge", "Live nodes in the cluster, this one included (as last read).",
+               [("", clusterLiveNodes)])
+        metric("wimz_cluster_split_devices", "gauge", "Devices with sockets on more than one live node (as last read).",
+               [("", clusterSplitDevices)])
+        let leaseAge = clusterStats.lastRenewal == 0 ? -1 : Int((MonotonicClock.nanoseconds() - clusterStats.lastRenewal) / 1_000_000_000)
+        metric("wimz_cluster_lease_age_seconds", "gauge", "Seconds since this node last renewed its lease (-1: never).",
+               [("", leaseAge)])
+        metric("wimz_cluster_draining", "gauge", "1 while this node drains for a stop.", [("", isDraining ? 1 : 0)])
+        metric("wimz_cluster_presence_rows_total", "counter", "Presence rows written.", [("", clusterStats.presenceRows)])
+        metric("wimz_cluster_presence_statements_total", "counter", "Presence SQL statements run (batched).",
+               [("", clusterStats.presenceStatements)])
+        metric("wimz_cluster_claims_sent_total", "counter", "Devices claimed from other nodes.", [("", clusterStats.claimsSent)])
+        metric("wimz_cluster_devices_yielded_total", "counter", "Devices given up to another node's claim (sockets closed 1012).",
+               [("", counters.devicesYielded)])
+        metric("wimz_cluster_store_errors_total", "counter", "Failed membership or presence writes (retried).",
+               [("", clusterStats.writeFailures)])
         out += "# HELP wimz_build_info Build information.\n# TYPE wimz_build_info gauge\n"
         out += "wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"\(configuration.eventLoop.rawValue)\"} 1\n"
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(out.utf8))

@@ -303,6 +303,7 @@ extension RelayServer {
             scheduleChecks(session, now: now, wall: wall)
         }
         turn.sweepLimiters()
+        cluster.report(sockets: openConnections, devices: hub.deviceCount)
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
         if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)

@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RelayCore
+import RelayCrypto
 import RelayStore
 import Synchronization
 
@@ -15,6 +16,7 @@ enum ServiceEvent: Sendable {
     case reloadTLS
     /// The database worker finished admin request `id`.
     case adminDone(UInt64, HTTPResponse)
+    case cluster(ClusterEvent)
 }
 
 /// Wakes the service thread from any thread. `lws_cancel_service` is the one thread-safe
@@ -69,7 +71,7 @@ public final class RelayServer {
     // Service-thread state: everything below is touched only by the lws service thread.
     /// Latest store state, as reported by the monitor.
     private(set) var storeHealth = StoreHealth(state: .unavailable, reason: "not checked yet")
-    private var finished = false
+    private(set) var finished = false
     private var announcedReady = false
     let hub: DeviceHub
     let credentials = CredentialTable()
@@ -81,6 +83,14 @@ public final class RelayServer {
     let scheduler = SessionScheduler(now: MonotonicClock.nanoseconds())
     let keepalive: KeepalivePolicy
     var counters = RelayCounters()
+    /// Membership, presence and claims (RelayServer+Cluster.swift).
+    var cluster: ClusterAgent!
+    var clusterBook: ClusterBook
+    var clusterLiveNodes = 1
+    var clusterSplitDevices = 0
+    /// Set by SIGTERM while the balancer is given time to stop choosing this node.
+    var drainUntil: UInt64?
+    private var clusterTimer: LWSTimer?
     /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
     var pendingGrant: (wsi: OpaquePointer, grant: UpgradeGrant)?
     var nextSessionID: UInt64 = 0
@@ -123,6 +133,7 @@ public final class RelayServer {
         limits.appBurst = configuration.appRateLimitBurst
         limits.replayEvents = configuration.replayEvents
         hub = DeviceHub(limits: limits)
+        clusterBook = ClusterBook(dampingWindow: UInt64(configuration.clusterMoveDampingSeconds * 1e9))
         writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16))
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
         // the relay pings from its own 1 s tick instead, so both lws timers are off.
@@ -199,6 +210,14 @@ public final class RelayServer {
                 boundPort = Int(lws_get_vhost_listen_port(vhost))
             }
         }
+        let nodeID = configuration.nodeID ?? "\(HostName.current()):\(boundPort)"
+        guard NodeName.isValid(nodeID) else { throw ServerError(description: "invalid node id '\(nodeID)' (WIMZ_NODE_ID: [A-Za-z0-9_.:-]{1,128})") }
+        let address = configuration.nodeAddress ?? "\(HostName.current()):\(boundPort)"
+        cluster = ClusterAgent(conninfo: configuration.databaseURL,
+                               identity: .init(nodeID: nodeID, address: address, incarnation: try Crypto.uuidV4()),
+                               leaseSeconds: configuration.clusterLeaseSeconds) { mailbox.post(.cluster($0)) }
+        hub.onDeviceArrived = { [unowned self] device in clusterBook.deviceArrived(device, now: MonotonicClock.nanoseconds()) }
+        hub.onPresenceChanged = { [unowned self] device, leftAt in clusterBook.changed(device, robotLeftAt: leftAt) }
         gate?.onRequest = { [unowned self] request, body in
             let started = MonotonicClock.nanoseconds()
             guard let response = route(request, body: body) else { return nil }  // answered later
@@ -257,15 +276,24 @@ public final class RelayServer {
         monitor.start()
         auditWriter.start()
         adminWorker.start()
+        cluster.start()
         let timer = LWSTimer { [unowned self] in tick() }
         timer.start(context: context, interval: 1_000_000)
         self.timer = timer
+        let clusterTimer = LWSTimer { [unowned self] in flushCluster() }
+        clusterTimer.start(context: context, interval: 100_000)
+        self.clusterTimer = clusterTimer
         // With libev, lws_service runs the event loop until finishStop() destroys the context.
         while !finished {
             if lws_service(context, 0) < 0 { break }
         }
         timer.cancel()
         self.timer = nil
+        clusterTimer.cancel()
+        self.clusterTimer = nil
+        // The last presence (every socket gone) and leaving the cluster.
+        cluster.submit(rows: clusterBook.takeBatch(now: MonotonicClock.nanoseconds()) { hub.presence(of: $0) }.rows, claims: [])
+        cluster.stop()
         monitor.stop()
         adminWorker.stop()
         gate?.stop()
@@ -290,25 +318,32 @@ public final class RelayServer {
         for event in mailbox.drain() {
             switch event {
             case .stop:
-                beginStop()
+                beginDrain()
             case .store(let storeEvent):
                 handleStore(storeEvent)
             case .reloadTLS:
                 reloadTLS()
             case .adminDone(let id, let response):
                 adminDone(id, response)
+            case .cluster(let clusterEvent):
+                handleCluster(clusterEvent)
             }
         }
     }
 
-    /// Graceful stop: refuse new upgrades, send every socket close 1001, and leave the loop
-    /// when all have closed or the grace period is over.
-    private func beginStop() {
+    /// The end of a drain (RelayServer+Cluster.swift): refuse new upgrades, close every socket
+    /// (1012 when other nodes can take the clients, 1001 otherwise), and leave the loop when all
+    /// have closed or the grace period is over.
+    func closeForStop() {
+        drainUntil = nil
         guard !stopping, !finished else { return }
         stopping = true
         log.info("stopping", [("open_connections", .int(Int64(openConnections)))])
-        onStopping?()
-        hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
+        if clusterLiveNodes > 1 {
+            hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
+        } else {
+            hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
+        }
         stopDeadline = MonotonicClock.nanoseconds() + UInt64(configuration.shutdownGraceSeconds) * 1_000_000_000
         if openConnections == 0 { finishStop() }
     }
@@ -351,11 +386,12 @@ public final class RelayServer {
         }
     }
 
-    /// Queues an audit event (written asynchronously in batches).
+    /// Queues an audit event (written asynchronously in batches); its details name the node.
     func audit(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?,
                details: [(String, JSONValue)] = []) {
         guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID,
-                                                     remoteAddress: address, details: .object(details))
+                                                     remoteAddress: address,
+                                                     details: .object(details + [("node", .string(cluster.identity.nodeID))]))
         else { return }
         auditWriter.record(event)
     }
@@ -411,6 +447,7 @@ public final class RelayServer {
             return .json(200, .object([("status", "ok")]))
         case "/readyz":
             guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
+            if isDraining { return .json(503, .object([("status", "draining"), ("reason", "the node is stopping")])) }
             if storeHealth.state == .ready { return .json(200, .object([("status", "ready")])) }
             return .json(503, .object([("status", .string(storeHealth.state.rawValue)),
                                        ("reason", .string(storeHealth.reason))]))
@@ -431,7 +468,7 @@ public final class RelayServer {
     }
 
     /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
-    private func deviceStatus(_ request: LWSConnection, path: String) -> HTTPResponse {
+    private func deviceStatus(_ request: LWSConnection, path: String) -> HTTPResponse? {
         let idText = String(path.dropFirst("/api/devices/".count).dropLast("/status".count))
         guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
         guard let token = bearerToken(request) else {
@@ -445,14 +482,7 @@ public final class RelayServer {
         if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
             return .authFailure(failure, message: "token \(failure.rawValue)")
         }
-        return .json(200, presence(of: device))
-    }
-
-    /// `{"device_id","online","since","apps"}` for this node's view of a device.
-    func presence(of device: DeviceID) -> JSONValue {
-        let status = hub.status(of: device)
-        return .object([("device_id", .string(device.rawValue)), ("online", .bool(status.online)),
-                        ("since", .string(status.since.iso8601)), ("apps", .int(Int64(status.apps)))])
+        return presence(of: device, request)
     }
 
     func methodNotAllowed(_ allowed: String) -> HTTPResponse {

@@ -66,6 +66,19 @@ struct Serve: ParsableCommand {
     @Option(name: .customLong("spool-dir"), help: "Where audit events wait while the database is down (env WIMZ_SPOOL_DIR, default ./var/spool).")
     var spoolDir: String?
 
+    @Option(name: .customLong("node-id"), help: "This node's id in the cluster (env WIMZ_NODE_ID, default hostname:port).")
+    var nodeID: String?
+    @Option(name: .customLong("node-address"), help: "Address shown to operators (env WIMZ_NODE_ADDRESS, default hostname:port).")
+    var nodeAddress: String?
+    @Option(name: .customLong("cluster-lease"), help: "Seconds a node's membership lasts without renewal (env WIMZ_CLUSTER_LEASE, default 5).")
+    var clusterLease: Double?
+    @Option(name: .customLong("move-damping"), help: "Seconds a device that moved away must stay away before it is claimed back (env WIMZ_MOVE_DAMPING, default 5).")
+    var moveDamping: Double?
+    @Option(name: .customLong("drain"), help: "Seconds /readyz says 503 before sockets are told 1012, with other nodes live (env WIMZ_DRAIN, default 3).")
+    var drain: Double?
+    @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
+    var stopTimeout: Double?
+
     func run() throws {
         let config = try makeConfiguration()
         Logger.shared.level = config.logLevel
@@ -84,6 +97,7 @@ struct Serve: ParsableCommand {
         server.onStopping = { notifier.stopping() }
         server.onTick = { notifier.watchdogTick(nowNanos: $0) }
         let control = server.control
+        let deadline = try setting(stopTimeout, "WIMZ_STOP_TIMEOUT", { Double($0) }) ?? 20
         signals.start { signal in
             if signal == SIGHUP {
                 Logger.shared.info("signal", [("signal", "SIGHUP")])
@@ -91,18 +105,21 @@ struct Serve: ParsableCommand {
             } else {
                 Logger.shared.info("signal", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT"))])
                 control.requestStop()
+                StopDeadline.arm(seconds: deadline)
             }
         }
         server.run()
     }
 
+    /// A flag, else its environment variable, parsed; nil when neither is set.
+    func setting<T>(_ flag: T?, _ env: String, _ parse: (String) -> T?) throws -> T? {
+        if let flag { return flag }
+        guard let text = Environment.value(env) else { return nil }
+        guard let value = parse(text) else { throw CLIError("invalid value for \(env): '\(text.prefix(80))'") }
+        return value
+    }
+
     func makeConfiguration() throws -> RelayConfiguration {
-        func setting<T>(_ flag: T?, _ env: String, _ parse: (String) -> T?) throws -> T? {
-            if let flag { return flag }
-            guard let text = Environment.value(env) else { return nil }
-            guard let value = parse(text) else { throw CLIError("invalid value for \(env): '\(text.prefix(80))'") }
-            return value
-        }
         var config = RelayConfiguration(databaseURL: try database.resolvedURL(),
                                         migrationsDirectory: try MigrationsLocator.find(explicit: database.migrationsDir ?? Environment.value("WIMZ_MIGRATIONS_DIR")))
         if let text = try setting(listen, "WIMZ_LISTEN", { $0 }) {
@@ -151,6 +168,14 @@ struct Serve: ParsableCommand {
             config.eventLoop = loop
         }
         config.spoolDirectory = try setting(spoolDir, "WIMZ_SPOOL_DIR", { $0 }) ?? config.spoolDirectory
+        config.nodeID = try setting(nodeID, "WIMZ_NODE_ID", { NodeName.isValid($0) ? $0 : nil })
+        config.nodeAddress = try setting(nodeAddress, "WIMZ_NODE_ADDRESS", { NodeName.isValid($0) ? $0 : nil })
+        config.clusterLeaseSeconds = try setting(clusterLease, "WIMZ_CLUSTER_LEASE", { Double($0) }) ?? config.clusterLeaseSeconds
+        config.clusterMoveDampingSeconds = try setting(moveDamping, "WIMZ_MOVE_DAMPING", { Double($0) }) ?? config.clusterMoveDampingSeconds
+        config.drainSeconds = try setting(drain, "WIMZ_DRAIN", { Double($0) }) ?? config.drainSeconds
+        guard config.clusterLeaseSeconds >= 2, config.clusterMoveDampingSeconds >= 0, config.drainSeconds >= 0 else {
+            throw CLIError("cluster lease must be at least 2 s; damping and drain not negative")
+        }
 
         guard (1...RelayConfiguration.maxMessageBytesLimit).contains(config.maxMessageBytes) else {
             throw CLIError("max message size must be 1…\(RelayConfiguration.maxMessageBytesLimit) bytes")

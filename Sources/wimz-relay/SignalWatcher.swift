@@ -1,3 +1,6 @@
+import Foundation
+import RelayCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,5 +31,20 @@ final class SignalWatcher: @unchecked Sendable {
             }
         }, Unmanaged.passRetained(self).toOpaque())
         pthread_detach(tid)
+    }
+}
+
+/// The last resort of a stop: if the graceful stop (drain, closes, flushes) has not ended the
+/// process within its deadline, whatever hangs, the process exits anyway (status 1). Audit
+/// events still queued then are lost, so the deadline is generous (systemd's TimeoutStopSec
+/// should be a little longer).
+enum StopDeadline {
+    static func arm(seconds: Double) {
+        guard seconds > 0 else { return }
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: seconds)
+            Logger.shared.error("stop_deadline_exceeded", [("seconds", .double(seconds))])
+            _exit(1)
+        }
     }
 }

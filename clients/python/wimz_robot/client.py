@@ -38,6 +38,11 @@ MessageHandler = Callable[[dict[str, Any]], Any]
 # Close codes (PROTOCOL.md "close codes").
 CLOSE_GOING_AWAY = 1001
 CLOSE_RECONNECT_NOW = 1012
+
+#: Events the relay replays to apps that connect later (its default replay set). The client
+#: sends the latest of each again after every reconnect: the relay node it reaches then
+#: (another node after a crash or a move) may never have seen them.
+REPLAYED_EVENTS = frozenset({"mode_changed", "mission_progress", "audio_state", "program_progress"})
 CLOSE_REPLACED = 4001
 CLOSE_REVOKED = 4003
 CLOSE_SLOW_CONSUMER = 4008
@@ -103,6 +108,8 @@ class RobotClient:
         self._credentials: TurnCredentials | None = None
         self._credentials_changed = asyncio.Event()
         self._fetch_lock = asyncio.Lock()
+        #: The latest replayed event of each name, re-sent after every reconnect.
+        self._state_events: dict[str, dict[str, Any]] = {}
 
         #: App sockets the relay last reported for this device (``app_presence``).
         self.apps: int = 0
@@ -179,7 +186,10 @@ class RobotClient:
         """Sends ``{"type":"event","event":name,"data":data,"timestamp":now}`` to every app.
         Returns False (and sends nothing) while the relay is not connected."""
         timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return await self.send({"type": "event", "event": name, "data": data or {}, "timestamp": timestamp})
+        message = {"type": "event", "event": name, "data": data or {}, "timestamp": timestamp}
+        if name in REPLAYED_EVENTS:
+            self._state_events[name] = message
+        return await self.send(message)
 
     async def send(self, message: dict[str, Any]) -> bool:
         """Sends any JSON message; False while not connected."""
@@ -265,6 +275,8 @@ class RobotClient:
                     self.backoff.reset()
                     self._connected.set()
                     log.info("connected to %s", self._ws_url)
+                    for event in list(self._state_events.values()):
+                        await ws.send(json.dumps(event, separators=(",", ":")))
                     try:
                         async for message in ws:
                             if isinstance(message, str):

@@ -1,0 +1,282 @@
+import Foundation
+import RelayCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the agent reports to the relay's service thread (through its mailbox).
+public enum ClusterEvent: Sendable {
+    /// The node (re)joined: every device's presence must be written again.
+    case registered
+    /// Another node claimed devices: close this node's sockets of them (1012).
+    case claimed(DeviceClaim)
+    /// State left by nodes that gave devices up to this one.
+    case handoffs([DeviceHandoff])
+    /// The cluster as last read: live nodes (this one included) and split devices.
+    case view(liveNodes: Int, splitDevices: Int)
+}
+
+/// Counters the agent keeps for /metrics (read from any thread).
+public struct ClusterStats: Sendable {
+    public var presenceBatches = 0
+    public var presenceRows = 0
+    public var presenceStatements = 0
+    public var claimsSent = 0
+    public var handoffsSent = 0
+    public var registrations = 0
+    public var writeFailures = 0
+    /// Monotonic time of the last successful lease renewal (0: never).
+    public var lastRenewal: UInt64 = 0
+}
+
+/// One thread with its own PostgreSQL connection that keeps this node's membership lease,
+/// writes the presence batches and claims the service thread hands it, removes dead nodes,
+/// and turns `wimz_cluster` notifications into `ClusterEvent`s. Nothing here is on the
+/// forwarding path: the service thread only appends to a locked outbox.
+public final class ClusterAgent: Sendable {
+    public struct Identity: Sendable {
+        public var nodeID: String
+        public var address: String
+        public var incarnation: String
+        public init(nodeID: String, address: String, incarnation: String) {
+            self.nodeID = nodeID
+            self.address = address
+            self.incarnation = incarnation
+        }
+    }
+
+    struct Outbox {
+        var rows: [PresenceRow] = []
+        var claims: [DeviceID] = []
+        var handoffs: [DeviceHandoff] = []
+        var sockets = 0
+        var devices = 0
+        var draining = false
+        var renewNow = false
+    }
+
+    public let identity: Identity
+    private let conninfo: String
+    private let leaseSeconds: Double
+    private let onEvent: @Sendable (ClusterEvent) -> Void
+    private let outbox = Locked(Outbox())
+    private let statistics = Locked(ClusterStats())
+    private let running = Atomic<Bool>(false)
+    private let wakeFD: Int32
+    private let wakeWriteFD: Int32
+    private let thread = Locked<pthread_t?>(nil)
+
+    public init(conninfo: String, identity: Identity, leaseSeconds: Double,
+                onEvent: @escaping @Sendable (ClusterEvent) -> Void) {
+        self.conninfo = conninfo
+        self.identity = identity
+        self.leaseSeconds = leaseSeconds
+        self.onEvent = onEvent
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    public var stats: ClusterStats { statistics.withLock { $0 } }
+
+    public func start() {
+        running.store(true, ordering: .sequentiallyConsistent)
+        let box = Unmanaged.passRetained(self)
+        var tid = pthread_t()
+        pthread_create(&tid, nil, { arg in
+            let agent = Unmanaged<ClusterAgent>.fromOpaque(arg!).takeRetainedValue()
+            agent.run()
+            return nil
+        }, box.toOpaque())
+        thread.withLock { $0 = tid }
+    }
+
+    /// Writes what is queued, leaves the cluster (presence removed) and stops the thread;
+    /// gives up on the database after `timeoutSeconds`.
+    public func stop() {
+        running.store(false, ordering: .sequentiallyConsistent)
+        wake()
+        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
+            pthread_join(tid, nil)
+        }
+    }
+
+    /// Queues a presence batch and claims (service thread; never blocks on the database).
+    public func submit(rows: [PresenceRow], claims: [DeviceID], handoffs: [DeviceHandoff] = []) {
+        guard !rows.isEmpty || !claims.isEmpty || !handoffs.isEmpty else { return }
+        outbox.withLock {
+            $0.rows += rows
+            $0.claims += claims
+            $0.handoffs += handoffs
+        }
+        wake()
+    }
+
+    /// The node's size for its lease row (service thread, once a second).
+    public func report(sockets: Int, devices: Int) {
+        outbox.withLock {
+            $0.sockets = sockets
+            $0.devices = devices
+        }
+    }
+
+    /// Marks the node draining at once (the next renewal carries it).
+    public func setDraining() {
+        outbox.withLock {
+            $0.draining = true
+            $0.renewNow = true
+        }
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)
+    }
+
+    private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+
+    private func run() {
+        var db: PGConnection?
+        var registered = false
+        var nextRenewal: UInt64 = 0
+        var renewals = 0
+        while isRunning {
+            do {
+                if db?.isOpen != true {
+                    registered = false
+                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2)
+                    try connection.execute("LISTEN \(ClusterRepository.channel)")
+                    db = connection
+                }
+                guard let db else { continue }
+                let repo = ClusterRepository(db)
+                let now = MonotonicClock.nanoseconds()
+                let renewNow = outbox.withLock { o -> Bool in defer { o.renewNow = false }; return o.renewNow }
+                if !registered || now >= nextRenewal || renewNow {
+                    let size = outbox.withLock { ($0.sockets, $0.devices, $0.draining) }
+                    let renewed = try registered && repo.renew(
+                        node: identity.nodeID, incarnation: identity.incarnation, leaseSeconds: leaseSeconds,
+                        sockets: size.0, devices: size.1, draining: size.2)
+                    if !renewed {
+                        try repo.register(node: identity.nodeID, incarnation: identity.incarnation,
+                                          address: identity.address, leaseSeconds: leaseSeconds)
+                        registered = true
+                        statistics.withLock { $0.registrations += 1 }
+                        // The handoffs left while this node was away are for a previous life.
+                        _ = try repo.takeHandoffs(node: identity.nodeID)
+                        onEvent(.registered)
+                    }
+                    statistics.withLock { $0.lastRenewal = MonotonicClock.nanoseconds() }
+                    nextRenewal = now + 1_000_000_000
+                    try repo.purgeExpired()
+                    renewals += 1
+                    if renewals % 5 == 1 {
+                        try repo.pruneHandoffs()
+                        let live = try repo.nodes().filter(\.isLive).count
+                        onEvent(.view(liveNodes: live, splitDevices: try repo.splitDevices()))
+                    }
+                }
+                try flush(repo)
+                try waitForNotifications(db, until: nextRenewal)
+            } catch {
+                statistics.withLock { $0.writeFailures += 1 }
+                Logger.shared.warn("cluster_store_error", [("reason", .string("\(error)"))])
+                if db?.isOpen != true { db = nil }
+                sleep(milliseconds: 500)
+            }
+        }
+        // Graceful stop: what is queued, then leave (a crash instead leaves the lease to expire).
+        if let db, db.isOpen, registered {
+            let repo = ClusterRepository(db)
+            do {
+                try flush(repo)
+                try repo.deregister(node: identity.nodeID, incarnation: identity.incarnation)
+            } catch {
+                Logger.shared.warn("cluster_leave_failed", [("reason", .string("\(error)"))])
+            }
+        }
+    }
+
+    /// Writes the outbox. On failure the batch goes back in front (written on the next try).
+    private func flush(_ repo: ClusterRepository) throws {
+        let batch = outbox.withLock { o -> Outbox in
+            defer { o.rows.removeAll(); o.claims.removeAll(); o.handoffs.removeAll() }
+            return o
+        }
+        guard !batch.rows.isEmpty || !batch.claims.isEmpty || !batch.handoffs.isEmpty else { return }
+        do {
+            // Later rows of the same device supersede earlier ones.
+            var latest: [DeviceID: PresenceRow] = [:]
+            for row in batch.rows {
+                var row = row
+                if row.robotLeftAt == nil, let earlier = latest[row.deviceID]?.robotLeftAt { row.robotLeftAt = earlier }
+                latest[row.deviceID] = row
+            }
+            let statements = try repo.writePresence(node: identity.nodeID, Array(latest.values))
+            try repo.handOff(batch.handoffs)
+            try repo.claim(node: identity.nodeID, batch.claims)
+            statistics.withLock {
+                $0.presenceBatches += latest.isEmpty ? 0 : 1
+                $0.presenceRows += latest.count
+                $0.presenceStatements += statements
+                $0.claimsSent += batch.claims.count
+                $0.handoffsSent += batch.handoffs.count
+            }
+        } catch {
+            outbox.withLock {
+                $0.rows = batch.rows + $0.rows
+                $0.claims = batch.claims + $0.claims
+                $0.handoffs = batch.handoffs + $0.handoffs
+            }
+            throw error
+        }
+    }
+
+    private func waitForNotifications(_ db: PGConnection, until deadline: UInt64) throws {
+        let now = MonotonicClock.nanoseconds()
+        let timeout = deadline > now ? Int32(min((deadline - now) / 1_000_000, 1000)) : 0
+        var fds = [pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, timeout)
+        if fds[1].revents != 0 {
+            var sink = [UInt8](repeating: 0, count: 256)
+            while read(wakeFD, &sink, sink.count) > 0 {}
+        }
+        var handoffsWaiting = false
+        for note in try db.drainNotifications() where note.channel == ClusterRepository.channel {
+            let words = note.payload.split(separator: " ")
+            guard words.count >= 2 else { continue }
+            switch words[0] {
+            case "claim" where words[1] != identity.nodeID:
+                onEvent(.claimed(DeviceClaim(node: String(words[1]),
+                                             devices: words.dropFirst(2).compactMap { DeviceID(String($0)) })))
+            case "handoff" where words[1] == identity.nodeID:
+                handoffsWaiting = true
+            default:
+                continue
+            }
+        }
+        if handoffsWaiting {
+            let taken = try ClusterRepository(db).takeHandoffs(node: identity.nodeID)
+            if !taken.isEmpty { onEvent(.handoffs(taken)) }
+        }
+    }
+
+    private func sleep(milliseconds: Int32) {
+        var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        _ = poll(&fd, 1, milliseconds)
+    }
+}

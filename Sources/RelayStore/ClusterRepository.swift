@@ -1,0 +1,229 @@
+import Foundation
+import RelayCore
+
+/// Membership leases, presence and handoffs (migrations/0003_cluster.sql, docs/cluster.md).
+/// A node is live while its lease has not run out by the database's clock; every query here
+/// looks at live nodes only, so a dead node's presence is gone the moment its lease is.
+public struct ClusterRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// The notification channel of claims and handoffs. Payloads (one word each, space
+    /// separated): `claim <node> <device>…` and `handoff <to-node>`.
+    public static let channel = "wimz_cluster"
+    /// Largest payload PostgreSQL takes is 8000 bytes; claims are split below that.
+    static let maxPayload = 7_800
+
+    /// Joins (or rejoins) the cluster. A previous life of the same node id is removed first;
+    /// its robots are recorded as gone offline now.
+    public func register(node: String, incarnation: String, address: String, leaseSeconds: Double) throws {
+        try db.transaction {
+            try recordRobotsLeft(whereNodes: "node_id = $1", [node], at: "now()")
+            try db.execute("DELETE FROM relay_nodes WHERE node_id = $1", [node])
+            try db.execute(
+                """
+                INSERT INTO relay_nodes (node_id, incarnation, address, started_at, renewed_at, lease_expires_at)
+                VALUES ($1, $2::uuid, $3, now(), now(), now() + $4::float8 * interval '1 second')
+                """, [node, incarnation, address, String(leaseSeconds)])
+        }
+    }
+
+    /// Extends this node's lease and reports its size. False when the row is gone or belongs to
+    /// another incarnation (the lease ran out and a peer removed it): register again.
+    public func renew(node: String, incarnation: String, leaseSeconds: Double, sockets: Int, devices: Int,
+                      draining: Bool) throws -> Bool {
+        try db.execute(
+            """
+            UPDATE relay_nodes SET renewed_at = now(), lease_expires_at = now() + $3::float8 * interval '1 second',
+                   sockets = $4::int, devices = $5::int, draining = $6::boolean
+            WHERE node_id = $1 AND incarnation = $2::uuid
+            """, [node, incarnation, String(leaseSeconds), String(sockets), String(devices), draining ? "true" : "false"]
+        ).affected == 1
+    }
+
+    /// Removes nodes whose lease ran out (and with them their presence); their robots are
+    /// recorded as gone offline when the lease ended. Returns the ids removed.
+    @discardableResult
+    public func purgeExpired() throws -> [String] {
+        try db.transaction {
+            try recordRobotsLeft(whereNodes: "lease_expires_at < now()", [], at: "n.lease_expires_at")
+            return try db.execute("DELETE FROM relay_nodes WHERE lease_expires_at < now() RETURNING node_id")
+                .rows.compactMap { $0[0] }
+        }
+    }
+
+    /// Leaves the cluster (graceful stop): presence goes, robots are recorded offline now.
+    public func deregister(node: String, incarnation: String) throws {
+        try db.transaction {
+            try recordRobotsLeft(whereNodes: "node_id = $1 AND incarnation = $2::uuid", [node, incarnation], at: "now()")
+            try db.execute("DELETE FROM relay_nodes WHERE node_id = $1 AND incarnation = $2::uuid", [node, incarnation])
+        }
+    }
+
+    private func recordRobotsLeft(whereNodes condition: String, _ parameters: [String?], at time: String) throws {
+        try db.execute(
+            """
+            INSERT INTO device_robot_left (device_id, left_at)
+            SELECT p.device_id, \(time) FROM device_presence p JOIN relay_nodes n USING (node_id)
+            WHERE p.robot_since IS NOT NULL AND n.node_id IN (SELECT node_id FROM relay_nodes WHERE \(condition))
+            ON CONFLICT (device_id) DO UPDATE SET left_at = GREATEST(device_robot_left.left_at, EXCLUDED.left_at)
+            """, parameters)
+    }
+
+    /// Writes one batch of this node's presence: at most three statements whatever its size.
+    /// Returns how many statements ran.
+    @discardableResult
+    public func writePresence(node: String, _ rows: [PresenceRow]) throws -> Int {
+        guard !rows.isEmpty else { return 0 }
+        let held = rows.filter { !$0.isEmpty }
+        let gone = rows.filter(\.isEmpty)
+        let left = rows.compactMap { row in row.robotLeftAt.map { (row.deviceID, $0) } }
+        var statements = 0
+        try db.transaction {
+            if !held.isEmpty {
+                try db.execute(
+                    """
+                    INSERT INTO device_presence (device_id, node_id, robot_since, apps, updated_at)
+                    SELECT d, $1, to_timestamp(s / 1e6), a, now()
+                    FROM unnest($2::text[], $3::bigint[], $4::int[]) AS t (d, s, a)
+                    ON CONFLICT (device_id, node_id) DO UPDATE
+                    SET robot_since = EXCLUDED.robot_since, apps = EXCLUDED.apps, updated_at = now()
+                    """,
+                    [node, Self.array(held.map { Self.quoted($0.deviceID.rawValue) }),
+                     Self.array(held.map { $0.robotSince.map { String($0.microseconds) } ?? "NULL" }),
+                     Self.array(held.map { String($0.apps) })])
+                statements += 1
+            }
+            if !gone.isEmpty {
+                try db.execute("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
+                               [node, Self.array(gone.map { Self.quoted($0.deviceID.rawValue) })])
+                statements += 1
+            }
+            if !left.isEmpty {
+                try db.execute(
+                    """
+                    INSERT INTO device_robot_left (device_id, left_at)
+                    SELECT d, to_timestamp(t / 1e6) FROM unnest($1::text[], $2::bigint[]) AS x (d, t)
+                    ON CONFLICT (device_id) DO UPDATE SET left_at = GREATEST(device_robot_left.left_at, EXCLUDED.left_at)
+                    """,
+                    [Self.array(left.map { Self.quoted($0.0.rawValue) }), Self.array(left.map { String($0.1.microseconds) })])
+                statements += 1
+            }
+        }
+        return statements
+    }
+
+    /// Announces that `node` accepted the first socket of `devices` (as few notifications as fit).
+    public func claim(node: String, _ devices: [DeviceID]) throws {
+        let prefix = "claim \(node)"
+        var payload = prefix
+        for device in devices {
+            if payload.utf8.count + 1 + device.rawValue.utf8.count > Self.maxPayload {
+                try notify(payload)
+                payload = prefix
+            }
+            payload += " " + device.rawValue
+        }
+        if payload != prefix { try notify(payload) }
+    }
+
+    /// Leaves devices' state for the nodes that claimed them and tells those nodes.
+    public func handOff(_ handoffs: [DeviceHandoff]) throws {
+        guard !handoffs.isEmpty else { return }
+        try db.transaction {
+            for h in handoffs {
+                let replay = JSONValue.array(h.replay.map { .string(String(decoding: $0, as: UTF8.self)) })
+                try db.execute(
+                    """
+                    INSERT INTO device_handoffs (to_node, device_id, status_since, robot_online, replay)
+                    VALUES ($1, $2, $3::timestamptz, $4::boolean, $5::jsonb)
+                    """, [h.toNode, h.deviceID.rawValue, PGValue.timeText(h.statusSince), h.robotOnline ? "true" : "false",
+                          replay.encoded])
+            }
+            for node in Set(handoffs.map(\.toNode)) { try notify("handoff \(node)") }
+        }
+    }
+
+    /// Takes (deletes and returns) the handoffs left for `node`.
+    public func takeHandoffs(node: String) throws -> [DeviceHandoff] {
+        try db.execute(
+            "DELETE FROM device_handoffs WHERE to_node = $1 RETURNING device_id, status_since, robot_online, replay::text",
+            [node]
+        ).rows.compactMap { row in
+            guard let device = row[0].flatMap(DeviceID.init), let since = PGValue.time(row[1]) else { return nil }
+            let events = (try? JSONSerialization.jsonObject(with: Data((row[3] ?? "[]").utf8)) as? [String]) ?? []
+            return DeviceHandoff(deviceID: device, toNode: node, statusSince: since, robotOnline: row[2] == "t",
+                                 replay: events.map { Array($0.utf8) })
+        }
+    }
+
+    /// Handoffs nobody took within a minute (their node died) are dropped.
+    public func pruneHandoffs() throws {
+        try db.execute("DELETE FROM device_handoffs WHERE created_at < now() - interval '1 minute'")
+    }
+
+    private func notify(_ payload: String) throws {
+        try db.execute("SELECT pg_notify($1, $2)", [Self.channel, payload])
+    }
+
+    /// Every node row, live or not yet purged, oldest first.
+    public func nodes() throws -> [ClusterNode] {
+        try db.execute(
+            """
+            SELECT node_id, address, started_at, renewed_at, lease_expires_at, draining, sockets, devices,
+                   extract(epoch FROM now() - renewed_at)::float8, lease_expires_at > now()
+            FROM relay_nodes ORDER BY started_at, node_id
+            """
+        ).rows.compactMap { row in
+            guard let id = row[0], let address = row[1], let started = PGValue.time(row[2]),
+                  let renewed = PGValue.time(row[3]), let expires = PGValue.time(row[4]) else { return nil }
+            return ClusterNode(nodeID: id, address: address, startedAt: started, renewedAt: renewed, leaseExpiresAt: expires,
+                               draining: row[5] == "t", sockets: Int(row[6] ?? "") ?? 0, devices: Int(row[7] ?? "") ?? 0,
+                               leaseAgeSeconds: Double(row[8] ?? "") ?? 0, isLive: row[9] == "t")
+        }
+    }
+
+    /// Presence of each of `devices` over the live nodes (all devices when nil).
+    public func presence(of devices: [DeviceID]?) throws -> [DeviceID: ClusterPresence] {
+        let rows = try db.execute(
+            """
+            SELECT p.device_id, min(p.robot_since), sum(p.apps)::int, string_agg(p.node_id, ' ' ORDER BY p.node_id),
+                   bool_or(p.robot_since IS NOT NULL), max(l.left_at)
+            FROM device_presence p JOIN relay_nodes n USING (node_id)
+            LEFT JOIN device_robot_left l USING (device_id)
+            WHERE n.lease_expires_at > now() AND ($1::text[] IS NULL OR p.device_id = ANY ($1::text[]))
+            GROUP BY p.device_id
+            UNION ALL
+            SELECT l.device_id, NULL, 0, '', false, l.left_at FROM device_robot_left l
+            WHERE ($1::text[] IS NULL OR l.device_id = ANY ($1::text[]))
+              AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
+                              WHERE p.device_id = l.device_id AND n.lease_expires_at > now())
+            """, [devices.map { Self.array($0.map { Self.quoted($0.rawValue) }) }])
+        var out: [DeviceID: ClusterPresence] = [:]
+        for row in rows.rows {
+            guard let device = row[0].flatMap(DeviceID.init) else { continue }
+            let online = row[4] == "t"
+            out[device] = ClusterPresence(deviceID: device, online: online,
+                                          since: online ? PGValue.time(row[1]) : PGValue.time(row[5]),
+                                          apps: Int(row[2] ?? "") ?? 0,
+                                          nodes: (row[3] ?? "").split(separator: " ").map(String.init))
+        }
+        return out
+    }
+
+    /// Devices with sockets on more than one live node right now.
+    public func splitDevices() throws -> Int {
+        Int(try db.execute(
+            """
+            SELECT count(*) FROM (SELECT device_id FROM device_presence p JOIN relay_nodes n USING (node_id)
+                                  WHERE n.lease_expires_at > now() GROUP BY device_id HAVING count(*) > 1) s
+            """
+        ).first?[0] ?? "0") ?? 0
+    }
+
+    /// A PostgreSQL array literal of already-safe elements.
+    static func array(_ elements: [String]) -> String { "{" + elements.joined(separator: ",") + "}" }
+    /// Device ids are `[A-Za-z0-9_.-]`: quoting keeps `NULL` a string.
+    static func quoted(_ id: String) -> String { "\"" + id + "\"" }
+}
