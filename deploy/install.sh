@@ -40,6 +40,7 @@ if [ ! -f /etc/wimz-relay/wimz-relay.env ]; then
     sed -i "s|^WIMZ_ADMIN_TOKEN=.*|WIMZ_ADMIN_TOKEN=wimz_admin_$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)|" /etc/wimz-relay/wimz-relay.env
 fi
 sed "s|/usr/local/bin/wimz-relay|$prefix/bin/wimz-relay|g" systemd/wimz-relay.service > /etc/systemd/system/wimz-relay.service
+sed "s|/usr/local/bin/wimz-relay|$prefix/bin/wimz-relay|g" systemd/wimz-relay@.service > /etc/systemd/system/wimz-relay@.service
 
 if [ -n "$admin_url" ]; then
     say "creating the database role and database (password is written to the env file)"

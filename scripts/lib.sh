@@ -3,7 +3,7 @@
 
 # Debian packages the build, the tests and the run command need.
 WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
-                   postgresql coturn wrk openssl python3 python3-venv curl iproute2)
+                   postgresql coturn wrk openssl python3 python3-venv curl iproute2 haproxy prometheus)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -22,7 +22,8 @@ ensure_packages() {
         # coturn's package starts a system-wide daemon we don't use; keep it from starting.
         as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q "${missing[@]}" >&2
     fi
-    as_root sh -c 'systemctl disable --now coturn >/dev/null 2>&1 || true'
+    # Likewise the system-wide coturn, HAProxy and Prometheus: the tests start their own.
+    as_root sh -c 'for s in coturn haproxy prometheus; do systemctl disable --now $s >/dev/null 2>&1 || true; done'
     if ! command -v swift >/dev/null 2>&1; then
         [ -x /opt/swift/usr/bin/swift ] || die "Swift 6 toolchain not found (expected on PATH or at /opt/swift)"
         export PATH="/opt/swift/usr/bin:$PATH"

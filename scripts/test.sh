@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds once,
 # starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every Swift test
-# (swift test), schemathesis against the admin API's OpenAPI document, and then the Python robot
-# library's tests (pytest, in a fresh virtualenv).
+# (swift test), schemathesis against the admin API's OpenAPI document, the cluster tests (real
+# HAProxy in front of several relay nodes) and the deploy recipe checks (haproxy -c, promtool),
+# and then the Python robot library's tests (pytest, in a fresh virtualenv).
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
 #   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
@@ -73,6 +74,8 @@ if [ "$only" != swift ]; then
     export WIMZ_RELAY_BIN WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_BIN_DIR
     WIMZ_BIN_DIR=$(swift build --show-bin-path)
     WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
+    say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks"
+    (cd Tests/Cluster && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
     say "running the Python tests"
     (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
 fi
