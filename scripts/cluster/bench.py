@@ -1,0 +1,90 @@
+"""Cluster figures (issue 9): how long a device takes to be whole again after its node
+returns (p50/p99, seen by a fresh app through the balancer), and presence writes per 1,000
+connects. Run by scripts/bench-cluster.sh."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import statistics
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleet import Fleet, check_all  # noqa: E402
+from wimz_cluster import Cluster  # noqa: E402
+
+
+def metric_sum(cluster: Cluster, name: str) -> float:
+    total = 0.0
+    for node in cluster.nodes.values():
+        if not node.running:
+            continue
+        text = urllib.request.urlopen(f"{node.url}/metrics", timeout=5).read().decode()
+        total += sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+    return total
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--admin-url", required=True)
+    parser.add_argument("--relay-bin", required=True)
+    parser.add_argument("--migrations", required=True)
+    parser.add_argument("--devices", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=100)
+    args = parser.parse_args()
+
+    cluster = Cluster(3, admin_url=args.admin_url, relay_bin=args.relay_bin, migrations=args.migrations)
+    try:
+        devices = cluster.add_devices(args.devices, prefix="bench")
+        fleet = Fleet(cluster.haproxy.url, devices)
+        before = {m: metric_sum(cluster, m) for m in ("wimz_cluster_presence_rows_total",
+                                                      "wimz_cluster_presence_statements_total",
+                                                      "wimz_handshake_seconds_count")}
+        await fleet.start(timeout=120)
+        results = await check_all(cluster.haproxy.url, devices, timeout=10, concurrency=args.concurrency)
+        await asyncio.sleep(1)
+        after = {m: metric_sum(cluster, m) for m in before}
+        connects = after["wimz_handshake_seconds_count"] - before["wimz_handshake_seconds_count"]
+        rows = after["wimz_cluster_presence_rows_total"] - before["wimz_cluster_presence_rows_total"]
+        statements = after["wimz_cluster_presence_statements_total"] - before["wimz_cluster_presence_statements_total"]
+        print(f"baseline: {sum(r['ok'] for r in results)}/{len(results)} devices whole")
+        print(f"presence writes: {connects:.0f} connects (robots + apps) -> {rows:.0f} rows in {statements:.0f} "
+              f"statements = {1000 * rows / connects:.0f} rows and {1000 * statements / connects:.1f} statements "
+              f"per 1,000 connects")
+
+        cluster.nodes["node2"].kill()
+        await asyncio.sleep(4)  # lease (3 s) expired; its robots reconnected elsewhere
+        deadline = time.monotonic() + 60
+        while not all(r.connected for r in fleet.robots.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        cluster.nodes["node2"].start()
+        cluster.wait_balanced()
+        started = time.monotonic()
+        results = await check_all(cluster.haproxy.url, devices, timeout=10, concurrency=args.concurrency)
+        elapsed = time.monotonic() - started
+        whole = [r for r in results if r["ok"]]
+        moved = [r["seconds"] for r in whole if r["statuses"] and r["statuses"][0] is False]
+        times = [r["seconds"] for r in whole]
+        print(f"node2 returned: {len(whole)}/{len(results)} devices whole within 10 s "
+              f"({elapsed:.1f} s for all, {args.concurrency} apps at a time)")
+        print(f"  time to whole, all devices: p50 {1000 * statistics.median(times):.0f} ms, "
+              f"p99 {1000 * percentile(times, 99):.0f} ms")
+        if moved:
+            print(f"  time to whole, the {len(moved)} devices that had to move to node2: "
+                  f"p50 {1000 * statistics.median(moved):.0f} ms, p99 {1000 * percentile(moved, 99):.0f} ms")
+        await fleet.stop()
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
