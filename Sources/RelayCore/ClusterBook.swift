@@ -64,9 +64,7 @@ public struct ClusterBook {
             let s = status(device)
             if s.robotSince != nil || s.apps > 0 { claims.append(device) }
         }
-        if !yielded.isEmpty, yielded.count > 1024 || Int.random(in: 0..<64) == 0 {
-            yielded = yielded.filter { now &- $0.value < dampingWindow }
-        }
+        if yielded.count > 1024 { yielded = yielded.filter { now &- $0.value < dampingWindow } }
         let rows = dirty.map { device, leftAt in
             let s = status(device)
             return PresenceRow(deviceID: device, robotSince: s.robotSince, apps: s.apps, robotLeftAt: leftAt ?? nil)

@@ -291,8 +291,7 @@ public final class RelayServer {
         self.timer = nil
         clusterTimer.cancel()
         self.clusterTimer = nil
-        // The last presence (every socket gone) and leaving the cluster.
-        cluster.submit(rows: clusterBook.takeBatch(now: MonotonicClock.nanoseconds()) { hub.presence(of: $0) }.rows, claims: [])
+        // Leaving the cluster removes this node's presence with its row.
         cluster.stop()
         monitor.stop()
         adminWorker.stop()

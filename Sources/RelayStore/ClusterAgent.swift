@@ -103,8 +103,8 @@ public final class ClusterAgent: Sendable {
         thread.withLock { $0 = tid }
     }
 
-    /// Writes what is queued, leaves the cluster (presence removed) and stops the thread;
-    /// gives up on the database after `timeoutSeconds`.
+    /// Writes what is queued, leaves the cluster (its presence goes with its row) and stops the
+    /// thread. With the database unreachable the lease simply runs out.
     public func stop() {
         running.store(false, ordering: .sequentiallyConsistent)
         wake()
