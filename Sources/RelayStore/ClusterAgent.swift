@@ -64,9 +64,7 @@ public final class ClusterAgent: Sendable {
     private let outbox = Locked(Outbox())
     private let statistics = Locked(ClusterStats())
     private let running = Atomic<Bool>(false)
-    private let wakeFD: Int32
-    private let wakeWriteFD: Int32
-    private let thread = Locked<pthread_t?>(nil)
+    private let thread = WakeableThread()
 
     public init(conninfo: String, identity: Identity, leaseSeconds: Double,
                 onEvent: @escaping @Sendable (ClusterEvent) -> Void) {
@@ -74,43 +72,21 @@ public final class ClusterAgent: Sendable {
         self.identity = identity
         self.leaseSeconds = leaseSeconds
         self.onEvent = onEvent
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-        }
-        wakeFD = fds[0]
-        wakeWriteFD = fds[1]
-    }
-
-    deinit {
-        close(wakeFD)
-        close(wakeWriteFD)
     }
 
     public var stats: ClusterStats { statistics.withLock { $0 } }
 
     public func start() {
         running.store(true, ordering: .sequentiallyConsistent)
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { arg in
-            let agent = Unmanaged<ClusterAgent>.fromOpaque(arg!).takeRetainedValue()
-            agent.run()
-            return nil
-        }, box.toOpaque())
-        thread.withLock { $0 = tid }
+        thread.start { [self] in run() }
     }
 
     /// Writes what is queued, leaves the cluster (its presence goes with its row) and stops the
     /// thread. With the database unreachable the lease simply runs out.
     public func stop() {
         running.store(false, ordering: .sequentiallyConsistent)
-        wake()
-        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
-            pthread_join(tid, nil)
-        }
+        thread.wake()
+        thread.join()
     }
 
     /// Queues a presence batch and claims (service thread; never blocks on the database).
@@ -141,10 +117,7 @@ public final class ClusterAgent: Sendable {
         wake()
     }
 
-    private func wake() {
-        var one: UInt8 = 1
-        _ = write(wakeWriteFD, &one, 1)
-    }
+    private func wake() { thread.wake() }
 
     private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
 
@@ -248,13 +221,7 @@ public final class ClusterAgent: Sendable {
     private func waitForNotifications(_ db: PGConnection, until deadline: UInt64) throws {
         let now = MonotonicClock.nanoseconds()
         let timeout = deadline > now ? Int32(min((deadline - now) / 1_000_000, 1000)) : 0
-        var fds = [pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 2, timeout)
-        if fds[1].revents != 0 {
-            var sink = [UInt8](repeating: 0, count: 256)
-            while read(wakeFD, &sink, sink.count) > 0 {}
-        }
+        thread.wait(socket: db.socket, milliseconds: timeout)
         var handoffsWaiting = false
         for note in try db.drainNotifications() where note.channel == ClusterRepository.channel {
             let words = note.payload.split(separator: " ")
@@ -275,8 +242,5 @@ public final class ClusterAgent: Sendable {
         }
     }
 
-    private func sleep(milliseconds: Int32) {
-        var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-        _ = poll(&fd, 1, milliseconds)
-    }
+    private func sleep(milliseconds: Int32) { thread.wait(milliseconds: milliseconds) }
 }

@@ -49,10 +49,7 @@ public final class StoreMonitor: Sendable {
     private let turnRealm: String
     private let onEvent: @Sendable (StoreEvent) -> Void
     private let running = Atomic<Bool>(false)
-    /// A pipe whose write end interrupts the monitor's poll(2) on stop.
-    private let wakeFD: Int32
-    private let wakeWriteFD: Int32
-    private let thread = Locked<pthread_t?>(nil)
+    private let thread = WakeableThread()
 
     public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {
@@ -60,41 +57,18 @@ public final class StoreMonitor: Sendable {
         self.migrator = migrator
         self.turnRealm = turnRealm
         self.onEvent = onEvent
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-        }
-        wakeFD = fds[0]
-        wakeWriteFD = fds[1]
-    }
-
-    deinit {
-        close(wakeFD)
-        close(wakeWriteFD)
     }
 
     public func start() {
         running.store(true, ordering: .sequentiallyConsistent)
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        pthread_create(&tid, nil, { arg in
-            let monitor = Unmanaged<StoreMonitor>.fromOpaque(arg!).takeRetainedValue()
-            monitor.run()
-            return nil
-        }, box.toOpaque())
-        thread.withLock { $0 = tid }
+        thread.start { [self] in run() }
     }
 
     /// Stops the thread and waits for it.
     public func stop() {
         running.store(false, ordering: .sequentiallyConsistent)
-        var one: UInt8 = 1
-        _ = write(wakeWriteFD, &one, 1)
-        if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
-            pthread_join(tid, nil)
-        }
+        thread.wake()
+        thread.join()
     }
 
     private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
@@ -141,9 +115,7 @@ public final class StoreMonitor: Sendable {
 
     /// Waits up to `milliseconds` for notifications and forwards the rows they name.
     private func waitForNotifications(_ db: PGConnection, milliseconds: Int32, snapshotLoaded: Bool) throws {
-        var fds = [pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 2, milliseconds)
+        thread.wait(socket: db.socket, milliseconds: milliseconds)
         guard isRunning else { return }
         let notes = try db.drainNotifications()
         guard snapshotLoaded else { return }  // the snapshot taken later includes these changes
@@ -166,8 +138,5 @@ public final class StoreMonitor: Sendable {
         }
     }
 
-    private func wait(milliseconds: Int32) {
-        var fd = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
-        _ = poll(&fd, 1, milliseconds)
-    }
+    private func wait(milliseconds: Int32) { thread.wait(milliseconds: milliseconds) }
 }
