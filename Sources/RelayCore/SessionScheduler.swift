@@ -1,40 +1,47 @@
-/// When each session next needs the relay's 1 s tick — its next ping, its keepalive deadline,
-/// its token's expiry, a robot's TURN refresh — kept in a timing wheel of 1 s slots, so a tick
-/// touches only the sessions due then: O(due), not O(sessions). With 19,000 idle sockets that
-/// is ~1,000 a tick (pings spread over the interval) instead of all of them.
+/// When each session next needs a look — its next ping, its keepalive deadline, its token's
+/// expiry, a robot's TURN refresh — kept in a timing wheel, so a tick touches only the sessions
+/// due then: O(due), not O(sessions). The relay turns it every 10 ms with 2,048 slots (one
+/// revolution ≈ 20 s, the ping interval): with 19,000 idle sockets a tick pings ~10 of them
+/// (~1,000/s spread over the second), never a burst of 1,000 that would hold up forwarding.
 ///
 /// A session has at most one live entry (`Session.scheduledTick`); rescheduling leaves the old
 /// entry behind, and it is dropped when its slot comes round, as are entries of sessions that
 /// left the hub. Entries further than one revolution ahead (a token expiring in days) wait in
 /// their slot and are skipped until their round.
 public final class SessionScheduler {
-    public static let slotCount = 64
-    private static let second: UInt64 = 1_000_000_000
+    /// Slot width in nanoseconds and number of slots.
+    public let slotWidth: UInt64
+    public let slotCount: Int
 
     private struct Entry {
         let session: Session
         let tick: UInt64
     }
 
-    private var slots = [[Entry]](repeating: [], count: SessionScheduler.slotCount)
+    private var slots: [[Entry]]
     private let origin: UInt64
     /// Every tick before this one has been handed out.
     private var nextTick: UInt64 = 0
 
     /// `now`: monotonic nanoseconds at which tick 0 falls.
-    public init(now: UInt64) { origin = now }
+    public init(now: UInt64, slotWidth: UInt64 = 1_000_000_000, slotCount: Int = 64) {
+        origin = now
+        self.slotWidth = max(slotWidth, 1)
+        self.slotCount = max(slotCount, 1)
+        slots = [[Entry]](repeating: [], count: self.slotCount)
+    }
 
     /// Entries held, live and stale (for tests and metrics).
     public var entryCount: Int { slots.reduce(0) { $0 + $1.count } }
 
-    private func tick(at time: UInt64) -> UInt64 { time > origin ? (time - origin) / SessionScheduler.second : 0 }
+    private func tick(at time: UInt64) -> UInt64 { time > origin ? (time - origin) / slotWidth : 0 }
 
     /// Asks for `session` at the first tick at or after `time` (monotonic nanoseconds), and never
     /// at a tick already handed out.
     public func schedule(_ session: Session, at time: UInt64) {
         let tick = max(tick(at: time), nextTick)
         session.scheduledTick = tick
-        slots[Int(tick % UInt64(SessionScheduler.slotCount))].append(Entry(session: session, tick: tick))
+        slots[Int(tick % UInt64(slotCount))].append(Entry(session: session, tick: tick))
     }
 
     /// The sessions due up to `now` that are still in the hub, each once.
@@ -43,9 +50,9 @@ public final class SessionScheduler {
         guard target >= nextTick else { return [] }
         var out: [Session] = []
         // After a stall longer than a revolution, one pass over every slot finds all of them.
-        let passes = min(target - nextTick + 1, UInt64(SessionScheduler.slotCount))
+        let passes = min(target - nextTick + 1, UInt64(slotCount))
         for step in 0..<passes {
-            let index = Int((nextTick + step) % UInt64(SessionScheduler.slotCount))
+            let index = Int((nextTick + step) % UInt64(slotCount))
             guard !slots[index].isEmpty else { continue }
             var kept: [Entry] = []
             for entry in slots[index] {

@@ -273,7 +273,9 @@ extension RelayServer {
 
     /// Once a second: the sessions due now (pings, hang-ups of silent peers, expired tokens,
     /// TURN refreshes — O(due), see `SessionScheduler`), then the limiter sweeps.
-    func tick() {
+    /// Every 10 ms: the sessions the wheel says are due (pings, silence, token expiry, TURN
+    /// pushes), a few at a time, so keepalive never comes as a burst.
+    func turnWheel() {
         let now = MonotonicClock.nanoseconds()
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {
@@ -302,6 +304,11 @@ extension RelayServer {
             if session.role == .robot, session.closing == nil, turnPushDue(session, wall: wall) { pushTurnCredentials(to: session) }
             scheduleChecks(session, now: now, wall: wall)
         }
+    }
+
+    /// Once a second: housekeeping that is not per session.
+    func tick() {
+        let now = MonotonicClock.nanoseconds()
         turn.sweepLimiters()
         cluster.report(sockets: openConnections, devices: hub.deviceCount)
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).

@@ -79,8 +79,11 @@ public final class RelayServer {
     let auditWriter: AuditWriter
     let turn: TurnService
     let writer: FrameWriter
-    /// Which sessions the 1 s tick must look at, and when (O(due) per tick).
-    let scheduler = SessionScheduler(now: MonotonicClock.nanoseconds())
+    /// Which sessions need a look, and when: turned every 10 ms (O(due) per turn).
+    let scheduler = SessionScheduler(now: MonotonicClock.nanoseconds(), slotWidth: UInt64(RelayServer.wheelInterval) * 1000,
+                                     slotCount: 2048)
+    /// Microseconds between turns of the session wheel.
+    static let wheelInterval: Int64 = 10_000
     let keepalive: KeepalivePolicy
     var counters = RelayCounters()
     /// Membership, presence and claims (RelayServer+Cluster.swift).
@@ -90,7 +93,6 @@ public final class RelayServer {
     var clusterSplitDevices = 0
     /// Set by SIGTERM while the balancer is given time to stop choosing this node.
     var drainUntil: UInt64?
-    private var clusterTimer: LWSTimer?
     /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
     var pendingGrant: (wsi: OpaquePointer, grant: UpgradeGrant)?
     var nextSessionID: UInt64 = 0
@@ -104,7 +106,8 @@ public final class RelayServer {
     var nextExchangeID: UInt64 = 0
     /// When each not-yet-established connection was accepted (handshake latency metric).
     var acceptedAt: [OpaquePointer: UInt64] = [:]
-    private var timer: LWSTimer?
+    /// The 1 s tick, the session wheel (10 ms) and the cluster batches (100 ms).
+    private var timers: [LWSTimer] = []
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
 
     /// Called on the service thread once the relay listens and the store is ready (systemd READY=1).
@@ -136,7 +139,7 @@ public final class RelayServer {
         clusterBook = ClusterBook(dampingWindow: UInt64(configuration.clusterMoveDampingSeconds * 1e9))
         writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16))
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
-        // the relay pings from its own 1 s tick instead, so both lws timers are off.
+        // the relay pings from its own session wheel instead, so both lws timers are off.
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
 
@@ -277,20 +280,20 @@ public final class RelayServer {
         auditWriter.start()
         adminWorker.start()
         cluster.start()
-        let timer = LWSTimer { [unowned self] in tick() }
-        timer.start(context: context, interval: 1_000_000)
-        self.timer = timer
-        let clusterTimer = LWSTimer { [unowned self] in flushCluster() }
-        clusterTimer.start(context: context, interval: 100_000)
-        self.clusterTimer = clusterTimer
+        let schedule: [(Int64, () -> Void)] = [(1_000_000, { [unowned self] in tick() }),
+                                               (RelayServer.wheelInterval, { [unowned self] in turnWheel() }),
+                                               (100_000, { [unowned self] in flushCluster() })]
+        for (interval, action) in schedule {
+            let timer = LWSTimer(action: action)
+            timer.start(context: context, interval: interval)
+            timers.append(timer)
+        }
         // With libev, lws_service runs the event loop until finishStop() destroys the context.
         while !finished {
             if lws_service(context, 0) < 0 { break }
         }
-        timer.cancel()
-        self.timer = nil
-        clusterTimer.cancel()
-        self.clusterTimer = nil
+        timers.forEach { $0.cancel() }
+        timers.removeAll()
         // Leaving the cluster removes this node's presence with its row.
         cluster.stop()
         monitor.stop()

@@ -29,6 +29,24 @@ import Testing
         for s in sessions { hub.detach(s) }  // a session and its device entry refer to each other until then
     }
 
+    @Test func aFineWheelSpreadsWithinTheSecond() {
+        let hub = DeviceHub(limits: { var l = DeviceHub.Limits(); l.maxAppsPerDevice = 10_000; return l }())
+        let ms: UInt64 = 1_000_000
+        let wheel = SessionScheduler(now: origin, slotWidth: 10 * ms, slotCount: 2048)
+        let sessions = (1...1_000).map { attached(UInt64($0), hub, now: origin) }
+        // Pings due 20 s out, spread over one second: each 10 ms turn hands out ~10, not 1,000 at once.
+        for (i, s) in sessions.enumerated() { wheel.schedule(s, at: origin + 20 * second + UInt64(i) * ms) }
+        #expect(wheel.due(now: origin + 20 * second - ms).isEmpty)
+        var largest = 0, total = 0
+        for turn in 0...100 {
+            let due = wheel.due(now: origin + 20 * second + UInt64(turn) * 10 * ms)
+            largest = max(largest, due.count)
+            total += due.count
+        }
+        #expect(total == 1_000 && largest <= 10)
+        for s in sessions { hub.detach(s) }
+    }
+
     @Test func reschedulingAndLeavingTheHubDropTheOldEntry() {
         let hub = DeviceHub(limits: .init())
         let wheel = SessionScheduler(now: origin)
