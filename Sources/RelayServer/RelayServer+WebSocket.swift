@@ -159,7 +159,7 @@ extension RelayServer {
                               connectedAt: .now(), now: now,
                               queue: SendQueue(maxMessages: configuration.sendQueueMaxMessages,
                                                maxBytes: configuration.sendQueueMaxBytes))
-        let connection = Connection(wsi: wsi, session: session)
+        let connection = Connection(wsi: wsi, session: session, closeWatch: closeWatch)
         session.transport = connection
         connection.store(in: user)
         openConnections += 1
@@ -233,6 +233,7 @@ extension RelayServer {
         guard let connection = Connection.from(user: user) else { return }
         let session = connection.session
         hub.detach(session)
+        connection.isFinished = true
         openConnections -= 1
         if let code = session.closing?.code { counters.closes[code.rawValue, default: 0] += 1 }
         let seconds = Double(UnixTime.now().microseconds - session.connectedAt.microseconds) / 1e6
@@ -277,6 +278,7 @@ extension RelayServer {
     /// pushes), a few at a time, so keepalive never comes as a burst.
     func turnWheel() {
         let now = MonotonicClock.nanoseconds()
+        closeWatch.turn(now: now)
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }

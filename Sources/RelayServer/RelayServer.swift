@@ -99,6 +99,9 @@ public final class RelayServer {
     var openConnections = 0
     var stopping = false
     var stopDeadline: UInt64?
+    var closingStartedAt: UInt64?
+    /// Closing sockets: let out a few per wheel turn, cut off if their close does not get out.
+    let closeWatch = CloseWatch()
     let adminWorker: DatabaseWorker
     /// Admin requests in flight, by id and by their connection.
     var exchanges: [UInt64: HTTPExchange] = [:]
@@ -292,6 +295,7 @@ public final class RelayServer {
         while !finished {
             if lws_service(context, 0) < 0 { break }
         }
+        let loopEnded = MonotonicClock.nanoseconds()
         timers.forEach { $0.cancel() }
         timers.removeAll()
         // Leaving the cluster removes this node's presence with its row.
@@ -300,11 +304,17 @@ public final class RelayServer {
         adminWorker.stop()
         gate?.stop()
         waker.detach()
+        let left = MonotonicClock.nanoseconds()
         lws_context_destroy(context)
+        let destroyed = MonotonicClock.nanoseconds()
         // CLOSED callbacks above queued the last disconnect events: store or spool them.
         auditWriter.stop()
         self.context = nil
-        log.info("stopped")
+        // How long each part of the stop took (a slow stop shows where).
+        func ms(_ from: UInt64?, _ to: UInt64) -> JSONValue { .int(from.map { Int64((to &- $0) / 1_000_000) } ?? -1) }
+        let end = MonotonicClock.nanoseconds()
+        log.info("stopped", [("closing_ms", ms(closingStartedAt, loopEnded)), ("leave_ms", ms(loopEnded, left)),
+                             ("destroy_ms", ms(left, destroyed)), ("flush_ms", ms(destroyed, end))])
     }
 
     /// Starts a graceful stop. Safe from any thread.
@@ -340,6 +350,7 @@ public final class RelayServer {
         drainUntil = nil
         guard !stopping, !finished else { return }
         stopping = true
+        closingStartedAt = MonotonicClock.nanoseconds()
         log.info("stopping", [("open_connections", .int(Int64(openConnections)))])
         if clusterLiveNodes > 1 {
             hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")

@@ -227,7 +227,9 @@ struct WimzBench: ParsableCommand {
                 var waiting = Array(targets.indices)
                 var live: [Int32: Int] = [:]  // socket → target index
                 var attempts = 0
+                var firstBack: UInt64?
                 while !waiting.isEmpty || !live.isEmpty, monotonicNanos() - start < 60_000_000_000 {
+                    if firstBack == nil, engine.handshakeTimes.count > base { firstBack = monotonicNanos() }
                     while live.count < 512, let index = waiting.popLast() {
                         let t = targets[index]
                         if let s = engine.open(path: t.path, token: t.token, isRobot: t.isRobot, device: t.device) {
@@ -251,8 +253,9 @@ struct WimzBench: ParsableCommand {
                 let elapsed = Double(monotonicNanos() - start) / 1e9
                 let back = engine.handshakeTimes.count - base
                 let told = engine.refusals.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-                print(String(format: "storm           %d of %d sockets authenticated again %.2f s after SIGTERM (restart included), %d attempts, refusals: %@",
-                             back, targets.count, elapsed, attempts, told.isEmpty ? "none" : told.joined(separator: ", ")))
+                let first = Double((firstBack ?? monotonicNanos()) - start) / 1e9
+                print(String(format: "storm           %d of %d sockets authenticated again %.2f s after SIGTERM (restart included; the first after %.2f s), %d attempts, refusals: %@",
+                             back, targets.count, elapsed, first, attempts, told.isEmpty ? "none" : told.joined(separator: ", ")))
             }
             engine.closeAll()
         }
