@@ -64,8 +64,7 @@ final class CloseWatch {
     static let perTurn = 500
     private var waiting: [Connection] = []
     private var waitingHead = 0
-    private var deadlines: [(connection: Connection, deadline: UInt64)] = []
-    private var deadlinesHead = 0
+    private var deadlines = DeadlineFIFO<Connection>()
 
     func watch(_ connection: Connection) { waiting.append(connection) }
 
@@ -77,22 +76,15 @@ final class CloseWatch {
             waitingHead += 1
             guard !connection.isFinished else { continue }
             lws_callback_on_writable(connection.wsi)
-            deadlines.append((connection, now + CloseWatch.grace))
+            deadlines.append(connection, deadline: now + CloseWatch.grace)
             released += 1
         }
-        while deadlinesHead < deadlines.count, deadlines[deadlinesHead].deadline <= now {
-            let connection = deadlines[deadlinesHead].connection
-            if !connection.isFinished { lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
-            deadlinesHead += 1
+        if waitingHead == waiting.count, waitingHead > 0 {
+            waiting.removeAll(keepingCapacity: waiting.count <= 1024)
+            waitingHead = 0
         }
-        CloseWatch.compact(&waiting, &waitingHead)
-        CloseWatch.compact(&deadlines, &deadlinesHead)
-    }
-
-    private static func compact<T>(_ queue: inout [T], _ head: inout Int) {
-        if head > 1024, head * 2 > queue.count {
-            queue.removeFirst(head)
-            head = 0
+        for connection in deadlines.popExpired(now: now) where !connection.isFinished {
+            lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
         }
     }
 }

@@ -38,6 +38,7 @@ final class HTTPGate {
     private var listenFD: Int32
     private var listener: OpaquePointer?
     private var vhost: OpaquePointer?
+    private var context: OpaquePointer?
     /// Upgrades waiting for `releaseHeldUpgrades()`, by raw wsi.
     private var held: [OpaquePointer: HTTPRequestHead] = [:]
     /// Upgrades to hand to lws (duplicated descriptor, head) on the loop's next pass. Adopting
@@ -52,8 +53,19 @@ final class HTTPGate {
     /// Parsed heads of upgrades handed to lws, by socket descriptor, until confirmed.
     private var heads: [Int32: HTTPRequestHead] = [:]
 
+    /// Connections that must have sent their request by a deadline (slow-loris), with the
+    /// serial of the connection (lws reuses wsi addresses).
+    private var requestDeadlines = DeadlineFIFO<(wsi: OpaquePointer, serial: UInt64)>()
+    private var nextSerial: UInt64 = 0
+    /// How long a client has to send its request.
+    static let requestTimeout: UInt64 = 10_000_000_000
+
     /// One connection: reading its head, then its body, then writing the response.
     private final class GateConnection {
+        let serial: UInt64
+        /// Routed and waiting for the database worker (its own, longer timeout applies).
+        var deferred = false
+        init(serial: UInt64) { self.serial = serial }
         var bytes: [UInt8] = []
         var head: HTTPRequestHead?
         var body: [UInt8] = []
@@ -110,12 +122,31 @@ final class HTTPGate {
         }
         listener = wsi
         self.vhost = vhost
+        context = lws_get_context(wsi)
+    }
+
+    /// Closes connections whose request did not arrive in time (service thread, every wheel turn).
+    func expire(now: UInt64) {
+        for (wsi, serial) in requestDeadlines.popExpired(now: now) {
+            guard let connection = connections[wsi], connection.serial == serial, !connection.answered,
+                  !connection.deferred, held[wsi] == nil else { continue }
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        }
+    }
+
+    /// Stops accepting connections (the listening socket closes; clients get "refused" and go
+    /// elsewhere or retry) while the ones already accepted are still served.
+    func stopAccepting() {
+        guard let listener else { return }
+        lws_set_timeout(listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // lws closes listenFD
+        self.listener = nil
+        listenFD = -1
     }
 
     /// Before the context goes: no more adoptions, and no timer may outlive it.
     func stop() {
         stopped = true
-        if let listener { lws_set_timeout(listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+        stopAccepting()
         handoverTimer.cancel()
         for handover in handovers { close(handover.fd) }
         handovers.removeAll()
@@ -211,6 +242,7 @@ final class HTTPGate {
             // Waiting for the database worker: nothing more to read (stop polling, or a client
             // that hung up would wake the loop until then), at most 30 s.
             lws_rx_flow_control(wsi, 0)
+            connection.deferred = true
             lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 30)
             return 0
         }
@@ -289,9 +321,10 @@ final class HTTPGate {
             descriptor.filefd = fd
             guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, HTTPGate.protocolName, nil)
             else { continue }  // lws closed it
-            connections[wsi] = GateConnection()
-            // A request must arrive within 10 s (slow-loris): lws closes the descriptor after that.
-            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 10)
+            nextSerial += 1
+            connections[wsi] = GateConnection(serial: nextSerial)
+            // A request must arrive within 10 s (slow-loris): see `expire(now:)`.
+            requestDeadlines.append((wsi, nextSerial), deadline: MonotonicClock.nanoseconds() + HTTPGate.requestTimeout)
         }
     }
 
@@ -299,9 +332,9 @@ final class HTTPGate {
     private func queueHandover(fd: Int32, head: HTTPRequestHead) {
         guard !stopped else { return }
         let duplicate = dup(fd)
-        guard duplicate >= 0, let listener else { return }  // out of descriptors: the client retries
+        guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
         handovers.append((duplicate, head))
-        if handovers.count == 1, let context = lws_get_context(listener) {
+        if handovers.count == 1 {
             handoverTimer.schedule(context: context, after: 0)
         }
     }

@@ -279,6 +279,7 @@ extension RelayServer {
     func turnWheel() {
         let now = MonotonicClock.nanoseconds()
         closeWatch.turn(now: now)
+        gate?.expire(now: now)
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }

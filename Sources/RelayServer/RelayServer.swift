@@ -351,6 +351,9 @@ public final class RelayServer {
         guard !stopping, !finished else { return }
         stopping = true
         closingStartedAt = MonotonicClock.nanoseconds()
+        // Nothing new: clients get "refused" and retry (elsewhere, behind a balancer) while the
+        // service thread closes what is open.
+        gate?.stopAccepting()
         log.info("stopping", [("open_connections", .int(Int64(openConnections)))])
         if clusterLiveNodes > 1 {
             hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
