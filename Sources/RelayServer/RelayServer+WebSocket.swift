@@ -280,6 +280,7 @@ extension RelayServer {
         let now = MonotonicClock.nanoseconds()
         closeWatch.turn(now: now)
         gate?.expire(now: now)
+        if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }
@@ -318,7 +319,6 @@ extension RelayServer {
         if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)
         authFailures.sweep(now: now)
-        if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
     }
 }
 
