@@ -11,9 +11,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_packages
-say "building (release)"
-build release --product wimz-relay
-relay="$(swift build -c release --show-bin-path)/wimz-relay"
+relay=$(build_relay release)
 
 work=$(mktemp -d /tmp/wimz-bench-cluster.XXXXXX)
 chmod 755 "$work"

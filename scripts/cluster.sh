@@ -10,10 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_packages
-config=${WIMZ_BUILD_CONFIG:-release}
-say "building ($config)"
-build "$config" --product wimz-relay
-relay="$(swift build -c "$config" --show-bin-path)/wimz-relay"
+relay=$(build_relay)
 
 started_pg=""
 cleanup() { if [ -n "$started_pg" ]; then say "stopping the private PostgreSQL"; pg_stop "$started_pg"; fi; }

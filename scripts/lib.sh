@@ -36,6 +36,15 @@ build() {
     swift build -c "$config" "$@" 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
 }
 
+# build_relay [CONFIG]: builds wimz-relay (default WIMZ_BUILD_CONFIG, else release) and prints
+# the binary's path.
+build_relay() {
+    local config=${1:-${WIMZ_BUILD_CONFIG:-release}}
+    say "building ($config)"
+    build "$config" --product wimz-relay
+    echo "$(swift build -c "$config" --show-bin-path)/wimz-relay"
+}
+
 pg_bindir() {
     local d
     d=$(pg_config --bindir 2>/dev/null)

@@ -15,10 +15,7 @@ source scripts/lib.sh
 
 ensure_packages
 
-config=${WIMZ_BUILD_CONFIG:-release}
-say "building ($config)"
-build "$config" --product wimz-relay
-relay="$(swift build -c "$config" --show-bin-path)/wimz-relay"
+relay=$(build_relay)
 export WIMZ_MIGRATIONS_DIR="$PWD/migrations"
 
 # What this script started, stopped again when it ends (Ctrl-C, SIGTERM or the relay exiting).

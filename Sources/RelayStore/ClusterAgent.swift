@@ -1,6 +1,5 @@
 import Foundation
 import RelayCore
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -63,7 +62,6 @@ public final class ClusterAgent: Sendable {
     private let onEvent: @Sendable (ClusterEvent) -> Void
     private let outbox = Locked(Outbox())
     private let statistics = Locked(ClusterStats())
-    private let running = Atomic<Bool>(false)
     private let thread = WakeableThread()
 
     public init(conninfo: String, identity: Identity, leaseSeconds: Double,
@@ -77,16 +75,13 @@ public final class ClusterAgent: Sendable {
     public var stats: ClusterStats { statistics.withLock { $0 } }
 
     public func start() {
-        running.store(true, ordering: .sequentiallyConsistent)
         thread.start { [self] in run() }
     }
 
     /// Writes what is queued, leaves the cluster (its presence goes with its row) and stops the
     /// thread. With the database unreachable the lease simply runs out.
     public func stop() {
-        running.store(false, ordering: .sequentiallyConsistent)
-        thread.wake()
-        thread.join()
+        thread.stop()
     }
 
     /// Queues a presence batch and claims (service thread; never blocks on the database).
@@ -119,7 +114,7 @@ public final class ClusterAgent: Sendable {
 
     private func wake() { thread.wake() }
 
-    private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+    private var isRunning: Bool { thread.isRunning }
 
     private func run() {
         var db: PGConnection?

@@ -1,4 +1,3 @@
-import Synchronization
 import RelayCore
 
 #if canImport(Glibc)
@@ -48,7 +47,6 @@ public final class StoreMonitor: Sendable {
     private let migrator: Migrator
     private let turnRealm: String
     private let onEvent: @Sendable (StoreEvent) -> Void
-    private let running = Atomic<Bool>(false)
     private let thread = WakeableThread()
 
     public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
@@ -60,18 +58,15 @@ public final class StoreMonitor: Sendable {
     }
 
     public func start() {
-        running.store(true, ordering: .sequentiallyConsistent)
         thread.start { [self] in run() }
     }
 
     /// Stops the thread and waits for it.
     public func stop() {
-        running.store(false, ordering: .sequentiallyConsistent)
-        thread.wake()
-        thread.join()
+        thread.stop()
     }
 
-    private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+    private var isRunning: Bool { thread.isRunning }
 
     private func run() {
         var lastHealth: StoreHealth?

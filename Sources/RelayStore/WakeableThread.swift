@@ -1,5 +1,7 @@
 import RelayCore
 
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,6 +12,7 @@ final class WakeableThread: Sendable {
     private let wakeFD: Int32
     private let wakeWriteFD: Int32
     private let thread = Locked<pthread_t?>(nil)
+    private let running = Atomic<Bool>(false)
 
     init() {
         var fds: [Int32] = [-1, -1]
@@ -27,8 +30,12 @@ final class WakeableThread: Sendable {
         close(wakeWriteFD)
     }
 
+    /// True from `start` until `stop`: the thread's loop runs while it is.
+    var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+
     /// Runs `body` on a new thread (which keeps whatever `body` captures alive until it returns).
     func start(_ body: @escaping @Sendable () -> Void) {
+        running.store(true, ordering: .sequentiallyConsistent)
         final class Box { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
         var tid = pthread_t()
         pthread_create(&tid, nil, { arg in
@@ -44,8 +51,14 @@ final class WakeableThread: Sendable {
         _ = write(wakeWriteFD, &one, 1)
     }
 
-    /// Waits for the thread to end (after `wake()` made it see its stop flag).
-    func join() {
+    /// Clears `isRunning`, wakes the thread and waits for it to end.
+    func stop() {
+        running.store(false, ordering: .sequentiallyConsistent)
+        wake()
+        join()
+    }
+
+    private func join() {
         if let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) {
             pthread_join(tid, nil)
         }
