@@ -14,7 +14,8 @@ final class Connection: SessionTransport {
     var rejected = false
     /// lws reported CLOSED: `wsi` is gone.
     var isFinished = false
-    private let closeWatch: CloseWatch
+    /// Unowned: the watch holds closing connections, and the server owns both.
+    private unowned let closeWatch: CloseWatch
     private var watched = false
 
     init(wsi: OpaquePointer, session: Session, closeWatch: CloseWatch) {
