@@ -52,7 +52,7 @@ public struct DeviceHandoff: Sendable, Equatable {
     }
 }
 
-/// A claim heard from another node: it accepted a socket of `devices` at `at` (its clock).
+/// A claim heard from another node: it accepted the first socket of each of `devices` on it.
 public struct DeviceClaim: Sendable, Equatable {
     public var node: String
     public var devices: [DeviceID]

@@ -65,6 +65,8 @@ extension RelayServer {
         metric("wimz_cluster_claims_sent_total", "counter", "Devices claimed from other nodes.", [("", clusterStats.claimsSent)])
         metric("wimz_cluster_devices_yielded_total", "counter", "Devices given up to another node's claim (sockets closed 1012).",
                [("", counters.devicesYielded)])
+        metric("wimz_cluster_registrations_total", "counter", "Times this node joined the cluster (> 1: its lease lapsed and it rejoined).",
+               [("", clusterStats.registrations)])
         metric("wimz_cluster_store_errors_total", "counter", "Failed membership or presence writes (retried).",
                [("", clusterStats.writeFailures)])
         out += "# HELP wimz_build_info Build information.\n# TYPE wimz_build_info gauge\n"

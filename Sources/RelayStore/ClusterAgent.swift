@@ -19,11 +19,10 @@ public enum ClusterEvent: Sendable {
 
 /// Counters the agent keeps for /metrics (read from any thread).
 public struct ClusterStats: Sendable {
-    public var presenceBatches = 0
     public var presenceRows = 0
     public var presenceStatements = 0
     public var claimsSent = 0
-    public var handoffsSent = 0
+    /// Joins, the first included: more than one means the lease lapsed and the node rejoined.
     public var registrations = 0
     public var writeFailures = 0
     /// Monotonic time of the last successful lease renewal (0: never).
@@ -197,11 +196,9 @@ public final class ClusterAgent: Sendable {
             try repo.handOff(batch.handoffs)
             try repo.claim(node: identity.nodeID, batch.claims)
             statistics.withLock {
-                $0.presenceBatches += latest.isEmpty ? 0 : 1
                 $0.presenceRows += latest.count
                 $0.presenceStatements += statements
                 $0.claimsSent += batch.claims.count
-                $0.handoffsSent += batch.handoffs.count
             }
         } catch {
             outbox.withLock {
