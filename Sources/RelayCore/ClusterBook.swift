@@ -21,8 +21,8 @@ public struct ClusterBook {
 
     public init(dampingWindow: UInt64) { self.dampingWindow = dampingWindow }
 
-    /// Whether anything waits for the next batch.
-    public var hasWork: Bool { !dirty.isEmpty || !claims.isEmpty }
+    /// Whether anything waits for a batch (deferred claims included).
+    public var hasWork: Bool { !dirty.isEmpty || !claims.isEmpty || !deferred.isEmpty }
     public var deferredCount: Int { deferred.count }
 
     /// A device's first socket on this node arrived: claim it now, or after the damping window.

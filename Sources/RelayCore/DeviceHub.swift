@@ -44,6 +44,8 @@ public final class DeviceHub {
         }
 
         var isEmpty: Bool { robot == nil && apps.isEmpty }
+        /// The robot (if any) and the apps.
+        var sessions: [Session] { (robot.map { [$0] } ?? []) + apps }
         var hasReplay: Bool { replay.contains { $0 != nil } }
     }
 
@@ -86,7 +88,7 @@ public final class DeviceHub {
 
     /// Every session routed to, for sweeps (keepalive, revocation, shutdown).
     public var allSessions: [Session] {
-        devices.values.flatMap { d in (d.robot.map { [$0] } ?? []) + d.apps }
+        devices.values.flatMap(\.sessions)
     }
 
     /// Whether one more app of `device` fits under the cap.
@@ -120,11 +122,7 @@ public final class DeviceHub {
     /// or arrived after it was online there (the move is not an offline period).
     public func adoptHandoff(_ device: DeviceID, since: UnixTime, robotOnline: Bool, replay: [[UInt8]],
                              now: UInt64, wallClock: UnixTime = .now()) {
-        let d = devices[device] ?? {
-            let d = Device(id: device, since: wallClock, replayCount: replayNames.count)
-            devices[device] = d
-            return d
-        }()
+        let d = entry(for: device, wallClock: wallClock)
         for bytes in replay {
             let envelope = Envelope.scan(bytes)
             if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
@@ -142,13 +140,17 @@ public final class DeviceHub {
 
     // MARK: - Attach / detach
 
+    /// `device`'s entry, created (status time `wallClock`) if it has none.
+    private func entry(for device: DeviceID, wallClock: UnixTime) -> Device {
+        if let d = devices[device] { return d }
+        let d = Device(id: device, since: wallClock, replayCount: replayNames.count)
+        devices[device] = d
+        return d
+    }
+
     /// Routes to a newly authenticated session and sends the greetings the contract requires.
     public func attach(_ session: Session, now: UInt64, wallClock: UnixTime = .now()) {
-        let device = devices[session.deviceID] ?? {
-            let d = Device(id: session.deviceID, since: wallClock, replayCount: replayNames.count)
-            devices[session.deviceID] = d
-            return d
-        }()
+        let device = entry(for: session.deviceID, wallClock: wallClock)
         let arrived = device.isEmpty
         session.device = device
         defer {
@@ -209,19 +211,16 @@ public final class DeviceHub {
     /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
     @discardableResult
     public func close(where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
-        let victims = allSessions.filter(predicate)
-        for s in victims {
-            s.close(code, reason: reason)
-            detach(s)
-        }
-        return victims
+        close(allSessions.filter(predicate), code: code, reason: reason)
     }
 
     /// Closes every socket of `device` (cluster: another node claimed it).
     @discardableResult
     public func close(device: DeviceID, code: CloseCode, reason: String) -> [Session] {
-        guard let d = devices[device] else { return [] }
-        let victims = (d.robot.map { [$0] } ?? []) + d.apps
+        close(devices[device]?.sessions ?? [], code: code, reason: reason)
+    }
+
+    private func close(_ victims: [Session], code: CloseCode, reason: String) -> [Session] {
         for s in victims {
             s.close(code, reason: reason)
             detach(s)

@@ -9,7 +9,7 @@ extension RelayServer {
     func flushCluster() {
         let now = MonotonicClock.nanoseconds()
         if let until = drainUntil, now >= until { closeForStop() }
-        guard clusterBook.hasWork || clusterBook.deferredCount > 0 else { return }
+        guard clusterBook.hasWork else { return }
         let batch = clusterBook.takeBatch(now: now) { hub.presence(of: $0) }
         cluster.submit(rows: batch.rows, claims: batch.claims)
     }
@@ -82,9 +82,8 @@ extension RelayServer {
     /// its last batch. Without the database: this node's view, `"scope":"node"`.
     func presence(of device: DeviceID, _ request: LWSConnection) -> HTTPResponse? {
         let local = hub.status(of: device)
-        let here = hub.presence(of: device)
         let nodeID = cluster.identity.nodeID
-        let holdsHere = here.robotSince != nil || here.apps > 0
+        let holdsHere = local.online || local.apps > 0
         let nodeView = RelayServer.presenceJSON(device: device, online: local.online, since: local.since, apps: local.apps,
                                                 nodes: holdsHere ? [nodeID] : [], scope: "node")
         return answerFromDatabase(request, unavailable: .json(200, nodeView)) { db in

@@ -119,6 +119,8 @@ class HAProxy:
         self.dir = Path(tempfile.mkdtemp(prefix="wimz-haproxy-", dir=cluster.workdir))
         self.pidfile = self.dir / "haproxy.pid"
         self.process: subprocess.Popen[str] | None = None
+        #: The process a reload replaced; it finishes its tunnels (soft stop, ``-sf``).
+        self.previous: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
@@ -170,7 +172,7 @@ backend relays
         self.previous = old
 
     def stop(self) -> None:
-        for p in (self.process, getattr(self, "previous", None)):
+        for p in (self.process, self.previous):
             if p is not None and p.poll() is None:
                 p.terminate()
                 try:
