@@ -60,6 +60,13 @@ bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
 echo "relay:   ${relay_cmd[*]}"
 echo "load:    ${bench_cmd[*]}"
+if [ ${#pin_relay[@]} -gt 0 ]; then
+    # The VM's own noise with both cores busy, as in the load phases: time the cores did not
+    # run at all, which delays every message in flight (no relay gets its p99 below this).
+    "${pin_relay[@]}" "$bin/wimz-bench" stalls --label "cpu 0 (relay)" &
+    "${pin_load[@]}" "$bin/wimz-bench" stalls --label "cpu 1 (load) "
+    wait $!
+fi
 "${bench_cmd[@]}"
 
 # GET /api/turn/credentials (one request per connection: the relay closes after each answer),

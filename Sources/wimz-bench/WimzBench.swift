@@ -10,7 +10,7 @@ struct WimzBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wimz-bench",
         abstract: "Benchmark a wimz-relay over loopback: fan-out, latency, handshakes, idle memory.",
-        subcommands: [Provision.self, Run.self])
+        subcommands: [Provision.self, Run.self, Stalls.self])
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create devices with a robot and an app token each; write device_id,robot_token,app_token CSV.")
@@ -31,6 +31,29 @@ struct WimzBench: ParsableCommand {
                 }
             }
             try csv.write(toFile: out, atomically: true, encoding: .utf8)
+        }
+    }
+
+    struct Stalls: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Spin on one CPU and report the times it did not run (the machine's scheduling noise).",
+            discussion: "Run one per core at once (taskset) to see what a loaded machine takes away: a stall of the relay's or the load's core delays every message in flight by as much.")
+        @Option var seconds: Double = 10
+        @Option var label: String = ""
+
+        func run() {
+            var stalls: [UInt64] = []
+            let end = monotonicNanos() + UInt64(seconds * 1e9)
+            var previous = monotonicNanos()
+            while previous < end {
+                let now = monotonicNanos()
+                if now - previous >= 100_000 { stalls.append(now - previous) }
+                previous = now
+            }
+            let overMillisecond = stalls.filter { $0 >= 1_000_000 }
+            print(String(format: "stalls %@  %d of 0.1-1 ms, %d of >= 1 ms (%.1f ms in all), longest %.2f ms in %.0f s",
+                         label, stalls.count - overMillisecond.count, overMillisecond.count,
+                         Double(overMillisecond.reduce(0, +)) / 1e6, Double(stalls.max() ?? 0) / 1e6, seconds))
         }
     }
 
@@ -113,14 +136,21 @@ struct WimzBench: ParsableCommand {
                 engine.latenciesNanos.removeAll(keepingCapacity: true)
                 engine.measuring = true
                 let start = monotonicNanos()
+                let cpuBefore = relayPID.map(cpuSeconds)
                 engine.run(for: UInt64((seconds ?? duration) * 1e9), tick: tick)
                 let elapsed = Double(monotonicNanos() - start) / 1e9
+                // The relay's CPU share over the phase: what idle sockets cost shows here even
+                // when the machine's stalls hide it in the latency tail.
+                var cpu = ""
+                if let relayPID, let cpuBefore {
+                    cpu = String(format: "  relay CPU %.1f %%", (cpuSeconds(relayPID) - cpuBefore) / elapsed * 100)
+                }
                 engine.measuring = false
                 engine.run(for: 500_000_000)  // drain
                 let l = engine.latenciesNanos.sorted()
-                print(String(format: "%@ %.0f msgs/s delivered  one-way latency p50 %.0f us  p99 %.0f us  p99.9 %.0f us  (n=%d)",
-                             label, Double(engine.received) / elapsed, Double(percentile(l, 0.5)) / 1e3,
-                             Double(percentile(l, 0.99)) / 1e3, Double(percentile(l, 0.999)) / 1e3, l.count))
+                print(String(format: "%@ %.0f msgs/s delivered  one-way latency p50 %.0f us  p90 %.0f us  p99 %.0f us  p99.9 %.0f us  (n=%d)%@",
+                             label, Double(engine.received) / elapsed, Double(percentile(l, 0.5)) / 1e3, Double(percentile(l, 0.9)) / 1e3,
+                             Double(percentile(l, 0.99)) / 1e3, Double(percentile(l, 0.999)) / 1e3, l.count, cpu))
             }
             if wanted.contains("fanout") {
                 measure("fanout window \(window)") {
@@ -331,6 +361,16 @@ func raiseDescriptorLimit() -> Int {
 func percentile<T: BinaryInteger>(_ sorted: [T], _ p: Double) -> T {
     guard !sorted.isEmpty else { return 0 }
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15).
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let end = stat.lastIndex(of: ")") else { return 0 }
+    // After the command name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 func rssKB(_ pid: Int32) -> Int {
