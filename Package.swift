@@ -47,7 +47,7 @@ let package = Package(
         // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
         .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
         .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "RelayCore", "RelayCrypto", "RelayStore"],
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "RelayCore", "RelayCrypto", "RelayStore"],
                 swiftSettings: hotPath),
         .executableTarget(
             name: "wimz-relay",

@@ -46,6 +46,7 @@ final class HTTPGate {
     /// callback let a nested close reorder lws's descriptor table under the outer one (an lws
     /// assertion with ~20,000 sockets during a stop), so it happens from a timer instead.
     private var handovers: [(fd: Int32, head: HTTPRequestHead)] = []
+    private var eventLoop = EventLoopRegistration()
     private var stopped = false
     private lazy var handoverTimer = LWSTimer(repeats: false) { [unowned self] in adoptHandovers() }
     /// Connections the gate serves, by their raw wsi.
@@ -333,6 +334,7 @@ final class HTTPGate {
         guard !stopped else { return }
         let duplicate = dup(fd)
         guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
+        eventLoop.remove(fd, listener: listenFD)  // the raw descriptor closes; the duplicate stays
         handovers.append((duplicate, head))
         if handovers.count == 1 {
             handoverTimer.schedule(context: context, after: 0)

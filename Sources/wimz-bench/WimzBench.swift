@@ -137,7 +137,16 @@ struct WimzBench: ParsableCommand {
                 engine.measuring = true
                 let start = monotonicNanos()
                 let cpuBefore = relayPID.map(cpuSeconds)
-                engine.run(for: UInt64((seconds ?? duration) * 1e9), tick: tick)
+                // Where each 5 s slice of the phase begins in the samples: a slow stretch (a
+                // burst of work in the relay, or of the database on the load's core) shows
+                // as one slice's tail rather than disappearing in the whole phase's.
+                var sliceStarts = [0]
+                engine.run(for: UInt64((seconds ?? duration) * 1e9), tick: {
+                    if monotonicNanos() - start >= UInt64(sliceStarts.count) * 5_000_000_000 {
+                        sliceStarts.append(engine.latenciesNanos.count)
+                    }
+                    tick()
+                })
                 let elapsed = Double(monotonicNanos() - start) / 1e9
                 // The relay's CPU share over the phase: what idle sockets cost shows here even
                 // when the machine's stalls hide it in the latency tail.
@@ -151,6 +160,14 @@ struct WimzBench: ParsableCommand {
                 print(String(format: "%@ %.0f msgs/s delivered  one-way latency p50 %.0f us  p90 %.0f us  p99 %.0f us  p99.9 %.0f us  (n=%d)%@",
                              label, Double(engine.received) / elapsed, Double(percentile(l, 0.5)) / 1e3, Double(percentile(l, 0.9)) / 1e3,
                              Double(percentile(l, 0.99)) / 1e3, Double(percentile(l, 0.999)) / 1e3, l.count, cpu))
+                if sliceStarts.count > 2 {
+                    let bounds = sliceStarts + [engine.latenciesNanos.count]
+                    let slices = zip(bounds, bounds.dropFirst()).map { from, to -> String in
+                        let slice = engine.latenciesNanos[from..<to].sorted()
+                        return String(format: "%.0f/%.0f", Double(percentile(slice, 0.5)) / 1e3, Double(percentile(slice, 0.99)) / 1e3)
+                    }
+                    print("  p50/p99 us by 5 s: " + slices.joined(separator: "  "))
+                }
             }
             if wanted.contains("fanout") {
                 measure("fanout window \(window)") {

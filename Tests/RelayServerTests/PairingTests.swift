@@ -188,20 +188,3 @@ import RelayTestSupport
         #expect(command["x"] as? String == "yyyy")
     }
 }
-
-@Suite struct EventLoopTests {
-    /// The default loop is libev; lws's own poll() loop stays available as a fallback.
-    @Test(arguments: ["libev", "poll"])
-    func relaysAndStopsCleanlyOnEitherLoop(_ loop: String) throws {
-        let f = try RelayFixture(environment: ["WIMZ_EVENT_LOOP": loop])
-        #expect(f.relay.log.contains { $0.contains("\"event_loop\":\"\(loop)\"") })
-        let robot = try f.robot()
-        _ = try robot.receiveJSON()
-        let app = try f.app()
-        _ = try app.receiveJSON()
-        try robot.send(#"{"type":"event","event":"x","data":{}}"#)
-        #expect(try app.receiveJSON().eventName == "x")
-        #expect(f.relay.stop(signal: SIGTERM) == 0)
-        #expect(app.waitForClose() == 1001)
-    }
-}
