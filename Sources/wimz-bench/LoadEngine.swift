@@ -17,6 +17,8 @@ final class LoadSocket {
     let isRobot: Bool
     let device: Int
     var state = State.connecting
+    /// The connection was refused (nothing listening).
+    var refused = false
     var inbox: [UInt8] = []
     var inboxStart = 0
     var outbox: [UInt8] = []
@@ -133,7 +135,10 @@ final class LoadEngine {
     func flush(_ s: LoadSocket) {
         while !s.outbox.isEmpty {
             let n = s.outbox.withUnsafeBytes { Glibc.send(s.fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
+            if n <= 0 {
+                if n < 0, errno == ECONNREFUSED { s.refused = true }  // reported to whichever call comes first
+                return
+            }
             s.outbox.removeFirst(n)
         }
     }
@@ -163,7 +168,9 @@ final class LoadEngine {
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
                 if s.state != .open {
                     handshakeFailures += 1
-                    refusals["no answer", default: 0] += 1
+                    // Refused: nothing listens (a restart's gap); otherwise closed before an answer.
+                    if n < 0, errno == ECONNREFUSED { s.refused = true }
+                    refusals[s.refused ? "connection refused" : "no answer", default: 0] += 1
                 }
                 close(s)
                 return
