@@ -10,6 +10,7 @@ source scripts/lib.sh
 source_file=../shared/bench/limit-relay/limit-relay.c
 if [ $# -gt 0 ] && [[ $1 == *.c ]]; then source_file=$1; shift; fi
 [ -f "$source_file" ] || die "reference relay source not found: $source_file"
+command -v gcc >/dev/null || die "building the reference relay needs gcc (apt-get install gcc)"
 ensure_packages
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
