@@ -208,6 +208,8 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         let foreignLog = EventLog(foreign)
         await foreign.start()
         _ = try await foreignLog.waitFor { if case .connection(.stopped(.forbidden(code: "wrong_device", _))) = $0 { true } else { false } }
+        // The refusal's log line may reach our pipe reader after the client has read the 403.
+        #expect(try await onThread { f.relay.waitForLog(containing: "\"status\":403", timeout: 3) } != nil)
         #expect(f.relay.log.filter { $0.contains("\"path\":\"/ws/app") && $0.contains("\"status\":40") }.count == 2)
     }
 
