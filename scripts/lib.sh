@@ -48,8 +48,11 @@ build_relay() {
 pg_bindir() {
     local d
     d=$(pg_config --bindir 2>/dev/null)
-    if [ -x "$d/initdb" ]; then echo "$d"; return; fi
-    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && { echo "$d"; return; }; done
+    # `return 0`, not `return`: in an EXIT trap after `exit 1` a bare return gives 1 (bash takes
+    # the status from before the trap), and under `set -e` that ended the cleanup before
+    # pg_stop, leaving a failed test run's PostgreSQL running.
+    if [ -x "$d/initdb" ]; then echo "$d"; return 0; fi
+    for d in /usr/lib/postgresql/*/bin; do [ -x "$d/initdb" ] && { echo "$d"; return 0; }; done
     die "PostgreSQL server binaries not found (package postgresql)"
 }
 
@@ -143,7 +146,7 @@ turn_start() {
         --pidfile="$dir/turnserver.pid" >/dev/null 2>&1 &
     pid=$!
     for _ in $(seq 100); do
-        ss -Hlnu "sport = :$port" 2>/dev/null | grep -q . && { echo "$pid"; return; }
+        ss -Hlnu "sport = :$port" 2>/dev/null | grep -q . && { echo "$pid"; return 0; }
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
