@@ -6,8 +6,6 @@ struct DeadlineFIFO<Item> {
     private var entries: [(item: Item, deadline: UInt64)] = []
     private var head = 0
 
-    var isEmpty: Bool { head == entries.count }
-
     mutating func append(_ item: Item, deadline: UInt64) { entries.append((item, deadline)) }
 
     /// Removes and returns the items whose deadline is at or before `now`, oldest first.

@@ -272,10 +272,9 @@ extension RelayServer {
         scheduler.schedule(session, at: next)
     }
 
-    /// Once a second: the sessions due now (pings, hang-ups of silent peers, expired tokens,
-    /// TURN refreshes — O(due), see `SessionScheduler`), then the limiter sweeps.
-    /// Every 10 ms: the sessions the wheel says are due (pings, silence, token expiry, TURN
-    /// pushes), a few at a time, so keepalive never comes as a burst.
+    /// Every 10 ms: closes let out and cut off, overdue requests, the stop's deadline, then the
+    /// sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due), see
+    /// `SessionScheduler`), a few at a time, so keepalive never comes as a burst.
     func turnWheel() {
         let now = MonotonicClock.nanoseconds()
         closeWatch.turn(now: now)
