@@ -66,6 +66,9 @@ public final class DeviceHub {
     public var onDeviceArrived: ((DeviceID) -> Void)?
     /// A socket of a device attached or detached; the time is set when its robot went offline.
     public var onPresenceChanged: ((DeviceID, UnixTime?) -> Void)?
+    /// The robot answered an HTTP request (`http_response`/`http_body`, PROTOCOL.md v1.1): the
+    /// frame and the robot session. Such frames never go to the apps.
+    public var onRobotHTTP: ((Payload, Session) -> Void)?
 
     public init(limits: Limits, now: UnixTime = .now()) {
         self.limits = limits
@@ -246,16 +249,18 @@ public final class DeviceHub {
         session.bytesIn += payload.bytes.count
         guard let device = session.device else { return }
         switch session.role {
-        case .robot: fromRobot(payload, device: device)
+        case .robot: fromRobot(payload, session: session, device: device)
         case .app: fromApp(payload, session: session, device: device, now: now)
         }
     }
 
-    private func fromRobot(_ payload: Payload, device: Device) {
+    private func fromRobot(_ payload: Payload, session: Session, device: Device) {
         let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
         switch envelope.kind {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
+        case .httpResponse, .httpBody:
+            onRobotHTTP?(payload, session)
         case .event:
             if let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
                 device.replay[index] = payload

@@ -1,5 +1,6 @@
 /// What the relay needs to know of a frame, found without decoding it: the top-level `type`,
-/// and for events the `event` name, for commands and responses the `id` token's byte range.
+/// and for events the `event` name, for commands, responses and the robot's HTTP answers the
+/// `id` token's byte range.
 ///
 /// Wire format (PROTOCOL.md "Frames"): text frames are JSON objects such as
 /// `{"type":"event","event":"mode_changed","data":{…}}` or `{"type":"command","id":"7",…}`.
@@ -9,6 +10,8 @@
 public struct Envelope: Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
         case event, command, response
+        /// The robot's answer to an `http_request` (PROTOCOL.md v1.1), and its continuation.
+        case httpResponse, httpBody
         /// A JSON object with another (or no) `type`.
         case other
         /// Not a JSON object (or binary): forwarded verbatim.
@@ -77,7 +80,8 @@ public struct Envelope: Equatable, Sendable {
         /// Whether the fields the type needs have been seen.
         func done(_ type: Range<Int>, _ event: Range<Int>?, _ id: Range<Int>?) -> Bool {
             if isString(type, "event") { return event != nil }
-            if isString(type, "command") || isString(type, "response") { return id != nil }
+            if isString(type, "command") || isString(type, "response") || isString(type, "http_response")
+                || isString(type, "http_body") { return id != nil }
             return true
         }
 
@@ -91,6 +95,8 @@ public struct Envelope: Equatable, Sendable {
             }
             if isString(type, "command") { return Envelope(kind: .command, eventName: nil, id: id) }
             if isString(type, "response") { return Envelope(kind: .response, eventName: nil, id: id) }
+            if isString(type, "http_response") { return Envelope(kind: .httpResponse, eventName: nil, id: id) }
+            if isString(type, "http_body") { return Envelope(kind: .httpBody, eventName: nil, id: id) }
             return Envelope(kind: .other, eventName: nil, id: nil)
         }
 

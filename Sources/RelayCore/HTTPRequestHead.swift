@@ -41,11 +41,17 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public var version: String
     /// Header fields in order, names lower-cased.
     public var headers: [(name: String, value: String)]
+    /// The path and the query exactly as sent (visible ASCII, still percent-encoded), for
+    /// requests passed on unchanged (HTTP to the robot). `rawQuery` is nil without a `?`.
+    public var rawPath: String
+    public var rawQuery: String?
 
     public init(method: String, path: String, arguments: [Argument] = [], version: String = "HTTP/1.1",
-                headers: [(name: String, value: String)] = []) {
+                headers: [(name: String, value: String)] = [], rawPath: String? = nil, rawQuery: String? = nil) {
         self.method = method
         self.path = path
+        self.rawPath = rawPath ?? path
+        self.rawQuery = rawQuery
         self.arguments = arguments
         self.version = version
         self.headers = headers
@@ -252,7 +258,8 @@ private struct Parser {
             }
         }
         return HTTPRequestHead(method: String(decoding: parts[0], as: UTF8.self), path: path, arguments: arguments,
-                               version: version)
+                               version: version, rawPath: String(decoding: rawPath, as: UTF8.self),
+                               rawQuery: question.map { String(decoding: target[($0 + 1)...], as: UTF8.self) })
     }
 
     private func field(_ line: ArraySlice<UInt8>) throws(RequestError) -> (name: String, value: String) {

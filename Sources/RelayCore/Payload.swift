@@ -32,11 +32,14 @@ public struct SendQueue: Sendable {
     /// False (and nothing queued) when the message would exceed a bound. A single message
     /// larger than `maxBytes` is accepted into an empty queue, so big messages still flow.
     public mutating func push(_ payload: Payload) -> Bool {
-        guard count < maxMessages, bytes + payload.bytes.count <= maxBytes || isEmpty else { return false }
+        guard fits(payload.bytes.count) else { return false }
         items.append(payload)
         bytes += payload.bytes.count
         return true
     }
+
+    /// Whether a message of `size` bytes would be accepted now.
+    public func fits(_ size: Int) -> Bool { count < maxMessages && (bytes + size <= maxBytes || isEmpty) }
 
     public var first: Payload? { isEmpty ? nil : items[head] }
 

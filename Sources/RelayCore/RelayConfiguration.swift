@@ -48,6 +48,17 @@ public struct RelayConfiguration: Sendable {
     /// Events remembered per device and replayed to apps that connect later.
     public var replayEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
 
+    // HTTP to the robot (PROTOCOL.md v1.1 "HTTP to the robot through the relay").
+    /// Largest request and response body (`WIMZ_ROBOT_HTTP_MAX_BODY`, default 1 MiB).
+    public var robotHTTPMaxBody = 1 << 20
+    /// Seconds the robot has to answer completely before the app gets 504 (`WIMZ_ROBOT_HTTP_TIMEOUT`).
+    public var robotHTTPTimeoutSeconds = 15.0
+    /// Requests per second and burst per app token (`WIMZ_ROBOT_HTTP_RATE`, `WIMZ_ROBOT_HTTP_BURST`).
+    public var robotHTTPRate = 20.0
+    public var robotHTTPBurst = 40.0
+    /// Requests waiting for one robot at once (`WIMZ_ROBOT_HTTP_MAX_PENDING`); more: 429.
+    public var robotHTTPMaxPending = 64
+
     /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
     /// getting 503 (a reconnect storm after a restart then authenticates at once).
     public var upgradeHoldSeconds = 2.0
@@ -77,6 +88,9 @@ public struct RelayConfiguration: Sendable {
 
     /// Largest message the contract allows an operator to configure.
     public static let maxMessageBytesLimit = 1 << 20
+    /// Largest robot HTTP body an operator may configure (the request crosses the robot's
+    /// socket as one base64 frame of about 4/3 of it).
+    public static let robotHTTPMaxBodyLimit = 8 << 20
 
     /// Parses `host:port` (IPv6 as `[::1]:8080`). Nil for anything else.
     public static func parseListen(_ text: String) -> (host: String, port: Int)? {

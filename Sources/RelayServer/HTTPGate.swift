@@ -34,6 +34,11 @@ final class HTTPGate {
     var onClosed: ((OpaquePointer) -> Void)?
     /// True while upgrades should wait (the token mirror is not loaded yet, see `release`).
     var holdUpgrades: (() -> Bool)?
+    /// The largest body a request may carry (64 KiB unless the route says otherwise: HTTP to
+    /// the robot takes more).
+    var bodyLimit: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
+    /// Seconds a deferred request may wait for its answer before the connection is dropped.
+    var deferredTimeoutSeconds: Int32 = 30
 
     private var listenFD: Int32
     private var listener: OpaquePointer?
@@ -75,7 +80,7 @@ final class HTTPGate {
         var answered = false
     }
 
-    /// Largest request body the gate reads (the admin API's limit).
+    /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
     /// Binds and listens on `host:port` (port 0 picks a free one).
@@ -208,9 +213,12 @@ final class HTTPGate {
             if head.header("transfer-encoding") != nil {
                 return refuse(wsi, connection, RequestError(411, "length_required", "send the body with Content-Length"))
             }
-            let length = Int(head.header("content-length") ?? "0") ?? 0
-            guard length <= HTTPGate.bodyLimit else {
-                return refuse(wsi, connection, RequestError(413, "too_large", "request bodies are limited to 64 KiB"))
+            guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
+                return refuse(wsi, connection, RequestError(400, "bad_request", "Content-Length is not a number"))
+            }
+            let limit = bodyLimit(head)
+            guard length <= limit else {
+                return refuse(wsi, connection, RequestError(413, "too_large", "request bodies are limited to \(limit) bytes here"))
             }
             connection.head = head
             connection.bodyLength = length
@@ -240,11 +248,11 @@ final class HTTPGate {
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         guard let head = connection.head, let onRequest else { return -1 }
         guard let response = onRequest(LWSConnection(wsi: wsi, head: head), connection.body) else {
-            // Waiting for the database worker: nothing more to read (stop polling, or a client
-            // that hung up would wake the loop until then), at most 30 s.
+            // Waiting for the database worker or the robot: nothing more to read (stop polling,
+            // or a client that hung up would wake the loop until then), for a bounded time.
             lws_rx_flow_control(wsi, 0)
             connection.deferred = true
-            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, 30)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, deferredTimeoutSeconds)
             return 0
         }
         return write(response, to: wsi, connection) ? -1 : 0

@@ -1,43 +1,67 @@
 import RelayCore
 
-/// A complete, small HTTP response (JSON or text) written in one go.
+/// A complete HTTP response written in one go: the relay's own (JSON or text, never cached), or a
+/// robot's passed through (its own headers, content type included).
 struct HTTPResponse: Sendable {
     var status: Int
-    var contentType = "application/json"
+    /// Nil when `headers` carry the content type (or there is none).
+    var contentType: String? = "application/json"
     var headers: [(String, String)] = []
     var body: [UInt8]
+    /// `cache-control: no-store` on the relay's own answers; a robot's response keeps its own.
+    var noStore = true
 
-    init(status: Int, contentType: String = "application/json", headers: [(String, String)] = [], body: [UInt8]) {
+    init(status: Int, contentType: String? = "application/json", headers: [(String, String)] = [], body: [UInt8],
+         noStore: Bool = true) {
         self.status = status
         self.contentType = contentType
         self.headers = headers
         self.body = body
+        self.noStore = noStore
     }
 
     /// The status line's reason phrase for the statuses the relay sends.
     var reasonPhrase: String {
         switch status {
         case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 304: "Not Modified"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 409: "Conflict"
+        case 411: "Length Required"
+        case 413: "Content Too Large"
         case 414: "URI Too Long"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
-        case 505: "HTTP Version Not Supported"
+        case 422: "Unprocessable Content"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
         case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 505: "HTTP Version Not Supported"
         default: status < 500 ? "Client Error" : "Server Error"
         }
     }
 
     /// The whole response as HTTP/1.1 bytes (for the gate, which writes to the socket itself).
+    /// 204 and 304 carry neither a length nor a body (RFC 9110 §8.6).
     func serialized() -> [UInt8] {
-        var head = "HTTP/1.1 \(status) \(reasonPhrase)\r\ncontent-type: \(contentType)\r\n"
-            + "content-length: \(body.count)\r\ncache-control: no-store\r\n"
+        let bodyless = status == 204 || status == 304
+        var head = "HTTP/1.1 \(status) \(reasonPhrase)\r\n"
+        if let contentType { head += "content-type: \(contentType)\r\n" }
+        if !bodyless { head += "content-length: \(body.count)\r\n" }
+        if noStore { head += "cache-control: no-store\r\n" }
         for (name, value) in headers { head += "\(name.lowercased()): \(value)\r\n" }
-        return Array((head + "\r\n").utf8) + body
+        return Array((head + "\r\n").utf8) + (bodyless ? [] : body)
     }
 
     /// A JSON body.

@@ -77,7 +77,8 @@ struct LWSConnection {
         } else {
             guard lws_add_http_header_status(wsi, UInt32(response.status), &p, end) == 0 else { return false }
         }
-        var contentType = Array(response.contentType.utf8)
+        // Only the relay's own answers come this way (TLS served by lws has no robot route).
+        var contentType = Array((response.contentType ?? "application/json").utf8)
         var length = Array(String(response.body.count).utf8)
         guard lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, &contentType, Int32(contentType.count),
                                            &p, end) == 0,

@@ -19,6 +19,10 @@ struct RelayCounters {
 
     /// Forwarding directions, by the sending role.
     enum Direction: Int { case robotToApps = 0, appToRobot = 1 }
+    /// HTTP requests to robots answered, by status (the relay's own refusals included).
+    var robotHTTPStatuses: [Int: Int] = [:]
+    /// HTTP to the robot: request complete → response written, in seconds.
+    var robotHTTPSeconds = Histogram(bounds: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15])
     /// Accept → ESTABLISHED, in seconds.
     var handshakeSeconds = Histogram(bounds: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1])
 }

@@ -159,5 +159,6 @@ extension RelayServer {
     /// `LWS_CALLBACK_CLOSED_HTTP` (or a finished exchange).
     func forgetExchange(_ wsi: OpaquePointer) {
         if let id = exchangeByWsi.removeValue(forKey: wsi) { exchanges[id] = nil }
+        robotExchanges.cancel(client: RobotHTTPClient(wsi: wsi, method: "", path: ""))
     }
 }

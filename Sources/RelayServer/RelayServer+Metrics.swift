@@ -25,12 +25,17 @@ extension RelayServer {
         metric("wimz_bytes_forwarded_total", "counter", "Payload bytes accepted for forwarding, by direction.",
                [("direction=\"robot_to_apps\"", counters.forwardedBytes[RelayCounters.Direction.robotToApps.rawValue]),
                 ("direction=\"app_to_robot\"", counters.forwardedBytes[RelayCounters.Direction.appToRobot.rawValue])])
-        let h = counters.handshakeSeconds
-        out += "# HELP wimz_handshake_seconds WebSocket handshake latency, accept to established.\n"
-        out += "# TYPE wimz_handshake_seconds histogram\n"
-        for (bound, count) in zip(h.bounds, h.counts) { out += "wimz_handshake_seconds_bucket{le=\"\(bound)\"} \(count)\n" }
-        out += "wimz_handshake_seconds_bucket{le=\"+Inf\"} \(h.count)\n"
-        out += "wimz_handshake_seconds_sum \(h.sum)\nwimz_handshake_seconds_count \(h.count)\n"
+        func histogram(_ name: String, _ help: String, _ h: Histogram) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+            for (bound, count) in zip(h.bounds, h.counts) { out += "\(name)_bucket{le=\"\(bound)\"} \(count)\n" }
+            out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n\(name)_sum \(h.sum)\n\(name)_count \(h.count)\n"
+        }
+        histogram("wimz_handshake_seconds", "WebSocket handshake latency, accept to established.", counters.handshakeSeconds)
+        metric("wimz_robot_http_requests_total", "counter", "HTTP requests to robots answered, by status (relay refusals included).",
+               counters.robotHTTPStatuses.sorted { $0.key < $1.key }.map { ("status=\"\($0.key)\"", $0.value) })
+        histogram("wimz_robot_http_duration_seconds", "HTTP to the robot: request read to answer written (requests that reached a robot).",
+                  counters.robotHTTPSeconds)
+        metric("wimz_robot_http_waiting", "gauge", "HTTP requests waiting for a robot's answer.", [("", robotExchanges.count)])
         metric("wimz_keepalive_timeouts_total", "counter", "Sockets dropped after two silent ping intervals.",
                [("", counters.keepaliveTimeouts)])
         metric("wimz_http_requests_refused_total", "counter", "Request heads refused before routing (400/405/414/431/505).",

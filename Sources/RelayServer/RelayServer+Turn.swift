@@ -7,15 +7,10 @@ extension RelayServer {
     /// clamped; 401/403/429/503 with JSON bodies.
     func turnCredentials(_ request: LWSConnection) -> HTTPResponse {
         let address = clientAddress(request)
-        guard let token = bearerToken(request) else {
-            return .authFailure(.missingToken, message: "Authorization: Bearer <robot or app token> is required")
-        }
-        guard let entry = credentials.lookup(token: token) else {
-            return credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")
-                : .authFailure(.storeUnavailable, message: "credential store unavailable; retry shortly")
-        }
-        if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
-            return .authFailure(failure, message: failure == .deviceDisabled ? "device disabled" : "token \(failure.rawValue)")
+        let entry: CredentialEntry
+        switch authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
+        case .refused(let response): return response
+        case .accepted(let found): entry = found
         }
         guard turn.allowRequest(tokenID: entry.token.id, now: MonotonicClock.nanoseconds()) else {
             return .authFailure(.rateLimited, message: "too many credential requests for this token")

@@ -233,6 +233,7 @@ extension RelayServer {
         guard let connection = Connection.from(user: user) else { return }
         let session = connection.session
         hub.detach(session)
+        if session.role == .robot { robotExchanges.robotGone(session.id).forEach(finishRobotRequest) }
         connection.isFinished = true
         openConnections -= 1
         if let code = session.closing?.code { counters.closes[code.rawValue, default: 0] += 1 }
@@ -279,6 +280,7 @@ extension RelayServer {
         let now = MonotonicClock.nanoseconds()
         closeWatch.turn(now: now)
         gate?.expire(now: now)
+        if robotExchanges.count > 0 { robotExchanges.expire(now: now).forEach(finishRobotRequest) }
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {
@@ -313,6 +315,7 @@ extension RelayServer {
     func tick() {
         let now = MonotonicClock.nanoseconds()
         turn.sweepLimiters()
+        if robotHTTPLimiters.count > 10_000 { robotHTTPLimiters.removeAll() }
         cluster.report(sockets: openConnections, devices: hub.deviceCount)
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
         if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }

@@ -107,6 +107,10 @@ public final class RelayServer {
     var exchanges: [UInt64: HTTPExchange] = [:]
     var exchangeByWsi: [OpaquePointer: UInt64] = [:]
     var nextExchangeID: UInt64 = 0
+    /// HTTP requests waiting for a robot's answer (RelayServer+RobotHTTP.swift).
+    let robotExchanges: RobotHTTPExchanges<RobotHTTPClient>
+    /// Per app token: HTTP requests to its robot.
+    var robotHTTPLimiters: [Int64: TokenBucket] = [:]
     /// When each not-yet-established connection was accepted (handshake latency metric).
     var acceptedAt: [OpaquePointer: UInt64] = [:]
     /// The 1 s tick, the session wheel (10 ms) and the cluster batches (100 ms).
@@ -139,8 +143,16 @@ public final class RelayServer {
         limits.appBurst = configuration.appRateLimitBurst
         limits.replayEvents = configuration.replayEvents
         hub = DeviceHub(limits: limits)
+        var exchangeLimits = RobotHTTPExchanges<RobotHTTPClient>.Limits()
+        exchangeLimits.timeout = UInt64(configuration.robotHTTPTimeoutSeconds * 1e9)
+        exchangeLimits.maxResponseBody = configuration.robotHTTPMaxBody
+        exchangeLimits.maxPerDevice = configuration.robotHTTPMaxPending
+        robotExchanges = RobotHTTPExchanges(limits: exchangeLimits)
         clusterBook = ClusterBook(dampingWindow: UInt64(configuration.clusterMoveDampingSeconds * 1e9))
-        writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16))
+        // One write buffer holds any single frame: the largest message, or an `http_request`
+        // carrying the largest robot HTTP body (base64: 4/3 of it, plus the head's headers).
+        writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16,
+                                           (configuration.robotHTTPMaxBody + 2) / 3 * 4 + 32 * 1024))
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
         // the relay pings from its own session wheel instead, so both lws timers are off.
         retryPolicy = .allocate(capacity: 1)
@@ -231,6 +243,11 @@ public final class RelayServer {
             return response
         }
         gate?.onClosed = { [unowned self] wsi in forgetExchange(wsi) }
+        gate?.bodyLimit = { [maxBody = configuration.robotHTTPMaxBody] head in
+            RobotHTTP.target(rawPath: head.rawPath) != nil ? maxBody : HTTPGate.bodyLimit
+        }
+        gate?.deferredTimeoutSeconds = Int32(max(30, configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
+        hub.onRobotHTTP = { [unowned self] payload, robot in robotAnswered(payload, from: robot) }
         let holdUntil = MonotonicClock.nanoseconds() + UInt64(configuration.upgradeHoldSeconds * 1e9)
         gate?.holdUpgrades = { [unowned self] in !credentials.isLoaded && MonotonicClock.nanoseconds() < holdUntil }
         gate?.onRefused = { [unowned self] error, peer in
@@ -457,6 +474,7 @@ public final class RelayServer {
     func route(_ request: LWSConnection, body: [UInt8]? = nil) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path, body: body) }
+        if let target = RobotHTTP.target(rawPath: request.head.rawPath) { return robotRequest(request, target: target, body: body) }
         switch path {
         case "/healthz":
             guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
@@ -487,18 +505,12 @@ public final class RelayServer {
     private func deviceStatus(_ request: LWSConnection, path: String) -> HTTPResponse? {
         let idText = String(path.dropFirst("/api/devices/".count).dropLast("/status".count))
         guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
-        guard let token = bearerToken(request) else {
-            return .authFailure(.missingToken, message: "Authorization: Bearer <robot or app token> is required")
+        switch authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
+        case .refused(let response): return response
+        case .accepted(let entry):
+            if entry.token.deviceID != device { return .authFailure(.wrongDevice, message: "token belongs to another device") }
+            return presence(of: device, request)
         }
-        guard let entry = credentials.lookup(token: token) else {
-            return credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")
-                : .authFailure(.storeUnavailable, message: "credential store unavailable; retry shortly")
-        }
-        if entry.token.deviceID != device { return .authFailure(.wrongDevice, message: "token belongs to another device") }
-        if case .failure(let failure) = CredentialRules.check(entry, at: .now()) {
-            return .authFailure(failure, message: "token \(failure.rawValue)")
-        }
-        return presence(of: device, request)
     }
 
     func methodNotAllowed(_ allowed: String) -> HTTPResponse {

@@ -76,6 +76,16 @@ struct Serve: ParsableCommand {
     var moveDamping: Double?
     @Option(name: .customLong("drain"), help: "Seconds /readyz says 503 before sockets are told 1012, with other nodes live (env WIMZ_DRAIN, default 3).")
     var drain: Double?
+    @Option(name: .customLong("robot-http-max-body"), help: "Largest body to and from the robot's HTTP API through the relay, bytes (env WIMZ_ROBOT_HTTP_MAX_BODY, default 1048576).")
+    var robotHTTPMaxBody: Int?
+    @Option(name: .customLong("robot-http-timeout"), help: "Seconds the robot has to answer an HTTP request before 504 (env WIMZ_ROBOT_HTTP_TIMEOUT, default 15).")
+    var robotHTTPTimeout: Double?
+    @Option(name: .customLong("robot-http-rate"), help: "HTTP requests to the robot per second per app token (env WIMZ_ROBOT_HTTP_RATE, default 20, burst WIMZ_ROBOT_HTTP_BURST 40).")
+    var robotHTTPRate: Double?
+    @Option(name: .customLong("robot-http-burst"), help: "Burst of HTTP requests to the robot per app token (env WIMZ_ROBOT_HTTP_BURST, default 40).")
+    var robotHTTPBurst: Double?
+    @Option(name: .customLong("robot-http-max-pending"), help: "HTTP requests waiting for one robot at once; more get 429 (env WIMZ_ROBOT_HTTP_MAX_PENDING, default 64).")
+    var robotHTTPMaxPending: Int?
     @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
     var stopTimeout: Double?
 
@@ -173,6 +183,17 @@ struct Serve: ParsableCommand {
         config.clusterLeaseSeconds = try setting(clusterLease, "WIMZ_CLUSTER_LEASE", { Double($0) }) ?? config.clusterLeaseSeconds
         config.clusterMoveDampingSeconds = try setting(moveDamping, "WIMZ_MOVE_DAMPING", { Double($0) }) ?? config.clusterMoveDampingSeconds
         config.drainSeconds = try setting(drain, "WIMZ_DRAIN", { Double($0) }) ?? config.drainSeconds
+        config.robotHTTPMaxBody = try setting(robotHTTPMaxBody, "WIMZ_ROBOT_HTTP_MAX_BODY", { Int($0) }) ?? config.robotHTTPMaxBody
+        config.robotHTTPTimeoutSeconds = try setting(robotHTTPTimeout, "WIMZ_ROBOT_HTTP_TIMEOUT", { Double($0) }) ?? config.robotHTTPTimeoutSeconds
+        config.robotHTTPRate = try setting(robotHTTPRate, "WIMZ_ROBOT_HTTP_RATE", { Double($0) }) ?? config.robotHTTPRate
+        config.robotHTTPBurst = try setting(robotHTTPBurst, "WIMZ_ROBOT_HTTP_BURST", { Double($0) }) ?? config.robotHTTPBurst
+        config.robotHTTPMaxPending = try setting(robotHTTPMaxPending, "WIMZ_ROBOT_HTTP_MAX_PENDING", { Int($0) }) ?? config.robotHTTPMaxPending
+        guard (0...RelayConfiguration.robotHTTPMaxBodyLimit).contains(config.robotHTTPMaxBody),
+              config.robotHTTPTimeoutSeconds > 0, config.robotHTTPTimeoutSeconds <= 300,
+              config.robotHTTPRate > 0, config.robotHTTPBurst >= 1, config.robotHTTPMaxPending >= 1 else {
+            throw CLIError("robot HTTP: body 0…\(RelayConfiguration.robotHTTPMaxBodyLimit) bytes, timeout 0…300 s, "
+                           + "rate positive, burst and pending at least 1")
+        }
         guard config.clusterLeaseSeconds >= 2, config.clusterMoveDampingSeconds >= 0, config.drainSeconds >= 0 else {
             throw CLIError("cluster lease must be at least 2 s; damping and drain not negative")
         }

@@ -34,6 +34,12 @@ log = logging.getLogger("wimz_robot")
 
 CommandHandler = Callable[[dict[str, Any]], Any]
 MessageHandler = Callable[[dict[str, Any]], Any]
+RawHandler = Callable[[str | bytes], Any]
+CredentialsHandler = Callable[[TurnCredentials], Any]
+
+#: Largest message the client accepts from the relay: an ``http_request`` carries its body as
+#: base64 in one frame (4/3 of the relay's 1 MiB default body limit, plus its headers).
+MAX_MESSAGE_BYTES = 4 << 20
 
 # Close codes (PROTOCOL.md "close codes").
 CLOSE_GOING_AWAY = 1001
@@ -81,7 +87,8 @@ class RobotClient:
     """
 
     def __init__(self, url: str, device_id: str, token: str, *, backoff: Backoff | None = None,
-                 ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None) -> None:
+                 ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None,
+                 answer_commands: bool = True) -> None:
         parts = urlsplit(url)
         secure = parts.scheme in ("wss", "https")
         if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
@@ -99,6 +106,11 @@ class RobotClient:
 
         self._commands: dict[str, CommandHandler] = {}
         self._message_handlers: list[MessageHandler] = []
+        self._raw_handlers: list[RawHandler] = []
+        self._credentials_handlers: list[CredentialsHandler] = []
+        #: False: commands are not answered here but go to the message handlers like any other
+        #: message (a bridge passes them on and relays the robot's own responses).
+        self.answer_commands = answer_commands
         self._ws: ClientConnection | None = None
         self._connected = asyncio.Event()
         self._closing = False
@@ -180,6 +192,18 @@ class RobotClient:
         self._message_handlers.append(handler)
         return handler
 
+    def on_raw(self, handler: RawHandler) -> RawHandler:
+        """Registers a handler for every message from the relay exactly as received (``str``
+        for text, ``bytes`` for binary), before any other handling."""
+        self._raw_handlers.append(handler)
+        return handler
+
+    def on_turn_credentials(self, handler: CredentialsHandler) -> CredentialsHandler:
+        """Registers a handler called with every newer TURN credential (pushed or fetched), e.g.
+        to restart ICE or to hand it to other code."""
+        self._credentials_handlers.append(handler)
+        return handler
+
     # -- sending ---------------------------------------------------------------------------
 
     async def send_event(self, name: str, data: dict[str, Any] | None = None) -> bool:
@@ -193,11 +217,15 @@ class RobotClient:
 
     async def send(self, message: dict[str, Any]) -> bool:
         """Sends any JSON message; False while not connected."""
+        return await self.send_raw(json.dumps(message, separators=(",", ":")))
+
+    async def send_raw(self, message: str | bytes) -> bool:
+        """Sends a text (``str``) or binary (``bytes``) message as it is; False while not connected."""
         ws = self._ws
         if ws is None:
             return False
         try:
-            await ws.send(json.dumps(message, separators=(",", ":")))
+            await ws.send(message)
             return True
         except ConnectionClosed:
             return False
@@ -228,6 +256,9 @@ class RobotClient:
         if current is None or credentials.expires_at >= current.expires_at:
             self._credentials = credentials
             self._credentials_changed.set()
+            if credentials != current:
+                for handler in self._credentials_handlers:
+                    self._spawn(_call(handler, credentials))
 
     async def _refresh_turn(self) -> None:
         """Fetches over HTTP shortly before ``refresh_at`` when no push replaced the credential
@@ -268,7 +299,7 @@ class RobotClient:
             slow = False
             try:
                 async with connect(self._ws_url, additional_headers=headers, ssl=self._ssl, compression=None,
-                                   proxy=None, open_timeout=self._open_timeout, max_size=1 << 20) as ws:
+                                   proxy=None, open_timeout=self._open_timeout, max_size=MAX_MESSAGE_BYTES) as ws:
                     self._ws = ws
                     opened = asyncio.get_running_loop().time()
                     self.connections += 1
@@ -279,6 +310,8 @@ class RobotClient:
                         await ws.send(json.dumps(event, separators=(",", ":")))
                     try:
                         async for message in ws:
+                            for raw_handler in self._raw_handlers:
+                                self._spawn(_call(raw_handler, message))
                             if isinstance(message, str):
                                 self._dispatch(message)
                     except ConnectionClosed:
@@ -327,7 +360,7 @@ class RobotClient:
         if not isinstance(message, dict):
             return
         kind = message.get("type")
-        if kind == "command":
+        if kind == "command" and self.answer_commands:
             self._spawn(self._answer(message))
         elif kind == "event" and message.get("event") == "turn_credentials":
             try:
@@ -336,7 +369,7 @@ class RobotClient:
                 log.warning("malformed turn_credentials event: %s", error)
         elif kind == "event" and message.get("event") == "app_presence":
             self.apps = int((message.get("data") or {}).get("apps", 0))
-        if kind != "command":
+        if kind != "command" or not self.answer_commands:
             for handler in self._message_handlers:
                 self._spawn(_call(handler, message))
 
@@ -362,7 +395,7 @@ class RobotClient:
             log.warning("response to %s lost: not connected", name)
 
 
-async def _call(handler: Callable[[dict[str, Any]], Any], argument: dict[str, Any]) -> Any:
+async def _call(handler: Callable[[Any], Any], argument: Any) -> Any:
     result = handler(argument)
     return await result if inspect.isawaitable(result) else result
 

@@ -60,6 +60,13 @@ class TurnCredentials:
                                                            "credential": body["credential"]}]),
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The endpoint's body again (what the bridge writes to its credentials file)."""
+        def iso(t: datetime) -> str:
+            return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"urls": self.urls, "username": self.username, "credential": self.credential, "ttl": self.ttl,
+                "expires_at": iso(self.expires_at), "refresh_at": iso(self.refresh_at), "ice_servers": self.ice_servers}
+
     def is_fresh(self, now: datetime | None = None) -> bool:
         """True until ``refresh_at``: after it the credential still works but should be replaced."""
         return (now or datetime.now(timezone.utc)) < self.refresh_at

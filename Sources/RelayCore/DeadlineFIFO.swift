@@ -2,14 +2,16 @@
 /// delay"), so a FIFO finds the expired ones in O(expired). Used where thousands of sockets wait
 /// at once (a reconnect storm's half-read requests, a stop's closes): `lws_set_timeout` would
 /// insert each into lws's one sorted timer list, O(waiting) per insertion — O(n²) in all.
-struct DeadlineFIFO<Item> {
+public struct DeadlineFIFO<Item> {
     private var entries: [(item: Item, deadline: UInt64)] = []
     private var head = 0
 
-    mutating func append(_ item: Item, deadline: UInt64) { entries.append((item, deadline)) }
+    public init() {}
+
+    public mutating func append(_ item: Item, deadline: UInt64) { entries.append((item, deadline)) }
 
     /// Removes and returns the items whose deadline is at or before `now`, oldest first.
-    mutating func popExpired(now: UInt64) -> [Item] {
+    public mutating func popExpired(now: UInt64) -> [Item] {
         var expired: [Item] = []
         while head < entries.count, entries[head].deadline <= now {
             expired.append(entries[head].item)
