@@ -192,6 +192,9 @@ final class HTTPGate {
         case .incomplete:
             return consume(fd, n) ? 0 : -1
         case .invalid(let error):
+            // Take what was read off the socket first: closing with unread bytes sends a reset,
+            // and the client may lose the answer with it.
+            _ = consume(fd, n)
             return refuse(wsi, connection, error)
         case .complete(let head, let length):
             guard consume(fd, length - before) else { return -1 }

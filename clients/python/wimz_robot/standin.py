@@ -3,9 +3,9 @@ Quick Reference endpoints with the guide's JSON shapes, and on ``/ws/control`` t
 events with their exact fields. For tests and the demo; ``wimz-robot standin --port 8000``.
 
 Besides the guide's API it answers a few paths of its own under ``/standin/`` (for tests):
-``/standin/echo`` (the request back as JSON), ``/standin/blob?size=N`` (N bytes),
+``/standin/echo`` (the request back as JSON: method, path, headers, length, SHA-256, small bodies), ``/standin/blob?size=N`` (N bytes),
 ``/standin/hang`` (never answers in time), ``/standin/emit`` (POST ``{"event":NAME}``: sends
-the guide's example of that event), ``/standin/seen`` (every request target received).
+the guide's example of that event), ``/standin/reset`` (POST: idle, no mission or program).
 
 Commands on ``/ws/control`` (``{"type":"command","id":ID,"command":NAME,"data":{...}}``) get
 ``{"type":"response","id":ID,"ok":true,"data":{...}}``; the commands it knows: ``ping``,
@@ -17,7 +17,7 @@ Needs aiohttp (the ``standin`` extra).
 from __future__ import annotations
 
 import asyncio
-import base64
+import hashlib
 import copy
 import json
 from datetime import datetime, timezone
@@ -73,6 +73,12 @@ TRENDS = {"success": True, "trends": {
     "summary": {"bark_change_percent": -50.0, "best_performing_dog": "Elsa"}}}
 
 
+def _static(body: dict[str, Any]) -> Any:
+    async def handle(_: web.Request) -> web.Response:
+        return web.json_response(body)
+    return handle
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -99,12 +105,12 @@ class StandInRobot:
         self.app = web.Application(client_max_size=16 << 20, middlewares=[self._record])
         r = self.app.router
         r.add_get("/ws/control", self.control)
-        r.add_get("/missions/available", lambda _: web.json_response({"missions": MISSIONS}))
+        r.add_get("/missions/available", _static({"missions": MISSIONS}))
         r.add_post("/missions/start", self.start_mission)
         r.add_get("/missions/status", self.mission_status)
         for action in ("stop", "pause", "resume"):
             r.add_post(f"/missions/{action}", self._mission_action(action))
-        r.add_get("/programs/available", lambda _: web.json_response({"success": True, "programs": PROGRAMS, "count": 5}))
+        r.add_get("/programs/available", _static({"success": True, "programs": PROGRAMS, "count": 5}))
         r.add_post("/programs/start", self.start_program)
         r.add_get("/programs/status", self.program_status)
         for action in ("stop", "pause", "resume"):
@@ -113,15 +119,19 @@ class StandInRobot:
         r.add_delete("/programs/{name}", self.delete_program)
         r.add_get("/mode", self.get_mode)
         r.add_post("/mode", self.set_mode)
-        r.add_get("/reports/weekly", lambda _: web.json_response(WEEKLY))
+        r.add_get("/reports/weekly", _static(WEEKLY))
         r.add_get("/reports/dog/{id}", self.dog_report)
-        r.add_get("/reports/trends", lambda _: web.json_response(TRENDS))
+        r.add_get("/reports/trends", _static(TRENDS))
         r.add_get("/reports/compare", self.compare)
         r.add_route("*", "/standin/echo", self.echo)
         r.add_get("/standin/blob", self.blob)
         r.add_get("/standin/hang", self.hang)
         r.add_post("/standin/emit", self.emit)
-        r.add_get("/standin/seen", lambda _: web.json_response(self.seen))
+        r.add_post("/standin/reset", self.reset)
+
+    async def reset(self, _: web.Request) -> web.Response:
+        self.mode, self.locked, self.mission, self.program = "idle", False, None, None
+        return web.json_response({"success": True})
 
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -288,7 +298,8 @@ class StandInRobot:
         body = await request.read()
         return web.json_response({"method": request.method, "path": request.raw_path,
                                   "headers": {k.lower(): v for k, v in request.headers.items()},
-                                  "body": base64.b64encode(body).decode(), "length": len(body)},
+                                  "length": len(body), "sha256": hashlib.sha256(body).hexdigest(),
+                                  "body": body.decode("utf-8", "replace") if len(body) <= 4096 else None},
                                  headers={"X-Standin": "echo"})
 
     async def blob(self, request: web.Request) -> web.Response:
@@ -310,7 +321,7 @@ class StandInRobot:
 async def serve(host: str = "127.0.0.1", port: int = 8000) -> tuple[StandInRobot, web.AppRunner]:
     """Starts the stand-in; returns it and its runner (``await runner.cleanup()`` stops it)."""
     robot = StandInRobot()
-    runner = web.AppRunner(robot.app, access_log=None)
+    runner = web.AppRunner(robot.app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return robot, runner
