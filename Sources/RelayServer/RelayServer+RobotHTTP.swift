@@ -56,6 +56,10 @@ extension RelayServer {
                           headers: [("Retry-After", "1")])
         }
         guard let robot = hub.robot(of: device), robot.closing == nil else {
+            // The balancer sends this device here now (a node returned or was added) while its
+            // robot may still sit on another node: claim the device, as a first socket would, so
+            // the robot reconnects here; the app's retry after a second finds it.
+            if clusterLiveNodes > 1 { clusterBook.deviceArrived(device, now: now) }
             return .error(503, "device_offline", "the robot is not connected", headers: [("Retry-After", "1")])
         }
         let client = RobotHTTPClient(wsi: request.wsi, method: method, path: request.head.path)

@@ -23,7 +23,7 @@ def test_haproxy_recipe_is_valid(tmp_path):
     done = subprocess.run(["haproxy", "-c", "-f", local], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stderr, done.stderr
-    for wanted in ("balance url_param device_id", "hash-type consistent", "option httpchk GET /readyz",
+    for wanted in ("balance hdr(X-Wimz-Device)", "hash-type consistent", "option httpchk GET /readyz",
                    "on-marked-down shutdown-sessions", "hard-stop-after"):
         assert wanted in config
 

@@ -145,7 +145,12 @@ frontend api
     option forwardfor
     default_backend relays
 backend relays
-    balance url_param device_id
+    # One key per device for everything of it: device_id= on sockets and credential requests,
+    # the path segment on /api/devices/ID/... (HTTP to the robot, status). A client cannot set it.
+    http-request del-header X-Wimz-Device
+    http-request set-header X-Wimz-Device %[url_param(device_id)] if {{ url_param(device_id) -m found }}
+    http-request set-header X-Wimz-Device %[path,field(4,/)] if {{ path_beg /api/devices/ }}
+    balance hdr(X-Wimz-Device)
     hash-type consistent
     option httpchk GET /readyz
     http-check expect status 200

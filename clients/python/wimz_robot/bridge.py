@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -93,6 +94,9 @@ class Bridge:
         self.turn_file = turn_file
         self.max_body = max_body
         self.local_timeout = local_timeout
+        #: Local HTTP calls block a thread each: a pool of the bridge's own, so a busy default
+        #: executor in the same process can never hold the robot's answers back.
+        self._http_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wimz-bridge-http")
         self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False)
         self.client.on_raw(self._from_relay)
         self.client.on_turn_credentials(self._write_turn_file)
@@ -114,6 +118,7 @@ class Bridge:
             await self.client.close()
             for task in list(self._tasks):
                 task.cancel()
+            self._http_pool.shutdown(wait=False, cancel_futures=True)
 
     async def _first_credentials(self) -> None:
         """Fetches a credential at start (the relay also pushes one on connect), so the file
@@ -180,7 +185,8 @@ class Bridge:
                 if isinstance(name, str) and isinstance(value, str) and name.lower() not in HOP_BY_HOP:
                     headers[name] = value
         try:
-            return await asyncio.to_thread(self._request_blocking, method, target, headers, body)
+            return await asyncio.get_running_loop().run_in_executor(
+                self._http_pool, self._request_blocking, method, target, headers, body)
         except (OSError, http.client.HTTPException, ValueError) as error:
             log.warning("local API unreachable: %s", error)
             return 502, {"content-type": "application/json"}, _error_body("robot_unreachable", "the robot's API did not answer")
