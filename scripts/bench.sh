@@ -3,6 +3,10 @@
 # PostgreSQL, provisions devices, runs the relay pinned to CPU 0 and wimz-bench pinned to CPU 1,
 # and prints the figures with the exact command lines.
 #   scripts/bench.sh [wimz-bench run options, e.g. --devices 100 --window 64 --duration 10]
+#   WIMZ_BENCH_SECTIONS=ws,turn,robothttp (the default: all three) picks what runs:
+#     ws        the WebSocket phases (wimz-bench run)
+#     turn      GET /api/turn/credentials under wrk
+#     robothttp HTTP to the robot (wimz-bench robot-leg answers at once) against /healthz, alternating
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -48,6 +52,7 @@ port=$(( 20000 + RANDOM % 20000 ))
 # Limits lifted so the phases measure the relay, not its per-socket/per-token rate limiters.
 relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool"
            --app-rate-limit 1000000 --app-rate-burst 1000000 --turn-request-rate 1000000
+           --robot-http-rate 1000000 --robot-http-burst 1000000 --robot-http-max-pending 10000
            --turn-urls "turn:127.0.0.1:3478?transport=udp" --turn-secret "bench-secret-0123456789abcdef")
 # The storm phase SIGTERMs the relay: it is started again at once, as systemd would.
 relay_now() { pgrep -f -- "wimz-relay serve --listen 127.0.0.1:$port" | head -1; }
@@ -60,22 +65,54 @@ bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
 echo "relay:   ${relay_cmd[*]}"
 echo "load:    ${bench_cmd[*]}"
-if [ ${#pin_relay[@]} -gt 0 ]; then
+sections=",${WIMZ_BENCH_SECTIONS:-ws,turn,robothttp},"
+if [[ $sections == *,ws,* ]] && [ ${#pin_relay[@]} -gt 0 ]; then
     # The VM's own noise with both cores busy, as in the load phases: time the cores did not
     # run at all, which delays every message in flight (no relay gets its p99 below this).
     "${pin_relay[@]}" "$bin/wimz-bench" stalls --label "cpu 0 (relay)" &
     "${pin_load[@]}" "$bin/wimz-bench" stalls --label "cpu 1 (load) "
     wait $!
 fi
-"${bench_cmd[@]}"
+if [[ $sections == *,ws,* ]]; then
+    "${bench_cmd[@]}"
+    # The TURN phase after the relay has settled from the storm's mass disconnect (one audit
+    # event per socket).
+    sleep 5
+fi
 
-# GET /api/turn/credentials (one request per connection: the relay closes after each answer),
-# after the relay has settled from the storm's mass disconnect (one audit event per socket).
-sleep 5
+# wrk's figures on one line: requests/s, p50, p99, non-2xx.
+wrk_line() { awk -v label="$1" '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "%-16s %s req/s  p50 %s  p99 %s  non-2xx %s\n", label, rps, p50, p99, (bad == "" ? 0 : bad)}'; }
+
+# GET /api/turn/credentials (one request per connection: the relay closes after each answer).
 token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
-for connections in 32 64; do
+device=$(sed -n 2p "$work/tokens.csv" | cut -d, -f1)
+[[ $sections == *,turn,* ]] && for connections in 32 64; do
     wrk_cmd=("${pin_load[@]}" wrk -t1 "-c$connections" -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
     echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
-    "${wrk_cmd[@]}" | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "turn credentials %s req/s  p99 %s  non-2xx %s\n", rps, p99, (bad == "" ? 0 : bad)}'
+    "${wrk_cmd[@]}" | wrk_line "turn credentials"
 done
+
+# HTTP to the robot: a small GET through the relay to a robot leg that answers at once (wimz-bench
+# robot-leg, on the load's core), against GET /healthz, alternating in the same sitting. Both are
+# one request per connection (the relay closes after each answer), so both include a TCP handshake.
+if [[ $sections == *,robothttp,* ]]; then
+    leg_cmd=("${pin_load[@]}" "$bin/wimz-bench" robot-leg --port "$port" --tokens "$work/tokens.csv" --devices 1)
+    echo "leg:     ${leg_cmd[*]}"
+    "${leg_cmd[@]}" > "$work/leg.log" 2>&1 &
+    leg_pid=$!
+    for _ in $(seq 50); do
+        curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" \
+            "http://127.0.0.1:$port/api/devices/$device/robot/ping" | grep -q 200 && break
+        sleep 0.1
+    done
+    for round in 1 2 3; do
+        for target in healthz robot; do
+            path=/healthz; [ "$target" = robot ] && path="/api/devices/$device/robot/ping"
+            wrk_cmd=("${pin_load[@]}" wrk -t1 -c32 -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path")
+            [ "$round" = 1 ] && echo "$target:  ${wrk_cmd[*]/$token/<app token>}"
+            "${wrk_cmd[@]}" | wrk_line "$target (round $round)"
+        done
+    done
+    kill "$leg_pid" 2>/dev/null; wait "$leg_pid" 2>/dev/null || true
+fi

@@ -10,7 +10,7 @@ struct WimzBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wimz-bench",
         abstract: "Benchmark a wimz-relay over loopback: fan-out, latency, handshakes, idle memory.",
-        subcommands: [Provision.self, Run.self, Stalls.self])
+        subcommands: [Provision.self, Run.self, Stalls.self, RobotLeg.self])
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create devices with a robot and an app token each; write device_id,robot_token,app_token CSV.")
@@ -54,6 +54,40 @@ struct WimzBench: ParsableCommand {
             print(String(format: "stalls %@  %d of 0.1-1 ms, %d of >= 1 ms (%.1f ms in all), longest %.2f ms in %.0f s",
                          label, stalls.count - overMillisecond.count, overMillisecond.count,
                          Double(overMillisecond.reduce(0, +)) / 1e6, Double(stalls.max() ?? 0) / 1e6, seconds))
+        }
+    }
+
+    struct RobotLeg: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "robot-leg",
+            abstract: "Connect as the robots of the first devices and answer every http_request at once (the robot side of HTTP to the robot, without a bridge).",
+            discussion: "Answers {\"type\":\"http_response\",\"id\":ID,\"status\":200,\"headers\":{\"content-type\":\"application/json\"},\"body\":\"{\\\"ok\\\":true}\" (base64)}. Runs until killed or --seconds pass.")
+        @Option var port: Int
+        @Option var tokens: String
+        @Option var devices: Int = 1
+        @Option var seconds: Double = 3600
+
+        func run() throws {
+            let creds = try String(contentsOfFile: tokens, encoding: .utf8).split(separator: "\n").dropFirst()
+                .map { $0.split(separator: ",").map(String.init) }
+            let engine = LoadEngine(port: port)
+            var answered = 0
+            let head = Array(#"{"type":"http_response","id":"#.utf8)
+            let tail = Array(#","status":200,"headers":{"content-type":"application/json"},"body":"eyJvayI6dHJ1ZX0=","more":false}"#.utf8)
+            engine.onMessage = { socket, message in
+                guard socket.isRobot, scanStringToken(message, key: "\"type\":") == Array(#""http_request""#.utf8),
+                      let id = scanStringToken(message, key: "\"id\":") else { return }
+                let reply = head + id + tail
+                reply.withUnsafeBufferPointer { engine.send(socket, text: $0) }
+                engine.flush(socket)
+                answered += 1
+            }
+            for d in 0..<min(devices, creds.count) {
+                guard engine.open(path: "/ws/robot?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d) != nil
+                else { throw ValidationError("socket() failed") }
+            }
+            engine.run(for: UInt64(seconds * 1e9))
+            print("robot-leg answered \(answered) requests")
         }
     }
 
