@@ -1,25 +1,33 @@
 import Foundation
 
-/// What the app receives: the robot's events as typed models, the relay's `device_status`, and
-/// everything else passed through raw. Robot payloads are read leniently: every field is
-/// optional (a robot on older software may leave some out) and `data` keeps the whole object.
-/// Field names are the robot's snake_case keys (`total_steps` → `totalSteps`).
+/// What the app receives: the robot's events as the guide's models (`MissionProgress`,
+/// `ModeChange`, …, see RobotModels.swift), the relay's `device_status`, and everything else
+/// passed through raw. Each robot event keeps its `data` and the message as received.
 public enum RelayEvent: Sendable, Equatable {
     /// The relay's view of the robot: online or not, since when (sent on connect and on every change).
     case deviceStatus(DeviceStatus)
-    case missionProgress(Progress)
-    case modeChanged(ModeChanged)
-    case audioState(AudioState)
-    case barkDetected(BarkDetected)
-    case dogDetected(DogDetected)
-    case treatDispensed(TreatDispensed)
-    case programProgress(Progress)
+    case missionProgress(RobotEvent<MissionProgress>)
+    case modeChanged(RobotEvent<ModeChange>)
+    case audioState(RobotEvent<AudioState>)
+    case barkDetected(RobotEvent<BarkEvent>)
+    case dogDetected(RobotEvent<DogEvent>)
+    case treatDispensed(RobotEvent<TreatEvent>)
+    case programProgress(RobotEvent<ProgramStatus>)
     /// An event this library has no model for: its name, its `data` and the message as received.
     case other(name: String, data: JSON, raw: String)
     /// A message that is not an event (WebRTC signalling from the robot, …), as received.
     case message(raw: String)
     /// This client's own connection to the relay changed.
     case connection(ConnectionState)
+}
+
+/// One robot event: its model (nil when `data` did not decode as one, e.g. a field of another
+/// type), the `data` object, the robot's timestamp and the whole message as received.
+public struct RobotEvent<Model: Sendable & Equatable & Codable>: Sendable, Equatable {
+    public var model: Model?
+    public var data: JSON
+    public var timestamp: String?
+    public var raw: String
 }
 
 /// The client's connection to the relay.
@@ -50,72 +58,6 @@ public struct DeviceStatus: Sendable, Equatable {
     public var since: Date?
 }
 
-/// `mission_progress` and `program_progress`: how far the robot is through a mission or program.
-public struct Progress: Sendable, Equatable {
-    /// The mission's (or program's) name: the `mission` (or `program`) key.
-    public var name: String?
-    public var step: Int?
-    public var totalSteps: Int?
-    /// 0…1 when the robot sends it.
-    public var progress: Double?
-    public var status: String?
-    public var timestamp: String?
-    public var data: JSON
-
-    /// `progress`, or step/totalSteps when only those were sent.
-    public var fraction: Double? {
-        if let progress { return progress }
-        if let step, let totalSteps, totalSteps > 0 { return Double(step) / Double(totalSteps) }
-        return nil
-    }
-
-    init(name key: String, data: JSON, timestamp: String?) {
-        name = data[key]?.stringValue
-        step = data["step"]?.intValue
-        totalSteps = data["total_steps"]?.intValue
-        progress = data["progress"]?.doubleValue
-        status = data["status"]?.stringValue
-        self.timestamp = timestamp
-        self.data = data
-    }
-}
-
-public struct ModeChanged: Sendable, Equatable {
-    public var mode: String?
-    public var previousMode: String?
-    public var timestamp: String?
-    public var data: JSON
-}
-
-public struct AudioState: Sendable, Equatable {
-    public var playing: Bool?
-    public var track: String?
-    public var volume: Double?
-    public var timestamp: String?
-    public var data: JSON
-}
-
-public struct BarkDetected: Sendable, Equatable {
-    public var confidence: Double?
-    public var loudness: Double?
-    public var timestamp: String?
-    public var data: JSON
-}
-
-public struct DogDetected: Sendable, Equatable {
-    public var confidence: Double?
-    public var label: String?
-    public var timestamp: String?
-    public var data: JSON
-}
-
-public struct TreatDispensed: Sendable, Equatable {
-    public var count: Int?
-    public var remaining: Int?
-    public var timestamp: String?
-    public var data: JSON
-}
-
 extension RelayEvent {
     /// Reads a message from the relay that does not answer a command: an event, typed where this
     /// library has a model, or anything else as `.message`.
@@ -130,33 +72,29 @@ extension RelayEvent {
     private static func event(_ message: JSON, raw text: String) -> RelayEvent {
         let name = message["event"]?.stringValue ?? ""
         let data = message["data"] ?? .null
-        let time = message["timestamp"]?.stringValue
+        func robotEvent<M>(_: M.Type) -> RobotEvent<M> {
+            // From the message as received, so numbers keep their exact text.
+            RobotEvent(model: try? JSONDecoder().decode(EventData<M>.self, from: Data(text.utf8)).data, data: data,
+                       timestamp: message["timestamp"]?.stringValue, raw: text)
+        }
         switch name {
         case "device_status":
             let since = data["since"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
             return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
                                               online: data["online"]?.boolValue ?? false, since: since))
-        case "mission_progress":
-            return .missionProgress(Progress(name: "mission", data: data, timestamp: time))
-        case "mode_changed":
-            return .modeChanged(ModeChanged(mode: data["mode"]?.stringValue, previousMode: data["previous_mode"]?.stringValue,
-                                            timestamp: time, data: data))
-        case "audio_state":
-            return .audioState(AudioState(playing: data["playing"]?.boolValue, track: data["track"]?.stringValue,
-                                          volume: data["volume"]?.doubleValue, timestamp: time, data: data))
-        case "bark_detected":
-            return .barkDetected(BarkDetected(confidence: data["confidence"]?.doubleValue,
-                                              loudness: data["loudness"]?.doubleValue, timestamp: time, data: data))
-        case "dog_detected":
-            return .dogDetected(DogDetected(confidence: data["confidence"]?.doubleValue, label: data["label"]?.stringValue,
-                                            timestamp: time, data: data))
-        case "treat_dispensed":
-            return .treatDispensed(TreatDispensed(count: data["count"]?.intValue, remaining: data["remaining"]?.intValue,
-                                                  timestamp: time, data: data))
-        case "program_progress":
-            return .programProgress(Progress(name: "program", data: data, timestamp: time))
-        default:
-            return .other(name: name, data: data, raw: text)
+        case "mission_progress": return .missionProgress(robotEvent(MissionProgress.self))
+        case "mode_changed": return .modeChanged(robotEvent(ModeChange.self))
+        case "audio_state": return .audioState(robotEvent(AudioState.self))
+        case "bark_detected": return .barkDetected(robotEvent(BarkEvent.self))
+        case "dog_detected": return .dogDetected(robotEvent(DogEvent.self))
+        case "treat_dispensed": return .treatDispensed(robotEvent(TreatEvent.self))
+        case "program_progress": return .programProgress(robotEvent(ProgramStatus.self))
+        default: return .other(name: name, data: data, raw: text)
         }
     }
+}
+
+/// An event message's `data` member, decoded as `M`.
+private struct EventData<M: Decodable>: Decodable {
+    let data: M
 }

@@ -16,6 +16,7 @@ struct AppDemo: AsyncParsableCommand {
     @Option(help: "Send this command once the robot is online and print the response.") var command: String?
     @Option(help: "Exit after this many seconds (default: run until Ctrl-C).") var exitAfter: Double?
     @Flag(help: "One line per change instead of a redrawn screen (also when stdout is not a terminal).") var plain = false
+    @Flag(help: "One JSON line per robot event instead of the screen: {\"event\":NAME,\"decoded\":MODEL} with MODEL the library's typed model re-encoded by its coding keys (null when it did not decode).") var json = false
 
     func run() async throws {
         guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {
@@ -49,6 +50,7 @@ struct AppDemo: AsyncParsableCommand {
         }
         var commandSent = false
         for await input in inputs {
+            if json, case .event(let event) = input, let line = EventLine(event) { print(line.text); fflush(nil) }
             screen.apply(input)
             if case .event(.deviceStatus(let status)) = input, status.online, let command, !commandSent {
                 commandSent = true
@@ -61,7 +63,7 @@ struct AppDemo: AsyncParsableCommand {
                     }
                 }
             }
-            screen.render()
+            if !json { screen.render() }
         }
         turnWatcher.cancel()
         if case .stopped(let reason) = await client.state, reason != .stopped {
@@ -112,17 +114,20 @@ struct Screen {
         case .deviceStatus(let status):
             online = status.online ? "online" : "offline"
             if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
-        case .missionProgress(let progress):
-            mission = [progress.name, progress.status].compactMap { $0 }.joined(separator: " · ")
-            if let step = progress.step, let total = progress.totalSteps { mission += " (step \(step)/\(total))" }
+        case .missionProgress(let event):
+            guard let progress = event.model else { return }
+            mission = [progress.trick, progress.status, progress.dogName].compactMap { $0 }.joined(separator: " · ")
+            if let stage = progress.stage, let total = progress.totalStages { mission += " (stage \(stage)/\(total))" }
             fraction = progress.fraction
-        case .modeChanged(let change): mode = change.mode ?? "?"
+        case .modeChanged(let event):
+            mode = (event.model?.mode ?? "?") + (event.model?.locked == true ? " (locked: \(event.model?.lockReason ?? ""))" : "")
         case .other(let name, _, _): last = name
-        case .barkDetected: last = "bark_detected"
-        case .dogDetected: last = "dog_detected"
-        case .treatDispensed(let treat): last = "treat_dispensed \(treat.count.map(String.init) ?? "")"
-        case .audioState(let audio): last = "audio \(audio.playing == true ? "playing" : "stopped")"
-        case .programProgress(let program): last = "program \(program.name ?? "") \(program.step ?? 0)"
+        case .barkDetected(let event): last = "bark_detected \(event.model?.loudnessDb.map { "\($0) dB" } ?? "")"
+        case .dogDetected(let event): last = "dog_detected \(event.model?.dogName ?? event.model?.dogId ?? "")"
+        case .treatDispensed(let event):
+            last = "treat_dispensed \(event.model?.dailyCount.map(String.init) ?? "?")/\(event.model?.dailyLimit.map(String.init) ?? "?") today"
+        case .audioState(let event): last = "audio \(event.model?.state ?? "?") \(event.model?.track ?? "")"
+        case .programProgress(let event): last = "program \(event.model?.programName ?? "") \(event.model?.currentMission ?? "")"
         case .message(let raw): last = String(raw.prefix(60))
         }
     }
@@ -147,5 +152,29 @@ struct Screen {
             lastLine = line
         }
         fflush(nil)  // all streams: stdout is a C global Swift 6 will not touch
+    }
+}
+
+/// `--json`: one line per robot event, what the library understood of it.
+struct EventLine {
+    let text: String
+
+    init?(_ event: RelayEvent) {
+        func line<M>(_ name: String, _ e: RobotEvent<M>) -> String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let decoded = e.model.flatMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+            return #"{"event":"\#(name)","decoded":\#(decoded)}"#
+        }
+        switch event {
+        case .missionProgress(let e): text = line("mission_progress", e)
+        case .modeChanged(let e): text = line("mode_changed", e)
+        case .audioState(let e): text = line("audio_state", e)
+        case .barkDetected(let e): text = line("bark_detected", e)
+        case .dogDetected(let e): text = line("dog_detected", e)
+        case .treatDispensed(let e): text = line("treat_dispensed", e)
+        case .programProgress(let e): text = line("program_progress", e)
+        default: return nil
+        }
     }
 }

@@ -20,16 +20,99 @@ import Testing
         func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
         #expect(try event(#"{"type":"event","event":"device_status","data":{"device_id":"d","online":true,"since":"2026-11-22T10:00:00Z"}}"#)
             == .deviceStatus(DeviceStatus(deviceID: "d", online: true, since: Date(timeIntervalSince1970: 1_795_341_600))))
-        guard case .modeChanged(let mode) = try event(#"{"type":"event","event":"mode_changed","data":{"mode":"training","previous_mode":"idle"}}"#)
+        guard case .modeChanged(let mode) = try event(#"{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle","extra":1}}"#)
         else { Issue.record("not a mode_changed"); return }
-        #expect(mode.mode == "training" && mode.previousMode == "idle")
-        guard case .treatDispensed(let treat) = try event(#"{"type":"event","event":"treat_dispensed","data":{"count":1,"remaining":"many"}}"#)
+        #expect(mode.model == ModeChange(mode: "coach", previousMode: "idle"), "missing fields are nil, unknown ones ignored")
+        guard case .treatDispensed(let treat) = try event(#"{"type":"event","event":"treat_dispensed","data":{"daily_count":"many"}}"#)
         else { Issue.record("not a treat_dispensed"); return }
-        #expect(treat.count == 1 && treat.remaining == nil && treat.data["remaining"] == "many")
+        #expect(treat.model == nil && treat.data["daily_count"] == "many", "a field of another type: no model, the data kept")
         let unknownText = #"{"type":"event","event":"battery","data":{"level":0.5}}"#
         #expect(try event(unknownText) == .other(name: "battery", data: ["level": 0.5], raw: unknownText))
         let signalling = #"{"type":"webrtc_answer","sdp":"v=0"}"#
         #expect(try event(signalling) == .message(raw: signalling))
+    }
+
+    /// Every §7 example of the integration guide (Build 31), verbatim, as the robot sends it.
+    @Test func theGuidesEventExamplesDecodeIntoItsModels() throws {
+        func decoded(_ data: String, _ name: String) throws -> RelayEvent {
+            let text = #"{"type":"event","event":"\#(name)","data":\#(data),"timestamp":"2026-01-30T10:15:30.123Z"}"#
+            return RelayEvent(message: try JSON(parsing: text), raw: text)
+        }
+        guard case .missionProgress(let mission) = try decoded("""
+            {
+                "status": "watching",
+                "trick": "sit",
+                "stage": 2,
+                "total_stages": 5,
+                "dog_name": "Elsa",
+                "rewards": 1,
+                "progress": 2.5,
+                "target_sec": 5.0
+              }
+            """, "mission_progress") else { Issue.record("mission_progress"); return }
+        #expect(mission.model == MissionProgress(status: "watching", trick: "sit", stage: 2, totalStages: 5, dogName: "Elsa",
+                                                 rewards: 1, progress: 2.5, targetSec: 5.0))
+        #expect(mission.model?.fraction == 0.5, "2.5 s of 5 s held is half, not 250 %")
+        #expect(mission.timestamp == "2026-01-30T10:15:30.123Z" && mission.raw.contains("target_sec"))
+        guard case .modeChanged(let mode) = try decoded("""
+            {
+                "mode": "mission",
+                "previous_mode": "idle",
+                "locked": true,
+                "lock_reason": "Mission active: sit_training"
+              }
+            """, "mode_changed") else { Issue.record("mode_changed"); return }
+        #expect(mode.model == ModeChange(mode: "mission", previousMode: "idle", locked: true, lockReason: "Mission active: sit_training"))
+        guard case .audioState(let audio) = try decoded("""
+            {
+                "state": "playing",
+                "track": "default/Wimz_theme.mp3",
+                "playing": true,
+                "playlist_index": 3,
+                "playlist_length": 14
+              }
+            """, "audio_state") else { Issue.record("audio_state"); return }
+        #expect(audio.model == AudioState(state: "playing", track: "default/Wimz_theme.mp3", playing: true, playlistIndex: 3, playlistLength: 14))
+        guard case .barkDetected(let bark) = try decoded("""
+            {
+                "emotion": "alert",
+                "confidence": 0.85,
+                "loudness_db": 75.2,
+                "dog_id": "aruco_315",
+                "dog_name": "Elsa"
+              }
+            """, "bark_detected") else { Issue.record("bark_detected"); return }
+        #expect(bark.model == BarkEvent(emotion: "alert", confidence: 0.85, loudnessDb: 75.2, dogId: "aruco_315", dogName: "Elsa"))
+        guard case .dogDetected(let dog) = try decoded("""
+            {
+                "dog_id": "aruco_315",
+                "dog_name": "Elsa",
+                "bbox": [100, 150, 400, 500],
+                "confidence": 0.92
+              }
+            """, "dog_detected") else { Issue.record("dog_detected"); return }
+        #expect(dog.model == DogEvent(dogId: "aruco_315", dogName: "Elsa", bbox: [100, 150, 400, 500], confidence: 0.92))
+        guard case .treatDispensed(let treat) = try decoded("""
+            {
+                "dog_id": "aruco_315",
+                "dog_name": "Elsa",
+                "behavior": "sit",
+                "daily_count": 5,
+                "daily_limit": 15
+              }
+            """, "treat_dispensed") else { Issue.record("treat_dispensed"); return }
+        #expect(treat.model == TreatEvent(dogId: "aruco_315", dogName: "Elsa", behavior: "sit", dailyCount: 5, dailyLimit: 15))
+    }
+
+    /// The REST models read the guide's §3–§6 answers (a few, with nesting) by its snake_case keys.
+    @Test func theGuidesRESTAnswersDecode() throws {
+        let status = try JSONDecoder().decode(MissionStatus.self, from: Data(#"{"active":true,"mission_id":42,"mission_name":"sit_training","current_stage":2,"total_stages":5,"stage_info":{"name":"Sit Practice 2","timeout":60.0,"elapsed":15.3,"success_event":"VisionEvent.Pose.Sit"},"rewards_given":1,"max_duration":1800}"#.utf8))
+        #expect(status.missionId == 42 && status.currentStage == 2 && status.stageInfo?.successEvent == "VisionEvent.Pose.Sit" && status.maxDuration == 1800)
+        let mode = try JSONDecoder().decode(ModeInfo.self, from: Data(#"{"mode":"mission","mode_info":{"locked":true,"lock_reason":"Mission active: sit_training","since":"2026-01-30T10:15:30"}}"#.utf8))
+        #expect(mode.modeInfo?.locked == true && mode.modeInfo?.lockReason == "Mission active: sit_training")
+        let weekly = try JSONDecoder().decode(WeeklyReportResponse.self, from: Data(#"{"success":true,"report":{"week_number":5,"bark_stats":{"total":45,"avg_loudness":72.5,"by_emotion":{"alert":20}},"coaching":{"success_rate":0.75}}}"#.utf8))
+        #expect(weekly.report?.barkStats?.byEmotion == ["alert": 20] && weekly.report?.coaching?.successRate == 0.75)
+        #expect(try JSONDecoder().decode(MissionStatus.self, from: Data(#"{"active":false}"#.utf8)).missionId == nil)
     }
 
     @Test func urlsKeepThePathPrefixAndNeverCarryTheToken() {

@@ -142,7 +142,7 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         let log = EventLog(client)
         await client.start()
         _ = try await log.waitFor(isOnline(true))
-        try robot.send(#"{"type":"event","event":"mission_progress","data":{"mission":"sit","step":3,"total_steps":5},"timestamp":"2026-11-22T10:00:00Z"}"#)
+        try robot.send(#"{"type":"event","event":"mission_progress","data":{"status":"watching","trick":"sit","stage":3,"total_stages":5,"progress":3.0,"target_sec":5.0},"timestamp":"2026-11-22T10:00:00Z"}"#)
         let (first, position) = try await log.waitFor { if case .missionProgress = $0 { true } else { false } }
 
         await transport.severNewest()
@@ -151,7 +151,8 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         #expect(transport.count == 2)
         #expect(replayed == first)
         guard case .missionProgress(let progress) = replayed else { return }
-        #expect(progress.name == "sit" && progress.step == 3 && progress.totalSteps == 5 && progress.fraction == 0.6)
+        #expect(progress.model?.trick == "sit" && progress.model?.stage == 3 && progress.model?.totalStages == 5
+                && progress.model?.fraction == 0.6)
         await client.stop()
     }
 

@@ -1,6 +1,7 @@
-"""A simulated WIM-Z robot on wimz_robot.RobotClient: runs training missions (mode_changed,
-mission_progress step by step, bark_detected, treat_dispensed), answers the app's commands,
-and shows the TURN credential it would give aiortc.
+"""A simulated WIM-Z robot on wimz_robot.RobotClient: runs training missions with the
+integration guide's events and fields (mode_changed with locked/lock_reason, mission_progress
+stage by stage with the hold in seconds, dog_detected, bark_detected, treat_dispensed),
+answers the app's commands, and shows the TURN credential it would give aiortc.
 
     python simulated_robot.py --url http://127.0.0.1:8080 --device demo-robot --token "$DEMO_ROBOT_TOKEN"
 """
@@ -16,25 +17,65 @@ from datetime import datetime, timezone
 
 from wimz_robot import RobotClient
 
-MISSIONS = ["sit_stay", "come_here", "quiet_please"]
+#: (mission name, trick, hold seconds): the integration guide's missions (§3.1).
+MISSIONS = [("sit_training", "sit", 5.0), ("down_sustained", "down", 3.0), ("quiet_training", "quiet", 4.0)]
+DOG = {"dog_id": "aruco_315", "dog_name": "Elsa"}
+DAILY_LIMIT = 15
 
 
 def say(text: str) -> None:
     print(f"{datetime.now().strftime('%H:%M:%S')} {text}", flush=True)
 
 
-async def run_mission(client: RobotClient, name: str, steps: int, step_seconds: float) -> None:
-    await client.send_event("mode_changed", {"mode": "training", "previous_mode": "idle"})
-    for step in range(1, steps + 1):
-        status = "completed" if step == steps else "running"
-        await client.send_event("mission_progress", {"mission": name, "step": step, "total_steps": steps,
-                                                     "progress": round(step / steps, 3), "status": status})
-        say(f"mission {name}: step {step}/{steps} {status}")
-        if random.random() < 0.3:
-            await client.send_event("bark_detected", {"confidence": round(random.uniform(0.6, 0.99), 2)})
-        await asyncio.sleep(step_seconds)
-    await client.send_event("treat_dispensed", {"count": 1, "remaining": random.randint(5, 30)})
-    await client.send_event("mode_changed", {"mode": "idle", "previous_mode": "training"})
+class Robot:
+    """The state the events report: today's treats, the mode."""
+
+    def __init__(self, client: RobotClient) -> None:
+        self.client = client
+        self.treats_today = 0
+        self.mode = "idle"
+
+    async def set_mode(self, mode: str, locked: bool = False, reason: str | None = None) -> None:
+        await self.client.send_event("mode_changed", {"mode": mode, "previous_mode": self.mode, "locked": locked,
+                                                      "lock_reason": reason})
+        self.mode = mode
+
+    async def treat(self, behavior: str) -> None:
+        self.treats_today = min(self.treats_today + 1, DAILY_LIMIT)
+        await self.client.send_event("treat_dispensed", {**DOG, "behavior": behavior, "daily_count": self.treats_today,
+                                                         "daily_limit": DAILY_LIMIT})
+
+    async def run_mission(self, name: str, trick: str, target: float, stages: int, step_seconds: float) -> None:
+        """One mission as the guide's §7.1 describes it: per stage greeting → command → watching
+        (the hold's progress in seconds) → success, then completed; events with the guide's fields."""
+        await self.set_mode("mission", locked=True, reason=f"Mission active: {name}")
+        rewards = 0
+
+        async def progress(status: str, stage: int, held: float = 0.0) -> None:
+            await self.client.send_event("mission_progress", {
+                "status": status, "trick": trick, "stage": stage, "total_stages": stages, "dog_name": DOG["dog_name"],
+                "rewards": rewards, "progress": round(held, 1), "target_sec": target})
+
+        await progress("waiting_for_dog", 1)
+        await self.client.send_event("dog_detected", {**DOG, "bbox": [100, 150, 400, 500], "confidence": 0.92})
+        for stage in range(1, stages + 1):
+            for status in ("greeting", "command"):
+                await progress(status, stage)
+                await asyncio.sleep(step_seconds / 3)
+            for held in (target / 2, target):
+                await progress("watching", stage, held)
+                say(f"mission {name}: stage {stage}/{stages} watching {held:.1f}/{target:.1f} s")
+                if random.random() < 0.3:
+                    await self.client.send_event("bark_detected", {
+                        "emotion": random.choice(["alert", "attention", "anxious"]),
+                        "confidence": round(random.uniform(0.6, 0.99), 2),
+                        "loudness_db": round(random.uniform(60, 85), 1), **DOG})
+                await asyncio.sleep(step_seconds / 2)
+            rewards += 1
+            await progress("success", stage, target)
+            await self.treat(trick)
+        await progress("completed", stages, target)
+        await self.set_mode("idle")
 
 
 async def main() -> int:
@@ -43,25 +84,26 @@ async def main() -> int:
     parser.add_argument("--device", default="demo-robot")
     parser.add_argument("--token", default=os.environ.get("WIMZ_ROBOT_TOKEN"), help="robot token (env WIMZ_ROBOT_TOKEN)")
     parser.add_argument("--missions", type=int, default=0, help="stop after this many missions (default: run forever)")
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--step-seconds", type=float, default=1.0)
+    parser.add_argument("--stages", type=int, default=3, help="stages per mission")
+    parser.add_argument("--step-seconds", type=float, default=1.0, help="seconds per stage step")
     args = parser.parse_args()
     if not args.token:
         parser.error("a robot token is required: --token or WIMZ_ROBOT_TOKEN")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async with RobotClient(args.url, args.device, args.token) as client:
+        robot = Robot(client)
+
         @client.command("treat")
         async def treat(data):
-            count = int(data.get("count", 1))
-            await client.send_event("treat_dispensed", {"count": count, "remaining": 20})
-            say(f"command treat: dispensed {count}")
-            return {"dispensed": count}
+            await robot.treat(str(data.get("behavior", "manual")))
+            say(f"command treat: {robot.treats_today}/{DAILY_LIMIT} today")
+            return {"dispensed": True, "daily_count": robot.treats_today, "daily_limit": DAILY_LIMIT}
 
         @client.command("start_mission")
         def start_mission(data):
             say(f"command start_mission: {data}")
-            return {"queued": data.get("mission", MISSIONS[0])}
+            return {"queued": data.get("mission_name", MISSIONS[0][0])}
 
         @client.on_message
         def other(message):
@@ -80,7 +122,8 @@ async def main() -> int:
 
         done = 0
         while args.missions == 0 or done < args.missions:
-            await run_mission(client, MISSIONS[done % len(MISSIONS)], args.steps, args.step_seconds)
+            name, trick, target = MISSIONS[done % len(MISSIONS)]
+            await robot.run_mission(name, trick, target, args.stages, args.step_seconds)
             done += 1
         if client.refused:
             say(f"stopped: {client.refused}")

@@ -253,3 +253,27 @@ async def test_bridge_keeps_fresh_turn_credentials_in_its_file(database, device,
     finally:
         task.cancel()
         relay.stop()
+
+
+async def test_the_app_library_decodes_every_event_of_the_stand_in_into_the_guides_models(relay, device, standin, bridge):
+    """`wimz-app-demo --json` (the Swift app library) through the relay: every §7 event the stand-in
+    sends comes out as the guide's model, re-encoded by its own coding keys — field for field."""
+    device_id, _, app_token = device
+    demo = await asyncio.create_subprocess_exec(
+        os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", relay.url, "--device", device_id,
+        "--token", app_token, "--json", "--exit-after", "20", stdout=asyncio.subprocess.PIPE)
+    try:
+        await eventually(lambda: bridge.client.apps == 1)
+        for name in EVENTS:
+            await acall(standin.url, "POST", "/standin/emit", body=json.dumps({"event": name}).encode(),
+                        headers={"Content-Type": "application/json"})
+        seen: dict[str, dict] = {}
+        while len(seen) < len(EVENTS):
+            line = await asyncio.wait_for(demo.stdout.readline(), 10)
+            assert line, "wimz-app-demo ended early"
+            parsed = json.loads(line)
+            seen[parsed["event"]] = parsed["decoded"]
+        assert seen == EVENTS
+    finally:
+        demo.terminate()
+        await demo.wait()

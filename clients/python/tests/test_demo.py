@@ -90,10 +90,11 @@ async def test_run_sh_serves_turn_and_the_examples_talk_through_it():
         screen = app.stdout
         assert app.returncode == 0, app.stdout + app.stderr
         assert "relay=connected" in screen and "robot=online" in screen, screen
-        assert "mission=" in screen and "(step " in screen and "%" in screen, screen
-        assert "command treat: ok" in screen and '"dispensed":1' in screen, screen
+        assert "mission=sit · watching · Elsa (stage " in screen and "%" in screen, screen
+        assert "mode=mission (locked: Mission active: sit_training)" in screen, screen
+        assert "command treat: ok" in screen and '"dispensed":true' in screen, screen
         assert "TURN credential expires " in screen, screen
-        assert "connected to" in robot_output and "command treat: dispensed 1" in robot_output, robot_output
+        assert "connected to" in robot_output and "command treat: " in robot_output and "/15 today" in robot_output, robot_output
         assert "TURN: 2 ICE servers" in robot_output, robot_output
     finally:
         if run.poll() is None:
