@@ -18,11 +18,23 @@ struct AppDemo: AsyncParsableCommand {
     @Flag(help: "One line per change instead of a redrawn screen (also when stdout is not a terminal).") var plain = false
     @Flag(help: "One JSON line per robot event instead of the screen: {\"event\":NAME,\"decoded\":MODEL} with MODEL the library's typed model re-encoded by its coding keys (null when it did not decode).") var json = false
 
+    @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
+    @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
+
     func run() async throws {
         guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {
             throw ValidationError("an app token is required: --token or WIMZ_APP_TOKEN")
         }
         guard let relayURL = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
+        if apiCheck {
+            let relay = RobotRoute.relay(relayURL, deviceID: device, token: token)
+            let api = try direct.map { text in
+                guard let lan = URL(string: text) else { throw ValidationError("not a URL: \(text)") }
+                return RobotAPI(direct: lan, relay: relay)
+            } ?? RobotAPI(route: relay)
+            try await APICheck(api: api).run()
+            return
+        }
         let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
         var screen = Screen(device: device, redraw: !plain && isatty(STDOUT_FILENO) == 1)
         await client.start()
@@ -176,5 +188,51 @@ struct EventLine {
         case .programProgress(let e): text = line("program_progress", e)
         default: return nil
         }
+    }
+}
+
+/// `--api-check`: every Quick Reference call once, in the guide's order, each decoded model
+/// printed by its own coding keys (what the library understood), or the error.
+struct APICheck {
+    let api: RobotAPI
+
+    func run() async throws {
+        let route = await api.route().kind.rawValue
+        func emit<M: Encodable>(_ name: String, _ call: () async throws -> M) async {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            do {
+                let model = try await call()
+                let text = (try? encoder.encode(model)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+                print(#"{"call":"\#(name)","route":"\#(route)","decoded":\#(text)}"#)
+            } catch {
+                print(#"{"call":"\#(name)","route":"\#(route)","error":\#(JSONValueText.quote("\(error)"))}"#)
+            }
+        }
+        await emit("missions/available") { try await api.availableMissions() }
+        await emit("missions/start") { try await api.startMission("sit_training", parameters: ["dog_id": "elsa"]) }
+        await emit("missions/status") { try await api.missionStatus() }
+        await emit("mode/locked") { try await api.setMode("coach") }
+        await emit("missions/stop") { try await api.stopMission() }
+        await emit("programs/available") { try await api.availablePrograms() }
+        await emit("programs/start") { try await api.startProgram("puppy_basics", dogID: "elsa") }
+        await emit("programs/status") { try await api.programStatus() }
+        await emit("programs/stop") { try await api.stopProgram() }
+        await emit("mode") { try await api.mode() }
+        await emit("mode/set") { try await api.setMode("coach") }
+        await emit("reports/weekly") { try await api.weeklyReport() }
+        await emit("reports/dog") { try await api.dogProgress("elsa", weeks: 8) }
+        await emit("reports/trends") { try await api.trends(weeks: 8) }
+        await emit("reports/compare") { try await api.compareDogs() }
+        await emit("programs/delete-preset") { try await api.deleteProgram("puppy_basics") }
+        fflush(nil)
+    }
+}
+
+/// A JSON string literal for an error text.
+enum JSONValueText {
+    static func quote(_ text: String) -> String {
+        let data = try? JSONEncoder().encode(text)
+        return data.map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
     }
 }

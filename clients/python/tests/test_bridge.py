@@ -277,3 +277,37 @@ async def test_the_app_library_decodes_every_event_of_the_stand_in_into_the_guid
     finally:
         demo.terminate()
         await demo.wait()
+
+
+async def api_check(relay, device_id: str, app_token: str, direct: str | None) -> list[dict]:
+    args = [os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", relay.url, "--device", device_id,
+            "--token", app_token, "--api-check"] + (["--direct", direct] if direct else [])
+    run = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(run.communicate(), 60)
+    assert run.returncode == 0, err.decode()
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
+async def test_robot_api_answers_the_same_direct_and_through_the_relay(relay, device, standin, bridge):
+    """The app library's RobotAPI over both routes, and its automatic choice."""
+    device_id, _, app_token = device
+    await acall(standin.url, "POST", "/standin/reset")
+    direct = await api_check(relay, device_id, app_token, standin.url)
+    await acall(standin.url, "POST", "/standin/reset")
+    relayed = await api_check(relay, device_id, app_token, None)
+    await acall(standin.url, "POST", "/standin/reset")
+    fallback = await api_check(relay, device_id, app_token, f"http://127.0.0.1:{free_port()}")  # nothing on the LAN
+    assert {c["route"] for c in direct} == {"direct"}
+    assert {c["route"] for c in relayed} == {"relay"} and {c["route"] for c in fallback} == {"relay"}
+    strip = lambda calls: [{k: v for k, v in c.items() if k != "route"} for c in calls]  # noqa: E731
+    assert strip(direct) == strip(relayed) == strip(fallback)
+    calls = {c["call"]: c for c in relayed}
+    assert [m["name"] for m in calls["missions/available"]["decoded"]] == ["sit_training", "down_sustained", "quiet_training"]
+    assert calls["missions/available"]["decoded"][0]["max_rewards"] == 5
+    assert calls["missions/start"]["decoded"]["mission_id"] == 42
+    assert calls["missions/status"]["decoded"]["stage_info"]["success_event"] == "VisionEvent.Pose.Sit"
+    assert calls["mode/locked"]["decoded"] == {"success": False, "error": "Mode locked: Mission active: sit_training"}
+    assert calls["mode/set"]["decoded"] == {"success": True, "mode": "coach", "previous_mode": "idle"}
+    assert calls["reports/weekly"]["decoded"]["report"]["bark_stats"]["by_dog"] == {"Elsa": 30, "Bezik": 15}
+    assert calls["reports/compare"]["decoded"]["comparison"]["leader_board"]["quietest"] == "bezik"
+    assert "400" in calls["programs/delete-preset"]["error"]
