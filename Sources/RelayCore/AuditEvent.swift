@@ -15,6 +15,10 @@ public enum AuditKind: String, Sendable, CaseIterable {
     case turnSecretAdded = "turn_secret_added"
     case turnSecretRotated = "turn_secret_rotated"
     case turnSecretRetired = "turn_secret_retired"
+    case pairingCodeCreated = "pairing_code_created"
+    case appPaired = "app_paired"
+    case pairingFailed = "pairing_failed"
+    case pairingRateLimited = "pairing_rate_limited"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

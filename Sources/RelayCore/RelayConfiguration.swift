@@ -59,6 +59,9 @@ public struct RelayConfiguration: Sendable {
     /// Requests waiting for one robot at once (`WIMZ_ROBOT_HTTP_MAX_PENDING`); more: 429.
     public var robotHTTPMaxPending = 64
 
+    /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`, default 600).
+    public var pairingCodeSeconds = 600
+
     /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
     /// getting 503 (a reconnect storm after a restart then authenticates at once).
     public var upgradeHoldSeconds = 2.0

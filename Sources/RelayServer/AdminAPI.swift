@@ -26,7 +26,8 @@ enum AdminAPI {
     /// path allows are its routes' (405 lists them in `Allow`).
     static let routes: [(method: String, pattern: String)] = [
         ("GET", "devices"), ("POST", "devices"), ("GET", "devices/*"), ("POST", "devices/*/disable"),
-        ("POST", "devices/*/enable"), ("POST", "devices/*/tokens"), ("GET", "devices/*/presence"), ("GET", "tokens"),
+        ("POST", "devices/*/enable"), ("POST", "devices/*/tokens"), ("POST", "devices/*/pairing-codes"),
+        ("GET", "devices/*/presence"), ("GET", "tokens"),
         ("POST", "tokens/*/revoke"), ("GET", "turn-secrets"), ("POST", "turn-secrets/rotate"), ("GET", "audit"),
         ("GET", "cluster/nodes"),
     ]
@@ -89,6 +90,14 @@ enum AdminAPI {
                 let issued = try TokenRepository(db).issue(device: try deviceID(id), role: role, label: typed.label ?? "",
                                                            expiresIn: typed.expires_in, actor: actor)
                 return (201, .object([("token", token(issued.record)), ("secret", .string(issued.secret))]))
+            } else if let id = match("POST", "devices/*/pairing-codes")?[0] {
+                let ttl = try decode(NewPairingCode.self, r.body.isEmpty ? Array("{}".utf8) : r.body).expires_in ?? 600
+                guard (30...86_400).contains(ttl) else {
+                    throw Failure(status: 400, code: "bad_request", message: "expires_in must be from 30 to 86400 seconds")
+                }
+                let minted = try PairingRepository(db).create(device: try deviceID(id), ttl: ttl, actor: actor, address: r.remoteAddress)
+                return (201, .object([("code", .string(minted.code)), ("expires_at", .string(minted.expiresAt.iso8601)),
+                                      ("expires_in", .int(Int64(minted.expiresIn)))]))
             } else if match("GET", "tokens") != nil {
                 let device = try r.query["device_id"].map(deviceID)
                 return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map(token)))]))
@@ -156,6 +165,11 @@ enum AdminAPI {
         var label: String?
         var expires_in: Int64?
         var texts: [String] { [label ?? ""] }
+    }
+
+    struct NewPairingCode: Decodable, TextMembers {
+        var expires_in: Int?
+        var texts: [String] { [] }
     }
 
     /// The longest token lifetime the API issues (ten years), far inside PostgreSQL's time range.

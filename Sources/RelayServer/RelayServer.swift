@@ -111,6 +111,8 @@ public final class RelayServer {
     let robotExchanges: RobotHTTPExchanges<RobotHTTPClient>
     /// Per app token: HTTP requests to its robot.
     var robotHTTPLimiters: [Int64: TokenBucket] = [:]
+    /// Per robot token: pairing calls (mint a code, list and revoke app tokens).
+    var pairingLimiters: [Int64: TokenBucket] = [:]
     /// When each not-yet-established connection was accepted (handshake latency metric).
     var acceptedAt: [OpaquePointer: UInt64] = [:]
     /// The 1 s tick, the session wheel (10 ms) and the cluster batches (100 ms).
@@ -475,6 +477,7 @@ public final class RelayServer {
         let (method, path) = request.methodAndPath
         if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path, body: body) }
         if let target = RobotHTTP.target(rawPath: request.head.rawPath) { return robotRequest(request, target: target, body: body) }
+        if let answer = pairingRoute(request, method: method, path: path, body: body) { return answer }
         switch path {
         case "/healthz":
             guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }

@@ -86,6 +86,8 @@ struct Serve: ParsableCommand {
     var robotHTTPBurst: Double?
     @Option(name: .customLong("robot-http-max-pending"), help: "HTTP requests waiting for one robot at once; more get 429 (env WIMZ_ROBOT_HTTP_MAX_PENDING, default 64).")
     var robotHTTPMaxPending: Int?
+    @Option(name: .customLong("pairing-code-ttl"), help: "Seconds a pairing code stays valid (env WIMZ_PAIRING_CODE_TTL, default 600).")
+    var pairingCodeTTL: Int?
     @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
     var stopTimeout: Double?
 
@@ -194,6 +196,8 @@ struct Serve: ParsableCommand {
             throw CLIError("robot HTTP: body 0…\(RelayConfiguration.robotHTTPMaxBodyLimit) bytes, timeout 0…300 s, "
                            + "rate positive, burst and pending at least 1")
         }
+        config.pairingCodeSeconds = try setting(pairingCodeTTL, "WIMZ_PAIRING_CODE_TTL", { Int($0) }) ?? config.pairingCodeSeconds
+        guard (30...86_400).contains(config.pairingCodeSeconds) else { throw CLIError("pairing code TTL must be 30…86400 seconds") }
         guard config.clusterLeaseSeconds >= 2, config.clusterMoveDampingSeconds >= 0, config.drainSeconds >= 0 else {
             throw CLIError("cluster lease must be at least 2 s; damping and drain not negative")
         }

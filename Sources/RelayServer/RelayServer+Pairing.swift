@@ -1,0 +1,123 @@
+import RelayCore
+import RelayStore
+
+/// Pairing (PROTOCOL.md v1.1 "Pairing"): a robot mints a code, an app redeems it for an app
+/// token, the robot lists and revokes its app tokens. The token checks run on the service thread
+/// (the token mirror); the database work on the database worker.
+///
+///     POST   /api/devices/{id}/pairing-codes        robot token → 201 {"code","expires_at","expires_in"}
+///     POST   /api/pairing  {"code":C,"label":L}     no token    → 201 {"device_id","token","token_id"}
+///     GET    /api/devices/{id}/app-tokens           robot token → 200 {"tokens":[…]}
+///     DELETE /api/devices/{id}/app-tokens/{tid}     robot token → 200 the revoked token
+extension RelayServer {
+    /// The pairing routes' answer, or nil when `path` is none of them. Nil inside: answered later.
+    func pairingRoute(_ request: LWSConnection, method: String, path: String, body: [UInt8]?) -> HTTPResponse?? {
+        if path == "/api/pairing" {
+            guard method == "POST" else { return .some(methodNotAllowed("POST")) }
+            return .some(redeemPairingCode(request, body: body ?? []))
+        }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard segments.count >= 5, segments[1] == "api", segments[2] == "devices" else { return nil }
+        switch (segments.count, segments[4]) {
+        case (5, "pairing-codes"):
+            guard method == "POST" else { return .some(methodNotAllowed("POST")) }
+            return .some(withRobot(request, device: segments[3]) { entry in mintPairingCode(request, entry: entry) })
+        case (5, "app-tokens"):
+            guard method == "GET" else { return .some(methodNotAllowed("GET")) }
+            return .some(withRobot(request, device: segments[3]) { entry in listAppTokens(request, entry: entry) })
+        case (6, "app-tokens"):
+            guard method == "DELETE" else { return .some(methodNotAllowed("DELETE")) }
+            guard let tokenID = Int64(segments[5]), tokenID > 0 else {
+                return .some(.error(400, "bad_request", "token id must be a positive number"))
+            }
+            return .some(withRobot(request, device: segments[3]) { entry in revokeAppToken(request, entry: entry, tokenID: tokenID) })
+        default:
+            return nil
+        }
+    }
+
+    /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
+    /// 429 past the per-token rate of these calls.
+    private func withRobot(_ request: LWSConnection, device deviceText: String,
+                           _ body: (CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
+        guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
+        let entry: CredentialEntry
+        switch authenticate(request, wants: "Authorization: Bearer <robot token of this device> is required") {
+        case .refused(let response): return response
+        case .accepted(let found): entry = found
+        }
+        if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: .robot, at: .now()) {
+            return .authFailure(failure, message: failure == .wrongRole ? "this call takes the robot's token"
+                                : failure == .wrongDevice ? "token belongs to another device" : "token \(failure.rawValue)")
+        }
+        let now = MonotonicClock.nanoseconds()
+        var bucket = pairingLimiters[entry.token.id] ?? TokenBucket(rate: 2, burst: 10, now: now)
+        let allowed = bucket.take(now: now)
+        pairingLimiters[entry.token.id] = bucket
+        guard allowed else { return .authFailure(.rateLimited, message: "too many pairing calls for this token") }
+        return body(entry)
+    }
+
+    private func mintPairingCode(_ request: LWSConnection, entry: CredentialEntry) -> HTTPResponse? {
+        let ttl = configuration.pairingCodeSeconds
+        let address = clientAddress(request)
+        return answerFromDatabase(request) { db in
+            let minted = try PairingRepository(db).create(device: entry.token.deviceID, ttl: ttl, actor: "robot", address: address)
+            return .json(201, .object([("code", .string(minted.code)), ("expires_at", .string(minted.expiresAt.iso8601)),
+                                       ("expires_in", .int(Int64(minted.expiresIn)))]))
+        }
+    }
+
+    private func redeemPairingCode(_ request: LWSConnection, body: [UInt8]) -> HTTPResponse? {
+        guard let json = try? JSONReader.parse(body), let code = json.member("code")?.stringValue else {
+            return .error(400, "bad_request", #"send {"code":"…","label":"…"} as JSON"#)
+        }
+        let label = json.member("label")?.stringValue ?? ""
+        guard label.count <= 128, !label.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            return .error(400, "bad_request", "label: at most 128 characters, no control characters")
+        }
+        let address = clientAddress(request)
+        let mailbox = self.mailbox
+        return answerFromDatabase(request) { db in
+            switch try PairingRepository(db).redeem(code, label: label, address: address) {
+            case .paired(let device, let issued):
+                // The new token works on this node at once (ahead of its NOTIFY): the mailbox
+                // delivers this before the answer.
+                mailbox.post(.store(.tokenChanged(id: issued.record.id, entry: CredentialEntry(token: issued.record,
+                                                                                              deviceDisabled: false))))
+                return .json(201, .object([("device_id", .string(device.rawValue)), ("token", .string(issued.secret)),
+                                           ("token_id", .int(issued.record.id))]))
+            case .invalid:
+                return .error(404, "invalid_code", "no such pairing code, or it was used or has expired")
+            case .rateLimited:
+                return .error(429, "rate_limited", "too many failed pairing attempts from this address; retry in a minute",
+                              headers: [("Retry-After", "60")])
+            }
+        }
+    }
+
+    private func listAppTokens(_ request: LWSConnection, entry: CredentialEntry) -> HTTPResponse? {
+        let device = entry.token.deviceID
+        return answerFromDatabase(request) { db in
+            let tokens = try TokenRepository(db).list(device: device).filter { $0.role == .app }
+            return .json(200, .object([("tokens", .array(tokens.map(RelayServer.appTokenJSON)))]))
+        }
+    }
+
+    private func revokeAppToken(_ request: LWSConnection, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
+        let device = entry.token.deviceID
+        return answerFromDatabase(request) { db in
+            guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })
+            else { return .error(404, "not_found", "no app token \(tokenID) on this device") }
+            // Revoking fires the tokens NOTIFY: every node closes the token's sockets (4003) within a second.
+            return .json(200, RelayServer.appTokenJSON(try TokenRepository(db).revoke(id: tokenID, actor: "robot").token))
+        }
+    }
+
+    /// An app token as the robot sees it (never its secret).
+    static func appTokenJSON(_ token: TokenRecord) -> JSONValue {
+        .object([("id", .int(token.id)), ("label", .string(token.label)), ("created_at", .string(token.createdAt.iso8601)),
+                 ("last_used_at", .optional(token.lastUsedAt?.iso8601)), ("expires_at", .optional(token.expiresAt?.iso8601)),
+                 ("revoked_at", .optional(token.revokedAt?.iso8601))])
+    }
+}

@@ -1,0 +1,97 @@
+import RelayCore
+import RelayCrypto
+
+/// Pairing codes in the store (PROTOCOL.md v1.1 "Pairing"): minted for a device, redeemed once
+/// for an app token. Failed redemptions are counted per client address in the database, so the
+/// limit holds across every node.
+public struct PairingRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// Failed redemptions allowed per address and minute; the next one is refused (429).
+    public static let failuresPerMinute = 10
+
+    public struct MintedCode: Sendable {
+        public var code: String
+        public var expiresAt: UnixTime
+        public var expiresIn: Int
+    }
+
+    public enum Redemption: Sendable {
+        case paired(device: DeviceID, token: IssuedToken)
+        /// Wrong, used or expired: one answer for all three.
+        case invalid
+        /// Over `failuresPerMinute` from this address.
+        case rateLimited
+    }
+
+    /// Mints a code for an existing, enabled device, valid for `ttl` seconds.
+    public func create(device: DeviceID, ttl: Int, actor: String, address: String?) throws -> MintedCode {
+        let code = try PairingCode.generate()
+        let digest = PairingCode.digest(PairingCode.normalize(code)!)
+        return try db.transaction {
+            guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE",
+                                           [device.rawValue]).first
+            else { throw StoreError(.conflict, "unknown device \(device)") }
+            if try DeviceRepository.decode(row).isDisabled { throw StoreError(.conflict, "device \(device) is disabled") }
+            let rows = try db.execute(
+                """
+                INSERT INTO pairing_codes (device_id, digest, expires_at, created_by)
+                VALUES ($1, $2::bytea, now() + make_interval(secs => $3::bigint), $4) RETURNING id, expires_at
+                """, [device.rawValue, PGValue.byteaText(digest), String(ttl), actor])
+            guard let expires = PGValue.time(rows.rows[0][1]) else { throw StoreError(.query, "pairing code without an expiry") }
+            try AuditRepository(db).append([
+                AuditRepository.event(.pairingCodeCreated, actor: actor, deviceID: device.rawValue, remoteAddress: address,
+                                      details: .object([("code_id", .int(Int64(rows.rows[0][0] ?? "0") ?? 0)),
+                                                        ("expires_at", .string(expires.iso8601))])),
+            ])
+            return MintedCode(code: code, expiresAt: expires, expiresIn: ttl)
+        }
+    }
+
+    /// Redeems `typed` for a new app token labelled `label`: once, before its expiry, from an
+    /// address under the failure limit. Every failure is recorded and audited.
+    public func redeem(_ typed: String, label: String, address: String) throws -> Redemption {
+        try db.transaction {
+            let failures = try db.execute(
+                "SELECT count(*) FROM pairing_failures WHERE address = $1 AND at > now() - interval '1 minute'", [address])
+            if Int(failures.rows.first?[0] ?? "0") ?? 0 >= PairingRepository.failuresPerMinute {
+                try AuditRepository(db).append([
+                    AuditRepository.event(.pairingRateLimited, actor: "relay", remoteAddress: address),
+                ])
+                return .rateLimited
+            }
+            let normalized = PairingCode.normalize(typed)
+            let digest = normalized.map(PairingCode.digest)
+            // Looked up by the code's SHA-256 digest; the stored digest is compared again in
+            // constant time, so neither step's timing says anything about the code.
+            let row = try digest.flatMap { digest in
+                try db.execute(
+                    """
+                    SELECT id, device_id, digest FROM pairing_codes
+                    WHERE digest = $1::bytea AND used_at IS NULL AND expires_at > now() FOR UPDATE
+                    """, [PGValue.byteaText(digest)]).first
+            }
+            guard let row, let digest, let stored = PGValue.bytes(fromBytea: row[2]), Crypto.constantTimeEquals(stored, digest),
+                  let idText = row[0], let deviceText = row[1], let device = DeviceID(deviceText)
+            else {
+                try db.execute("DELETE FROM pairing_failures WHERE at < now() - interval '1 hour'")
+                try db.execute("INSERT INTO pairing_failures (address) VALUES ($1)", [address])
+                try AuditRepository(db).append([
+                    AuditRepository.event(.pairingFailed, actor: "relay", remoteAddress: address),
+                ])
+                return .invalid
+            }
+            let issued = try TokenRepository(db).issue(device: device, role: .app, label: label, expiresIn: nil, actor: "pairing")
+            try db.execute("UPDATE pairing_codes SET used_at = now(), token_id = $2 WHERE id = $1",
+                           [idText, String(issued.record.id)])
+            try AuditRepository(db).append([
+                AuditRepository.event(.appPaired, actor: "relay", deviceID: device.rawValue, tokenID: issued.record.id,
+                                      remoteAddress: address, details: .object([("code_id", .int(Int64(idText) ?? 0)),
+                                                                                ("label", .string(label))])),
+            ])
+            return .paired(device: device, token: issued)
+        }
+    }
+}
