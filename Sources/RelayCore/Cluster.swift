@@ -42,13 +42,58 @@ public struct DeviceHandoff: Sendable, Equatable {
     public var robotOnline: Bool
     /// Replayed events, verbatim (text frames).
     public var replay: [[UInt8]]
+    /// The missed-event history, so resuming apps recover on the new node.
+    public var history: HistoryHandoff?
 
-    public init(deviceID: DeviceID, toNode: String, statusSince: UnixTime, robotOnline: Bool, replay: [[UInt8]]) {
+    public init(deviceID: DeviceID, toNode: String, statusSince: UnixTime, robotOnline: Bool, replay: [[UInt8]],
+                history: HistoryHandoff? = nil) {
         self.deviceID = deviceID
         self.toNode = toNode
         self.statusSince = statusSince
         self.robotOnline = robotOnline
         self.replay = replay
+        self.history = history
+    }
+}
+
+/// A device's numbered history as a hand-off carries it: the epoch, the last number, and the
+/// held messages oldest first with their age (so the 120 s bound holds across the move).
+public struct HistoryHandoff: Sendable, Equatable {
+    public var epoch: String
+    public var lastSeq: UInt64
+    public var entries: [(seq: UInt64, ageNanos: UInt64, bytes: [UInt8])]
+
+    public init(epoch: String, lastSeq: UInt64, entries: [(seq: UInt64, ageNanos: UInt64, bytes: [UInt8])]) {
+        self.epoch = epoch
+        self.lastSeq = lastSeq
+        self.entries = entries
+    }
+
+    public static func == (a: HistoryHandoff, b: HistoryHandoff) -> Bool {
+        a.epoch == b.epoch && a.lastSeq == b.lastSeq && a.entries.map(\.seq) == b.entries.map(\.seq)
+            && a.entries.map(\.bytes) == b.entries.map(\.bytes)
+    }
+
+    /// As the store keeps it: `{"epoch":E,"last_seq":N,"entries":[{"seq":N,"age_ms":MS,"text":T},…]}`.
+    public var json: JSONValue {
+        .object([("epoch", .string(epoch)), ("last_seq", .int(Int64(lastSeq))),
+                 ("entries", .array(entries.map { e in
+                     .object([("seq", .int(Int64(e.seq))), ("age_ms", .int(Int64(e.ageNanos / 1_000_000))),
+                              ("text", .string(String(decoding: e.bytes, as: UTF8.self)))])
+                 }))])
+    }
+
+    /// Reads `json`'s form back; nil for anything else.
+    public init?(json: JSONValue) {
+        guard let epoch = json.member("epoch")?.stringValue, let last = json.member("last_seq")?.intValue, last >= 0,
+              case .array(let items)? = json.member("entries") else { return nil }
+        var entries: [(seq: UInt64, ageNanos: UInt64, bytes: [UInt8])] = []
+        for item in items {
+            guard let seq = item.member("seq")?.intValue, seq > 0, let age = item.member("age_ms")?.intValue, age >= 0,
+                  let text = item.member("text")?.stringValue else { return nil }
+            entries.append((UInt64(seq), UInt64(age) * 1_000_000, Array(text.utf8)))
+        }
+        self.init(epoch: epoch, lastSeq: UInt64(last), entries: entries)
     }
 }
 

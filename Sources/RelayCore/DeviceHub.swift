@@ -17,6 +17,11 @@ public final class DeviceHub {
         public var replayEvents: Set<String> = []
         /// Commands awaiting a response, per device; the oldest is forgotten beyond this.
         public var pendingCommandsPerDevice = 1024
+        /// Missed-event recovery's buffer per device (PROTOCOL.md v1.1).
+        public var history = DeviceHistory.Limits()
+        /// How long a resume with an epoch this node does not hold waits for a hand-off from
+        /// the node the device moved from (nanoseconds; only while other nodes are live).
+        public var resumeWait: UInt64 = 1_500_000_000
         public init() {}
     }
 
@@ -27,8 +32,18 @@ public final class DeviceHub {
         var apps: [Session] = []
         /// When the robot last came online or went offline (for `device_status.since`).
         var statusSince: UnixTime
-        /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`), verbatim.
+        /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`), verbatim,
+        /// and its number in `history` (0: none).
         var replay: [Payload?]
+        var replaySeq: [UInt64]
+        /// The numbered history, once a recovering app attached (it stays while the device does).
+        var history: DeviceHistory?
+        var recoveringApps = 0
+        /// Resuming apps waiting for a hand-off (their epoch is another node's), until `parkedUntil`;
+        /// meanwhile the robot's broadcasts wait in `held` (so numbering stays one sequence).
+        var parked: [Session] = []
+        var parkedUntil: UInt64 = 0
+        var held: [Payload] = []
         /// Relay command id → the app that sent it and its own id token.
         var pending: [UInt64: (app: Session, idToken: [UInt8])] = [:]
         var pendingOrder: [UInt64] = []
@@ -41,12 +56,14 @@ public final class DeviceHub {
             self.id = id
             statusSince = since
             replay = Array(repeating: nil, count: replayCount)
+            replaySeq = Array(repeating: 0, count: replayCount)
         }
 
-        var isEmpty: Bool { robot == nil && apps.isEmpty }
+        var isEmpty: Bool { robot == nil && apps.isEmpty && parked.isEmpty }
         /// The robot (if any) and the apps.
         var sessions: [Session] { (robot.map { [$0] } ?? []) + apps }
-        var hasReplay: Bool { replay.contains { $0 != nil } }
+        /// Something apps that connect later must get: replayed events or numbered history.
+        var hasReplay: Bool { replay.contains { $0 != nil } || (history?.count ?? 0) > 0 }
     }
 
     public let limits: Limits
@@ -69,7 +86,11 @@ public final class DeviceHub {
     /// The robot answered an HTTP request (`http_response`/`http_body`, PROTOCOL.md v1.1): the
     /// frame and the robot session. Such frames never go to the apps.
     public var onRobotHTTP: ((Payload, Session) -> Void)?
-
+    /// Whether other nodes are live (set by the server): then a resume with an unknown epoch
+    /// waits `Limits.resumeWait` for the device's hand-off.
+    public var clustered = false
+    /// Devices with parked resumes (see `Device.parked`).
+    private var parkedDevices: Set<DeviceID> = []
     public init(limits: Limits, now: UnixTime = .now()) {
         self.limits = limits
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
@@ -115,17 +136,26 @@ public final class DeviceHub {
     public var deviceIDs: [DeviceID] { Array(devices.keys) }
 
     /// What the apps of `device` must keep across a move to another node (see `DeviceHandoff`).
-    public func handoffState(of device: DeviceID) -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]])? {
+    public func handoffState(of device: DeviceID, now: UInt64 = 0)
+        -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]], history: HistoryHandoff?)? {
         guard let d = devices[device] else { return nil }
-        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.isBinary ? nil : $0.bytes } })
+        let history = d.history.map { HistoryHandoff(epoch: $0.epoch, lastSeq: $0.lastSeq, entries: $0.snapshot(now: now)) }
+        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.isBinary ? nil : $0.bytes } }, history)
     }
 
     /// Takes over what the node that gave `device` up left: replayed events this node has not
     /// seen newer ones of, and the status time when the robot is still in transit (not here yet)
     /// or arrived after it was online there (the move is not an offline period).
     public func adoptHandoff(_ device: DeviceID, since: UnixTime, robotOnline: Bool, replay: [[UInt8]],
-                             now: UInt64, wallClock: UnixTime = .now()) {
+                             history: HistoryHandoff? = nil, now: UInt64, wallClock: UnixTime = .now()) {
         let d = entry(for: device, wallClock: wallClock)
+        // The numbering goes on where the other node left it, unless this node numbered
+        // messages of its own meanwhile (then those apps' sequence wins).
+        if let history, (d.history?.lastSeq ?? 0) == 0 {
+            d.history = DeviceHistory.restore(epoch: history.epoch, lastSeq: history.lastSeq, entries: history.entries,
+                                              limits: limits.history, now: now)
+        }
+        defer { releaseParked(d, now: now) }
         for bytes in replay {
             let envelope = Envelope.scan(bytes)
             if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
@@ -175,17 +205,86 @@ public final class DeviceHub {
                 device.carriedOnlineSince = nil
             }
             device.robot = session
-            let status = RelayMessages.deviceStatus(device.id, online: true, since: device.statusSince)
-            for app in device.apps { deliver(status, to: app) }
+            announce(device, online: true, since: device.statusSince)
             deliver(RelayMessages.appPresence(apps: device.apps.count), to: session)
         case .app:
             session.rateLimiter = TokenBucket(rate: limits.appRate, burst: limits.appBurst, now: now)
-            device.apps.append(session)
+            if case .resume(let epoch, _)? = session.recovery, clustered, device.history?.epoch != epoch {
+                // Its numbering is another node's: the device's hand-off may be on its way.
+                if device.parked.isEmpty { device.parkedUntil = now + limits.resumeWait }
+                device.parked.append(session)
+                parkedDevices.insert(device.id)
+                return
+            }
+            greet(session, device: device, now: now)
+        }
+    }
+
+    /// Sends a newly attached app its greeting (device_status, then the replay or, for a
+    /// recovering app, what it missed) and starts routing to it.
+    private func greet(_ session: Session, device: Device, now: UInt64) {
+        device.apps.append(session)
+        if let recovery = session.recovery {
+            let history = device.history ?? DeviceHistory(epoch: DeviceHistory.newEpoch(), limits: limits.history)
+            device.history = history
+            device.recoveringApps += 1
+            var missed: [(seq: UInt64, payload: Payload)]?
+            if case .resume(let epoch, let seq) = recovery, epoch == history.epoch {
+                missed = history.messages(after: seq, now: now)
+            }
+            let resumed: Bool? = if case .resume = recovery { missed != nil } else { nil }
+            deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince,
+                                               history: (history.epoch, history.lastSeq), recovered: resumed), to: session)
+            if let missed {
+                for m in missed { deliver(DeviceHistory.numbered(m.payload, seq: m.seq) ?? m.payload, to: session) }
+            } else {
+                for (k, event) in device.replay.enumerated() {
+                    guard let event else { continue }
+                    let seq = device.replaySeq[k]
+                    deliver(seq > 0 ? DeviceHistory.numbered(event, seq: seq) ?? event : event, to: session)
+                }
+            }
+        } else {
             deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince),
                     to: session)
             for case let event? in device.replay { deliver(event, to: session) }
-            if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
         }
+        if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+    }
+
+    /// Greets the parked resumes of `device` after the robot's held broadcasts went out
+    /// (numbered): the hand-off arrived or the wait is over.
+    private func releaseParked(_ device: Device, now: UInt64) {
+        guard !device.parked.isEmpty else { return }
+        let parked = device.parked
+        let held = device.held
+        device.parked = []
+        device.held = []
+        parkedDevices.remove(device.id)
+        for payload in held { broadcast(payload, envelope: Envelope.scan(payload.bytes), device: device, now: now) }
+        for session in parked where session.device === device { greet(session, device: device, now: now) }
+    }
+
+    /// Ends waits for hand-offs that did not come (a crashed node's devices): those apps resume
+    /// here with `recovered:false`. Call every wheel turn.
+    public func expireParked(now: UInt64) {
+        guard !parkedDevices.isEmpty else { return }
+        for id in parkedDevices {
+            guard let d = devices[id] else {
+                parkedDevices.remove(id)  // the device went (moved on)
+                continue
+            }
+            if d.parkedUntil <= now { releaseParked(d, now: now) }
+        }
+    }
+
+    /// Both kinds of `device_status` a robot change sends: v1, and with the history for recovering apps.
+    private func announce(_ device: Device, online: Bool, since: UnixTime) {
+        let plain = RelayMessages.deviceStatus(device.id, online: online, since: since)
+        let numbered = device.history.map {
+            RelayMessages.deviceStatus(device.id, online: online, since: since, history: ($0.epoch, $0.lastSeq))
+        }
+        for app in device.apps { deliver(app.recovery != nil ? numbered ?? plain : plain, to: app) }
     }
 
     /// Stops routing to `session` (closed, culled, revoked). Idempotent.
@@ -200,11 +299,16 @@ public final class DeviceHub {
             device.pending.removeAll()
             device.pendingOrder.removeAll()
             device.pendingHead = 0
-            let status = RelayMessages.deviceStatus(device.id, online: false, since: wallClock)
-            for app in device.apps { deliver(status, to: app) }
+            announce(device, online: false, since: wallClock)
             onPresenceChanged?(device.id, wallClock)
         case .app:
+            if let k = device.parked.firstIndex(where: { $0 === session }) {
+                device.parked.remove(at: k)
+                if device.parked.isEmpty { releaseParked(device, now: MonotonicClock.nanoseconds()) }
+                break
+            }
             device.apps.removeAll { $0 === session }
+            if session.recovery != nil { device.recoveringApps -= 1 }
             if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
             onPresenceChanged?(device.id, nil)
         }
@@ -249,28 +353,43 @@ public final class DeviceHub {
         session.bytesIn += payload.bytes.count
         guard let device = session.device else { return }
         switch session.role {
-        case .robot: fromRobot(payload, session: session, device: device)
+        case .robot: fromRobot(payload, session: session, device: device, now: now)
         case .app: fromApp(payload, session: session, device: device, now: now)
         }
     }
 
-    private func fromRobot(_ payload: Payload, session: Session, device: Device) {
+    private func fromRobot(_ payload: Payload, session: Session, device: Device, now: UInt64) {
         let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
         switch envelope.kind {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
         case .httpResponse, .httpBody:
             onRobotHTTP?(payload, session)
-        case .event:
-            if let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
-                device.replay[index] = payload
-            }
-            fallthrough
         default:
-            if device.apps.isEmpty { onDrop?(.noApps); return }
-            for app in device.apps { deliver(payload, to: app) }
-            onForward?(.robot, payload.bytes.count)
+            // While resumes wait for a hand-off, broadcasts wait too (bounded), so the history
+            // numbers them after the handed-over ones.
+            if !device.parked.isEmpty, device.held.count < limits.history.maxMessages {
+                device.held.append(payload)
+                return
+            }
+            broadcast(payload, envelope: envelope, device: device, now: now)
         }
+    }
+
+    /// A robot message for every app: remembered for the replay (events), numbered into the
+    /// history (JSON objects, once a recovering app attached), delivered — the one buffer to
+    /// every v1 app, one numbered copy shared by the recovering ones.
+    private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
+        var seq: UInt64 = 0
+        if let history = device.history, envelope.kind != .opaque { seq = history.append(payload, now: now) }
+        if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
+            device.replay[index] = payload
+            device.replaySeq[index] = seq
+        }
+        if device.apps.isEmpty { onDrop?(.noApps); return }
+        let numbered = seq > 0 && device.recoveringApps > 0 ? DeviceHistory.numbered(payload, seq: seq) : nil
+        for app in device.apps { deliver(app.recovery != nil ? numbered ?? payload : payload, to: app) }
+        onForward?(.robot, payload.bytes.count)
     }
 
     private func routeResponse(_ payload: Payload, envelope: Envelope, device: Device) {

@@ -59,6 +59,10 @@ public struct RelayConfiguration: Sendable {
     /// Requests waiting for one robot at once (`WIMZ_ROBOT_HTTP_MAX_PENDING`); more: 429.
     public var robotHTTPMaxPending = 64
 
+    /// Missed-event recovery: messages and seconds kept per device (`WIMZ_RECOVERY_MESSAGES`,
+    /// `WIMZ_RECOVERY_SECONDS`; PROTOCOL.md v1.1 "Missed events").
+    public var recoveryMessages = 256
+    public var recoverySeconds = 120.0
     /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`, default 600).
     public var pairingCodeSeconds = 600
 

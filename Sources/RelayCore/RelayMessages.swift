@@ -1,12 +1,15 @@
 /// Relay-originated frames (PROTOCOL.md "relay-originated messages").
 public enum RelayMessages {
     /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
-    public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime) -> Payload {
-        Payload(json: .object([
-            ("type", "event"), ("event", "device_status"),
-            ("data", .object([("device_id", .string(device.rawValue)), ("online", .bool(online)),
-                              ("since", .string(since.iso8601))])),
-        ]))
+    /// For a recovering app (PROTOCOL.md v1.1) `data` also carries `"epoch":E,"seq":LAST`, and
+    /// `"recovered":BOOL` when it resumed with `since`.
+    public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
+                                    history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
+        var data: [(String, JSONValue)] = [("device_id", .string(device.rawValue)), ("online", .bool(online)),
+                                           ("since", .string(since.iso8601))]
+        if let history { data += [("epoch", .string(history.epoch)), ("seq", .int(Int64(history.seq)))] }
+        if let recovered { data.append(("recovered", .bool(recovered))) }
+        return Payload(json: .object([("type", "event"), ("event", "device_status"), ("data", .object(data))]))
     }
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`

@@ -62,6 +62,8 @@ public final class Session {
     public var turnExpiresAt: UnixTime?
 
     var rateLimiter: TokenBucket?
+    /// An app that asked for missed-event recovery (`recover=1`/`since=`): set before attaching.
+    public var recovery: RecoveryRequest?
     /// The hub's entry for this session's device while the hub routes to it (nil otherwise),
     /// so routing a message needs no table lookup.
     var device: DeviceHub.Device?

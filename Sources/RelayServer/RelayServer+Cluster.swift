@@ -25,10 +25,12 @@ extension RelayServer {
         case .handoffs(let handoffs):
             let now = MonotonicClock.nanoseconds()
             for h in handoffs {
-                hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay, now: now)
+                hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay,
+                                 history: h.history, now: now)
             }
         case .view(let live, let split):
             clusterLiveNodes = live
+            hub.clustered = live > 1
             clusterSplitDevices = split
         }
     }
@@ -41,14 +43,14 @@ extension RelayServer {
         let now = MonotonicClock.nanoseconds()
         var handoffs: [DeviceHandoff] = []
         for device in claim.devices {
-            guard let state = hub.handoffState(of: device) else { continue }
+            guard let state = hub.handoffState(of: device, now: now) else { continue }
             let closed = hub.close(device: device, code: .reconnectNow, reason: "device moved to another node")
             hub.forget(device)
             guard !closed.isEmpty else { continue }
             clusterBook.yieldedDevice(device, now: now)
             counters.devicesYielded += 1
             handoffs.append(DeviceHandoff(deviceID: device, toNode: claim.node, statusSince: state.since,
-                                          robotOnline: state.robotOnline, replay: state.replay))
+                                          robotOnline: state.robotOnline, replay: state.replay, history: state.history))
             log.info("device_moved", [("device", .string(device.rawValue)), ("to_node", .string(claim.node)),
                                       ("sockets", .int(Int64(closed.count)))])
         }

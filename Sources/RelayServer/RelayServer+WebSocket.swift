@@ -8,6 +8,8 @@ struct UpgradeGrant {
     var device: DeviceID
     var entry: CredentialEntry
     var remoteAddress: String
+    /// An app's `recover=1`/`since=E:N` (PROTOCOL.md v1.1 "Missed events").
+    var recovery: RecoveryRequest?
 }
 
 extension RelayServer {
@@ -27,9 +29,12 @@ extension RelayServer {
         }
         let deviceText: String?
         let token: String?
+        let recovery: RecoveryRequest?
         do throws(RequestError) {
             deviceText = try request.head.argument("device_id")
             token = try presentedToken(request)
+            recovery = role == .app ? try RecoveryRequest.parse(recover: request.head.argument("recover"),
+                                                                 since: request.head.argument("since")) : nil
         } catch {
             return .failure(UpgradeRejection(response: .error(error.status, error.code, error.message),
                                              failure: .badRequest, device: nil, address: address))
@@ -72,7 +77,7 @@ extension RelayServer {
                                  headers: [("Retry-After", "1")]),
                 failure: nil, device: device, address: address))
         }
-        return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address))
+        return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery))
     }
 
     /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
@@ -159,6 +164,7 @@ extension RelayServer {
                               connectedAt: .now(), now: now,
                               queue: SendQueue(maxMessages: configuration.sendQueueMaxMessages,
                                                maxBytes: configuration.sendQueueMaxBytes))
+        session.recovery = grant.recovery
         let connection = Connection(wsi: wsi, session: session, closeWatch: closeWatch)
         session.transport = connection
         connection.store(in: user)
@@ -281,6 +287,7 @@ extension RelayServer {
         closeWatch.turn(now: now)
         gate?.expire(now: now)
         if robotExchanges.count > 0 { robotExchanges.expire(now: now).forEach(finishRobotRequest) }
+        hub.expireParked(now: now)
         if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
         let wall = UnixTime.now()
         for session in scheduler.due(now: now) {

@@ -144,6 +144,8 @@ public final class RelayServer {
         limits.appRate = configuration.appRateLimitPerSecond
         limits.appBurst = configuration.appRateLimitBurst
         limits.replayEvents = configuration.replayEvents
+        limits.history.maxMessages = configuration.recoveryMessages
+        limits.history.maxAge = UInt64(configuration.recoverySeconds * 1e9)
         hub = DeviceHub(limits: limits)
         var exchangeLimits = RobotHTTPExchanges<RobotHTTPClient>.Limits()
         exchangeLimits.timeout = UInt64(configuration.robotHTTPTimeoutSeconds * 1e9)

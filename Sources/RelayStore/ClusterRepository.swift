@@ -136,10 +136,10 @@ public struct ClusterRepository {
                 let replay = JSONValue.array(h.replay.map { .string(String(decoding: $0, as: UTF8.self)) })
                 try db.execute(
                     """
-                    INSERT INTO device_handoffs (to_node, device_id, status_since, robot_online, replay)
-                    VALUES ($1, $2, $3::timestamptz, $4::boolean, $5::jsonb)
+                    INSERT INTO device_handoffs (to_node, device_id, status_since, robot_online, replay, history)
+                    VALUES ($1, $2, $3::timestamptz, $4::boolean, $5::jsonb, $6::jsonb)
                     """, [h.toNode, h.deviceID.rawValue, PGValue.timeText(h.statusSince), h.robotOnline ? "true" : "false",
-                          replay.encoded])
+                          replay.encoded, h.history?.json.encoded])
             }
             for node in Set(handoffs.map(\.toNode)) { try notify("handoff \(node)") }
         }
@@ -148,13 +148,14 @@ public struct ClusterRepository {
     /// Takes (deletes and returns) the handoffs left for `node`.
     public func takeHandoffs(node: String) throws -> [DeviceHandoff] {
         try db.execute(
-            "DELETE FROM device_handoffs WHERE to_node = $1 RETURNING device_id, status_since, robot_online, replay::text",
+            "DELETE FROM device_handoffs WHERE to_node = $1 RETURNING device_id, status_since, robot_online, replay::text, history::text",
             [node]
         ).rows.compactMap { row in
             guard let device = row[0].flatMap(DeviceID.init), let since = PGValue.time(row[1]) else { return nil }
             let events = (try? JSONSerialization.jsonObject(with: Data((row[3] ?? "[]").utf8)) as? [String]) ?? []
+            let history = row[4].flatMap { try? JSONReader.parse(Array($0.utf8)) }.flatMap(HistoryHandoff.init(json:))
             return DeviceHandoff(deviceID: device, toNode: node, statusSince: since, robotOnline: row[2] == "t",
-                                 replay: events.map { Array($0.utf8) })
+                                 replay: events.map { Array($0.utf8) }, history: history)
         }
     }
 

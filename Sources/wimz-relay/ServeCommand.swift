@@ -86,6 +86,10 @@ struct Serve: ParsableCommand {
     var robotHTTPBurst: Double?
     @Option(name: .customLong("robot-http-max-pending"), help: "HTTP requests waiting for one robot at once; more get 429 (env WIMZ_ROBOT_HTTP_MAX_PENDING, default 64).")
     var robotHTTPMaxPending: Int?
+    @Option(name: .customLong("recovery-messages"), help: "Missed-event recovery: messages kept per device (env WIMZ_RECOVERY_MESSAGES, default 256).")
+    var recoveryMessages: Int?
+    @Option(name: .customLong("recovery-seconds"), help: "Missed-event recovery: seconds a message is kept (env WIMZ_RECOVERY_SECONDS, default 120).")
+    var recoverySeconds: Double?
     @Option(name: .customLong("pairing-code-ttl"), help: "Seconds a pairing code stays valid (env WIMZ_PAIRING_CODE_TTL, default 600).")
     var pairingCodeTTL: Int?
     @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
@@ -195,6 +199,11 @@ struct Serve: ParsableCommand {
               config.robotHTTPRate > 0, config.robotHTTPBurst >= 1, config.robotHTTPMaxPending >= 1 else {
             throw CLIError("robot HTTP: body 0…\(RelayConfiguration.robotHTTPMaxBodyLimit) bytes, timeout 0…300 s, "
                            + "rate positive, burst and pending at least 1")
+        }
+        config.recoveryMessages = try setting(recoveryMessages, "WIMZ_RECOVERY_MESSAGES", { Int($0) }) ?? config.recoveryMessages
+        config.recoverySeconds = try setting(recoverySeconds, "WIMZ_RECOVERY_SECONDS", { Double($0) }) ?? config.recoverySeconds
+        guard (1...65_536).contains(config.recoveryMessages), config.recoverySeconds > 0, config.recoverySeconds <= 3600 else {
+            throw CLIError("recovery: 1…65536 messages and 0…3600 seconds per device")
         }
         config.pairingCodeSeconds = try setting(pairingCodeTTL, "WIMZ_PAIRING_CODE_TTL", { Int($0) }) ?? config.pairingCodeSeconds
         guard (30...86_400).contains(config.pairingCodeSeconds) else { throw CLIError("pairing code TTL must be 30…86400 seconds") }

@@ -11,7 +11,9 @@ import Testing
                  "under a sanitizer, whose allocator replaces the counting malloc"))
 struct AllocationTests {
     /// Allocations per message for a robot event routed to `apps` apps and drained from their queues.
-    func allocationsPerMessage(apps appCount: Int, messages: Int = 200) -> Double {
+    /// `historyKept`: a recovering app connected once and left, so the device keeps numbering its
+    /// history (PROTOCOL.md v1.1) while only v1 apps listen.
+    func allocationsPerMessage(apps appCount: Int, messages: Int = 200, historyKept: Bool = false) -> Double {
         var limits = DeviceHub.Limits()
         limits.replayEvents = ["mode_changed", "mission_progress"]
         let hub = DeviceHub(limits: limits, now: UnixTime(seconds: 100))
@@ -24,6 +26,13 @@ struct AllocationTests {
         let robot = session(1, .robot)
         robot.transport = transport
         hub.attach(robot, now: 0)
+        if historyKept {
+            let recovering = session(1000, .app)
+            recovering.transport = transport
+            recovering.recovery = .fresh
+            hub.attach(recovering, now: 0)
+            hub.detach(recovering)
+        }
         let apps = (0..<appCount).map { i -> Session in
             let app = session(UInt64(2 + i), .app)
             app.transport = transport
@@ -66,6 +75,14 @@ struct AllocationTests {
         let many = allocationsPerMessage(apps: 64)
         #expect(one == sixteen && sixteen == many, "allocations per message: 1 app \(one), 16 apps \(sixteen), 64 apps \(many)")
         #expect(one <= 1, "allocations per message with one app: \(one)")
+    }
+
+    /// Apps that don't ask for recovery cost nothing more when the device keeps a history: the
+    /// ring holds a reference to the message's one buffer.
+    @Test func keepingTheRecoveryHistoryAddsNoAllocationForV1Apps() {
+        let plain = allocationsPerMessage(apps: 4, messages: 400)
+        let withHistory = allocationsPerMessage(apps: 4, messages: 400, historyKept: true)
+        #expect(withHistory == plain, "allocations per message: \(plain) without history, \(withHistory) with")
     }
 
     /// The counter itself works: a fresh array of N buffers is N + 1 allocations.
