@@ -28,6 +28,21 @@ def test_haproxy_recipe_is_valid(tmp_path):
         assert wanted in config
 
 
+def test_haproxy_443_recipe_is_valid(tmp_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=api.wimzai.com"], check=True, capture_output=True)
+    (tmp_path / "api.pem").write_text(cert.read_text() + key.read_text())
+    config = (ROOT / "deploy/haproxy/haproxy-443.cfg").read_text()
+    local = tmp_path / "haproxy-443.cfg"
+    local.write_text(config.replace("/etc/haproxy/certs/api.wimzai.com.pem", str(tmp_path / "api.pem")))
+    done = subprocess.run(["haproxy", "-c", "-f", local], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for wanted in ("req_ssl_sni -i api.wimzai.com", "default_backend turn_tls", "send-proxy-v2", "accept-proxy",
+                   "balance hdr(X-Wimz-Device)"):
+        assert wanted in config
+
+
 def test_prometheus_config_and_alert_rules(tmp_path):
     promtool = shutil.which("promtool")
     assert promtool, "promtool (Debian package prometheus) is installed by scripts/test.sh"
