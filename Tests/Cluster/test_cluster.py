@@ -181,3 +181,28 @@ def test_turn_secret_rotation_reaches_every_node_within_a_second(cluster):
                 break
             assert time.monotonic() - rotated < 1.0, f"{node.name} still signs with the old secret after 1 s"
             time.sleep(0.05)
+
+
+async def test_a_code_minted_on_one_node_pairs_on_another_and_the_robot_revokes_everywhere(cluster):
+    """Pairing across nodes (PROTOCOL.md v1.1): the code lives in the database, the new token
+    works on every node, and the robot's revocation closes the app's socket within a second."""
+    device, (robot_token, _) = next(iter(cluster.add_devices(1, prefix="pair").items()))
+    robot = await robot_socket(cluster, device, robot_token)
+    nodes = [n for n in cluster.nodes.values() if n.running]
+    status, minted = http_json(f"{nodes[0].url}/api/devices/{device}/pairing-codes", robot_token, "POST", {})
+    assert status == 201, minted
+    status, paired = http_json(f"{nodes[1].url}/api/pairing", None, "POST", {"code": minted["code"], "label": "phone"})
+    assert status == 201 and paired["device_id"] == device, paired
+    # The new token opens an app socket through the balancer (wherever the device is).
+    url = cluster.haproxy.url.replace("http://", "ws://") + f"/ws/app?device_id={device}&token={paired['token']}"
+    app = await connect(url, compression=None, proxy=None)
+    assert json.loads(await app.recv())["event"] == "device_status"
+    # Single use on every node.
+    assert http_json(f"{nodes[2].url}/api/pairing", None, "POST", {"code": minted["code"]})[0] == 404
+    # The robot revokes through another node than the one holding the socket.
+    elsewhere = other_node(cluster, device, robot_token)
+    status, _ = http_json(f"{elsewhere.url}/api/devices/{device}/app-tokens/{paired['token_id']}", robot_token, "DELETE")
+    assert status == 200
+    code, _ = await closed_within(app, 1.0)
+    assert code == 4003, f"app socket not closed with 4003 within 1 s (got {code})"
+    await robot.close()
