@@ -30,7 +30,6 @@ public final class DeviceHistory {
         self.epoch = epoch
         self.lastSeq = lastSeq
         self.limits = limits
-        entries.reserveCapacity(limits.maxMessages)
     }
 
     /// A fresh epoch: 12 random base-36 characters (no other meaning).
@@ -48,6 +47,8 @@ public final class DeviceHistory {
     @discardableResult
     public func append(_ payload: Payload, now: UInt64) -> UInt64 {
         lastSeq += 1
+        // Room for the whole ring at the first message, so appends never allocate again.
+        if entries.isEmpty { entries.reserveCapacity(limits.maxMessages) }
         if entries.count < limits.maxMessages {
             entries.append((lastSeq, now, payload))
         } else {

@@ -62,8 +62,9 @@ public final class DeviceHub {
         var isEmpty: Bool { robot == nil && apps.isEmpty && parked.isEmpty }
         /// The robot (if any) and the apps.
         var sessions: [Session] { (robot.map { [$0] } ?? []) + apps }
-        /// Something apps that connect later must get: replayed events or numbered history.
-        var hasReplay: Bool { replay.contains { $0 != nil } || (history?.count ?? 0) > 0 }
+        /// Something apps that connect later must get: replayed events, or a numbering that a
+        /// resume may continue (even with nothing in it yet: a resume then has missed nothing).
+        var hasReplay: Bool { replay.contains { $0 != nil } || history != nil }
     }
 
     public let limits: Limits

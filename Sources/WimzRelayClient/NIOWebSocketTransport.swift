@@ -132,6 +132,8 @@ private final class NIOWebSocketConnection: WebSocketConnection {
     private let outbound: AsyncStream<WebSocketFrame>.Continuation
     private let channel: any Channel
     private let finished: Task<Void, Never>
+    /// Pings waiting for their pong, by payload.
+    private let pongs = PongWaiters()
 
     init(channel asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) {
         let (events, eventSink) = AsyncStream.makeStream(of: WebSocketEvent.self)
@@ -139,7 +141,9 @@ private final class NIOWebSocketConnection: WebSocketConnection {
         self.events = events
         self.outbound = frameSink
         self.channel = asyncChannel.channel
+        let pongs = self.pongs
         finished = Task {
+            defer { pongs.failAll() }
             var end = WebSocketEvent.closed(code: nil, reason: "")
             do {
                 end = try await asyncChannel.executeThenClose { inbound, writer in
@@ -148,7 +152,7 @@ private final class NIOWebSocketConnection: WebSocketConnection {
                             for await frame in frames { try await writer.write(frame) }
                         }
                         defer { frameSink.finish() }
-                        return try await Self.read(inbound, replies: frameSink, events: eventSink)
+                        return try await Self.read(inbound, replies: frameSink, events: eventSink, pongs: pongs)
                     }
                 }
             } catch {
@@ -162,7 +166,7 @@ private final class NIOWebSocketConnection: WebSocketConnection {
     /// Reads until the peer's close frame (returned) or the end of the stream.
     private static func read(_ inbound: NIOAsyncChannelInboundStream<WebSocketFrame>,
                              replies: AsyncStream<WebSocketFrame>.Continuation,
-                             events: AsyncStream<WebSocketEvent>.Continuation) async throws -> WebSocketEvent {
+                             events: AsyncStream<WebSocketEvent>.Continuation, pongs: PongWaiters) async throws -> WebSocketEvent {
         var message: [UInt8] = []
         var messageIsText = true
         for try await frame in inbound {
@@ -170,6 +174,9 @@ private final class NIOWebSocketConnection: WebSocketConnection {
             switch frame.opcode {
             case .ping:
                 replies.yield(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: data))
+                events.yield(.ping)
+            case .pong:
+                pongs.arrived(Array(data.readableBytesView))
             case .connectionClose:
                 let code = data.readInteger(as: UInt16.self)
                 let reason = data.readString(length: data.readableBytes) ?? ""
@@ -200,6 +207,20 @@ private final class NIOWebSocketConnection: WebSocketConnection {
         if case .terminated = outbound.yield(frame) { throw RelayClientError.notConnected }
     }
 
+    func send(binary: [UInt8]) async throws {
+        let frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: ByteBuffer(bytes: binary))
+        if case .terminated = outbound.yield(frame) { throw RelayClientError.notConnected }
+    }
+
+    func ping() async throws {
+        let payload = (0..<8).map { _ in UInt8.random(in: 0...255) }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            pongs.wait(for: payload, continuation)
+            let frame = WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: ByteBuffer(bytes: payload))
+            if case .terminated = outbound.yield(frame) { pongs.failAll() }
+        }
+    }
+
     func close(code: UInt16) async {
         var payload = ByteBufferAllocator().buffer(capacity: 2)
         payload.writeInteger(code)
@@ -208,6 +229,39 @@ private final class NIOWebSocketConnection: WebSocketConnection {
         let channel = self.channel
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
         await finished.value
+    }
+}
+/// Continuations of ``NIOWebSocketConnection/ping()`` until their pong (or the end) comes.
+private final class PongWaiters: @unchecked Sendable {
+    private let lock = NSLock()
+    private var waiting: [[UInt8]: CheckedContinuation<Void, any Error>] = [:]
+    private var ended = false
+
+    func wait(for payload: [UInt8], _ continuation: CheckedContinuation<Void, any Error>) {
+        lock.lock()
+        if ended {
+            lock.unlock()
+            continuation.resume(throwing: RelayClientError.notConnected)
+            return
+        }
+        waiting[payload] = continuation
+        lock.unlock()
+    }
+
+    func arrived(_ payload: [UInt8]) {
+        lock.lock()
+        let continuation = waiting.removeValue(forKey: payload)
+        lock.unlock()
+        continuation?.resume()
+    }
+
+    func failAll() {
+        lock.lock()
+        ended = true
+        let all = waiting.values
+        waiting.removeAll()
+        lock.unlock()
+        for continuation in all { continuation.resume(throwing: RelayClientError.notConnected) }
     }
 }
 #endif

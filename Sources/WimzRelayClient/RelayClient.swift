@@ -36,6 +36,16 @@ public actor RelayClient {
         public var transport: any WebSocketTransport = defaultWebSocketTransport()
         /// For `GET /api/turn/credentials`.
         public var urlSession: URLSession = .shared
+        /// Where a fresh token comes from: called at start and after the relay refused the
+        /// current one as expired or unknown (401). A new token reconnects at once; the same one
+        /// (or an error) stops the client with ``RelayClientError/unauthorized(code:message:)``.
+        public var tokenProvider: (@Sendable () async throws -> String)?
+        /// Ask for missed-event recovery (`recover=1`, then `since=E:N` on every reconnect), so a
+        /// drop loses no event (PROTOCOL.md v1.1 "Missed events").
+        public var recoverMissedEvents = true
+        /// Quiet this long (no message, no ping from the relay) → the client pings; no pong within
+        /// as long again → it reconnects. The relay pings every 20 s by default.
+        public var livenessInterval: Duration = .seconds(25)
 
         public init(url: URL, deviceID: String, token: String) {
             self.url = url
@@ -45,11 +55,22 @@ public actor RelayClient {
     }
 
     /// Every event, in order; it ends when the client stops. Keeps the newest 1,024 unread.
+    /// More listeners: ``subscribe(bufferingNewest:)``.
     public nonisolated let events: AsyncStream<RelayEvent>
     public private(set) var state: ConnectionState = .stopped(.stopped)
     public nonisolated let configuration: Configuration
 
-    private let eventSink: AsyncStream<RelayEvent>.Continuation
+    private let eventSink: EventBroadcaster
+    /// The token in use (the configured one, or the provider's newest).
+    private var token: String
+    /// Missed-event recovery: the numbering the relay reported and the highest seq seen.
+    private var epoch: String?
+    private var lastSeq: UInt64 = 0
+    /// When the connection last showed life (a message or the relay's ping).
+    private var lastHeard = ContinuousClock.now
+    /// Set by ``reconnectNow()``: the next reconnect skips the back-off.
+    private var skipBackoff = false
+    private var pathWatcher: (any Sendable)?
     /// `ws(s)://…/ws/app?device_id=ID`: no token in it.
     nonisolated let socketURL: URL
     nonisolated let httpBase: URL
@@ -71,7 +92,9 @@ public actor RelayClient {
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
-        (events, eventSink) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        token = configuration.token
+        eventSink = EventBroadcaster()
+        events = eventSink.subscribe(bufferingNewest: 1024)
         var components = URLComponents(url: configuration.url, resolvingAgainstBaseURL: false) ?? URLComponents()
         let secure = ["https", "wss"].contains(components.scheme?.lowercased() ?? "")
         let basePath = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path
@@ -93,6 +116,34 @@ public actor RelayClient {
         guard !started else { return }
         started = true
         runner = Task { await self.run() }
+        pathWatcher = PlatformWatchers.start { [weak self] in await self?.reconnectNow() }
+    }
+
+    /// Another stream of every event from now on (for a second view model, a logger, …); it
+    /// ends when the client stops.
+    public nonisolated func subscribe(bufferingNewest count: Int = 1024) -> AsyncStream<RelayEvent> {
+        eventSink.subscribe(bufferingNewest: count)
+    }
+
+    /// The network path changed or the app came back to the foreground: drop the current socket
+    /// (it may be dead without knowing) and connect again at once, without the back-off. Called
+    /// by itself on Apple platforms (Network's path monitor, UIKit's foreground notification).
+    public func reconnectNow() async {
+        guard started, runner != nil else { return }
+        skipBackoff = true
+        if let connection { await connection.close(code: 1001) }
+    }
+
+    /// Sends a raw text message to the robot (WebRTC offers and candidates, …).
+    public func send(text: String) async throws {
+        guard let connection else { throw RelayClientError.notConnected }
+        try await connection.send(text: text)
+    }
+
+    /// Sends a raw binary message to the robot.
+    public func send(binary: [UInt8]) async throws {
+        guard let connection else { throw RelayClientError.notConnected }
+        try await connection.send(binary: binary)
     }
 
     /// Closes the socket (1000), stops reconnecting and TURN refreshes, fails pending commands
@@ -162,8 +213,8 @@ public actor RelayClient {
     /// use, then refreshed in the background shortly before each `refresh_at`.
     public func turnCredentials() async throws -> TurnCredentials {
         if let turn, turn.isFresh() { return turn }
-        let fetch = turnFetch ?? Task { [configuration, httpBase] in
-            try await fetchTurnCredentials(base: httpBase, token: configuration.token, ttl: configuration.turnTTL,
+        let fetch = turnFetch ?? Task { [configuration, httpBase, token] in
+            try await fetchTurnCredentials(base: httpBase, token: token, ttl: configuration.turnTTL,
                                            session: configuration.urlSession)
         }
         turnFetch = fetch
@@ -200,18 +251,28 @@ public actor RelayClient {
 
     private func run() async {
         var backoff = configuration.backoff
+        if let provider = configuration.tokenProvider {
+            do { token = try await provider() } catch {
+                return finish(.unauthorized(code: "token_provider_failed", message: "\(error)"))
+            }
+        }
         while !Task.isCancelled {
             setState(.connecting)
             let socket: any WebSocketConnection
             do {
-                socket = try await configuration.transport.connect(
-                    to: socketURL, headers: ["Authorization": "Bearer \(configuration.token)"])
+                socket = try await configuration.transport.connect(to: connectURL(),
+                                                                   headers: ["Authorization": "Bearer \(token)"])
             } catch let refused as WebSocketUpgradeRefused {
-                let body = (try? JSON(parsing: refused.body)) ?? .null
+                // URLSession does not hand over a refused upgrade's body: ask the status endpoint
+                // with the same token, which answers with the same JSON error.
+                let text = refused.body.isEmpty && (refused.status == 401 || refused.status == 403) ? await refusalBody() : refused.body
+                let body = (try? JSON(parsing: text)) ?? .null
                 let code = body["error"]?.stringValue ?? "http_\(refused.status)"
-                let message = body["message"]?.stringValue ?? refused.body
+                let message = body["message"]?.stringValue ?? text
                 switch refused.status {
-                case 401: return finish(.unauthorized(code: code, message: message))
+                case 401:
+                    if ["expired_token", "unknown_token"].contains(code), await renewToken() { continue }
+                    return finish(.unauthorized(code: code, message: message))
                 case 403: return finish(.forbidden(code: code, message: message))
                 default: await pause(backoff.nextDelay(slow: refused.status == 429))
                 }
@@ -228,18 +289,27 @@ public actor RelayClient {
             backoff.reset()
             setState(.connected)
             let opened = ContinuousClock.now
+            lastHeard = opened
+            let watchdog = Task { [weak self] in await self?.watchLiveness(of: socket) }
             var closeCode: UInt16?
             var closeReason = ""
             for await event in socket.events {
+                lastHeard = .now
                 switch event {
                 case .text(let text): handle(text)
-                case .binary: break
+                case .binary(let bytes): eventSink.yield(.binary(bytes))
+                case .ping: break
                 case .closed(let code, let reason): (closeCode, closeReason) = (code, reason)
                 }
             }
+            watchdog.cancel()
             connection = nil
             failAllPending(.notConnected)
             if Task.isCancelled { break }
+            if skipBackoff {
+                skipBackoff = false
+                continue  // the network changed, the app came back or the socket went quiet
+            }
             switch closeCode {
             case 4003: return finish(.revoked(reason: closeReason))
             case let code? where (code == 1001 || code == 1012) && ContinuousClock.now - opened >= .seconds(2):
@@ -253,7 +323,66 @@ public actor RelayClient {
 
     private func pause(_ delay: Duration) async {
         setState(.waiting(retryIn: delay))
-        try? await Task.sleep(for: delay)
+        // In steps, so ``reconnectNow()`` cuts the wait short.
+        let end = ContinuousClock.now + delay
+        while !skipBackoff, !Task.isCancelled, ContinuousClock.now < end {
+            try? await Task.sleep(for: min(.milliseconds(100), end - .now))
+        }
+        skipBackoff = false
+    }
+
+    /// `/ws/app?device_id=ID` plus `recover=1`, or `since=E:N` once the relay numbered messages.
+    private func connectURL() -> URL {
+        guard configuration.recoverMissedEvents,
+              var components = URLComponents(url: socketURL, resolvingAgainstBaseURL: false) else { return socketURL }
+        var items = components.queryItems ?? []
+        if let epoch { items.append(URLQueryItem(name: "since", value: "\(epoch):\(lastSeq)")) }
+        else { items.append(URLQueryItem(name: "recover", value: "1")) }
+        components.queryItems = items
+        return components.url ?? socketURL
+    }
+
+    /// Asks the token provider for a new token; true when it gave one that differs.
+    private func renewToken() async -> Bool {
+        guard let provider = configuration.tokenProvider, let fresh = try? await provider(), fresh != token else { return false }
+        token = fresh
+        turn = nil
+        return true
+    }
+
+    /// The JSON error the relay gives this token (`GET /api/devices/ID/status`), for transports
+    /// that lose a refused upgrade's body.
+    private func refusalBody() async -> String {
+        var request = URLRequest(url: httpBase.appendingPathComponent("api/devices").appendingPathComponent(configuration.deviceID)
+            .appendingPathComponent("status"))
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        guard let (data, _) = try? await configuration.urlSession.data(for: request) else { return "" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong
+    /// within as long again: the socket is dead (a NAT dropped it): reconnect at once.
+    private func watchLiveness(of socket: any WebSocketConnection) async {
+        let interval = configuration.livenessInterval
+        while !Task.isCancelled {
+            try? await Task.sleep(for: min(interval / 4, .seconds(1)))
+            guard !Task.isCancelled, ContinuousClock.now - lastHeard >= interval else { continue }
+            let answered = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { (try? await socket.ping()) != nil }
+                group.addTask { try? await Task.sleep(for: interval); return false }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            if Task.isCancelled { return }
+            if answered {
+                lastHeard = .now
+            } else {
+                skipBackoff = true
+                await socket.close(code: 1001)
+                return
+            }
+        }
     }
 
     private func setState(_ new: ConnectionState) {
@@ -275,6 +404,7 @@ public actor RelayClient {
             eventSink.yield(.message(raw: text))
             return
         }
+        noteNumbering(message)
         let id = message["id"]?.stringValue
         switch message["type"]?.stringValue {
         case "response":
@@ -291,6 +421,93 @@ public actor RelayClient {
         default:
             eventSink.yield(RelayEvent(message: message, raw: text))
         }
+    }
+}
+
+extension RelayClient {
+    /// Keeps what the next reconnect's `since=E:N` needs: the epoch from `device_status`, the
+    /// highest `seq` seen. A new epoch, or a resume the relay could not serve, starts over at
+    /// the relay's current number.
+    private func noteNumbering(_ message: JSON) {
+        if let seq = message["seq"]?.intValue, seq > 0 { lastSeq = max(lastSeq, UInt64(seq)) }
+        guard message["event"]?.stringValue == "device_status", let data = message["data"],
+              let newEpoch = data["epoch"]?.stringValue, let seq = data["seq"]?.intValue else { return }
+        if newEpoch != epoch || data["recovered"]?.boolValue == false {
+            epoch = newEpoch
+            lastSeq = UInt64(max(0, seq))
+        }
+    }
+
+    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing") for an app token:
+    /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
+    /// `invalid_code` (wrong, used or expired) or `rate_limited`.
+    public static func pair(relay url: URL, code: String, label: String, session: URLSession = .shared) async throws -> PairedDevice {
+        var request = URLRequest(url: url.appendingPathComponent("api/pairing"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)
+        let (data, response): (Data, URLResponse)
+        do { (data, response) = try await session.data(for: request) } catch { throw RelayClientError.notConnected }
+        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 201, let device = body["device_id"]?.stringValue, let token = body["token"]?.stringValue,
+              let tokenID = body["token_id"]?.intValue else {
+            throw RelayClientError.http(status: status, code: body["error"]?.stringValue ?? "http_\(status)",
+                                        message: body["message"]?.stringValue ?? "")
+        }
+        return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID))
+    }
+}
+
+/// What a redeemed pairing code gives the app: keep the token in the Keychain.
+public struct PairedDevice: Sendable, Equatable {
+    public var deviceID: String
+    public var token: String
+    public var tokenID: Int64
+}
+
+/// Fans every event out to any number of subscribers (each its own buffered stream).
+final class EventBroadcaster: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sinks: [UInt64: AsyncStream<RelayEvent>.Continuation] = [:]
+    private var next: UInt64 = 0
+    private var finished = false
+
+    func subscribe(bufferingNewest count: Int) -> AsyncStream<RelayEvent> {
+        let (stream, sink) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .bufferingNewest(count))
+        lock.lock()
+        defer { lock.unlock() }
+        if finished {
+            sink.finish()
+            return stream
+        }
+        next += 1
+        let id = next
+        sinks[id] = sink
+        sink.onTermination = { [weak self] _ in self?.remove(id) }
+        return stream
+    }
+
+    private func remove(_ id: UInt64) {
+        lock.lock()
+        sinks[id] = nil
+        lock.unlock()
+    }
+
+    func yield(_ event: RelayEvent) {
+        lock.lock()
+        let all = Array(sinks.values)
+        lock.unlock()
+        for sink in all { sink.yield(event) }
+    }
+
+    func finish() {
+        lock.lock()
+        finished = true
+        let all = Array(sinks.values)
+        sinks.removeAll()
+        lock.unlock()
+        for sink in all { sink.finish() }
     }
 }
 

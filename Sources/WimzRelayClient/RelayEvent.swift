@@ -17,6 +17,8 @@ public enum RelayEvent: Sendable, Equatable {
     case other(name: String, data: JSON, raw: String)
     /// A message that is not an event (WebRTC signalling from the robot, …), as received.
     case message(raw: String)
+    /// A binary message from the robot, as received.
+    case binary([UInt8])
     /// This client's own connection to the relay changed.
     case connection(ConnectionState)
 }
@@ -56,6 +58,16 @@ public struct DeviceStatus: Sendable, Equatable {
     public var deviceID: String
     public var online: Bool
     public var since: Date?
+    /// After a reconnect with missed-event recovery: true when every missed event followed,
+    /// false when some were lost (refetch state through the robot's API then); nil otherwise.
+    public var recovered: Bool?
+
+    public init(deviceID: String, online: Bool, since: Date?, recovered: Bool? = nil) {
+        self.deviceID = deviceID
+        self.online = online
+        self.since = since
+        self.recovered = recovered
+    }
 }
 
 extension RelayEvent {
@@ -81,7 +93,8 @@ extension RelayEvent {
         case "device_status":
             let since = data["since"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
             return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
-                                              online: data["online"]?.boolValue ?? false, since: since))
+                                              online: data["online"]?.boolValue ?? false, since: since,
+                                              recovered: data["recovered"]?.boolValue))
         case "mission_progress": return .missionProgress(robotEvent(MissionProgress.self))
         case "mode_changed": return .modeChanged(robotEvent(ModeChange.self))
         case "audio_state": return .audioState(robotEvent(AudioState.self))

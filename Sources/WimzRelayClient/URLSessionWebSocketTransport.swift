@@ -65,6 +65,18 @@ private final class URLSessionWebSocketConnection: WebSocketConnection, @uncheck
         do { try await task.send(.string(text)) } catch { throw RelayClientError.notConnected }
     }
 
+    func send(binary: [UInt8]) async throws {
+        do { try await task.send(.data(Data(binary))) } catch { throw RelayClientError.notConnected }
+    }
+
+    func ping() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            task.sendPing { error in
+                if error != nil { continuation.resume(throwing: RelayClientError.notConnected) } else { continuation.resume() }
+            }
+        }
+    }
+
     func close(code: UInt16) async {
         task.cancel(with: URLSessionWebSocketTask.CloseCode(rawValue: Int(code)) ?? .normalClosure, reason: nil)
     }

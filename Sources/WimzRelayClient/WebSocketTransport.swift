@@ -5,6 +5,8 @@ import Foundation
 public enum WebSocketEvent: Sendable, Equatable {
     case text(String)
     case binary([UInt8])
+    /// The server pinged (the transport answered it): the connection is alive.
+    case ping
     /// The connection ended: the peer's close code and reason, or nil when the TCP connection
     /// dropped without a close frame.
     case closed(code: UInt16?, reason: String)
@@ -28,6 +30,10 @@ public struct WebSocketUpgradeRefused: Error, Sendable, Equatable {
 public protocol WebSocketConnection: Sendable {
     /// Sends one text message.
     func send(text: String) async throws
+    /// Sends one binary message.
+    func send(binary: [UInt8]) async throws
+    /// Sends a ping and returns when its pong arrives (the caller bounds the wait).
+    func ping() async throws
     /// Every message in order, then one `.closed`, then the end. One reader only.
     var events: AsyncStream<WebSocketEvent> { get }
     /// Starts the closing handshake with `code` and releases the connection.

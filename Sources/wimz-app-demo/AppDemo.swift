@@ -141,6 +141,7 @@ struct Screen {
         case .audioState(let event): last = "audio \(event.model?.state ?? "?") \(event.model?.track ?? "")"
         case .programProgress(let event): last = "program \(event.model?.programName ?? "") \(event.model?.currentMission ?? "")"
         case .message(let raw): last = String(raw.prefix(60))
+        case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
         }
     }
 

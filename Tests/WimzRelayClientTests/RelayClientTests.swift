@@ -138,7 +138,8 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         let f = try await onThread { try RelayFixture() }
         let robot = try await onThread { try f.robot() }
         let transport = SeverableTransport()
-        let client = makeClient(f, transport: transport)
+        // The relay's v1 replay (an app that does not ask for missed-event recovery).
+        let client = makeClient(f, transport: transport) { $0.recoverMissedEvents = false }
         let log = EventLog(client)
         await client.start()
         _ = try await log.waitFor(isOnline(true))
