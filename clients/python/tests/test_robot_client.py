@@ -145,3 +145,40 @@ def test_backoff_is_capped_full_jitter():
     assert all(5.0 <= d <= 60.0 for d in slow)
     backoff.reset()
     assert backoff.next_delay() <= 0.5
+
+
+async def test_state_changes_and_new_credentials_reach_their_handlers(database, device):
+    """on_state sees connecting → connected → disconnected → … → refused; on_turn_credentials
+    gets each newer credential; after a reconnect the replayed state goes out before
+    wait_connected returns (an app connecting right then gets it from the restarted relay)."""
+    from conftest import Relay
+    from wimz_robot import ConnectionState
+    device_id, robot_token, app_token = device
+    relay = Relay(database, env={"WIMZ_TURN_SECRET": "s3cret", "WIMZ_TURN_URLS": "turn:127.0.0.1:3478"})
+    states: list[ConnectionState] = []
+    credentials = []
+    try:
+        async with RobotClient(relay.url, device_id, robot_token, backoff=Backoff(base=0.05, cap=0.2)) as client:
+            client.on_state(states.append)
+            client.on_turn_credentials(credentials.append)
+            await client.wait_connected(timeout=10)
+            await eventually(lambda: len(credentials) == 1)  # the relay pushes one on connect
+            assert await client.send_event("mode_changed", {"mode": "coach", "previous_mode": "idle", "locked": False})
+            await asyncio.sleep(1.1)  # so the next push expires a second later (equal ones are not news)
+            relay.restart()  # a new process: it has no replay until the robot sends it again
+            await eventually(lambda: client.connections == 2)
+            await client.wait_connected(timeout=10)
+            app = await app_socket(relay, device_id, app_token)
+            replayed = await next_message(app, lambda m: m.get("event") == "mode_changed")
+            assert replayed["data"]["mode"] == "coach"
+            await app.close()
+            await eventually(lambda: len(credentials) == 2)
+            assert credentials[1].expires_at >= credentials[0].expires_at
+            database.cli("token", "revoke", database.psql(f"SELECT id FROM tokens WHERE device_id = '{device_id}' AND role = 'robot'"))
+            await eventually(lambda: client.refused is not None)
+            await eventually(lambda: states and states[-1].kind == "refused")
+        kinds = [s.kind for s in states]
+        assert kinds[:2] == ["connecting", "connected"] and "disconnected" in kinds, kinds
+        assert states[-1] == ConnectionState("refused", 4003, states[-1].reason) and "revoked" in states[-1].reason
+    finally:
+        relay.stop()

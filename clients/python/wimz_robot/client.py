@@ -35,6 +35,7 @@ log = logging.getLogger("wimz_robot")
 CommandHandler = Callable[[dict[str, Any]], Any]
 MessageHandler = Callable[[dict[str, Any]], Any]
 RawHandler = Callable[[str | bytes], Any]
+StateHandler = Callable[["ConnectionState"], Any]
 CredentialsHandler = Callable[[TurnCredentials], Any]
 
 #: Largest message the client accepts from the relay: an ``http_request`` carries its body as
@@ -66,6 +67,28 @@ class RelayRefused(Exception):
         super().__init__(f"relay refused the robot ({status}): {reason}")
         self.status = status
         self.reason = reason
+
+
+class ConnectionState:
+    """What the client's connection is doing, for ``RobotClient.on_state`` handlers.
+
+    ``kind`` is ``"connecting"``, ``"connected"``, ``"disconnected"`` (``code``/``reason``: the
+    close code and reason, None/"" when the connection just dropped; the client reconnects) or
+    ``"refused"`` (``code``: the HTTP status or close code, ``reason``: the relay's message; the
+    client stops for good)."""
+
+    __slots__ = ("kind", "code", "reason")
+
+    def __init__(self, kind: str, code: int | None = None, reason: str = "") -> None:
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"ConnectionState({self.kind!r}, {self.code!r}, {self.reason!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConnectionState) and (self.kind, self.code, self.reason) == (other.kind, other.code, other.reason)
 
 
 class RobotClient:
@@ -107,6 +130,7 @@ class RobotClient:
         self._commands: dict[str, CommandHandler] = {}
         self._message_handlers: list[MessageHandler] = []
         self._raw_handlers: list[RawHandler] = []
+        self._state_handlers: list[StateHandler] = []
         self._credentials_handlers: list[CredentialsHandler] = []
         #: False: commands are not answered here but go to the message handlers like any other
         #: message (a bridge passes them on and relays the robot's own responses).
@@ -197,6 +221,16 @@ class RobotClient:
         for text, ``bytes`` for binary), before any other handling."""
         self._raw_handlers.append(handler)
         return handler
+
+    def on_state(self, handler: StateHandler) -> StateHandler:
+        """Registers a handler for every change of the connection (a ``ConnectionState``)."""
+        self._state_handlers.append(handler)
+        return handler
+
+    def _state(self, kind: str, code: int | None = None, reason: str = "") -> None:
+        state = ConnectionState(kind, code, reason)
+        for handler in self._state_handlers:
+            self._spawn(_call(handler, state))
 
     def on_turn_credentials(self, handler: CredentialsHandler) -> CredentialsHandler:
         """Registers a handler called with every newer TURN credential (pushed or fetched), e.g.
@@ -297,6 +331,7 @@ class RobotClient:
         headers = {"Authorization": f"Bearer {self._token}"}
         while not self._closing:
             slow = False
+            self._state("connecting")
             try:
                 async with connect(self._ws_url, additional_headers=headers, ssl=self._ssl, compression=None,
                                    proxy=None, open_timeout=self._open_timeout, max_size=MAX_MESSAGE_BYTES) as ws:
@@ -304,10 +339,14 @@ class RobotClient:
                     opened = asyncio.get_running_loop().time()
                     self.connections += 1
                     self.backoff.reset()
-                    self._connected.set()
-                    log.info("connected to %s", self._ws_url)
+                    # The latest replayed events go out before anyone is told the robot is
+                    # connected: a send_event() racing them could otherwise be overtaken by an
+                    # older state event and leave the apps with stale state.
                     for event in list(self._state_events.values()):
                         await ws.send(json.dumps(event, separators=(",", ":")))
+                    self._connected.set()
+                    self._state("connected")
+                    log.info("connected to %s", self._ws_url)
                     try:
                         async for message in ws:
                             for raw_handler in self._raw_handlers:
@@ -328,21 +367,27 @@ class RobotClient:
                 if status in (401, 403):
                     self.refused = RelayRefused(status, reason)
                     log.error("%s", self.refused)
+                    self._state("refused", status, reason)
                     return
                 log.warning("upgrade refused: %s %s", status, reason)
+                self._state("disconnected", status, reason)
                 slow = status == 429
                 await asyncio.sleep(self.backoff.next_delay(slow=slow))
                 continue
             except (OSError, InvalidHandshake, asyncio.TimeoutError, ConnectionClosed) as error:
                 log.warning("cannot reach the relay: %s", error)
+                self._state("disconnected", None, str(error))
                 await asyncio.sleep(self.backoff.next_delay())
                 continue
             if self._closing:
+                self._state("disconnected", code, reason)
                 return
             if code in (CLOSE_REVOKED, CLOSE_REPLACED):
                 self.refused = RelayRefused(code, reason or ("token revoked" if code == CLOSE_REVOKED else "replaced"))
                 log.error("%s", self.refused)
+                self._state("refused", code, self.refused.reason)
                 return
+            self._state("disconnected", code, reason)
             if code in (CLOSE_GOING_AWAY, CLOSE_RECONNECT_NOW) and lasted >= QUICK_RECONNECT_AFTER:
                 log.info("relay asked us to reconnect (%s %s)", code, reason)
                 continue  # at once: the balancer sends us to a live node (a node that keeps
