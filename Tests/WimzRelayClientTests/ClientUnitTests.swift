@@ -130,3 +130,23 @@ import Testing
         #expect(!credentials.isFresh(at: Date(timeIntervalSince1970: 1_795_400_000 - 299)))
     }
 }
+
+#if canImport(Observation)
+/// The observable model follows the events a view needs (here without sockets).
+@Suite struct ConnectionModelTests {
+    @MainActor @Test func theModelFollowsTheEventsAViewShows() throws {
+        let client = RelayClient(.init(url: URL(string: "http://127.0.0.1:1")!, deviceID: "d", token: "t"))
+        let model = RelayConnectionModel(client: client)
+        func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
+        #expect(model.isModeSelectorEnabled)
+        model.apply(try event(#"{"type":"event","event":"mode_changed","data":{"mode":"mission","locked":true,"lock_reason":"Mission active: sit_training"}}"#))
+        #expect(!model.isModeSelectorEnabled && model.mode?.lockReason == "Mission active: sit_training")
+        model.apply(try event(#"{"type":"event","event":"mission_progress","data":{"status":"watching","progress":2.5,"target_sec":5.0}}"#))
+        #expect(model.missionProgress?.fraction == 0.5)
+        model.apply(try event(#"{"type":"event","event":"device_status","data":{"device_id":"d","online":true,"since":"2026-11-22T10:00:00Z","epoch":"e","seq":3,"recovered":false}}"#))
+        #expect(model.robotOnline && model.lastResumeRecovered == false)
+        model.apply(.connection(.connected))
+        #expect(model.connection == .connected)
+    }
+}
+#endif

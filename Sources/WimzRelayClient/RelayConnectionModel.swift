@@ -1,0 +1,62 @@
+#if canImport(Observation)
+import Foundation
+import Observation
+
+/// The robot as a SwiftUI view shows it, kept current from a ``RelayClient``'s events:
+///
+/// ```swift
+/// @State var robot = RelayConnectionModel(client: client)
+/// …
+/// Picker("Mode", selection: $mode) { … }.disabled(!robot.isModeSelectorEnabled)
+/// ProgressView(value: robot.missionProgress?.fraction ?? 0)
+/// ```
+///
+/// Main-actor state, observable (Observation); any number of models may watch one client.
+@available(macOS 14, iOS 17, *)
+@Observable @MainActor
+public final class RelayConnectionModel {
+    public private(set) var connection: ConnectionState = .connecting
+    public private(set) var robotOnline = false
+    public private(set) var mode: ModeChange?
+    public private(set) var missionProgress: MissionProgress?
+    public private(set) var programProgress: ProgramStatus?
+    public private(set) var audio: AudioState?
+    public private(set) var lastBark: BarkEvent?
+    public private(set) var lastDog: DogEvent?
+    public private(set) var lastTreat: TreatEvent?
+    /// False after a reconnect that could not recover every missed event: refetch state
+    /// (``RobotAPI/missionStatus()``, ``RobotAPI/mode()``) then.
+    public private(set) var lastResumeRecovered: Bool?
+
+    /// The guide's Must-Have: the mode selector is disabled while the mode is locked.
+    public var isModeSelectorEnabled: Bool { mode?.locked != true }
+
+    @ObservationIgnored private var watcher: Task<Void, Never>?
+
+    public init(client: RelayClient) {
+        let events = client.subscribe()
+        watcher = Task { [weak self] in
+            for await event in events { self?.apply(event) }
+        }
+    }
+
+    isolated deinit { watcher?.cancel() }
+
+    func apply(_ event: RelayEvent) {
+        switch event {
+        case .connection(let state): connection = state
+        case .deviceStatus(let status):
+            robotOnline = status.online
+            if let recovered = status.recovered { lastResumeRecovered = recovered }
+        case .missionProgress(let e): missionProgress = e.model ?? missionProgress
+        case .modeChanged(let e): mode = e.model ?? mode
+        case .programProgress(let e): programProgress = e.model ?? programProgress
+        case .audioState(let e): audio = e.model ?? audio
+        case .barkDetected(let e): lastBark = e.model ?? lastBark
+        case .dogDetected(let e): lastDog = e.model ?? lastDog
+        case .treatDispensed(let e): lastTreat = e.model ?? lastTreat
+        case .other, .message, .binary: break
+        }
+    }
+}
+#endif
