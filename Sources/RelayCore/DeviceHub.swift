@@ -428,6 +428,13 @@ public final class DeviceHub {
             return
         }
         session.consecutiveRateLimited = 0
+        if envelope.kind == .httpRequest {
+            // Only the relay speaks HTTP on the robot leg: an app's forged request could take the
+            // id of another app's waiting one and have its answer delivered there.
+            onDrop?(.forbiddenType)
+            deliver(RelayMessages.error("forbidden_type", "http_request is the relay's; use /api/devices/ID/robot/…"), to: session)
+            return
+        }
         guard let robot = device.robot else {
             onDrop?(.deviceOffline)
             let idToken = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil

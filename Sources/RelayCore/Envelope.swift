@@ -12,6 +12,8 @@ public struct Envelope: Equatable, Sendable {
         case event, command, response
         /// The robot's answer to an `http_request` (PROTOCOL.md v1.1), and its continuation.
         case httpResponse, httpBody
+        /// The relay's own request on the robot leg; an app may not send one.
+        case httpRequest
         /// A JSON object with another (or no) `type`.
         case other
         /// Not a JSON object (or binary): forwarded verbatim.
@@ -97,6 +99,7 @@ public struct Envelope: Equatable, Sendable {
             if isString(type, "response") { return Envelope(kind: .response, eventName: nil, id: id) }
             if isString(type, "http_response") { return Envelope(kind: .httpResponse, eventName: nil, id: id) }
             if isString(type, "http_body") { return Envelope(kind: .httpBody, eventName: nil, id: id) }
+            if isString(type, "http_request") { return Envelope(kind: .httpRequest, eventName: nil, id: nil) }
             return Envelope(kind: .other, eventName: nil, id: nil)
         }
 

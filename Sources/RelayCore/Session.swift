@@ -18,6 +18,7 @@ public enum DropReason: String, Sendable, CaseIterable {
     case deviceOffline = "device_offline"
     case unknownResponse = "unknown_response"
     case noApps = "no_apps"
+    case forbiddenType = "forbidden_type"
 }
 
 /// How a session reaches its socket. Implemented by the server over libwebsockets; by a

@@ -96,3 +96,23 @@ import Testing
         #expect(b > a)
     }
 }
+
+@Suite struct RobotLegOwnershipTests {
+    @Test func anAppCannotSendTheRelaysHTTPRequestsToTheRobot() {
+        let hub = DeviceHub(limits: .init())
+        func session(_ id: UInt64, _ role: Role) -> Session {
+            let s = Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
+                            remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 100, maxBytes: 1 << 20))
+            s.transport = RecordingTransport()
+            hub.attach(s, now: 0)
+            return s
+        }
+        let robot = session(1, .robot)
+        let app = session(2, .app)
+        while robot.queue.popFirst() != nil {}
+        while app.queue.popFirst() != nil {}
+        hub.receive(Payload(Array(#"{"type":"http_request","id":"h1","method":"GET","path":"/mode"}"#.utf8)), from: app, now: 0)
+        #expect(robot.queue.isEmpty)
+        #expect(app.queue.popFirst().map { String(decoding: $0.bytes, as: UTF8.self).contains("forbidden_type") } == true)
+    }
+}
