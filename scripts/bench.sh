@@ -3,10 +3,11 @@
 # PostgreSQL, provisions devices, runs the relay pinned to CPU 0 and wimz-bench pinned to CPU 1,
 # and prints the figures with the exact command lines.
 #   scripts/bench.sh [wimz-bench run options, e.g. --devices 100 --window 64 --duration 10]
-#   WIMZ_BENCH_SECTIONS=ws,turn,robothttp (the default: all three) picks what runs:
+#   WIMZ_BENCH_SECTIONS=ws,turn,robothttp,recovery (the default: all four) picks what runs:
 #     ws        the WebSocket phases (wimz-bench run)
 #     turn      GET /api/turn/credentials under wrk
 #     robothttp HTTP to the robot (wimz-bench robot-leg answers at once) against /healthz, alternating
+#     recovery  the fan-out phase with v1 apps and with recovering apps (recover=1), alternating
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -64,8 +65,8 @@ relay_pid=$(relay_now)
 bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --relay-pid "$relay_pid" "$@")
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
 echo "relay:   ${relay_cmd[*]}"
-echo "load:    ${bench_cmd[*]}"
-sections=",${WIMZ_BENCH_SECTIONS:-ws,turn,robothttp},"
+[[ $sections == *,ws,* ]] && echo "load:    ${bench_cmd[*]}"
+sections=",${WIMZ_BENCH_SECTIONS:-ws,turn,robothttp,recovery},"
 if [[ $sections == *,ws,* ]] && [ ${#pin_relay[@]} -gt 0 ]; then
     # The VM's own noise with both cores busy, as in the load phases: time the cores did not
     # run at all, which delays every message in flight (no relay gets its p99 below this).
@@ -115,4 +116,18 @@ if [[ $sections == *,robothttp,* ]]; then
         done
     done
     kill "$leg_pid" 2>/dev/null; wait "$leg_pid" 2>/dev/null || true
+fi
+
+# Missed-event recovery's cost: the same fan-out phase with each device's app connected plain
+# and with recover=1 (every event numbered, one numbered copy per message), alternating.
+if [[ $sections == *,recovery,* ]]; then
+    for round in 1 2 3; do
+        for mode in v1 recover; do
+            flags=(--phases fanout); [ "$mode" = recover ] && flags+=(--recover)
+            run_cmd=("${bench_cmd[@]}" "${flags[@]}")
+            [ "$round" = 1 ] && echo "$mode:  ${run_cmd[*]}"
+            "${run_cmd[@]}" | awk -v label="$mode (round $round)" '/^fanout/ {print label ": " $0}'
+        done
+    done
+    echo "relay rss after the recovery rounds: $(awk '/VmRSS/ {print $2 " kB"}' "/proc/$(relay_now)/status")"
 fi

@@ -150,7 +150,7 @@ public enum RobotHTTP {
     }
 
     /// RFC 9110 token characters.
-    static func isToken(_ name: String) -> Bool {
+    public static func isToken(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A)
                 || "!#$%&'*+-.^_`|~".utf8.contains(c)
@@ -159,7 +159,7 @@ public enum RobotHTTP {
 
     /// No CR, LF, NUL or other control characters (HTAB allowed): nothing that could end the
     /// header line and start another.
-    static func isSafeValue(_ value: String) -> Bool {
+    public static func isSafeValue(_ value: String) -> Bool {
         value.utf8.count <= 8192 && value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }
 }

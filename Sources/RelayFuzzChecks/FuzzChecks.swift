@@ -9,7 +9,7 @@ import Foundation
 public enum FuzzChecks {
     public static let targets: [String: @Sendable ([UInt8]) -> String?] = [
         "request": { request($0) }, "envelope": { envelope($0) }, "json": { json($0) }, "config": { config($0) },
-        "token": { token($0) },
+        "token": { token($0) }, "robotleg": { robotLeg($0) },
     ]
 
     /// The strict request parser: a definite answer within the limits, a complete head that
@@ -103,6 +103,36 @@ public enum FuzzChecks {
                 return "token value survived redaction: \(String(decoding: value, as: UTF8.self).debugDescription)"
             }
             i += marker.count
+        }
+        return nil
+    }
+
+    /// What a robot (or anything pretending to be one) sends back on the robot leg: the strict
+    /// JSON reader and the answer-frame reader never fail open. A value the reader accepts
+    /// reads back the same from its own encoding; an accepted answer has a real status and only
+    /// headers that cannot break the response; a numbered copy is the message with `"seq":N,`
+    /// put after its first `{` and nothing else changed.
+    public static func robotLeg(_ bytes: [UInt8]) -> String? {
+        if let value = try? JSONReader.parse(bytes) {
+            guard let again = try? JSONReader.parse(value.encodedBytes), again == value else {
+                return "reader round trip differs for \(String(decoding: bytes, as: UTF8.self).debugDescription)"
+            }
+        }
+        if case .success(.response(_, let status, let headers, _, _)) = RobotHTTP.parse(bytes) {
+            guard (200...599).contains(status) else { return "status \(status) accepted" }
+            for header in headers where !RobotHTTP.isToken(header.name) || !RobotHTTP.isSafeValue(header.value) {
+                return "unsafe header \(header.name.debugDescription): \(header.value.debugDescription)"
+            }
+        }
+        if let numbered = DeviceHistory.numbered(Payload(bytes), seq: 42) {
+            let marker = Array(#""seq":42"#.utf8)
+            guard let start = numbered.bytes.firstIndex(of: UInt8(ascii: "{")),
+                  numbered.bytes[(start + 1)...].starts(with: marker) else { return "seq is not the first member" }
+            var restored = Array(numbered.bytes[...start])
+            var rest = numbered.bytes[(start + 1 + marker.count)...]
+            if rest.first == UInt8(ascii: ",") { rest = rest.dropFirst() }
+            restored += rest
+            guard restored == bytes else { return "numbering changed the message" }
         }
         return nil
     }

@@ -10,7 +10,7 @@ struct WimzBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wimz-bench",
         abstract: "Benchmark a wimz-relay over loopback: fan-out, latency, handshakes, idle memory.",
-        subcommands: [Provision.self, Run.self, Stalls.self, RobotLeg.self])
+        subcommands: [Provision.self, Run.self, Stalls.self, RobotLeg.self, HistoryMemory.self])
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create devices with a robot and an app token each; write device_id,robot_token,app_token CSV.")
@@ -54,6 +54,42 @@ struct WimzBench: ParsableCommand {
             print(String(format: "stalls %@  %d of 0.1-1 ms, %d of >= 1 ms (%.1f ms in all), longest %.2f ms in %.0f s",
                          label, stalls.count - overMillisecond.count, overMillisecond.count,
                          Double(overMillisecond.reduce(0, +)) / 1e6, Double(stalls.max() ?? 0) / 1e6, seconds))
+        }
+    }
+
+    struct HistoryMemory: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "history-memory",
+            abstract: "Memory of missed-event recovery: fill the history of N devices with events of a size and report the resident memory per device.")
+        @Option var devices: Int = 2000
+        @Option var size: Int = 250
+        @Option var messages: Int = 256
+
+        func run() {
+            var limits = DeviceHistory.Limits()
+            limits.maxMessages = messages
+            let before = residentKB()
+            var histories: [DeviceHistory] = []
+            for d in 0..<devices {
+                let history = DeviceHistory(epoch: "e\(d)", limits: limits)
+                // Each event its own buffer, as each received message is.
+                for n in 0..<(messages + 10) {
+                    let head = Array(#"{"type":"event","event":"bark_detected","data":{"n":\#(n),"pad":""#.utf8)
+                    let bytes = head + [UInt8](repeating: 120, count: max(0, size - head.count - 3)) + Array(#""}}"#.utf8)
+                    history.append(Payload(bytes), now: 0)
+                }
+                histories.append(history)
+            }
+            let after = residentKB()
+            print(String(format: "history memory: %d devices x %d messages of %d bytes: %.1f KiB per device (resident, incl. the messages)",
+                         devices, messages, size, Double(after - before) / Double(devices)))
+            withExtendedLifetime(histories) {}
+        }
+
+        func residentKB() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
         }
     }
 
@@ -104,6 +140,7 @@ struct WimzBench: ParsableCommand {
         @Option(name: .customLong("idle-sockets"), help: "Idle app sockets for the memory phase (≤ 15 per provisioned device; capped by RLIMIT_NOFILE).") var idleSockets: Int = 30_000
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
         @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle,idlelatency,storm (storm: SIGTERM to the relay, which scripts/bench.sh restarts, and every socket reconnects)") var phases: String = "handshakes,fanout,latency,command,idle,idlelatency,storm"
+        @Flag(help: "The load's apps connect with recover=1 (missed-event recovery): every event reaches them numbered.") var recover = false
         @Option(name: .customLong("idle-latency-duration"), help: "Seconds of the latency phase run again with the idle sockets connected (covers a ping round at the default 20 s interval).") var idleLatencyDuration: Double = 25
 
         func run() throws {
@@ -111,7 +148,7 @@ struct WimzBench: ParsableCommand {
             let creds = lines.map { $0.split(separator: ",").map(String.init) }.filter { $0.count == 3 }
             guard creds.count >= devices else { throw ValidationError("tokens file has \(creds.count) devices, need \(devices)") }
             let wanted = Set(phases.split(separator: ",").map(String.init))
-            print("wimz-bench: \(devices) devices x (1 robot + 1 app), \(size)-byte events, window \(window), \(duration) s per phase")
+            print("wimz-bench: \(devices) devices x (1 robot + 1 app\(recover ? " with recover=1" : "")), \(size)-byte events, window \(window), \(duration) s per phase")
 
             let engine = LoadEngine(port: port)
             // Handshakes: one robot and one app per provisioned device. "Cold" is each token's
@@ -119,10 +156,13 @@ struct WimzBench: ParsableCommand {
             // all of them closed. The relay never asks the database during a handshake (tokens
             // are mirrored in memory), so the two differ only in what is already in the caches.
             let everyDevice = Array(0..<creds.count)
-            var (robots, apps) = try connectPairs(engine, creds: creds, devices: everyDevice, report: wanted.contains("handshakes") ? "cold" : nil)
+            let appQuery = recover ? "&recover=1" : ""
+            var (robots, apps) = try connectPairs(engine, creds: creds, devices: everyDevice, report: wanted.contains("handshakes") ? "cold" : nil,
+                                                  appQuery: appQuery)
             engine.closeAll()
             engine.run(for: 500_000_000)
-            (robots, apps) = try connectPairs(engine, creds: creds, devices: everyDevice, report: wanted.contains("handshakes") ? "warm" : nil)
+            (robots, apps) = try connectPairs(engine, creds: creds, devices: everyDevice, report: wanted.contains("handshakes") ? "warm" : nil,
+                                              appQuery: appQuery)
             // The load phases use the first `devices` pairs; the others close.
             for s in robots[devices...] + apps[devices...] { engine.close(s) }
             robots = Array(robots[..<devices])
@@ -131,7 +171,7 @@ struct WimzBench: ParsableCommand {
 
             // Event template padded to `size` bytes; seq and t are written per message.
             func event(seq: UInt64, t: UInt64) -> [UInt8] {
-                let head = #"{"type":"event","event":"mission_progress","data":{"seq":\#(seq),"t":\#(t),"pad":""#
+                let head = #"{"type":"event","event":"mission_progress","data":{"n":\#(seq),"t":\#(t),"pad":""#
                 let tail = #""}}"#
                 let pad = max(0, size - head.utf8.count - tail.utf8.count)
                 return Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: pad) + Array(tail.utf8)
@@ -152,7 +192,7 @@ struct WimzBench: ParsableCommand {
                     }
                     return
                 }
-                guard !socket.isRobot, let seq = scanNumber(payload, key: "\"seq\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
+                guard !socket.isRobot, let seq = scanNumber(payload, key: "\"n\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
                 socket.lastSeen = max(socket.lastSeen, seq)
                 if engine.measuring {
                     engine.received += 1
@@ -363,7 +403,8 @@ struct Pacer {
 
 /// Opens a robot and an app for each of `devices`, at most 256 handshakes in flight (like
 /// wsload's connect mode); prints the rate when `report` names the round.
-func connectPairs(_ engine: LoadEngine, creds: [[String]], devices: [Int], report: String?) throws -> ([LoadSocket], [LoadSocket]) {
+func connectPairs(_ engine: LoadEngine, creds: [[String]], devices: [Int], report: String?,
+                  appQuery: String = "") throws -> ([LoadSocket], [LoadSocket]) {
     var robots: [LoadSocket] = []
     var apps: [LoadSocket] = []
     let base = engine.handshakeTimes.count
@@ -379,7 +420,7 @@ func connectPairs(_ engine: LoadEngine, creds: [[String]], devices: [Int], repor
                 else { throw ValidationError("socket() failed") }
                 robots.append(r)
             } else {
-                guard let a = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
+                guard let a = engine.open(path: "/ws/app?device_id=\(creds[d][0])\(appQuery)", token: creds[d][2], isRobot: false, device: d)
                 else { throw ValidationError("socket() failed") }
                 apps.append(a)
             }
