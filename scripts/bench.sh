@@ -62,11 +62,11 @@ loop_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 relay_pid=$(relay_now)
 
+sections=",${WIMZ_BENCH_SECTIONS:-ws,turn,robothttp,recovery},"
 bench_cmd=("${pin_load[@]}" "$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --relay-pid "$relay_pid" "$@")
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null)"
 echo "relay:   ${relay_cmd[*]}"
 [[ $sections == *,ws,* ]] && echo "load:    ${bench_cmd[*]}"
-sections=",${WIMZ_BENCH_SECTIONS:-ws,turn,robothttp,recovery},"
 if [[ $sections == *,ws,* ]] && [ ${#pin_relay[@]} -gt 0 ]; then
     # The VM's own noise with both cores busy, as in the load phases: time the cores did not
     # run at all, which delays every message in flight (no relay gets its p99 below this).

@@ -95,23 +95,10 @@ public final class DeviceHistory {
     }
 
     /// `payload` as a recovering app gets it: `"seq":N` inserted as the first member. Nil for
-    /// anything but a JSON object (those go unnumbered, as they are).
+    /// anything but a JSON object (those go unnumbered, as they are). Allocates: the relay
+    /// itself numbers while writing (`Numbering`); this is for checks and tests.
     public static func numbered(_ payload: Payload, seq: UInt64) -> Payload? {
-        let bytes = payload.bytes
-        var i = 0
-        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
-        guard i < bytes.count, bytes[i] == UInt8(ascii: "{") else { return nil }
-        var j = i + 1
-        while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 || bytes[j] == 0x0A || bytes[j] == 0x0D { j += 1 }
-        let empty = j < bytes.count && bytes[j] == UInt8(ascii: "}")
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count + 24)
-        out += bytes[...i]
-        JSONValue.append("\"seq\":", to: &out)
-        JSONValue.append(String(seq), to: &out)
-        if !empty { out.append(UInt8(ascii: ",")) }
-        out += bytes[(i + 1)...]
-        return Payload(out)
+        Numbering.of(payload, seq: seq).map { Payload($0.rendered(payload)) }
     }
 }
 

@@ -237,12 +237,12 @@ public final class DeviceHub {
             deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince,
                                                history: (history.epoch, history.lastSeq), recovered: resumed), to: session)
             if let missed {
-                for m in missed { deliver(DeviceHistory.numbered(m.payload, seq: m.seq) ?? m.payload, to: session) }
+                for m in missed { deliver(m.payload, numbering: Numbering.of(m.payload, seq: m.seq), to: session) }
             } else {
                 for (k, event) in device.replay.enumerated() {
                     guard let event else { continue }
                     let seq = device.replaySeq[k]
-                    deliver(seq > 0 ? DeviceHistory.numbered(event, seq: seq) ?? event : event, to: session)
+                    deliver(event, numbering: seq > 0 ? Numbering.of(event, seq: seq) : nil, to: session)
                 }
             }
         } else {
@@ -379,7 +379,7 @@ public final class DeviceHub {
 
     /// A robot message for every app: remembered for the replay (events), numbered into the
     /// history (JSON objects, once a recovering app attached), delivered — the one buffer to
-    /// every v1 app, one numbered copy shared by the recovering ones.
+    /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
         if let history = device.history, envelope.kind != .opaque { seq = history.append(payload, now: now) }
@@ -388,8 +388,8 @@ public final class DeviceHub {
             device.replaySeq[index] = seq
         }
         if device.apps.isEmpty { onDrop?(.noApps); return }
-        let numbered = seq > 0 && device.recoveringApps > 0 ? DeviceHistory.numbered(payload, seq: seq) : nil
-        for app in device.apps { deliver(app.recovery != nil ? numbered ?? payload : payload, to: app) }
+        let numbering = seq > 0 && device.recoveringApps > 0 ? Numbering.of(payload, seq: seq) : nil
+        for app in device.apps { deliver(payload, numbering: app.recovery != nil ? numbering : nil, to: app) }
         onForward?(.robot, payload.bytes.count)
     }
 
@@ -495,9 +495,9 @@ public final class DeviceHub {
 
     /// Queues `payload` for `session`; a full queue closes it as a slow consumer (4008) without
     /// delaying anyone else.
-    public func deliver(_ payload: Payload, to session: Session) {
+    public func deliver(_ payload: Payload, numbering: Numbering? = nil, to session: Session) {
         guard session.closing == nil else { return }
-        if !session.enqueue(payload) {
+        if !session.enqueue(payload, numbering: numbering) {
             onDrop?(.queueFull)
             session.close(.slowConsumer, reason: "slow consumer")
             detach(session)

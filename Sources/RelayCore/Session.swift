@@ -85,10 +85,10 @@ public final class Session {
     }
 
     /// Queues a message; false when the queue is full (the caller culls the session).
-    func enqueue(_ payload: Payload) -> Bool {
+    func enqueue(_ payload: Payload, numbering: Numbering? = nil) -> Bool {
         guard closing == nil else { return true }
         let wasEmpty = queue.isEmpty
-        guard queue.push(payload) else { return false }
+        guard queue.push(payload, numbering: numbering) else { return false }
         if wasEmpty { transport?.requestWrite() }
         return true
     }

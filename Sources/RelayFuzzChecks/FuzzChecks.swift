@@ -124,7 +124,16 @@ public enum FuzzChecks {
                 return "unsafe header \(header.name.debugDescription): \(header.value.debugDescription)"
             }
         }
-        if let numbered = DeviceHistory.numbered(Payload(bytes), seq: 42) {
+        if let numbering = Numbering.of(Payload(bytes), seq: 42) {
+            let numbered = Payload(numbering.rendered(Payload(bytes)))
+            // What the writer puts in by hand is what the rendering says.
+            let insertion = [UInt8](unsafeUninitializedCapacity: numbering.insertionCount) { buffer, count in
+                numbering.writeInsertion(to: buffer.baseAddress!)
+                count = numbering.insertionCount
+            }
+            guard insertion == Array(#""seq":42"#.utf8) + (numbering.comma ? [UInt8(ascii: ",")] : []) else {
+                return "insertion \(String(decoding: insertion, as: UTF8.self).debugDescription)"
+            }
             let marker = Array(#""seq":42"#.utf8)
             guard let start = numbered.bytes.firstIndex(of: UInt8(ascii: "{")),
                   numbered.bytes[(start + 1)...].starts(with: marker) else { return "seq is not the first member" }

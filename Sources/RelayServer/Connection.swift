@@ -120,8 +120,9 @@ final class FrameWriter {
             length = ping.count
             session.pingDue = false
         }
-        while let payload = session.queue.first {
-            let count = payload.bytes.count
+        while let message = session.queue.firstMessage {
+            let payload = message.payload
+            let count = message.count
             let header = count < 126 ? 2 : count < 65536 ? 4 : 10
             guard length + header + count <= capacity else { break }
             var p = start + length
@@ -139,12 +140,21 @@ final class FrameWriter {
             }
             p += header
             payload.bytes.withUnsafeBufferPointer { src in
-                if let base = src.baseAddress { p.update(from: base, count: count) }
+                guard let base = src.baseAddress else { return }
+                if let numbering = message.numbering {
+                    // A recovering app's copy: `"seq":N,` right after the opening `{`.
+                    p.update(from: base, count: numbering.at)
+                    numbering.writeInsertion(to: p + numbering.at)
+                    let inserted = numbering.insertionCount
+                    p.advanced(by: numbering.at + inserted).update(from: base + numbering.at, count: src.count - numbering.at)
+                } else {
+                    p.update(from: base, count: count)
+                }
             }
             length += header + count
             session.messagesOut += 1
             session.bytesOut += count
-            _ = session.queue.popFirst()
+            session.queue.dropFirst()
         }
         guard length > 0 else { return true }
         return lws_write(connection.wsi, start, length, CLibWebSockets_LWS_WRITE_RAW()) >= length

@@ -14,6 +14,17 @@ import Testing
         #expect(DeviceHistory.numbered(Payload(Array("plain".utf8)), seq: 1) == nil)
     }
 
+    @Test func theWritersInsertionMatchesTheRenderingForEveryWidth() {
+        let payload = Payload(Array(#"{"a":1}"#.utf8))
+        for seq: UInt64 in [1, 9, 10, 99, 100, 12_345, UInt64.max] {
+            let numbering = Numbering.of(payload, seq: seq)!
+            var written = [UInt8](repeating: 0, count: numbering.insertionCount)
+            written.withUnsafeMutableBufferPointer { numbering.writeInsertion(to: $0.baseAddress!) }
+            #expect(String(decoding: written, as: UTF8.self) == #""seq":\#(seq),"#)
+            #expect(String(decoding: numbering.rendered(payload), as: UTF8.self) == #"{"seq":\#(seq),"a":1}"#)
+        }
+    }
+
     @Test func theRingHoldsTheNewestWithinCountAndAge() {
         var limits = DeviceHistory.Limits()
         limits.maxMessages = 4
