@@ -119,11 +119,13 @@ if [[ $sections == *,robothttp,* ]]; then
 fi
 
 # Missed-event recovery's cost: the same fan-out phase with each device's app connected plain
-# and with recover=1 (every event numbered, one numbered copy per message), alternating.
+# and with recover=1 (every event numbered and kept in the device's history), alternating. The
+# two modes use devices of their own (0–99 and 1000–1099), so the plain devices never keep a
+# history.
 if [[ $sections == *,recovery,* ]]; then
     for round in 1 2 3; do
         for mode in v1 recover; do
-            flags=(--phases fanout); [ "$mode" = recover ] && flags+=(--recover)
+            flags=(--phases fanout --first-device 0); [ "$mode" = recover ] && flags=(--phases fanout --first-device 1000 --recover)
             run_cmd=("${bench_cmd[@]}" "${flags[@]}")
             [ "$round" = 1 ] && echo "$mode:  ${run_cmd[*]}"
             "${run_cmd[@]}" | awk -v label="$mode (round $round)" '/^fanout/ {print label ": " $0}'

@@ -21,6 +21,19 @@ public struct Numbering: Sendable, Equatable {
     /// Index just after the message's opening `{`.
     public let at: Int
     public let comma: Bool
+    /// Bytes the insertion adds: `"seq":` (6), the digits, the comma (computed once: the writer
+    /// and the queue's byte count read it per message).
+    public let insertionCount: Int
+
+    init(seq: UInt64, at: Int, comma: Bool) {
+        self.seq = seq
+        self.at = at
+        self.comma = comma
+        var digits = 1
+        var n = seq
+        while n >= 10 { n /= 10; digits += 1 }
+        insertionCount = 6 + digits + (comma ? 1 : 0)
+    }
 
     /// Where `payload` (a JSON object, possibly after white space) takes its number; nil for
     /// anything else (sent unnumbered).
@@ -32,14 +45,6 @@ public struct Numbering: Sendable, Equatable {
         var j = i + 1
         while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 || bytes[j] == 0x0A || bytes[j] == 0x0D { j += 1 }
         return Numbering(seq: seq, at: i + 1, comma: !(j < bytes.count && bytes[j] == UInt8(ascii: "}")))
-    }
-
-    /// Bytes the insertion adds: `"seq":` (6), the digits, the comma.
-    public var insertionCount: Int {
-        var digits = 1
-        var n = seq
-        while n >= 10 { n /= 10; digits += 1 }
-        return 6 + digits + (comma ? 1 : 0)
     }
 
     /// Writes the insertion at `p` (room for `insertionCount` bytes).

@@ -145,8 +145,7 @@ final class FrameWriter {
                     // A recovering app's copy: `"seq":N,` right after the opening `{`.
                     p.update(from: base, count: numbering.at)
                     numbering.writeInsertion(to: p + numbering.at)
-                    let inserted = numbering.insertionCount
-                    p.advanced(by: numbering.at + inserted).update(from: base + numbering.at, count: src.count - numbering.at)
+                    (p + numbering.at + numbering.insertionCount).update(from: base + numbering.at, count: src.count - numbering.at)
                 } else {
                     p.update(from: base, count: count)
                 }

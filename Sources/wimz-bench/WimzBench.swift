@@ -141,11 +141,14 @@ struct WimzBench: ParsableCommand {
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
         @Option(help: "Comma-separated: handshakes,fanout,latency,command,idle,idlelatency,storm (storm: SIGTERM to the relay, which scripts/bench.sh restarts, and every socket reconnects)") var phases: String = "handshakes,fanout,latency,command,idle,idlelatency,storm"
         @Flag(help: "The load's apps connect with recover=1 (missed-event recovery): every event reaches them numbered.") var recover = false
+        @Option(name: .customLong("first-device"), help: "The load phases use the devices from this one on (the tokens file's order), so runs can keep to devices of their own.") var firstDevice: Int = 0
         @Option(name: .customLong("idle-latency-duration"), help: "Seconds of the latency phase run again with the idle sockets connected (covers a ping round at the default 20 s interval).") var idleLatencyDuration: Double = 25
 
         func run() throws {
             let lines = try String(contentsOfFile: tokens, encoding: .utf8).split(separator: "\n").dropFirst()
-            let creds = lines.map { $0.split(separator: ",").map(String.init) }.filter { $0.count == 3 }
+            let all = lines.map { $0.split(separator: ",").map(String.init) }.filter { $0.count == 3 }
+            let first = min(max(0, firstDevice), all.count)
+            let creds = Array(all[first...] + all[..<first])
             guard creds.count >= devices else { throw ValidationError("tokens file has \(creds.count) devices, need \(devices)") }
             let wanted = Set(phases.split(separator: ",").map(String.init))
             print("wimz-bench: \(devices) devices x (1 robot + 1 app\(recover ? " with recover=1" : "")), \(size)-byte events, window \(window), \(duration) s per phase")
