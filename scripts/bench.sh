@@ -8,6 +8,7 @@
 #     turn      GET /api/turn/credentials under wrk
 #     robothttp HTTP to the robot (wimz-bench robot-leg answers at once) against /healthz, alternating
 #     recovery  the fan-out phase with v1 apps and with recovering apps (recover=1), alternating
+#               (WIMZ_BENCH_ROUNDS rounds, default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -123,7 +124,7 @@ fi
 # two modes use devices of their own (0–99 and 1000–1099), so the plain devices never keep a
 # history.
 if [[ $sections == *,recovery,* ]]; then
-    for round in 1 2 3; do
+    for round in $(seq "${WIMZ_BENCH_ROUNDS:-3}"); do
         for mode in v1 recover; do
             flags=(--phases fanout --first-device 0); [ "$mode" = recover ] && flags=(--phases fanout --first-device 1000 --recover)
             run_cmd=("${bench_cmd[@]}" "${flags[@]}")

@@ -285,7 +285,7 @@ public final class DeviceHub {
         let numbered = device.history.map {
             RelayMessages.deviceStatus(device.id, online: online, since: since, history: ($0.epoch, $0.lastSeq))
         }
-        for app in device.apps { deliver(app.recovery != nil ? numbered ?? plain : plain, to: app) }
+        for app in device.apps { deliver(app.recovers ? numbered ?? plain : plain, to: app) }
     }
 
     /// Stops routing to `session` (closed, culled, revoked). Idempotent.
@@ -309,7 +309,7 @@ public final class DeviceHub {
                 break
             }
             device.apps.removeAll { $0 === session }
-            if session.recovery != nil { device.recoveringApps -= 1 }
+            if session.recovers { device.recoveringApps -= 1 }
             if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
             onPresenceChanged?(device.id, nil)
         }
@@ -389,7 +389,7 @@ public final class DeviceHub {
         }
         if device.apps.isEmpty { onDrop?(.noApps); return }
         let numbering = seq > 0 && device.recoveringApps > 0 ? Numbering.of(payload, seq: seq) : nil
-        for app in device.apps { deliver(payload, numbering: app.recovery != nil ? numbering : nil, to: app) }
+        for app in device.apps { deliver(payload, numbering: app.recovers ? numbering : nil, to: app) }
         onForward?(.robot, payload.bytes.count)
     }
 

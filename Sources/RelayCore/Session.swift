@@ -64,7 +64,12 @@ public final class Session {
 
     var rateLimiter: TokenBucket?
     /// An app that asked for missed-event recovery (`recover=1`/`since=`): set before attaching.
-    public var recovery: RecoveryRequest?
+    public var recovery: RecoveryRequest? {
+        didSet { recovers = recovery != nil }
+    }
+    /// `recovery != nil`, as a plain flag: the fan-out loop reads it per app and message, where
+    /// copying the request (its epoch string) would cost a reference count each time.
+    private(set) var recovers = false
     /// The hub's entry for this session's device while the hub routes to it (nil otherwise),
     /// so routing a message needs no table lookup.
     var device: DeviceHub.Device?
