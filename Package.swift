@@ -39,10 +39,12 @@ let package = Package(
         // Linux epoll, for the benchmark's load generator only.
         .systemLibrary(name: "CEpoll"),
 
+        // What every end of the protocol agrees on (close codes, paths, names, limits). No dependencies.
+        .target(name: "WimzProtocol"),
         // Pure Swift: rules, registry, parsing. No C module.
         // Optimised in debug builds too, so the test suite's allocation test measures the
         // forwarding code as it ships (unoptimised generic code allocates where -O does not).
-        .target(name: "RelayCore", swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
+        .target(name: "RelayCore", dependencies: ["WimzProtocol"], swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
         // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
         .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
@@ -52,7 +54,7 @@ let package = Package(
         .executableTarget(
             name: "wimz-relay",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "WimzProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -64,6 +66,7 @@ let package = Package(
         .target(
             name: "WimzRelayClient",
             dependencies: [
+                "WimzProtocol",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
@@ -79,7 +82,7 @@ let package = Package(
         .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
         // Counts the test process's heap allocations (the forwarding-path allocation test).
         .target(name: "MallocCounter", path: "Tests/MallocCounter"),
-        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", "WimzProtocol"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),

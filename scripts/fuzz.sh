@@ -19,7 +19,7 @@ out=.build-fuzz
 mkdir -p "$out" Tests/Fuzz/crashers
 say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
 swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name RelayFuzz \
-    Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz" \
+    Sources/WimzProtocol/*.swift Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz" \
     > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" >&2; die "fuzzer build failed (see $out/build.log)"; }
 
 status=0

@@ -1,3 +1,7 @@
+#if canImport(WimzProtocol)
+import WimzProtocol
+#endif
+
 /// Everything `wimz-relay serve` can be told, with the defaults in one place.
 /// Each field has a `WIMZ_*` environment variable and a `serve` flag (see `wimz-relay serve --help`).
 public struct RelayConfiguration: Sendable {
@@ -38,19 +42,19 @@ public struct RelayConfiguration: Sendable {
     public var tlsKeyPath: String?
 
     // WebSocket limits (PROTOCOL.md "keepalive and limits").
-    public var pingIntervalSeconds = 20
-    public var maxMessageBytes = 64 * 1024
+    public var pingIntervalSeconds = WimzProtocol.defaultPingIntervalSeconds
+    public var maxMessageBytes = WimzProtocol.defaultMaxMessageBytes
     public var maxAppsPerDevice = 16
     public var appRateLimitPerSecond = 20.0
     public var appRateLimitBurst = 40.0
     public var sendQueueMaxMessages = 1024
     public var sendQueueMaxBytes = 4 * 1024 * 1024
     /// Events remembered per device and replayed to apps that connect later.
-    public var replayEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
+    public var replayEvents: Set<String> = WimzProtocol.replayedEvents
 
     // HTTP to the robot (PROTOCOL.md v1.1 "HTTP to the robot through the relay").
     /// Largest request and response body (`WIMZ_ROBOT_HTTP_MAX_BODY`, default 1 MiB).
-    public var robotHTTPMaxBody = 1 << 20
+    public var robotHTTPMaxBody = WimzProtocol.defaultRobotHTTPMaxBody
     /// Seconds the robot has to answer completely before the app gets 504 (`WIMZ_ROBOT_HTTP_TIMEOUT`).
     public var robotHTTPTimeoutSeconds = 15.0
     /// Requests per second and burst per app token (`WIMZ_ROBOT_HTTP_RATE`, `WIMZ_ROBOT_HTTP_BURST`).
@@ -61,7 +65,7 @@ public struct RelayConfiguration: Sendable {
 
     /// Missed-event recovery: messages and seconds kept per device (`WIMZ_RECOVERY_MESSAGES`,
     /// `WIMZ_RECOVERY_SECONDS`; PROTOCOL.md v1.1 "Missed events").
-    public var recoveryMessages = 256
+    public var recoveryMessages = WimzProtocol.defaultRecoveryMessages
     public var recoverySeconds = 120.0
     /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`, default 600).
     public var pairingCodeSeconds = 600

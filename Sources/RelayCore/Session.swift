@@ -1,15 +1,7 @@
-/// Close codes (PROTOCOL.md "close codes").
-public enum CloseCode: UInt16, Sendable {
-    case normal = 1000
-    case goingAway = 1001
-    case tooLarge = 1009
-    /// This node is draining or the device moved to another node: reconnect at once.
-    case reconnectNow = 1012
-    case replaced = 4001
-    case revoked = 4003
-    case slowConsumer = 4008
-    case rateLimited = 4029
-}
+#if canImport(WimzProtocol)
+// Close codes and their reconnect meaning live in WimzProtocol, shared with the app library.
+@_exported import enum WimzProtocol.CloseCode
+#endif
 
 /// Why a message was not delivered (feeds metrics).
 public enum DropReason: String, Sendable, CaseIterable {

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -104,7 +105,7 @@ public actor RelayClient {
         components.path = basePath
         httpBase = components.url ?? configuration.url
         components.scheme = secure ? "wss" : "ws"
-        components.path = basePath + "/ws/app"
+        components.path = basePath + WimzProtocol.Path.appSocket
         components.queryItems = [URLQueryItem(name: "device_id", value: configuration.deviceID)]
         socketURL = components.url ?? configuration.url
     }
@@ -131,7 +132,7 @@ public actor RelayClient {
     public func reconnectNow() async {
         guard started, runner != nil else { return }
         skipBackoff = true
-        if let connection { await connection.close(code: 1001) }
+        if let connection { await connection.close(code: CloseCode.goingAway.rawValue) }
     }
 
     /// Sends a raw text message to the robot (WebRTC offers and candidates, …).
@@ -310,13 +311,14 @@ public actor RelayClient {
                 skipBackoff = false
                 continue  // the network changed, the app came back or the socket went quiet
             }
-            switch closeCode {
-            case 4003: return finish(.revoked(reason: closeReason))
-            case let code? where (code == 1001 || code == 1012) && ContinuousClock.now - opened >= .seconds(2):
+            // What each close code means for a reconnect is WimzProtocol's (shared with the relay).
+            switch CloseCode.reconnect(after: closeCode) {
+            case .never: return finish(.revoked(reason: closeReason))
+            case .atOnce where ContinuousClock.now - opened >= .seconds(WimzProtocol.quickReconnectAfterSeconds):
                 continue  // at once: the balancer picks a live node (one that keeps closing
                           // fresh sockets at once gets the back-off below)
-            case 4008, 4029: await pause(backoff.nextDelay(slow: true))
-            default: await pause(backoff.nextDelay())
+            case .slowBackoff: await pause(backoff.nextDelay(slow: true))
+            case .atOnce, .backoff: await pause(backoff.nextDelay())
             }
         }
     }
@@ -379,7 +381,7 @@ public actor RelayClient {
                 lastHeard = .now
             } else {
                 skipBackoff = true
-                await socket.close(code: 1001)
+                await socket.close(code: CloseCode.goingAway.rawValue)
                 return
             }
         }

@@ -1,0 +1,110 @@
+/// What every end of the WIM-Z relay protocol must agree on (PROTOCOL.md), in one place without
+/// dependencies: the daemon (RelayCore), the app library (WimzRelayClient) and — through
+/// `wimz-relay protocol-constants`, which prints ``WimzProtocol/constantsJSON`` — the robot
+/// library's tests, which check their Python constants against it.
+
+/// WebSocket close codes (PROTOCOL.md "close codes") and what a client does after each.
+public enum CloseCode: UInt16, Sendable, CaseIterable {
+    case normal = 1000
+    /// The relay is shutting down.
+    case goingAway = 1001
+    case tooLarge = 1009
+    /// This node is draining or the device moved to another node: reconnect at once.
+    case reconnectNow = 1012
+    /// A newer robot socket took this device over.
+    case replaced = 4001
+    /// The token was revoked or the device disabled.
+    case revoked = 4003
+    case slowConsumer = 4008
+    case rateLimited = 4029
+
+    /// How a client reconnects after this close.
+    public enum Reconnect: String, Sendable {
+        /// At once (through the same URL): the balancer picks a live node. Only after a
+        /// connection that lasted ``WimzProtocol/quickReconnectAfterSeconds``; a node that keeps
+        /// closing fresh sockets gets the back-off instead.
+        case atOnce = "at_once"
+        /// Capped exponential back-off with full jitter.
+        case backoff
+        /// The back-off with a floor: the relay asked the client to slow down.
+        case slowBackoff = "slow_backoff"
+        /// Never for an app; a robot stops too after `replaced` (another robot has the device).
+        case never
+    }
+
+    public var reconnect: Reconnect {
+        switch self {
+        case .goingAway, .reconnectNow: .atOnce
+        case .slowConsumer, .rateLimited: .slowBackoff
+        case .revoked, .replaced: .never
+        case .normal, .tooLarge: .backoff
+        }
+    }
+
+    /// What reconnecting after `code` means, for codes this enum does not know too.
+    public static func reconnect(after code: UInt16?) -> Reconnect {
+        code.flatMap(CloseCode.init(rawValue:))?.reconnect ?? .backoff
+    }
+}
+
+public enum WimzProtocol {
+    /// Endpoint paths.
+    public enum Path {
+        public static let robotSocket = "/ws/robot"
+        public static let appSocket = "/ws/app"
+        public static let turnCredentials = "/api/turn/credentials"
+        public static let pairing = "/api/pairing"
+        /// `/api/devices/{device_id}/…`: status, robot, pairing-codes, app-tokens.
+        public static let devices = "/api/devices"
+    }
+
+    /// The `type` of a frame.
+    public enum MessageType {
+        public static let event = "event"
+        public static let command = "command"
+        public static let response = "response"
+        public static let error = "error"
+        /// The relay's HTTP request on the robot leg, and the robot's answer (v1.1).
+        public static let httpRequest = "http_request"
+        public static let httpResponse = "http_response"
+        public static let httpBody = "http_body"
+    }
+
+    /// Relay-originated event names.
+    public enum RelayEvent {
+        public static let deviceStatus = "device_status"
+        public static let appPresence = "app_presence"
+        public static let turnCredentials = "turn_credentials"
+    }
+
+    /// Events the relay replays to apps that connect later, by default.
+    public static let replayedEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
+
+    /// Limits a client must know (the relay's defaults; operators can change the first four).
+    public static let defaultMaxMessageBytes = 64 * 1024
+    public static let defaultPingIntervalSeconds = 20
+    public static let defaultRobotHTTPMaxBody = 1 << 20
+    public static let defaultRecoveryMessages = 256
+    /// After a close that says "reconnect at once", only a connection that lasted this long
+    /// reconnects without the back-off.
+    public static let quickReconnectAfterSeconds = 2.0
+    /// Body bytes per `http_response`/`http_body` frame a robot should send, well under the
+    /// message limit once base64-encoded.
+    public static let robotHTTPChunkBytes = 32 * 1024
+
+    /// Everything above as JSON (keys sorted), for clients in other languages to check against.
+    public static var constantsJSON: String {
+        let codes = CloseCode.allCases.map { #""\#($0)":{"code":\#($0.rawValue),"reconnect":"\#($0.reconnect.rawValue)"}"# }
+        let replayed = replayedEvents.sorted().map { #""\#($0)""# }
+        return "{"
+            + #""close_codes":{\#(codes.joined(separator: ","))},"#
+            + #""limits":{"max_message_bytes":\#(defaultMaxMessageBytes),"ping_interval_seconds":\#(defaultPingIntervalSeconds),"#
+            + #""quick_reconnect_after_seconds":\#(quickReconnectAfterSeconds),"recovery_messages":\#(defaultRecoveryMessages),"#
+            + #""robot_http_chunk_bytes":\#(robotHTTPChunkBytes),"robot_http_max_body":\#(defaultRobotHTTPMaxBody)},"#
+            + #""message_types":["\#([MessageType.command, MessageType.error, MessageType.event, MessageType.httpBody, MessageType.httpRequest, MessageType.httpResponse, MessageType.response].joined(separator: #"",""#))"],"#
+            + #""paths":{"app_socket":"\#(Path.appSocket)","pairing":"\#(Path.pairing)","robot_socket":"\#(Path.robotSocket)","turn_credentials":"\#(Path.turnCredentials)"},"#
+            + #""relay_events":["\#(RelayEvent.appPresence)","\#(RelayEvent.deviceStatus)","\#(RelayEvent.turnCredentials)"],"#
+            + #""replayed_events":[\#(replayed.joined(separator: ","))]"#
+            + "}"
+    }
+}
