@@ -267,7 +267,7 @@ public final class DeviceHub {
     }
 
     /// Ends waits for hand-offs that did not come (a crashed node's devices): those apps resume
-    /// here with `recovered:false`. Call every wheel turn.
+    /// here with `recovered:false`. Call every wheel tick.
     public func expireParked(now: UInt64) {
         guard !parkedDevices.isEmpty else { return }
         for id in parkedDevices {

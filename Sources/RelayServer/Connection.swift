@@ -69,8 +69,8 @@ final class CloseWatch {
 
     func watch(_ connection: Connection) { waiting.append(connection) }
 
-    /// Lets the next closes out and cuts off the expired ones (service thread, every wheel turn).
-    func turn(now: UInt64) {
+    /// Lets the next closes out and cuts off the expired ones (service thread, every wheel tick).
+    func tick(now: UInt64) {
         var released = 0
         while waitingHead < waiting.count, released < CloseWatch.perTurn {
             let connection = waiting[waitingHead]

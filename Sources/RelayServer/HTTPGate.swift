@@ -29,7 +29,7 @@ final class HTTPGate {
     var onRefused: ((RequestError, String) -> Void)?
     /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
     /// ``respond(_:with:)`` (admin requests wait for the database worker).
-    var onRequest: ((LWSConnection, [UInt8]) -> HTTPResponse?)?
+    var onRequest: ((HTTPRequest, [UInt8]) -> HTTPResponse?)?
     /// Called when a connection closes (so deferred work for it can be dropped).
     var onClosed: ((OpaquePointer) -> Void)?
     /// True while upgrades should wait (the token mirror is not loaded yet, see `release`).
@@ -131,7 +131,7 @@ final class HTTPGate {
         context = lws_get_context(wsi)
     }
 
-    /// Closes connections whose request did not arrive in time (service thread, every wheel turn).
+    /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {
             guard let connection = connections[wsi], connection.serial == serial, !connection.answered,
@@ -250,7 +250,7 @@ final class HTTPGate {
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         guard let head = connection.head, let onRequest else { return -1 }
-        guard let response = onRequest(LWSConnection(wsi: wsi, head: head), connection.body) else {
+        guard let response = onRequest(HTTPRequest(wsi: wsi, head: head), connection.body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
             lws_rx_flow_control(wsi, 0)
@@ -302,7 +302,7 @@ final class HTTPGate {
     }
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError, allow: String? = nil) -> Int32 {
-        onRefused?(error, LWSConnection.peerAddress(of: wsi))
+        onRefused?(error, HTTPRequest.peerAddress(of: wsi))
         let response = HTTPResponse.error(error.status, error.code, error.message,
                                           headers: allow.map { [("Allow", $0)] } ?? [])
         return write(response, to: wsi, connection) ? -1 : 0

@@ -8,7 +8,7 @@ import Glibc
 /// One HTTP request on its `struct lws *`: the head the gate parsed (or, with TLS served by lws,
 /// the one rebuilt from lws's view) and the response writer. Valid only inside the callback
 /// that received the pointer.
-struct LWSConnection {
+struct HTTPRequest {
     let wsi: OpaquePointer
     let head: HTTPRequestHead
 
@@ -16,7 +16,7 @@ struct LWSConnection {
     var methodAndPath: (method: String, path: String) { (head.method, head.path) }
 
     /// The peer's IP address as text.
-    var peerAddress: String { LWSConnection.peerAddress(of: wsi) }
+    var peerAddress: String { HTTPRequest.peerAddress(of: wsi) }
 
     /// The peer's IP address of any connection lws holds (HTTP, WebSocket or the gate's raw ones).
     static func peerAddress(of wsi: OpaquePointer) -> String {

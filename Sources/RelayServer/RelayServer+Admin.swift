@@ -25,7 +25,7 @@ extension RelayServer {
 
     /// `LWS_CALLBACK_HTTP` for `/admin/…`: checks the admin token, then defers the request
     /// to the database worker (after its body, for POST). Returns a response only on refusal.
-    func beginAdmin(_ request: LWSConnection, method: String, path: String, body: [UInt8]?) -> HTTPResponse? {
+    func beginAdmin(_ request: HTTPRequest, method: String, path: String, body: [UInt8]?) -> HTTPResponse? {
         guard let adminToken = configuration.adminToken else {
             return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
@@ -95,7 +95,7 @@ extension RelayServer {
 
     /// Answers `request` from the database worker (`job`), or with `unavailable` when the
     /// database cannot be reached (default: 503 with Retry-After). Returns nil: answered later.
-    func answerFromDatabase(_ request: LWSConnection, unavailable: HTTPResponse? = nil,
+    func answerFromDatabase(_ request: HTTPRequest, unavailable: HTTPResponse? = nil,
                             _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         let exchange = register(request, AdminAPI.Request(method: method, path: path, query: [:], body: [],
@@ -104,7 +104,7 @@ extension RelayServer {
         return nil
     }
 
-    private func register(_ request: LWSConnection, _ adminRequest: AdminAPI.Request) -> HTTPExchange {
+    private func register(_ request: HTTPRequest, _ adminRequest: AdminAPI.Request) -> HTTPExchange {
         nextExchangeID += 1
         let exchange = HTTPExchange(id: nextExchangeID, wsi: request.wsi, request: adminRequest,
                                     startedAt: MonotonicClock.nanoseconds())
@@ -137,7 +137,7 @@ extension RelayServer {
         guard exchange.response == nil else { return }
         exchange.response = response
         if let gate {
-            logRequest(LWSConnection(wsi: exchange.wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path)),
+            logRequest(HTTPRequest(wsi: exchange.wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path)),
                        status: response.status, startedAt: exchange.startedAt)
             forgetExchange(exchange.wsi)
             gate.respond(exchange.wsi, with: response)
@@ -150,7 +150,7 @@ extension RelayServer {
     func adminWriteable(_ wsi: OpaquePointer) -> Int32 {
         guard let id = exchangeByWsi[wsi], let exchange = exchanges[id], let response = exchange.response else { return 0 }
         forgetExchange(wsi)
-        let connection = LWSConnection(wsi: wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path))
+        let connection = HTTPRequest(wsi: wsi, head: HTTPRequestHead(method: exchange.request.method, path: exchange.request.path))
         logRequest(connection, status: response.status, startedAt: exchange.startedAt)
         guard connection.send(response) else { return -1 }
         return lws_http_transaction_completed(wsi) != 0 ? -1 : 0

@@ -82,7 +82,7 @@ extension RelayServer {
     /// `{"device_id","online","since","apps","nodes","scope"}`: the cluster's view of a device
     /// (every live node's presence rows), merged with this node's own, which is fresher than
     /// its last batch. Without the database: this node's view, `"scope":"node"`.
-    func presence(of device: DeviceID, _ request: LWSConnection) -> HTTPResponse? {
+    func presence(of device: DeviceID, _ request: HTTPRequest) -> HTTPResponse? {
         let local = hub.status(of: device)
         let nodeID = cluster.identity.nodeID
         let holdsHere = local.online || local.apps > 0

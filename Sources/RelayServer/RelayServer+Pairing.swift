@@ -11,7 +11,7 @@ import RelayStore
 ///     DELETE /api/devices/{id}/app-tokens/{tid}     robot token → 200 the revoked token
 extension RelayServer {
     /// The pairing routes' answer, or nil when `path` is none of them. Nil inside: answered later.
-    func pairingRoute(_ request: LWSConnection, method: String, path: String, body: [UInt8]?) -> HTTPResponse?? {
+    func pairingRoute(_ request: HTTPRequest, method: String, path: String, body: [UInt8]?) -> HTTPResponse?? {
         if path == "/api/pairing" {
             guard method == "POST" else { return .some(methodNotAllowed("POST")) }
             return .some(redeemPairingCode(request, body: body ?? []))
@@ -38,7 +38,7 @@ extension RelayServer {
 
     /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
     /// 429 past the per-token rate of these calls.
-    private func withRobot(_ request: LWSConnection, device deviceText: String,
+    private func withRobot(_ request: HTTPRequest, device deviceText: String,
                            _ body: (CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
         guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
         let entry: CredentialEntry
@@ -58,7 +58,7 @@ extension RelayServer {
         return body(entry)
     }
 
-    private func mintPairingCode(_ request: LWSConnection, entry: CredentialEntry) -> HTTPResponse? {
+    private func mintPairingCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let ttl = configuration.pairingCodeSeconds
         let address = clientAddress(request)
         return answerFromDatabase(request) { db in
@@ -68,7 +68,7 @@ extension RelayServer {
         }
     }
 
-    private func redeemPairingCode(_ request: LWSConnection, body: [UInt8]) -> HTTPResponse? {
+    private func redeemPairingCode(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
         guard let json = try? JSONReader.parse(body), let code = json.member("code")?.stringValue else {
             return .error(400, "bad_request", #"send {"code":"…","label":"…"} as JSON"#)
         }
@@ -96,7 +96,7 @@ extension RelayServer {
         }
     }
 
-    private func listAppTokens(_ request: LWSConnection, entry: CredentialEntry) -> HTTPResponse? {
+    private func listAppTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let device = entry.token.deviceID
         return answerFromDatabase(request) { db in
             let tokens = try TokenRepository(db).list(device: device).filter { $0.role == .app }
@@ -104,7 +104,7 @@ extension RelayServer {
         }
     }
 
-    private func revokeAppToken(_ request: LWSConnection, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
+    private func revokeAppToken(_ request: HTTPRequest, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
         let device = entry.token.deviceID
         return answerFromDatabase(request) { db in
             guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })

@@ -19,13 +19,13 @@ extension RelayServer {
     /// the request over the robot's socket as an `http_request` frame and answers later, when
     /// the robot's `http_response` (and `http_body` frames) arrived, it timed out or the robot
     /// left. Nil: the answer comes later.
-    func robotRequest(_ request: LWSConnection, target: (device: String, path: String), body: [UInt8]?) -> HTTPResponse? {
+    func robotRequest(_ request: HTTPRequest, target: (device: String, path: String), body: [UInt8]?) -> HTTPResponse? {
         let response = startRobotRequest(request, target: target, body: body)
         if let response { counters.robotHTTPStatuses[response.status, default: 0] += 1 }
         return response
     }
 
-    private func startRobotRequest(_ request: LWSConnection, target: (device: String, path: String),
+    private func startRobotRequest(_ request: HTTPRequest, target: (device: String, path: String),
                                    body: [UInt8]?) -> HTTPResponse? {
         let method = request.head.method
         guard RobotHTTP.methods.contains(method) else { return methodNotAllowed(RobotHTTP.methods.joined(separator: ", ")) }
@@ -121,14 +121,14 @@ extension RelayServer {
         }
         counters.robotHTTPStatuses[response.status, default: 0] += 1
         counters.robotHTTPSeconds.observe(Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        logRequest(LWSConnection(wsi: client.wsi, head: HTTPRequestHead(method: client.method, path: client.path)),
+        logRequest(HTTPRequest(wsi: client.wsi, head: HTTPRequestHead(method: client.method, path: client.path)),
                    status: response.status, startedAt: started)
         gate?.respond(client.wsi, with: response)
     }
 
     /// Bearer token → its mirror entry, with the contract's 401/503 when there is none and the
     /// credential rules (expired, revoked, disabled) checked. `wants` is the 401's message.
-    func authenticate(_ request: LWSConnection, wants: String) -> Authentication {
+    func authenticate(_ request: HTTPRequest, wants: String) -> Authentication {
         guard let token = bearerToken(request) else { return .refused(.authFailure(.missingToken, message: wants)) }
         guard let entry = credentials.lookup(token: token) else {
             return .refused(credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")

@@ -5,7 +5,7 @@ import RelayStore
 extension RelayServer {
     /// `GET /api/turn/credentials` (PROTOCOL.md): bearer token of an enabled device, `?ttl=`
     /// clamped; 401/403/429/503 with JSON bodies.
-    func turnCredentials(_ request: LWSConnection) -> HTTPResponse {
+    func turnCredentials(_ request: HTTPRequest) -> HTTPResponse {
         let address = clientAddress(request)
         let entry: CredentialEntry
         switch authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
@@ -96,7 +96,7 @@ extension RelayServer {
     }
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
-    func bearerToken(_ request: LWSConnection) -> String? {
+    func bearerToken(_ request: HTTPRequest) -> String? {
         request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 }

@@ -17,7 +17,7 @@ extension RelayServer {
 
     /// Checks an upgrade request (PROTOCOL.md "WebSocket endpoints"): path, device id, token,
     /// credential rules, per-address failure limit, app cap. Returns the grant or the response.
-    func authorizeUpgrade(_ request: LWSConnection) -> Result<UpgradeGrant, UpgradeRejection> {
+    func authorizeUpgrade(_ request: HTTPRequest) -> Result<UpgradeGrant, UpgradeRejection> {
         let address = clientAddress(request)
         let role: Role
         switch request.head.path {
@@ -81,7 +81,7 @@ extension RelayServer {
     }
 
     /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
-    private func presentedToken(_ request: LWSConnection) throws(RequestError) -> String? {
+    private func presentedToken(_ request: HTTPRequest) throws(RequestError) -> String? {
         let fromQuery = try request.head.argument("token")
         if let token = bearerToken(request) { return token }
         if let fromQuery, !fromQuery.isEmpty { return fromQuery }
@@ -90,7 +90,7 @@ extension RelayServer {
 
     /// The client's address: the peer, or — only when the peer is a trusted proxy — the
     /// right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
-    func clientAddress(_ request: LWSConnection) -> String {
+    func clientAddress(_ request: HTTPRequest) -> String {
         let peer = request.peerAddress
         guard configuration.trustedProxies.contains(peer),
               let forwarded = request.head.header("x-forwarded-for"), forwarded.utf8.count <= 1024 else { return peer }
@@ -108,12 +108,12 @@ extension RelayServer {
     func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
         let started = MonotonicClock.nanoseconds()
         defer { gate?.forget(wsi) }
-        let request: LWSConnection
+        let request: HTTPRequest
         switch requestHead(wsi) {
         case .success(let head):
-            request = LWSConnection(wsi: wsi, head: head)
+            request = HTTPRequest(wsi: wsi, head: head)
         case .failure(let error):
-            return LWSConnection(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
+            return HTTPRequest(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
                 .send(.error(error.status, error.code, error.message), asHTTP11: true) ? 1 : -1
         }
         if stopping {
@@ -148,7 +148,7 @@ extension RelayServer {
         let grant: UpgradeGrant
         if let pending = pendingGrant, pending.wsi == wsi {
             grant = pending.grant
-        } else if case .success(let head) = requestHead(wsi), case .success(let g) = authorizeUpgrade(LWSConnection(wsi: wsi, head: head)) {
+        } else if case .success(let head) = requestHead(wsi), case .success(let g) = authorizeUpgrade(HTTPRequest(wsi: wsi, head: head)) {
             grant = g
         } else {
             return -1
@@ -282,9 +282,9 @@ extension RelayServer {
     /// Every 10 ms: closes let out and cut off, overdue requests, the stop's deadline, then the
     /// sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due), see
     /// `SessionScheduler`), a few at a time, so keepalive never comes as a burst.
-    func turnWheel() {
+    func tickWheel() {
         let now = MonotonicClock.nanoseconds()
-        closeWatch.turn(now: now)
+        closeWatch.tick(now: now)
         gate?.expire(now: now)
         if robotExchanges.count > 0 { robotExchanges.expire(now: now).forEach(finishRobotRequest) }
         hub.expireParked(now: now)

@@ -79,7 +79,7 @@ public final class RelayServer {
     let auditWriter: AuditWriter
     let turn: TurnService
     let writer: FrameWriter
-    /// Which sessions need a look, and when: turned every 10 ms (O(due) per turn).
+    /// Which sessions need a look, and when: ticked every 10 ms (O(due) per tick).
     let scheduler = SessionScheduler(now: MonotonicClock.nanoseconds(), slotWidth: UInt64(RelayServer.wheelInterval) * 1000,
                                      slotCount: 2048)
     /// Microseconds between turns of the session wheel.
@@ -100,7 +100,7 @@ public final class RelayServer {
     var stopping = false
     var stopDeadline: UInt64?
     var closingStartedAt: UInt64?
-    /// Closing sockets: let out a few per wheel turn, cut off if their close does not get out.
+    /// Closing sockets: let out a few per wheel tick, cut off if their close does not get out.
     let closeWatch = CloseWatch()
     let adminWorker: DatabaseWorker
     /// Admin requests in flight, by id and by their connection.
@@ -291,7 +291,7 @@ public final class RelayServer {
             }
             return .success(head)
         }
-        return LWSConnection.rebuiltHead(wsi)
+        return HTTPRequest.rebuiltHead(wsi)
     }
 
     /// Serves until `requestStop()`; returns after a graceful stop.
@@ -305,7 +305,7 @@ public final class RelayServer {
         adminWorker.start()
         cluster.start()
         let schedule: [(Int64, () -> Void)] = [(1_000_000, { [unowned self] in tick() }),
-                                               (RelayServer.wheelInterval, { [unowned self] in turnWheel() }),
+                                               (RelayServer.wheelInterval, { [unowned self] in tickWheel() }),
                                                (100_000, { [unowned self] in flushCluster() })]
         for (interval, action) in schedule {
             let timer = LWSTimer(action: action)
@@ -475,7 +475,7 @@ public final class RelayServer {
 
     /// Answers a plain HTTP request; nil when the answer comes later (admin API). `body` is the
     /// whole request body when the gate read it (nil: lws delivers it through callbacks).
-    func route(_ request: LWSConnection, body: [UInt8]? = nil) -> HTTPResponse? {
+    func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path, body: body) }
         if let target = RobotHTTP.target(rawPath: request.head.rawPath) { return robotRequest(request, target: target, body: body) }
@@ -507,7 +507,7 @@ public final class RelayServer {
     }
 
     /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
-    private func deviceStatus(_ request: LWSConnection, path: String) -> HTTPResponse? {
+    private func deviceStatus(_ request: HTTPRequest, path: String) -> HTTPResponse? {
         let idText = String(path.dropFirst("/api/devices/".count).dropLast("/status".count))
         guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
         switch authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
@@ -522,7 +522,7 @@ public final class RelayServer {
         .error(405, "method_not_allowed", "use \(allowed)", headers: [("Allow", allowed)])
     }
 
-    func logRequest(_ request: LWSConnection, status: Int, startedAt: UInt64) {
+    func logRequest(_ request: HTTPRequest, status: Int, startedAt: UInt64) {
         guard log.isEnabled(.info) else { return }
         let (method, path) = request.methodAndPath
         log.info("http_request", [("method", .string(method)), ("path", .string(Redaction.redactQuery(path))),
@@ -569,11 +569,11 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     case LWS_CALLBACK_HTTP:
         let started = MonotonicClock.nanoseconds()
         defer { server.gate?.forget(wsi) }
-        let request: LWSConnection
+        let request: HTTPRequest
         switch server.requestHead(wsi) {
-        case .success(let head): request = LWSConnection(wsi: wsi, head: head)
+        case .success(let head): request = HTTPRequest(wsi: wsi, head: head)
         case .failure(let error):
-            let refusal = LWSConnection(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
+            let refusal = HTTPRequest(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
             _ = refusal.send(.error(error.status, error.code, error.message))
             return -1
         }
