@@ -75,6 +75,17 @@ public enum RobotHTTP {
     public enum RobotFrame: Equatable, Sendable {
         case response(id: UInt64, status: Int, headers: [Header], body: String?, more: Bool)
         case body(id: UInt64, body: String?, more: Bool)
+
+        public var id: UInt64 {
+            switch self { case .response(let id, _, _, _, _), .body(let id, _, _): id }
+        }
+        /// The base64 body (nil: none).
+        public var body: String? {
+            switch self { case .response(_, _, _, let body, _), .body(_, let body, _): body }
+        }
+        public var more: Bool {
+            switch self { case .response(_, _, _, _, let more), .body(_, _, let more): more }
+        }
     }
 
     public struct Header: Equatable, Sendable {

@@ -96,12 +96,7 @@ public final class RobotHTTPExchanges<Client: Hashable> {
     /// with its body base64-decoded (empty for none). A frame whose body does not decode goes to
     /// `malformed(id:from:)` instead.
     public func receive(_ frame: RobotHTTP.RobotFrame, body: [UInt8], from robot: UInt64) -> Outcome {
-        let id: UInt64
-        let more: Bool
-        switch frame {
-        case .response(let frameID, _, _, _, let m): (id, more) = (frameID, m)
-        case .body(let frameID, _, let m): (id, more) = (frameID, m)
-        }
+        let id = frame.id
         guard let exchange = exchanges[id], exchange.robot == robot else { return .unknown }
         switch frame {
         case .response(_, let status, let headers, _, _):
@@ -113,7 +108,7 @@ public final class RobotHTTPExchanges<Client: Hashable> {
         }
         guard exchange.body.count + body.count <= limits.maxResponseBody else { return fail(id, .responseTooLarge) }
         exchange.body += body
-        if more { return .pending }
+        if frame.more { return .pending }
         finish(id)
         return .answered(exchange.client, Answer(status: exchange.status ?? 502, headers: exchange.headers, body: exchange.body),
                          startedAt: exchange.startedAt)

@@ -86,15 +86,9 @@ extension RelayServer {
             log.warn("robot_http_bad_frame", [("device", .string(robot.deviceID.rawValue)), ("reason", .string(error.message))])
             if let id = error.id { finishRobotRequest(robotExchanges.malformed(id: id, from: robot.id)) }
         case .success(let frame):
-            let encoded: String?
-            switch frame {
-            case .response(_, _, _, let body, _), .body(_, let body, _): encoded = body
-            }
-            guard let body = encoded.map({ Base64.decode($0) }) ?? [] else {
+            guard let body = frame.body.map({ Base64.decode($0) }) ?? [] else {
                 log.warn("robot_http_bad_frame", [("device", .string(robot.deviceID.rawValue)), ("reason", "body is not base64")])
-                let id: UInt64
-                switch frame { case .response(let i, _, _, _, _), .body(let i, _, _): id = i }
-                finishRobotRequest(robotExchanges.malformed(id: id, from: robot.id))
+                finishRobotRequest(robotExchanges.malformed(id: frame.id, from: robot.id))
                 return
             }
             finishRobotRequest(robotExchanges.receive(frame, body: body, from: robot.id))

@@ -100,10 +100,11 @@ import Testing
 @Suite struct RobotLegOwnershipTests {
     @Test func anAppCannotSendTheRelaysHTTPRequestsToTheRobot() {
         let hub = DeviceHub(limits: .init())
+        let transport = RecordingTransport()
         func session(_ id: UInt64, _ role: Role) -> Session {
             let s = Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
                             remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 100, maxBytes: 1 << 20))
-            s.transport = RecordingTransport()
+            s.transport = transport
             hub.attach(s, now: 0)
             return s
         }
