@@ -12,16 +12,26 @@ public final class DatabaseWorker: Sendable {
     private let jobs = Locked<[(job: Job, failed: @Sendable (Error) -> Void)]>([])
     private let signal = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
+    private let started = Atomic<Bool>(false)
+    /// Signalled when the thread has left its loop (and closed its connection).
+    private let finished = DispatchSemaphore(value: 0)
 
     public init(conninfo: String) { self.conninfo = conninfo }
 
     public func start() {
-        Thread.detachNewThread { [self] in run() }
+        guard !started.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        Thread.detachNewThread { [self] in
+            run()
+            finished.signal()
+        }
     }
 
+    /// Stops taking jobs and waits for the thread to end (the job in hand finishes first; at
+    /// most 5 s, so a hung query cannot hold the shutdown).
     public func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
         signal.signal()
+        if started.load(ordering: .sequentiallyConsistent) { _ = finished.wait(timeout: .now() + 5) }
     }
 
     /// Queues `job`; `failed` is called instead when no connection can be had.
