@@ -31,7 +31,8 @@ public final class DatabaseWorker: Sendable {
     public func stop() {
         stopping.store(true, ordering: .sequentiallyConsistent)
         signal.signal()
-        if started.load(ordering: .sequentiallyConsistent) { _ = finished.wait(timeout: .now() + 5) }
+        // The first stop waits; a second one returns at once.
+        if started.exchange(false, ordering: .sequentiallyConsistent) { _ = finished.wait(timeout: .now() + 5) }
     }
 
     /// Queues `job`; `failed` is called instead when no connection can be had.
