@@ -311,3 +311,23 @@ async def test_robot_api_answers_the_same_direct_and_through_the_relay(relay, de
     assert calls["reports/weekly"]["decoded"]["report"]["bark_stats"]["by_dog"] == {"Elsa": 30, "Bezik": 15}
     assert calls["reports/compare"]["decoded"]["comparison"]["leader_board"]["quietest"] == "bezik"
     assert "400" in calls["programs/delete-preset"]["error"]
+
+
+async def test_bad_frames_are_skipped_and_the_bridge_goes_on(relay, device, standin, bridge, caplog):
+    """Frames a relay should never send (and junk) are logged and skipped, never fatal."""
+    device_id, _, app_token = device
+    sent: list[dict] = []
+    real_send = bridge.client.send
+
+    async def recording_send(message):
+        sent.append(message)
+        return await real_send(message)
+    bridge.client.send = recording_send
+    for junk in ['{"type":"http_request"}', '{"type":"http_request","id":"h1","method":"TRACE","path":"/mode"}',
+                 '{"type":"http_request","id":"h2","method":"POST","path":"/mode","body":"***"}',
+                 '{"type":"http_request","id":"h3","method":"GET","path":null}', "not json", b"\x00\x01"]:
+        bridge._from_relay(junk)
+    await eventually(lambda: len(sent) == 3)
+    assert sorted((m["id"], m["status"]) for m in sent) == [("h1", 400), ("h2", 400), ("h3", 400)]
+    status, _, body = await acall(robot_base(relay, device_id), "GET", "/mode", app_token)
+    assert status == 200 and json.loads(body)["mode"] == "idle"
