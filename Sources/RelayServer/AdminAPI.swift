@@ -9,6 +9,9 @@ enum AdminAPI {
     struct Request: Sendable {
         var method: String
         var path: String
+        /// The route's pattern in `Routes.table` (`/admin/devices/{id}/tokens`) and its `{id}`.
+        var pattern = ""
+        var id: String?
         var query: [String: String]
         var body: [UInt8]
         var remoteAddress: String
@@ -22,37 +25,14 @@ enum AdminAPI {
 
     static let actor = "admin-api"
 
-    /// Every route, as (method, pattern with `*` for one segment after `/admin/`); the methods a
-    /// path allows are its routes' (405 lists them in `Allow`).
-    static let routes: [(method: String, pattern: String)] = [
-        ("GET", "devices"), ("POST", "devices"), ("GET", "devices/*"), ("POST", "devices/*/disable"),
-        ("POST", "devices/*/enable"), ("POST", "devices/*/tokens"), ("POST", "devices/*/pairing-codes"),
-        ("GET", "devices/*/presence"), ("GET", "tokens"),
-        ("POST", "tokens/*/revoke"), ("GET", "turn-secrets"), ("POST", "turn-secrets/rotate"), ("GET", "audit"),
-        ("GET", "cluster/nodes"),
-    ]
-
-    /// The methods `path` (`/admin/…`) allows; empty for no such endpoint.
-    static func allowedMethods(_ path: String) -> [String] {
-        let segments = path.split(separator: "/").dropFirst()
-        return routes.filter { route in
-            let want = route.pattern.split(separator: "/")
-            return want.count == segments.count && zip(want, segments).allSatisfy { $0 == "*" || $0 == $1 }
-        }.map(\.method)
-    }
-
     /// Dispatches one request. Throws `Failure` for client errors; store errors are mapped too.
+    /// The router (`Routes.table`) matched the request: this picks the handler by the route's
+    /// pattern and method.
     static func handle(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
-        let segments = Array(r.path.split(separator: "/").map(String.init).dropFirst())  // after "admin"
-        /// The wildcard segments when `method` and `pattern` ("devices/*/tokens") match.
+        /// The `{id}` (if any) when `method` and `pattern` (after `/admin/`) are the request's route.
         func match(_ method: String, _ pattern: String) -> [String]? {
-            let want = pattern.split(separator: "/")
-            guard r.method == method, want.count == segments.count else { return nil }
-            var captured: [String] = []
-            for (w, got) in zip(want, segments) {
-                if w == "*" { captured.append(got) } else if w != got { return nil }
-            }
-            return captured
+            guard r.method == method, r.pattern == "/admin/" + pattern else { return nil }
+            return r.id.map { [$0] } ?? []
         }
         do {
             if match("GET", "devices") != nil {
@@ -67,7 +47,7 @@ enum AdminAPI {
                 }
                 return (201, device(try DeviceRepository(db).add(id, name: try decode(NewDevice.self, r.body).name ?? "",
                                                                  actor: actor)))
-            } else if let id = match("GET", "devices/*")?[0] {
+            } else if let id = match("GET", "devices/{id}")?[0] {
                 guard let record = try DeviceRepository(db).get(try deviceID(id)) else {
                     throw Failure(status: 404, code: "not_found", message: "unknown device \(id)")
                 }
@@ -75,10 +55,10 @@ enum AdminAPI {
                 return (200, device(record, online: online))
             } else if match("GET", "cluster/nodes") != nil {
                 return (200, .object([("nodes", .array(try ClusterRepository(db).nodes().map(node)))]))
-            } else if let id = (match("POST", "devices/*/disable") ?? match("POST", "devices/*/enable"))?[0] {
-                let disable = segments.last == "disable"
+            } else if let id = (match("POST", "devices/{id}/disable") ?? match("POST", "devices/{id}/enable"))?[0] {
+                let disable = r.pattern.hasSuffix("/disable")
                 return (200, device(try DeviceRepository(db).setDisabled(try deviceID(id), disable, actor: actor).device))
-            } else if let id = match("POST", "devices/*/tokens")?[0] {
+            } else if let id = match("POST", "devices/{id}/tokens")?[0] {
                 let body = try json(r.body)
                 guard let roleText = body["role"] as? String, let role = Role(rawValue: roleText) else {
                     throw Failure(status: 400, code: "bad_request", message: "role must be robot or app")
@@ -90,7 +70,7 @@ enum AdminAPI {
                 let issued = try TokenRepository(db).issue(device: try deviceID(id), role: role, label: typed.label ?? "",
                                                            expiresIn: typed.expires_in, actor: actor)
                 return (201, .object([("token", token(issued.record)), ("secret", .string(issued.secret))]))
-            } else if let id = match("POST", "devices/*/pairing-codes")?[0] {
+            } else if let id = match("POST", "devices/{id}/pairing-codes")?[0] {
                 let ttl = try decode(NewPairingCode.self, r.body.isEmpty ? Array("{}".utf8) : r.body).expires_in ?? 600
                 guard (30...86_400).contains(ttl) else {
                     throw Failure(status: 400, code: "bad_request", message: "expires_in must be from 30 to 86400 seconds")
@@ -101,7 +81,7 @@ enum AdminAPI {
             } else if match("GET", "tokens") != nil {
                 let device = try r.query["device_id"].map(deviceID)
                 return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map(token)))]))
-            } else if let idText = match("POST", "tokens/*/revoke")?[0] {
+            } else if let idText = match("POST", "tokens/{id}/revoke")?[0] {
                 guard let id = Int64(idText) else { throw Failure(status: 400, code: "bad_request", message: "token id must be a number") }
                 return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token))
             } else if match("GET", "turn-secrets") != nil {

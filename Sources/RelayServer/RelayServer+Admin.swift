@@ -23,9 +23,9 @@ extension RelayServer {
     /// Largest admin request body.
     static let adminBodyLimit = 64 * 1024
 
-    /// `LWS_CALLBACK_HTTP` for `/admin/…`: checks the admin token, then defers the request
-    /// to the database worker (after its body, for POST). Returns a response only on refusal.
-    func beginAdmin(_ request: HTTPRequest, method: String, path: String, body: [UInt8]?) -> HTTPResponse? {
+    /// The admin API answers 404 while it is disabled and 401 without its token, before it
+    /// says which of its paths and methods exist. Nil: the token is good.
+    func adminRefusal(_ request: HTTPRequest) -> HTTPResponse? {
         guard let adminToken = configuration.adminToken else {
             return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
@@ -33,25 +33,23 @@ extension RelayServer {
         guard let presented = bearerToken(request),
               Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
         else { return .authFailure(.unknownToken, message: "admin token required") }
-        let allowed = AdminAPI.allowedMethods(path)
-        guard !allowed.isEmpty else { return .error(404, "not_found", "no such admin endpoint") }
-        guard allowed.contains(method) else { return methodNotAllowed(allowed.joined(separator: ", ")) }
-        // Presence: the cluster's view, merged with this node's own (fresher) one.
-        let segments = path.split(separator: "/")
-        if method == "GET", segments.count == 4, segments[1] == "devices", segments[3] == "presence" {
-            guard let device = DeviceID(String(segments[2])) else { return .error(400, "bad_request", "invalid device id") }
-            return presence(of: device, request)
-        }
+        return nil
+    }
+
+    /// An admin route (the token checked): reads the query arguments the route declares, then
+    /// defers the request to the database worker (after its body, for POST).
+    func beginAdmin(_ request: HTTPRequest, route: Route, id: String?, body: [UInt8]?) -> HTTPResponse? {
+        let (method, path) = request.methodAndPath
         var query: [String: String] = [:]
-        for key in ["device_id", "from", "to", "after", "limit", "realm"] {
+        for key in route.query {
             do throws(RequestError) {
                 if let v = try request.head.argument(key) { query[key] = v }
             } catch {
                 return .error(error.status, error.code, error.message)
             }
         }
-        let exchange = register(request, AdminAPI.Request(method: method, path: path, query: query, body: [],
-                                                          remoteAddress: clientAddress(request)))
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, pattern: route.pattern, id: id,
+                                                          query: query, body: [], remoteAddress: clientAddress(request)))
         if let body {
             // The gate read the whole body already.
             exchange.request.body = body

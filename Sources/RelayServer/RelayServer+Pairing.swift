@@ -10,32 +10,6 @@ import RelayStore
 ///     GET    /api/devices/{id}/app-tokens           robot token → 200 {"tokens":[…]}
 ///     DELETE /api/devices/{id}/app-tokens/{tid}     robot token → 200 the revoked token
 extension RelayServer {
-    /// The pairing routes' answer, or nil when `path` is none of them. Nil inside: answered later.
-    func pairingRoute(_ request: HTTPRequest, method: String, path: String, body: [UInt8]?) -> HTTPResponse?? {
-        if path == "/api/pairing" {
-            guard method == "POST" else { return .some(methodNotAllowed("POST")) }
-            return .some(redeemPairingCode(request, body: body ?? []))
-        }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard segments.count >= 5, segments[1] == "api", segments[2] == "devices" else { return nil }
-        switch (segments.count, segments[4]) {
-        case (5, "pairing-codes"):
-            guard method == "POST" else { return .some(methodNotAllowed("POST")) }
-            return .some(withRobot(request, device: segments[3]) { entry in mintPairingCode(request, entry: entry) })
-        case (5, "app-tokens"):
-            guard method == "GET" else { return .some(methodNotAllowed("GET")) }
-            return .some(withRobot(request, device: segments[3]) { entry in listAppTokens(request, entry: entry) })
-        case (6, "app-tokens"):
-            guard method == "DELETE" else { return .some(methodNotAllowed("DELETE")) }
-            guard let tokenID = Int64(segments[5]), tokenID > 0 else {
-                return .some(.error(400, "bad_request", "token id must be a positive number"))
-            }
-            return .some(withRobot(request, device: segments[3]) { entry in revokeAppToken(request, entry: entry, tokenID: tokenID) })
-        default:
-            return nil
-        }
-    }
-
     /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
     /// 429 past the per-token rate of these calls.
     private func withRobot(_ request: HTTPRequest, device deviceText: String,
@@ -58,6 +32,24 @@ extension RelayServer {
         return body(entry)
     }
 
+    /// `POST /api/devices/{id}/pairing-codes` (robot token).
+    func mintPairingCode(_ request: HTTPRequest, device: String) -> HTTPResponse? {
+        withRobot(request, device: device) { entry in mintPairingCode(request, entry: entry) }
+    }
+
+    /// `GET /api/devices/{id}/app-tokens` (robot token).
+    func listAppTokens(_ request: HTTPRequest, device: String) -> HTTPResponse? {
+        withRobot(request, device: device) { entry in listAppTokens(request, entry: entry) }
+    }
+
+    /// `DELETE /api/devices/{id}/app-tokens/{token_id}` (robot token).
+    func revokeAppToken(_ request: HTTPRequest, device: String, tokenText: String) -> HTTPResponse? {
+        guard let tokenID = Int64(tokenText), tokenID > 0 else {
+            return .error(400, "bad_request", "token id must be a positive number")
+        }
+        return withRobot(request, device: device) { entry in revokeAppToken(request, entry: entry, tokenID: tokenID) }
+    }
+
     private func mintPairingCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let ttl = configuration.pairingCodeSeconds
         let address = clientAddress(request)
@@ -68,7 +60,8 @@ extension RelayServer {
         }
     }
 
-    private func redeemPairingCode(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
+    /// `POST /api/pairing` (no token).
+    func redeemPairingCode(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
         guard let json = try? JSONReader.parse(body), let code = json.member("code")?.stringValue else {
             return .error(400, "bad_request", #"send {"code":"…","label":"…"} as JSON"#)
         }

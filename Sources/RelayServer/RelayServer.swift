@@ -473,42 +473,55 @@ public final class RelayServer {
 
     // MARK: - HTTP
 
-    /// Answers a plain HTTP request; nil when the answer comes later (admin API). `body` is the
-    /// whole request body when the gate read it (nil: lws delivers it through callbacks).
+    /// Answers a plain HTTP request through `Routes.table`; nil when the answer comes later
+    /// (admin API, pairing, HTTP to the robot). `body` is the whole request body when the gate
+    /// read it (nil: lws delivers it through callbacks).
     func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
-        if path.hasPrefix("/admin/") { return beginAdmin(request, method: method, path: path, body: body) }
-        if let target = RobotHTTP.target(rawPath: request.head.rawPath) { return robotRequest(request, target: target, body: body) }
-        if let answer = pairingRoute(request, method: method, path: path, body: body) { return answer }
-        switch path {
-        case "/healthz":
-            guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
+        if path == "/ws/robot" || path == "/ws/app" {
+            return .error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade")
+        }
+        let isAdmin = path.hasPrefix("/admin/")
+        if isAdmin, let refusal = adminRefusal(request) { return refusal }
+        let route: Route
+        let parameters: [String: String]
+        switch Routes.resolve(method: method, rawPath: request.head.rawPath) {
+        case .notFound: return .error(404, "not_found", isAdmin ? "no such admin endpoint" : "no such endpoint")
+        case .methodNotAllowed(let allowed): return methodNotAllowed(allowed.joined(separator: ", "))
+        case .found(let found, let found_parameters): (route, parameters) = (found, found_parameters)
+        }
+        let device = parameters["device_id"] ?? ""
+        switch route.handler {
+        case .healthz:
             return .json(200, .object([("status", "ok")]))
-        case "/readyz":
-            guard method == "GET" || method == "HEAD" else { return methodNotAllowed("GET") }
+        case .readyz:
             if isDraining { return .json(503, .object([("status", "draining"), ("reason", "the node is stopping")])) }
             if storeHealth.state == .ready { return .json(200, .object([("status", "ready")])) }
             return .json(503, .object([("status", .string(storeHealth.state.rawValue)),
                                        ("reason", .string(storeHealth.reason))]))
-        case "/metrics":
-            guard method == "GET" else { return methodNotAllowed("GET") }
-            return metrics()
-        case "/api/turn/credentials":
-            guard method == "GET" else { return methodNotAllowed("GET") }
-            return turnCredentials(request)
-        case _ where path.hasPrefix("/api/devices/") && path.hasSuffix("/status"):
-            guard method == "GET" else { return methodNotAllowed("GET") }
-            return deviceStatus(request, path: path)
-        case "/ws/robot", "/ws/app":
-            return .error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade")
-        default:
-            return .error(404, "not_found", "no such endpoint")
+        case .metrics: return metrics()
+        case .turnCredentials: return turnCredentials(request)
+        case .deviceStatus: return deviceStatus(request, device: device)
+        case .robotHTTP:
+            // The robot's path goes on exactly as sent: taken from the raw path.
+            guard let target = RobotHTTP.target(rawPath: request.head.rawPath) else {
+                return .error(404, "not_found", "no such endpoint")
+            }
+            return robotRequest(request, target: target, body: body)
+        case .mintPairingCode: return mintPairingCode(request, device: device)
+        case .redeemPairingCode: return redeemPairingCode(request, body: body ?? [])
+        case .listAppTokens: return listAppTokens(request, device: device)
+        case .revokeAppToken: return revokeAppToken(request, device: device, tokenText: parameters["token_id"] ?? "")
+        case .admin: return beginAdmin(request, route: route, id: parameters["id"], body: body)
+        case .adminPresence:
+            // The cluster's view, merged with this node's own (fresher) one.
+            guard let id = DeviceID(parameters["id"] ?? "") else { return .error(400, "bad_request", "invalid device id") }
+            return presence(of: id, request)
         }
     }
 
     /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
-    private func deviceStatus(_ request: HTTPRequest, path: String) -> HTTPResponse? {
-        let idText = String(path.dropFirst("/api/devices/".count).dropLast("/status".count))
+    private func deviceStatus(_ request: HTTPRequest, device idText: String) -> HTTPResponse? {
         guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
         switch authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
         case .refused(let response): return response
