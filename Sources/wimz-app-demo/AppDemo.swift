@@ -20,6 +20,7 @@ struct AppDemo: AsyncParsableCommand {
 
     @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
+    @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
 
     func run() async throws {
         guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {
@@ -30,7 +31,7 @@ struct AppDemo: AsyncParsableCommand {
             let relay = RobotRoute.relay(relayURL, deviceID: device, token: token)
             let api = try direct.map { text in
                 guard let lan = URL(string: text) else { throw ValidationError("not a URL: \(text)") }
-                return RobotAPI(direct: lan, relay: relay)
+                return RobotAPI(direct: lan, relay: relay, probeTimeout: .milliseconds(Int(probeTimeout * 1000)))
             } ?? RobotAPI(route: relay)
             try await APICheck(api: api).run()
             return

@@ -91,7 +91,7 @@ import RelayTestSupport
         let silent = try HTTPTestClient.readResponse(try send(f, "GET", "/api/devices/dev1/robot/mode", token: token))
         #expect(silent.status == 504)
         #expect(try silent.json()["error"] as? String == "robot_timeout")
-        #expect(Date().timeIntervalSince(started) < 3)
+        #expect(Date().timeIntervalSince(started) < 5)
         _ = try nextRequest(robot)
 
         // A body that is not base64, a response over the limit.

@@ -166,7 +166,7 @@ async def test_a_hanging_robot_api_gets_504_within_the_timeout(database, device,
         started = asyncio.get_running_loop().time()
         status, _, body = await acall(robot_base(relay, device_id), "GET", "/standin/hang", app_token)
         assert status == 504 and json.loads(body)["error"] == "robot_timeout"
-        assert asyncio.get_running_loop().time() - started < 4
+        assert asyncio.get_running_loop().time() - started < 6, "the relay's 2 s timeout, not a hang"
     finally:
         task.cancel()
         relay.stop()
@@ -281,7 +281,7 @@ async def test_the_app_library_decodes_every_event_of_the_stand_in_into_the_guid
 
 async def api_check(relay, device_id: str, app_token: str, direct: str | None) -> list[dict]:
     args = [os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", relay.url, "--device", device_id,
-            "--token", app_token, "--api-check"] + (["--direct", direct] if direct else [])
+            "--token", app_token, "--api-check"] + (["--direct", direct, "--probe-timeout", "10"] if direct else [])
     run = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(run.communicate(), 60)
     assert run.returncode == 0, err.decode()
