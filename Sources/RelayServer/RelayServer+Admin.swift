@@ -20,9 +20,6 @@ final class HTTPExchange {
 }
 
 extension RelayServer {
-    /// Largest admin request body.
-    static let adminBodyLimit = 64 * 1024
-
     /// The admin API answers 404 while it is disabled and 401 without its token, before it
     /// says which of its paths and methods exist. Nil: the token is good.
     func adminRefusal(_ request: HTTPRequest) -> HTTPResponse? {
@@ -65,7 +62,7 @@ extension RelayServer {
     /// `LWS_CALLBACK_HTTP_BODY`: collects the body (bounded).
     func adminBody(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         guard let id = exchangeByWsi[wsi], let exchange = exchanges[id] else { return 0 }
-        guard exchange.request.body.count + length <= RelayServer.adminBodyLimit else {
+        guard exchange.request.body.count + length <= HTTPGate.bodyLimit else {
             finish(exchange, .error(413, "too_large", "admin request bodies are limited to 64 KiB"))
             return 0
         }
