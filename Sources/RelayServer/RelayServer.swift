@@ -509,7 +509,11 @@ public final class RelayServer {
             }
             return robotRequest(request, target: target, body: body)
         case .mintPairingCode: return mintPairingCode(request, device: device)
-        case .redeemPairingCode: return redeemPairingCode(request, body: body ?? [])
+        case .redeemPairingCode:
+            guard let body else {
+                return .error(501, "not_supported", "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
+            }
+            return redeemPairingCode(request, body: body)
         case .listAppTokens: return listAppTokens(request, device: device)
         case .revokeAppToken: return revokeAppToken(request, device: device, tokenText: parameters["token_id"] ?? "")
         case .admin: return beginAdmin(request, route: route, id: parameters["id"], body: body)
