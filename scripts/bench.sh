@@ -7,8 +7,9 @@
 #     ws        the WebSocket phases (wimz-bench run)
 #     turn      GET /api/turn/credentials under wrk
 #     robothttp HTTP to the robot (wimz-bench robot-leg answers at once) against /healthz, alternating
-#     recovery  the fan-out phase with v1 apps and with recovering apps (recover=1), alternating
-#               (WIMZ_BENCH_ROUNDS rounds, default 3)
+#     recovery  the fan-out phase and a fixed-rate phase (WIMZ_RECOVERY_RATE, 50,000 msgs/s: the
+#               relay's CPU per message) with v1 apps and with recovering apps (recover=1),
+#               alternating (WIMZ_BENCH_ROUNDS rounds, default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -126,10 +127,14 @@ fi
 if [[ $sections == *,recovery,* ]]; then
     for round in $(seq "${WIMZ_BENCH_ROUNDS:-3}"); do
         for mode in v1 recover; do
-            flags=(--phases fanout --first-device 0); [ "$mode" = recover ] && flags=(--phases fanout --first-device 1000 --recover)
+            # Saturated fan-out (msgs/s), and the same load at a fixed rate (the relay's CPU share
+            # per message is the steadier figure on a noisy machine).
+            phases=fanout,latency
+            flags=(--phases "$phases" --rate "${WIMZ_RECOVERY_RATE:-50000}" --first-device 0)
+            [ "$mode" = recover ] && flags=(--phases "$phases" --rate "${WIMZ_RECOVERY_RATE:-50000}" --first-device 1000 --recover)
             run_cmd=("${bench_cmd[@]}" "${flags[@]}")
             [ "$round" = 1 ] && echo "$mode:  ${run_cmd[*]}"
-            "${run_cmd[@]}" | awk -v label="$mode (round $round)" '/^fanout/ {print label ": " $0}'
+            "${run_cmd[@]}" | awk -v label="$mode (round $round)" '/^(fanout|rate)/ {print label ": " $0}'
         done
     done
     echo "relay rss after the recovery rounds: $(awk '/VmRSS/ {print $2 " kB"}' "/proc/$(relay_now)/status")"
