@@ -30,3 +30,29 @@ public struct TokenBucket: Sendable {
         return true
     }
 }
+
+/// A token bucket per key (a token id): the per-token request limits of the HTTP endpoints.
+/// Service-thread state; `sweep()` bounds its memory.
+public struct KeyedRateLimiter: Sendable {
+    public let rate: Double
+    public let burst: Double
+    private var buckets: [Int64: TokenBucket] = [:]
+
+    public init(rate: Double, burst: Double) {
+        self.rate = rate
+        self.burst = burst
+    }
+
+    /// Takes one token from `key`'s bucket if there is one.
+    public mutating func allow(_ key: Int64, now: UInt64) -> Bool {
+        var bucket = buckets[key] ?? TokenBucket(rate: rate, burst: burst, now: now)
+        let ok = bucket.take(now: now)
+        buckets[key] = bucket
+        return ok
+    }
+
+    /// Forgets every bucket once there are many (a forgotten bucket starts full again).
+    public mutating func sweep(over limit: Int = 10_000) {
+        if buckets.count > limit { buckets.removeAll() }
+    }
+}

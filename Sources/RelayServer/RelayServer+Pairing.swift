@@ -24,11 +24,7 @@ extension RelayServer {
             return .authFailure(failure, message: failure == .wrongRole ? "this call takes the robot's token"
                                 : failure == .wrongDevice ? "token belongs to another device" : "token \(failure.rawValue)")
         }
-        let now = MonotonicClock.nanoseconds()
-        var bucket = pairingLimiters[entry.token.id] ?? TokenBucket(rate: 2, burst: 10, now: now)
-        let allowed = bucket.take(now: now)
-        pairingLimiters[entry.token.id] = bucket
-        guard allowed else { return .authFailure(.rateLimited, message: "too many pairing calls for this token") }
+        guard pairingLimiter.allow(entry.token.id, now: MonotonicClock.nanoseconds()) else { return .authFailure(.rateLimited, message: "too many pairing calls for this token") }
         return body(entry)
     }
 

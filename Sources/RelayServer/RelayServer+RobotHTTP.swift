@@ -46,11 +46,7 @@ extension RelayServer {
         case .success: break
         }
         let now = MonotonicClock.nanoseconds()
-        var bucket = robotHTTPLimiters[entry.token.id]
-            ?? TokenBucket(rate: configuration.robotHTTPRate, burst: configuration.robotHTTPBurst, now: now)
-        let allowed = bucket.take(now: now)
-        robotHTTPLimiters[entry.token.id] = bucket
-        guard allowed else {
+        guard robotHTTPLimiter.allow(entry.token.id, now: now) else {
             return .error(429, "rate_limited", "over \(Int(configuration.robotHTTPRate)) requests/s for this token",
                           headers: [("Retry-After", "1")])
         }

@@ -322,8 +322,8 @@ extension RelayServer {
     func tick() {
         let now = MonotonicClock.nanoseconds()
         turn.sweepLimiters()
-        if robotHTTPLimiters.count > 10_000 { robotHTTPLimiters.removeAll() }
-        if pairingLimiters.count > 10_000 { pairingLimiters.removeAll() }
+        robotHTTPLimiter.sweep()
+        pairingLimiter.sweep()
         cluster.report(sockets: openConnections, devices: hub.deviceCount)
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
         if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }

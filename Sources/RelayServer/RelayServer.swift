@@ -110,9 +110,9 @@ public final class RelayServer {
     /// HTTP requests waiting for a robot's answer (RelayServer+RobotHTTP.swift).
     let robotExchanges: RobotHTTPExchanges<RobotHTTPClient>
     /// Per app token: HTTP requests to its robot.
-    var robotHTTPLimiters: [Int64: TokenBucket] = [:]
+    var robotHTTPLimiter: KeyedRateLimiter
     /// Per robot token: pairing calls (mint a code, list and revoke app tokens).
-    var pairingLimiters: [Int64: TokenBucket] = [:]
+    var pairingLimiter = KeyedRateLimiter(rate: 2, burst: 10)
     /// When each not-yet-established connection was accepted (handshake latency metric).
     var acceptedAt: [OpaquePointer: UInt64] = [:]
     /// The 1 s tick, the session wheel (10 ms) and the cluster batches (100 ms).
@@ -152,6 +152,7 @@ public final class RelayServer {
         exchangeLimits.maxResponseBody = configuration.robotHTTPMaxBody
         exchangeLimits.maxPerDevice = configuration.robotHTTPMaxPending
         robotExchanges = RobotHTTPExchanges(limits: exchangeLimits)
+        robotHTTPLimiter = KeyedRateLimiter(rate: configuration.robotHTTPRate, burst: configuration.robotHTTPBurst)
         clusterBook = ClusterBook(dampingWindow: UInt64(configuration.clusterMoveDampingSeconds * 1e9))
         // One write buffer holds any single frame: the largest message, or an `http_request`
         // carrying the largest robot HTTP body (base64: 4/3 of it, plus the head's headers).

@@ -9,11 +9,9 @@ final class TurnService {
     let staticSecret: String?
     /// Database secrets, newest first; only the first signs.
     private(set) var secrets: [TurnSecret] = []
-    private var limiters: [Int64: TokenBucket] = [:]
+    private var limiter: KeyedRateLimiter
     /// The signing secret's MAC context, rebuilt when the signing secret changes.
     private var signer: (secret: String, key: HMACSHA1Key)?
-    let rate: Double
-    let burst: Double
 
     // Counters (exported by /metrics).
     var issued = 0
@@ -23,8 +21,7 @@ final class TurnService {
         policy = TurnPolicy(urls: configuration.turnURLs, defaultTTL: configuration.turnTTL, minTTL: configuration.turnTTLMin,
                             maxTTL: configuration.turnTTLMax, separator: configuration.turnUsernameSeparator)
         staticSecret = configuration.turnStaticSecret
-        rate = configuration.turnRequestRate
-        burst = configuration.turnRequestBurst
+        limiter = KeyedRateLimiter(rate: configuration.turnRequestRate, burst: configuration.turnRequestBurst)
     }
 
     func update(secrets: [TurnSecret]) { self.secrets = secrets }
@@ -45,15 +42,10 @@ final class TurnService {
     }
 
     /// Per-token request limit for the HTTP endpoint.
-    func allowRequest(tokenID: Int64, now: UInt64) -> Bool {
-        var bucket = limiters[tokenID] ?? TokenBucket(rate: rate, burst: burst, now: now)
-        let ok = bucket.take(now: now)
-        limiters[tokenID] = bucket
-        return ok
-    }
+    func allowRequest(tokenID: Int64, now: UInt64) -> Bool { limiter.allow(tokenID, now: now) }
 
-    /// Forgets idle limiters (called from the 1 s tick, every minute or so).
-    func sweepLimiters() { if limiters.count > 10_000 { limiters.removeAll() } }
+    /// Forgets idle limiters (called from the 1 s tick).
+    func sweepLimiters() { limiter.sweep() }
 
     /// A fresh credential: the JSON body, its times and the issuance record.
     func issue(device: DeviceID, role: Role, tokenID: Int64?, ttl: Int, clientAddress: String?, via: String,
