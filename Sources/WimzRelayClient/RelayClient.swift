@@ -267,14 +267,12 @@ public actor RelayClient {
                 // URLSession does not hand over a refused upgrade's body: ask the status endpoint
                 // with the same token, which answers with the same JSON error.
                 let text = refused.body.isEmpty && (refused.status == 401 || refused.status == 403) ? await refusalBody() : refused.body
-                let body = (try? JSON(parsing: text)) ?? .null
-                let code = body["error"]?.stringValue ?? "http_\(refused.status)"
-                let message = body["message"]?.stringValue ?? text
-                switch refused.status {
-                case 401:
+                let refusal = RelayClientError.refusal(status: refused.status, body: Data(text.utf8))
+                switch refusal {
+                case .unauthorized(let code, _):
                     if ["expired_token", "unknown_token"].contains(code), await renewToken() { continue }
-                    return finish(.unauthorized(code: code, message: message))
-                case 403: return finish(.forbidden(code: code, message: message))
+                    return finish(refusal)
+                case .forbidden: return finish(refusal)
                 default: await pause(backoff.nextDelay(slow: refused.status == 429))
                 }
                 continue
@@ -450,12 +448,12 @@ extension RelayClient {
         request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)
         let (data, response): (Data, URLResponse)
         do { (data, response) = try await session.data(for: request) } catch { throw RelayClientError.notConnected }
-        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard status == 201, let device = body["device_id"]?.stringValue, let token = body["token"]?.stringValue,
+        guard status == 201 else { throw RelayClientError.refusal(status: status, body: data) }
+        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
+        guard let device = body["device_id"]?.stringValue, let token = body["token"]?.stringValue,
               let tokenID = body["token_id"]?.intValue else {
-            throw RelayClientError.http(status: status, code: body["error"]?.stringValue ?? "http_\(status)",
-                                        message: body["message"]?.stringValue ?? "")
+            throw RelayClientError.invalidResponse("pairing: \(String(decoding: data, as: UTF8.self).prefix(200))")
         }
         return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID))
     }

@@ -1,3 +1,8 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Why a call failed or why the client stopped.
 public enum RelayClientError: Error, Sendable, Equatable {
     /// The token was refused (HTTP 401): missing, unknown, expired or revoked. The client stops.
@@ -21,3 +26,20 @@ public enum RelayClientError: Error, Sendable, Equatable {
     /// The relay sent something this client cannot read.
     case invalidResponse(String)
 }
+
+extension RelayClientError {
+    /// The relay's (or the robot's) refusal of an HTTP request, from its status and JSON body
+    /// `{"error":CODE,"message":TEXT}`: 401 and 403 typed, anything else ``http(status:code:message:)``.
+    static func refusal(status: Int, body: Data) -> RelayClientError {
+        let json = (try? JSON(parsing: String(decoding: body, as: UTF8.self))) ?? .null
+        let code = json["error"]?.stringValue ?? "http_\(status)"
+        let message = json["message"]?.stringValue ?? json["error"]?.stringValue
+            ?? HTTPURLResponse.localizedString(forStatusCode: status)
+        switch status {
+        case 401: return .unauthorized(code: code, message: message)
+        case 403: return .forbidden(code: code, message: message)
+        default: return .http(status: status, code: code, message: message)
+        }
+    }
+}
+

@@ -176,15 +176,11 @@ public actor RobotAPI {
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard (200..<300).contains(status) else {
-            let json = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
-            let code = json["error"]?.stringValue ?? "http_\(status)"
-            let message = json["message"]?.stringValue ?? json["error"]?.stringValue ?? HTTPURLResponse.localizedString(forStatusCode: status)
-            switch (status, code) {
-            case (401, _): throw RelayClientError.unauthorized(code: code, message: message)
-            case (403, _): throw RelayClientError.forbidden(code: code, message: message)
-            case (503, "device_offline"): throw RelayClientError.deviceOffline(message: message)
-            case (429, _): throw RelayClientError.rateLimited(message: message)
-            default: throw RelayClientError.http(status: status, code: code, message: message)
+            // The two answers an app acts on differently get their own cases.
+            switch RelayClientError.refusal(status: status, body: data) {
+            case .http(503, "device_offline", let message): throw RelayClientError.deviceOffline(message: message)
+            case .http(429, _, let message): throw RelayClientError.rateLimited(message: message)
+            case let refusal: throw refusal
             }
         }
         do {

@@ -51,16 +51,7 @@ func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSessi
         throw RelayClientError.notConnected
     }
     let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-    guard status == 200 else {
-        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
-        let code = body["error"]?.stringValue ?? "http_\(status)"
-        let message = body["message"]?.stringValue ?? HTTPURLResponse.localizedString(forStatusCode: status)
-        switch status {
-        case 401: throw RelayClientError.unauthorized(code: code, message: message)
-        case 403: throw RelayClientError.forbidden(code: code, message: message)
-        default: throw RelayClientError.http(status: status, code: code, message: message)
-        }
-    }
+    guard status == 200 else { throw RelayClientError.refusal(status: status, body: data) }
     do {
         return try TurnCredentials.decode(data)
     } catch {
