@@ -21,6 +21,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // Client library only (its Linux WebSocket transport); the daemon's targets never import NIO.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
@@ -48,14 +49,23 @@ let package = Package(
         .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
         // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
         .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
+        // swift-log's handler for the relay's JSON lines (token redaction included).
+        .target(name: "RelayLogging", dependencies: ["RelayCore", .product(name: "Logging", package: "swift-log")]),
+        // The database and nothing else: connection, repositories, migrations, notification grammar.
         .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "RelayCore", "RelayCrypto", "RelayStore"],
+        // The threads that talk to the database for the relay (store monitor, cluster agent, audit
+        // writer, admin jobs), all on one `DatabaseThread` with one reconnect policy.
+        .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
+                                                      .product(name: "Logging", package: "swift-log")]),
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "RelayCore", "RelayCrypto", "RelayStore",
+                                                     "RelayWorkers", "RelayLogging", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: hotPath),
         .executableTarget(
             name: "wimz-relay",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "WimzProtocol",
+                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "RelayLogging", "WimzProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
             name: "wimz-bench",
@@ -85,6 +95,8 @@ let package = Package(
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", "WimzProtocol"]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
+        .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
+                                                              .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),
     ]

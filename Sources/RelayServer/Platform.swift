@@ -1,4 +1,5 @@
 import CLibWebSockets
+import Logging
 import RelayCore
 
 #if canImport(Glibc)
@@ -33,6 +34,8 @@ enum FileDescriptorLimit {
 
 /// Sends lws's own warnings and errors through our JSON logger.
 enum LWSLogBridge {
+    static let log = Logger(label: "wimz.lws")
+
     static func install(level: LogLevel) {
         var mask = LLL_ERR | LLL_WARN
         if level == .debug { mask |= LLL_NOTICE }
@@ -44,9 +47,8 @@ enum LWSLogBridge {
             if strstr(line, "adopt_socket_readbuf: calling service") != nil { return }
             var text = String(cString: line)
             while text.last == "\n" { text.removeLast() }
-            let level: LogLevel = lwsLevel == LLL_ERR ? .error
-                : lwsLevel == LLL_WARN ? .warn : .debug
-            Logger.shared.log(level, "lws", [("message", .string(text))])
+            let level: Logger.Level = lwsLevel == LLL_ERR ? .error : lwsLevel == LLL_WARN ? .warning : .debug
+            LWSLogBridge.log.log(level: level, "lws", metadata: ["message": "\(text)"])
         }
     }
 }

@@ -1,5 +1,6 @@
 import RelayCore
 import RelayStore
+import RelayWorkers
 
 /// Several nodes (docs/cluster.md): presence batches and claims out, claims and handoffs in,
 /// and the drain that precedes a stop. Everything here runs on the service thread; the
@@ -18,8 +19,7 @@ extension RelayServer {
         switch event {
         case .registered:
             clusterBook.markAll(hub.deviceIDs)
-            log.info("cluster_joined", [("node", .string(cluster.identity.nodeID)),
-                                        ("address", .string(cluster.identity.address))])
+            log.info("cluster_joined", metadata: ["node": "\(cluster.identity.nodeID)", "address": "\(cluster.identity.address)"])
         case .claimed(let claim):
             yield(claim)
         case .handoffs(let handoffs):
@@ -51,8 +51,7 @@ extension RelayServer {
             counters.devicesYielded += 1
             handoffs.append(DeviceHandoff(deviceID: device, toNode: claim.node, statusSince: state.since,
                                           robotOnline: state.robotOnline, replay: state.replay, history: state.history))
-            log.info("device_moved", [("device", .string(device.rawValue)), ("to_node", .string(claim.node)),
-                                      ("sockets", .int(Int64(closed.count)))])
+            log.info("device_moved", metadata: ["device": "\(device.rawValue)", "to_node": "\(claim.node)", "sockets": .stringConvertible(closed.count)])
         }
         cluster.submit(rows: [], claims: [], handoffs: handoffs)
     }
@@ -65,8 +64,7 @@ extension RelayServer {
         cluster.setDraining()
         onStopping?()
         let peers = clusterLiveNodes - 1
-        log.info("draining", [("open_connections", .int(Int64(openConnections))), ("live_peers", .int(Int64(peers))),
-                              ("drain_seconds", .double(configuration.drainSeconds))])
+        log.info("draining", metadata: ["open_connections": .stringConvertible(openConnections), "live_peers": .stringConvertible(peers), "drain_seconds": .stringConvertible(configuration.drainSeconds)])
         if peers > 0, configuration.drainSeconds > 0 {
             drainUntil = MonotonicClock.nanoseconds() + UInt64(configuration.drainSeconds * 1e9)
         } else {

@@ -78,11 +78,11 @@ extension RelayServer {
     func robotAnswered(_ payload: Payload, from robot: Session) {
         switch RobotHTTP.parse(payload.bytes) {
         case .failure(let error):
-            log.warn("robot_http_bad_frame", [("device", .string(robot.deviceID.rawValue)), ("reason", .string(error.message))])
+            log.warning("robot_http_bad_frame", metadata: ["device": "\(robot.deviceID.rawValue)", "reason": "\(error.message)"])
             if let id = error.id { finishRobotRequest(robotExchanges.malformed(id: id, from: robot.id)) }
         case .success(let frame):
             guard let body = frame.body.map({ Base64.decode($0) }) ?? [] else {
-                log.warn("robot_http_bad_frame", [("device", .string(robot.deviceID.rawValue)), ("reason", "body is not base64")])
+                log.warning("robot_http_bad_frame", metadata: ["device": "\(robot.deviceID.rawValue)", "reason": "body is not base64"])
                 finishRobotRequest(robotExchanges.malformed(id: frame.id, from: robot.id))
                 return
             }

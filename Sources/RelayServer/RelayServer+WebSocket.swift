@@ -1,4 +1,6 @@
 import CLibWebSockets
+import Logging
+import RelayLogging
 import RelayCore
 import RelayStore
 
@@ -177,8 +179,7 @@ extension RelayServer {
         audit(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
               tokenID: grant.entry.token.id, address: grant.remoteAddress,
               details: [("connection", .int(Int64(session.id)))])
-        log.info("ws_connected", [("role", .string(grant.role.rawValue)), ("device", .string(grant.device.rawValue)),
-                                  ("connection", .int(Int64(session.id))), ("remote", .string(grant.remoteAddress))])
+        log.info("ws_connected", metadata: ["role": "\(grant.role.rawValue)", "device": "\(grant.device.rawValue)", "connection": .stringConvertible(session.id), "remote": "\(grant.remoteAddress)"])
         return 0
     }
 
@@ -255,9 +256,8 @@ extension RelayServer {
         }
         audit(session.role == .robot ? .robotDisconnected : .appDisconnected, device: session.deviceID.rawValue,
               tokenID: session.tokenID, address: session.remoteAddress, details: details)
-        log.info("ws_disconnected", [("role", .string(session.role.rawValue)),
-                                     ("device", .string(session.deviceID.rawValue)),
-                                     ("connection", .int(Int64(session.id)))] + details.dropFirst())
+        log.info("ws_disconnected", metadata: Logger.Metadata(fields: details)
+            .merging(["role": "\(session.role.rawValue)", "device": "\(session.deviceID.rawValue)"]) { $1 })
         Connection.release(user: user)
         if stopping && openConnections == 0 { finishStop() }
     }
@@ -301,14 +301,13 @@ extension RelayServer {
             case .timeout:
                 // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
                 counters.keepaliveTimeouts += 1
-                log.info("keepalive_timeout", [("connection", .int(Int64(session.id))),
-                                               ("silent_ms", .int(Int64((now - session.lastHeard) / 1_000_000)))])
+                log.info("keepalive_timeout", metadata: ["connection": .stringConvertible(session.id), "silent_ms": .stringConvertible((now - session.lastHeard) / 1_000_000)])
                 hub.detach(session)
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 continue
             case .ping:
                 session.pingDue = true
-                log.debug("ping", [("connection", .int(Int64(session.id)))])
+                log.debug("ping", metadata: ["connection": .stringConvertible(session.id)])
                 connection.requestWrite()
             case .nothing:
                 break

@@ -1,7 +1,9 @@
 import CLibWebSockets
+import Logging
 import RelayCore
 import RelayCrypto
 import RelayStore
+import RelayWorkers
 import Synchronization
 
 #if canImport(Glibc)
@@ -51,7 +53,7 @@ public struct ServerError: Error, CustomStringConvertible {
 /// its mailbox.
 public final class RelayServer {
     public let configuration: RelayConfiguration
-    let log = Logger.shared
+    let log = Logger(label: "wimz.relay")
     let mailbox: Mailbox<ServiceEvent>
     private let waker = ServiceWaker()
     private var context: OpaquePointer?
@@ -257,8 +259,7 @@ public final class RelayServer {
         gate?.holdUpgrades = { [unowned self] in !credentials.isLoaded && MonotonicClock.nanoseconds() < holdUntil }
         gate?.onRefused = { [unowned self] error, peer in
             counters.requestsRefused += 1
-            log.info("http_request_refused", [("status", .int(Int64(error.status))), ("code", .string(error.code)),
-                                              ("message", .string(error.message)), ("remote", .string(peer))])
+            log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)", "message": "\(error.message)", "remote": "\(peer)"])
         }
         hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
         hub.onForward = { [unowned self] role, bytes in
@@ -298,9 +299,7 @@ public final class RelayServer {
     /// Serves until `requestStop()`; returns after a graceful stop.
     public func run() {
         guard let context else { return }
-        log.info("listening", [("address", .string("\(configuration.listenHost):\(boundPort)")),
-                               ("event_loop", .string(configuration.eventLoop.rawValue)),
-                               ("lws", .string(String(cString: lws_get_library_version())))])
+        log.info("listening", metadata: ["address": "\(configuration.listenHost):\(boundPort)", "event_loop": "\(configuration.eventLoop.rawValue)", "lws": "\(String(cString: lws_get_library_version()))"])
         monitor.start()
         auditWriter.start()
         adminWorker.start()
@@ -333,10 +332,12 @@ public final class RelayServer {
         auditWriter.stop()
         self.context = nil
         // How long each part of the stop took (a slow stop shows where).
-        func ms(_ from: UInt64?, _ to: UInt64) -> JSONValue { .int(from.map { Int64((to &- $0) / 1_000_000) } ?? -1) }
+        func ms(_ from: UInt64?, _ to: UInt64) -> Logger.MetadataValue {
+            .stringConvertible(from.map { Int64((to &- $0) / 1_000_000) } ?? -1)
+        }
         let end = MonotonicClock.nanoseconds()
-        log.info("stopped", [("closing_ms", ms(closingStartedAt, loopEnded)), ("leave_ms", ms(loopEnded, left)),
-                             ("destroy_ms", ms(left, destroyed)), ("flush_ms", ms(destroyed, end))])
+        log.info("stopped", metadata: ["closing_ms": ms(closingStartedAt, loopEnded), "leave_ms": ms(loopEnded, left),
+                                       "destroy_ms": ms(left, destroyed), "flush_ms": ms(destroyed, end)])
     }
 
     /// Starts a graceful stop. Safe from any thread.
@@ -376,7 +377,7 @@ public final class RelayServer {
         // Nothing new: clients get "refused" and retry (elsewhere, behind a balancer) while the
         // service thread closes what is open.
         gate?.stopAccepting()
-        log.info("stopping", [("open_connections", .int(Int64(openConnections)))])
+        log.info("stopping", metadata: ["open_connections": .stringConvertible(openConnections)])
         if clusterLiveNodes > 1 {
             hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
         } else {
@@ -401,11 +402,11 @@ public final class RelayServer {
     /// handshakes use them, established connections are untouched.
     private func reloadTLS() {
         guard let context, let certPath = configuration.tlsCertificatePath, let keyPath = configuration.tlsKeyPath else {
-            log.info("tls_reload_skipped", [("reason", "TLS is not configured")])
+            log.info("tls_reload_skipped", metadata: ["reason": "TLS is not configured"])
             return
         }
         guard let cert = FileContents.read(certPath), let key = FileContents.read(keyPath) else {
-            log.error("tls_reload_failed", [("reason", "cannot read certificate or key"), ("cert", .string(certPath))])
+            log.error("tls_reload_failed", metadata: ["reason": "cannot read certificate or key", "cert": "\(certPath)"])
             return
         }
         let rc = cert.withUnsafeBufferPointer { c in
@@ -418,9 +419,9 @@ public final class RelayServer {
             }
         }
         if rc == 0 {
-            log.info("tls_reloaded", [("cert", .string(certPath))])
+            log.info("tls_reloaded", metadata: ["cert": "\(certPath)"])
         } else {
-            log.error("tls_reload_failed", [("reason", "lws rejected the certificate or key"), ("cert", .string(certPath))])
+            log.error("tls_reload_failed", metadata: ["reason": "lws rejected the certificate or key", "cert": "\(certPath)"])
         }
     }
 
@@ -437,8 +438,8 @@ public final class RelayServer {
     private func handleStore(_ event: StoreEvent) {
         switch event {
         case .health(let health):
-            let level: LogLevel = health.state == .ready ? .info : .warn
-            log.log(level, "store_health", [("state", .string(health.state.rawValue)), ("reason", .string(health.reason))])
+            log.log(level: health.state == .ready ? .info : .warning, "store_health",
+                    metadata: ["state": "\(health.state.rawValue)", "reason": "\(health.reason)"])
             storeHealth = health
             if health.state == .ready, !announcedReady {
                 announcedReady = true
@@ -452,22 +453,22 @@ public final class RelayServer {
             let disabled = Set(entries.filter(\.deviceDisabled).map(\.token.deviceID))
             hub.close(where: { !active.contains($0.tokenID) || disabled.contains($0.deviceID) },
                       code: .revoked, reason: "token revoked or device disabled")
-            log.info("credentials_loaded", [("tokens", .int(Int64(entries.count)))])
+            log.info("credentials_loaded", metadata: ["tokens": .stringConvertible(entries.count)])
         case .tokenChanged(let id, let entry):
             credentials.update(id: id, entry: entry)
             if entry == nil || entry?.token.revokedAt != nil {
                 let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
-                if !closed.isEmpty { log.info("token_revoked_sockets_closed", [("token_id", .int(id)), ("sockets", .int(Int64(closed.count)))]) }
+                if !closed.isEmpty { log.info("token_revoked_sockets_closed", metadata: ["token_id": .stringConvertible(id), "sockets": .stringConvertible(closed.count)]) }
             }
         case .turnSecrets(let secrets):
             turn.update(secrets: secrets)
             pushToRobotsWithoutCredentials()
-            log.info("turn_secrets_loaded", [("realm", .string(configuration.turnRealm)), ("secrets", .int(Int64(secrets.count)))])
+            log.info("turn_secrets_loaded", metadata: ["realm": "\(configuration.turnRealm)", "secrets": .stringConvertible(secrets.count)])
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {
                 let closed = hub.close(where: { $0.deviceID == device }, code: .revoked, reason: "device disabled")
-                log.info("device_disabled_sockets_closed", [("device", .string(device.rawValue)), ("sockets", .int(Int64(closed.count)))])
+                log.info("device_disabled_sockets_closed", metadata: ["device": "\(device.rawValue)", "sockets": .stringConvertible(closed.count)])
             }
         }
     }
@@ -541,11 +542,9 @@ public final class RelayServer {
     }
 
     func logRequest(_ request: HTTPRequest, status: Int, startedAt: UInt64) {
-        guard log.isEnabled(.info) else { return }
+        guard log.logLevel <= .info else { return }
         let (method, path) = request.methodAndPath
-        log.info("http_request", [("method", .string(method)), ("path", .string(Redaction.redactQuery(path))),
-                                  ("status", .int(Int64(status))), ("remote", .string(request.peerAddress)),
-                                  ("duration_us", .int(Int64((MonotonicClock.nanoseconds() - startedAt) / 1000)))])
+        log.info("http_request", metadata: ["method": "\(method)", "path": "\(Redaction.redactQuery(path))", "status": .stringConvertible(status), "remote": "\(request.peerAddress)", "duration_us": .stringConvertible((MonotonicClock.nanoseconds() - startedAt) / 1000)])
     }
 }
 
@@ -575,7 +574,7 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     case LWS_CALLBACK_RECEIVE_PONG:
         if let session = Connection.from(user: user)?.session {
             session.lastHeard = MonotonicClock.nanoseconds()
-            server.log.debug("pong", [("connection", .int(Int64(session.id)))])
+            server.log.debug("pong", metadata: ["connection": .stringConvertible(session.id)])
         }
         return 0
     case LWS_CALLBACK_SERVER_WRITEABLE:

@@ -9,9 +9,6 @@ public struct ClusterRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// The notification channel of claims and handoffs. Payloads (one word each, space
-    /// separated): `claim <node> <device>…` and `handoff <to-node>`.
-    public static let channel = "wimz_cluster"
     /// Largest payload PostgreSQL takes is 8000 bytes; claims are split below that.
     static let maxPayload = 7_800
 
@@ -116,16 +113,19 @@ public struct ClusterRepository {
 
     /// Announces that `node` accepted the first socket of `devices` (as few notifications as fit).
     public func claim(node: String, _ devices: [DeviceID]) throws {
-        let prefix = "claim \(node)"
-        var payload = prefix
+        let emptySize = StoreNotification.claim(node: node, devices: []).payload.utf8.count
+        var chunk: [DeviceID] = []
+        var size = emptySize
         for device in devices {
-            if payload.utf8.count + 1 + device.rawValue.utf8.count > Self.maxPayload {
-                try notify(payload)
-                payload = prefix
+            if size + 1 + device.rawValue.utf8.count > Self.maxPayload {
+                try notify(.claim(node: node, devices: chunk))
+                chunk.removeAll()
+                size = emptySize
             }
-            payload += " " + device.rawValue
+            chunk.append(device)
+            size += 1 + device.rawValue.utf8.count
         }
-        if payload != prefix { try notify(payload) }
+        if !chunk.isEmpty { try notify(.claim(node: node, devices: chunk)) }
     }
 
     /// Leaves devices' state for the nodes that claimed them and tells those nodes.
@@ -141,7 +141,7 @@ public struct ClusterRepository {
                     """, [h.toNode, h.deviceID.rawValue, PGValue.timeText(h.statusSince), h.robotOnline ? "true" : "false",
                           replay.encoded, h.history?.json.encoded])
             }
-            for node in Set(handoffs.map(\.toNode)) { try notify("handoff \(node)") }
+            for node in Set(handoffs.map(\.toNode)) { try notify(.handoff(toNode: node)) }
         }
     }
 
@@ -164,8 +164,8 @@ public struct ClusterRepository {
         try db.execute("DELETE FROM device_handoffs WHERE created_at < now() - interval '1 minute'")
     }
 
-    private func notify(_ payload: String) throws {
-        try db.execute("SELECT pg_notify($1, $2)", [Self.channel, payload])
+    private func notify(_ notification: StoreNotification) throws {
+        try db.execute("SELECT pg_notify($1, $2)", [notification.channel, notification.payload])
     }
 
     /// Every node row, live or not yet purged, oldest first.

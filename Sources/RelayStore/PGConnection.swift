@@ -49,6 +49,11 @@ public struct PGRows: Sendable {
 public struct PGNotification: Sendable, Equatable {
     public var channel: String
     public var payload: String
+
+    public init(channel: String, payload: String) {
+        self.channel = channel
+        self.payload = payload
+    }
 }
 
 /// One libpq connection. Owns its `PGconn` and frees it in `deinit`.

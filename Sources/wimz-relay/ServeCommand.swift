@@ -1,5 +1,7 @@
 import ArgumentParser
+import Logging
 import RelayCore
+import RelayLogging
 import RelayServer
 import RelayStore
 
@@ -97,7 +99,8 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         let config = try makeConfiguration()
-        Logger.shared.level = config.logLevel
+        RelayLogging.bootstrap(level: config.logLevel)
+        let log = Logger(label: "wimz.serve")
         let migrator = try database.migrator()
 
         // Signals go to one watcher thread; block them before any other thread exists.
@@ -116,10 +119,10 @@ struct Serve: ParsableCommand {
         let deadline = try setting(stopTimeout, "WIMZ_STOP_TIMEOUT", { Double($0) }) ?? 20
         signals.start { signal in
             if signal == SIGHUP {
-                Logger.shared.info("signal", [("signal", "SIGHUP")])
+                log.info("signal", metadata: ["signal": "SIGHUP"])
                 control.reloadTLS()
             } else {
-                Logger.shared.info("signal", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT"))])
+                log.info("signal", metadata: ["signal": "\(signal == SIGTERM ? "SIGTERM" : "SIGINT")"])
                 control.requestStop()
                 StopDeadline.arm(seconds: deadline)
             }

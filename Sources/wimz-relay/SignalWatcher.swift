@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import RelayCore
 
 #if canImport(Glibc)
@@ -43,7 +44,7 @@ enum StopDeadline {
         guard seconds > 0 else { return }
         Thread.detachNewThread {
             Thread.sleep(forTimeInterval: seconds)
-            Logger.shared.error("stop_deadline_exceeded", [("seconds", .double(seconds))])
+            Logger(label: "wimz.serve").error("stop_deadline_exceeded", metadata: ["seconds": .stringConvertible(seconds)])
             _exit(1)
         }
     }

@@ -1,5 +1,6 @@
-import Foundation
+import Logging
 import RelayCore
+import RelayStore
 
 #if canImport(Glibc)
 import Glibc
@@ -29,11 +30,11 @@ public struct ClusterStats: Sendable {
     public var lastRenewal: UInt64 = 0
 }
 
-/// One thread with its own PostgreSQL connection that keeps this node's membership lease,
+/// A database thread that keeps this node's membership lease,
 /// writes the presence batches and claims the service thread hands it, removes dead nodes,
 /// and turns `wimz_cluster` notifications into `ClusterEvent`s. Nothing here is on the
 /// forwarding path: the service thread only appends to a locked outbox.
-public final class ClusterAgent: Sendable {
+public final class ClusterAgent: DatabaseWork {
     public struct Identity: Sendable {
         public var nodeID: String
         public var address: String
@@ -56,32 +57,30 @@ public final class ClusterAgent: Sendable {
     }
 
     public let identity: Identity
-    private let conninfo: String
     private let leaseSeconds: Double
     private let onEvent: @Sendable (ClusterEvent) -> Void
     private let outbox = Locked(Outbox())
     private let statistics = Locked(ClusterStats())
-    private let thread = WakeableThread()
+    private let thread: DatabaseThread
+    private let log = Logger(label: "wimz.cluster")
+    /// The agent thread's own state, locked only to satisfy `Sendable`.
+    private let lease = Locked<(registered: Bool, nextRenewal: UInt64, renewals: Int)>((false, 0, 0))
 
     public init(conninfo: String, identity: Identity, leaseSeconds: Double,
                 onEvent: @escaping @Sendable (ClusterEvent) -> Void) {
-        self.conninfo = conninfo
         self.identity = identity
         self.leaseSeconds = leaseSeconds
         self.onEvent = onEvent
+        thread = DatabaseThread(name: "cluster_agent", conninfo: conninfo)
     }
 
     public var stats: ClusterStats { statistics.withLock { $0 } }
 
-    public func start() {
-        thread.start { [self] in run() }
-    }
+    public func start() { thread.start(self) }
 
-    /// Writes what is queued, leaves the cluster (its presence goes with its row) and stops the
+    /// Writes what is queued, leaves the cluster (its presence goes with its row) and joins the
     /// thread. With the database unreachable the lease simply runs out.
-    public func stop() {
-        thread.stop()
-    }
+    public func stop() { thread.stop() }
 
     /// Queues a presence batch and claims (service thread; never blocks on the database).
     public func submit(rows: [PresenceRow], claims: [DeviceID], handoffs: [DeviceHandoff] = []) {
@@ -91,7 +90,7 @@ public final class ClusterAgent: Sendable {
             $0.claims += claims
             $0.handoffs += handoffs
         }
-        wake()
+        thread.wake()
     }
 
     /// The node's size for its lease row (service thread, once a second).
@@ -108,75 +107,68 @@ public final class ClusterAgent: Sendable {
             $0.draining = true
             $0.renewNow = true
         }
-        wake()
+        thread.wake()
     }
 
-    private func wake() { thread.wake() }
+    // MARK: DatabaseWork
 
-    private var isRunning: Bool { thread.isRunning }
+    public var channels: [String] { [StoreNotification.clusterChannel] }
 
-    private func run() {
-        var db: PGConnection?
-        var registered = false
-        var nextRenewal: UInt64 = 0
-        var renewals = 0
-        while isRunning {
-            do {
-                if db?.isOpen != true {
-                    registered = false
-                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2)
-                    try connection.execute("LISTEN \(ClusterRepository.channel)")
-                    db = connection
-                }
-                guard let db else { continue }
-                let repo = ClusterRepository(db)
-                let now = MonotonicClock.nanoseconds()
-                let renewNow = outbox.withLock { o -> Bool in defer { o.renewNow = false }; return o.renewNow }
-                if !registered || now >= nextRenewal || renewNow {
-                    let size = outbox.withLock { ($0.sockets, $0.devices, $0.draining) }
-                    let renewed = try registered && repo.renew(
-                        node: identity.nodeID, incarnation: identity.incarnation, leaseSeconds: leaseSeconds,
-                        sockets: size.0, devices: size.1, draining: size.2)
-                    if !renewed {
-                        try repo.register(node: identity.nodeID, incarnation: identity.incarnation,
-                                          address: identity.address, leaseSeconds: leaseSeconds)
-                        registered = true
-                        statistics.withLock { $0.registrations += 1 }
-                        // The handoffs left while this node was away are for a previous life.
-                        _ = try repo.takeHandoffs(node: identity.nodeID)
-                        onEvent(.registered)
-                    }
-                    statistics.withLock { $0.lastRenewal = MonotonicClock.nanoseconds() }
-                    nextRenewal = now + 1_000_000_000
-                    try repo.purgeExpired()
-                    renewals += 1
-                    if renewals % 5 == 1 {
-                        try repo.pruneHandoffs()
-                        let live = try repo.nodes().filter(\.isLive).count
-                        onEvent(.view(liveNodes: live, splitDevices: try repo.splitDevices()))
-                    }
-                }
-                try flush(repo)
-                try waitForNotifications(db, until: nextRenewal)
-            } catch {
-                statistics.withLock { $0.writeFailures += 1 }
-                Logger.shared.warn("cluster_store_error", [("reason", .string("\(error)"))])
-                if db?.isOpen != true { db = nil }
-                sleep(milliseconds: 500)
-            }
-        }
-        // Graceful stop: what is queued, then leave (a crash instead leaves the lease to expire).
-        if let db, db.isOpen, registered {
-            let repo = ClusterRepository(db)
-            do {
-                try flush(repo)
-                try repo.deregister(node: identity.nodeID, incarnation: identity.incarnation)
-            } catch {
-                Logger.shared.warn("cluster_leave_failed", [("reason", .string("\(error)"))])
-            }
-        }
+    /// A new connection registers again (the lease may have lapsed while it was away).
+    public func connected(_ db: PGConnection) throws {
+        lease.withLock { $0.registered = false }
     }
 
+    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+        let repo = ClusterRepository(db)
+        let now = MonotonicClock.nanoseconds()
+        let renewNow = outbox.withLock { o -> Bool in defer { o.renewNow = false }; return o.renewNow }
+        var (registered, nextRenewal, renewals) = lease.withLock { $0 }
+        if !registered || now >= nextRenewal || renewNow {
+            let size = outbox.withLock { ($0.sockets, $0.devices, $0.draining) }
+            let renewed = try registered && repo.renew(
+                node: identity.nodeID, incarnation: identity.incarnation, leaseSeconds: leaseSeconds,
+                sockets: size.0, devices: size.1, draining: size.2)
+            if !renewed {
+                try repo.register(node: identity.nodeID, incarnation: identity.incarnation,
+                                  address: identity.address, leaseSeconds: leaseSeconds)
+                registered = true
+                statistics.withLock { $0.registrations += 1 }
+                // The handoffs left while this node was away are for a previous life.
+                _ = try repo.takeHandoffs(node: identity.nodeID)
+                onEvent(.registered)
+            }
+            statistics.withLock { $0.lastRenewal = MonotonicClock.nanoseconds() }
+            nextRenewal = now + 1_000_000_000
+            renewals += 1
+            lease.withLock { $0 = (registered, nextRenewal, renewals) }
+            try repo.purgeExpired()
+            if renewals % 5 == 1 {
+                try repo.pruneHandoffs()
+                let live = try repo.nodes().filter(\.isLive).count
+                onEvent(.view(liveNodes: live, splitDevices: try repo.splitDevices()))
+            }
+        }
+        try flush(repo)
+        try waitForNotifications(db, on: thread, until: nextRenewal)
+    }
+
+    public func unavailable(_ error: Error) {
+        statistics.withLock { $0.writeFailures += 1 }
+        log.warning("cluster_store_error", metadata: ["reason": "\(error)"])
+    }
+
+    /// Graceful stop: what is queued, then leave (a crash instead leaves the lease to expire).
+    public func finish(_ db: PGConnection?) {
+        guard let db, lease.withLock({ $0.registered }) else { return }
+        let repo = ClusterRepository(db)
+        do {
+            try flush(repo)
+            try repo.deregister(node: identity.nodeID, incarnation: identity.incarnation)
+        } catch {
+            log.warning("cluster_leave_failed", metadata: ["reason": "\(error)"])
+        }
+    }
     /// Writes the outbox. On failure the batch goes back in front (written on the next try).
     private func flush(_ repo: ClusterRepository) throws {
         let batch = outbox.withLock { o -> Outbox in
@@ -210,19 +202,16 @@ public final class ClusterAgent: Sendable {
         }
     }
 
-    private func waitForNotifications(_ db: PGConnection, until deadline: UInt64) throws {
+    private func waitForNotifications(_ db: PGConnection, on thread: DatabaseThread, until deadline: UInt64) throws {
         let now = MonotonicClock.nanoseconds()
         let timeout = deadline > now ? Int32(min((deadline - now) / 1_000_000, 1000)) : 0
         thread.wait(socket: db.socket, milliseconds: timeout)
         var handoffsWaiting = false
-        for note in try db.drainNotifications() where note.channel == ClusterRepository.channel {
-            let words = note.payload.split(separator: " ")
-            guard words.count >= 2 else { continue }
-            switch words[0] {
-            case "claim" where words[1] != identity.nodeID:
-                onEvent(.claimed(DeviceClaim(node: String(words[1]),
-                                             devices: words.dropFirst(2).compactMap { DeviceID(String($0)) })))
-            case "handoff" where words[1] == identity.nodeID:
+        for note in try db.drainNotifications() {
+            switch StoreNotification(note) {
+            case .claim(let node, let devices)? where node != identity.nodeID:
+                onEvent(.claimed(DeviceClaim(node: node, devices: devices)))
+            case .handoff(let node)? where node == identity.nodeID:
                 handoffsWaiting = true
             default:
                 continue
@@ -233,6 +222,4 @@ public final class ClusterAgent: Sendable {
             if !taken.isEmpty { onEvent(.handoffs(taken)) }
         }
     }
-
-    private func sleep(milliseconds: Int32) { thread.wait(milliseconds: milliseconds) }
 }

@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import RelayCore
 import RelayTestSupport
-@testable import RelayStore
+import RelayStore
+@testable import RelayWorkers
 
 final class EventLog: @unchecked Sendable {
     private let lock = NSLock()

@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import RelayCore
+import RelayStore
 
 /// Writes audit events, TURN issuance rows and token last-used times in batches on its own
 /// thread, so forwarding never waits for the database. Nothing is lost when the database is
@@ -7,28 +9,26 @@ import RelayCore
 /// the queue grows past `spoolThreshold`, they are appended to a spool file (JSON lines) that is
 /// replayed into the database on the next successful connection. Ids (an issuance shares its
 /// audit event's) make replays idempotent. Last-used times are a hint and are not spooled.
-public final class AuditWriter: Sendable {
+public final class AuditWriter: DatabaseWork {
     struct State {
         var queue: [AuditEvent] = []
         var lastUsed: [Int64: UnixTime] = [:]
         var issuances: [TurnIssuance] = []
-        var stopping = false
         var spooled = 0
         var written = 0
         var databaseUp = false
     }
 
-    private let conninfo: String
     private let spoolPath: String
     private let spoolThreshold: Int
     private let state = Locked(State())
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    private let thread: DatabaseThread
+    private let log = Logger(label: "wimz.audit")
 
     public init(conninfo: String, spoolDirectory: String, spoolThreshold: Int = 100_000) {
-        self.conninfo = conninfo
         spoolPath = (spoolDirectory as NSString).appendingPathComponent("audit-spool.jsonl")
         self.spoolThreshold = spoolThreshold
+        thread = DatabaseThread(name: "audit_writer", conninfo: conninfo)
         try? FileManager.default.createDirectory(atPath: spoolDirectory, withIntermediateDirectories: true)
     }
 
@@ -38,7 +38,7 @@ public final class AuditWriter: Sendable {
             s.queue.append(event)
             return s.queue.count
         }
-        if count == 1 || count % AuditRepository.maxBatch == 0 { wake.signal() }
+        if count == 1 || count % AuditRepository.maxBatch == 0 { thread.wake() }
     }
 
     /// Queues a TURN issuance row (its audit event is recorded separately and is the durable copy).
@@ -56,17 +56,13 @@ public final class AuditWriter: Sendable {
         state.withLock { ($0.queue.count, $0.spooled, $0.written, $0.databaseUp) }
     }
 
-    public func start() {
-        Thread.detachNewThread { [self] in run() }
-    }
+    public func start() { thread.start(self) }
 
-    /// Flushes what it can within `timeout` seconds, spools the rest, and stops.
+    /// Flushes what it can within `timeout` seconds, spools the rest, and joins the thread. If
+    /// the thread is stuck in a query, what is queued is spooled from here (replays are
+    /// idempotent, so an event both written and spooled is stored once).
     public func stop(timeout: Double = 3) {
-        state.withLock { $0.stopping = true }
-        wake.signal()
-        if finished.wait(timeout: .now() + timeout + 1) == .timedOut {
-            spoolQueued()
-        }
+        if !thread.stop(timeout: timeout + 1) { spoolQueued() }
     }
 
     /// Moves everything queued (events and issuances) to the spool file.
@@ -81,43 +77,38 @@ public final class AuditWriter: Sendable {
         spool(events, issuances)
     }
 
-    private func run() {
-        var db: PGConnection?
-        var backoff = 0.2
-        while true {
-            _ = wake.wait(timeout: .now() + 0.2)
-            // Let a burst gather into one batch (one transaction) rather than a commit per event.
-            if !state.withLock({ $0.stopping || $0.queue.count >= AuditRepository.maxBatch }) {
-                Thread.sleep(forTimeInterval: AuditWriter.linger)
-            }
-            let stopping = state.withLock { $0.stopping }
-            if db == nil || db?.isOpen == false {
-                db = try? PGConnection(conninfo: conninfo, connectTimeout: 2)
-                state.withLock { $0.databaseUp = db != nil }
-            }
-            if let connection = db {
-                do {
-                    try replaySpool(connection)
-                    try flush(connection)
-                    backoff = 0.2
-                } catch {
-                    db = nil
-                    state.withLock { $0.databaseUp = false }
-                    Logger.shared.warn("audit_write_failed", [("error", .string("\(error)"))])
-                }
-            }
-            let queued = state.withLock { $0.queue.count + $0.issuances.count }
-            if stopping {
-                if queued > 0 { spoolQueued() }
-                finished.signal()
-                return
-            }
-            if db == nil {
-                if queued >= spoolThreshold { spoolQueued() }
-                Thread.sleep(forTimeInterval: backoff)
-                backoff = min(backoff * 2, 5)
-            }
+    // MARK: DatabaseWork
+
+    public var channels: [String] { [] }
+
+    /// A new connection first stores what an outage spooled.
+    public func connected(_ db: PGConnection) throws {
+        try replaySpool(db)
+        state.withLock { $0.databaseUp = true }
+    }
+
+    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+        thread.wait(milliseconds: 200)
+        // Let a burst gather into one batch (one transaction) rather than a commit per event.
+        if thread.isRunning, state.withLock({ !$0.queue.isEmpty && $0.queue.count < AuditRepository.maxBatch }) {
+            usleep(UInt32(AuditWriter.linger * 1e6))
         }
+        try flush(db)
+    }
+
+    /// Everything stays queued; past `spoolThreshold` events it moves to the spool file.
+    public func unavailable(_ error: Error) {
+        state.withLock { $0.databaseUp = false }
+        log.warning("audit_write_failed", metadata: ["error": "\(error)"])
+        if state.withLock({ $0.queue.count + $0.issuances.count }) >= spoolThreshold { spoolQueued() }
+    }
+
+    /// Stores what is left if the database is there, and spools the rest.
+    public func finish(_ db: PGConnection?) {
+        if let db {
+            do { try flush(db) } catch { log.warning("audit_write_failed", metadata: ["error": "\(error)"]) }
+        }
+        spoolQueued()
     }
 
     /// How long the writer waits after the first queued event before writing the batch.
@@ -172,11 +163,11 @@ public final class AuditWriter: Sendable {
             try? handle.synchronize()
             try? handle.close()
             state.withLock { $0.spooled += events.count }
-            Logger.shared.warn("audit_spooled", [("events", .int(Int64(events.count))),
-                                                 ("turn_issuances", .int(Int64(issuances.count))), ("path", .string(spoolPath))])
+            log.warning("audit_spooled", metadata: ["events": .stringConvertible(events.count),
+                                                    "turn_issuances": .stringConvertible(issuances.count), "path": "\(spoolPath)"])
         } else {
-            Logger.shared.error("audit_spool_failed", [("path", .string(spoolPath)), ("events", .int(Int64(events.count))),
-                                                       ("turn_issuances", .int(Int64(issuances.count)))])
+            log.error("audit_spool_failed", metadata: ["path": "\(spoolPath)", "events": .stringConvertible(events.count),
+                                                       "turn_issuances": .stringConvertible(issuances.count)])
         }
     }
 
@@ -189,7 +180,7 @@ public final class AuditWriter: Sendable {
             switch AuditWriter.decode(String(line)) {
             case .event(let event)?: events.append(event)
             case .issuance(let issuance)?: issuances.append(issuance)
-            case nil: Logger.shared.warn("audit_spool_line_skipped", [("bytes", .int(Int64(line.utf8.count)))])
+            case nil: log.warning("audit_spool_line_skipped", metadata: ["bytes": .stringConvertible(line.utf8.count)])
             }
         }
         try db.transaction {
@@ -198,8 +189,8 @@ public final class AuditWriter: Sendable {
         }
         try FileManager.default.removeItem(atPath: spoolPath)
         state.withLock { $0.written += events.count }
-        Logger.shared.info("audit_spool_replayed", [("events", .int(Int64(events.count))),
-                                                    ("turn_issuances", .int(Int64(issuances.count)))])
+        log.info("audit_spool_replayed", metadata: ["events": .stringConvertible(events.count),
+                                                    "turn_issuances": .stringConvertible(issuances.count)])
     }
 
     /// One line of the spool file: an audit event, or `{"issuance":{…}}`.

@@ -1,0 +1,72 @@
+import RelayCore
+
+/// Every notification the store sends, and its payload grammar, in one place. The credential
+/// ones come from the triggers of migrations/0001_initial.sql; the cluster ones from
+/// `ClusterRepository`.
+///
+/// | channel            | payload                          |
+/// |--------------------|----------------------------------|
+/// | `wimz_credentials` | `token:<id>`                     |
+/// | `wimz_credentials` | `device:<device id>`             |
+/// | `wimz_credentials` | `turn_secret:<realm>`            |
+/// | `wimz_cluster`     | `claim <node> <device> <device>…`|
+/// | `wimz_cluster`     | `handoff <to-node>`              |
+public enum StoreNotification: Equatable, Sendable {
+    /// A token was issued, changed or deleted.
+    case token(id: Int64)
+    /// A device was added, disabled or enabled.
+    case device(DeviceID)
+    /// A TURN secret of `realm` was added, retired or removed.
+    case turnSecret(realm: String)
+    /// `node` accepted the first socket of `devices`: other nodes close theirs.
+    case claim(node: String, devices: [DeviceID])
+    /// Handoffs are waiting in `device_handoffs` for `toNode`.
+    case handoff(toNode: String)
+
+    public static let credentialsChannel = "wimz_credentials"
+    public static let clusterChannel = "wimz_cluster"
+
+    /// The channel this notification is sent on.
+    public var channel: String {
+        switch self {
+        case .token, .device, .turnSecret: return Self.credentialsChannel
+        case .claim, .handoff: return Self.clusterChannel
+        }
+    }
+
+    /// The payload as sent.
+    public var payload: String {
+        switch self {
+        case .token(let id): return "token:\(id)"
+        case .device(let device): return "device:\(device.rawValue)"
+        case .turnSecret(let realm): return "turn_secret:\(realm)"
+        case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
+        case .handoff(let node): return "handoff \(node)"
+        }
+    }
+
+    /// Reads a received notification; nil for a channel or payload not in the grammar.
+    public init?(_ note: PGNotification) {
+        switch note.channel {
+        case Self.credentialsChannel:
+            let parts = note.payload.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { return nil }
+            switch parts[0] {
+            case "token": guard let id = Int64(parts[1]) else { return nil }; self = .token(id: id)
+            case "device": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .device(device)
+            case "turn_secret": self = .turnSecret(realm: String(parts[1]))
+            default: return nil
+            }
+        case Self.clusterChannel:
+            let words = note.payload.split(separator: " ")
+            guard words.count >= 2 else { return nil }
+            switch words[0] {
+            case "claim": self = .claim(node: String(words[1]), devices: words.dropFirst(2).compactMap { DeviceID(String($0)) })
+            case "handoff" where words.count == 2: self = .handoff(toNode: String(words[1]))
+            default: return nil
+            }
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import Logging
+import RelayCore
+import RelayStore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How long a database thread waits before it tries to connect again: 0.2 s after the first
+/// failure, doubling up to 1 s. Short, because every worker's outage is visible (`/readyz`, the
+/// audit spool, the cluster lease); capped, so a long outage costs one attempt a second.
+public struct ReconnectPolicy: Sendable, Equatable {
+    public var firstDelay: Double = 0.2
+    public var maxDelay: Double = 1.0
+
+    public init() {}
+
+    /// The wait after `failures` consecutive failures (1 or more).
+    public func delay(afterFailures failures: Int) -> Double {
+        min(maxDelay, firstDelay * Double(1 << min(max(failures - 1, 0), 16)))
+    }
+}
+
+/// What one database thread does. `DatabaseThread` owns the thread, the connection, the
+/// `LISTEN`s and the reconnects; the work only sees a live connection. Every method is called
+/// on that thread, one at a time.
+public protocol DatabaseWork: AnyObject, Sendable {
+    /// Channels `LISTEN`ed on every new connection.
+    var channels: [String] { get }
+    /// After each (re)connect, before the first `step`.
+    func connected(_ db: PGConnection) throws
+    /// One round with a live connection. Waits through `thread.wait` (woken by `thread.wake()`,
+    /// the stop, or a notification on `db`). A thrown error is reported to `unavailable` and the
+    /// thread backs off (and reconnects if the connection is gone).
+    func step(_ db: PGConnection, on thread: DatabaseThread) throws
+    /// A connect failed or a `step` threw; the thread backs off next.
+    func unavailable(_ error: Error)
+    /// Once, at stop, on the thread: the connection if it is still open.
+    func finish(_ db: PGConnection?)
+}
+
+/// A thread of its own with one PostgreSQL connection, kept by one `ReconnectPolicy`. It sleeps
+/// in poll(2) on the connection's socket and a wake pipe, so another thread can interrupt it at
+/// once (new work, stop); `stop` waits for the thread to end and joins it.
+public final class DatabaseThread: Sendable {
+    public let name: String
+    private let conninfo: String
+    private let policy: ReconnectPolicy
+    private let wakeFD: Int32
+    private let wakeWriteFD: Int32
+    private let thread = Locked<pthread_t?>(nil)
+    private let running = Atomic<Bool>(false)
+    private let ended = Locked<Bool>(false)
+    private let log: Logger
+
+    public init(name: String, conninfo: String, policy: ReconnectPolicy = ReconnectPolicy()) {
+        self.name = name
+        self.conninfo = conninfo
+        self.policy = policy
+        log = Logger(label: "wimz.\(name)")
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        wakeFD = fds[0]
+        wakeWriteFD = fds[1]
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    /// True from `start` until `stop`: the work runs while it is.
+    public var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+
+    /// Starts the thread running `work` (which it keeps alive until it ends). Once.
+    public func start(_ work: DatabaseWork) {
+        guard !running.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
+        var tid = pthread_t()
+        pthread_create(&tid, nil, { arg in
+            Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
+            return nil
+        }, Unmanaged.passRetained(Box { [self] in
+            run(work)
+            ended.withLock { $0 = true }
+        }).toOpaque())
+        thread.withLock { $0 = tid }
+    }
+
+    /// Stops the work and joins the thread. Returns false when the thread did not end within
+    /// `timeout` seconds (a query that hangs): it is then left to the process's exit, so a hung
+    /// database cannot hold a shutdown.
+    @discardableResult
+    public func stop(timeout: Double = 5) -> Bool {
+        running.store(false, ordering: .sequentiallyConsistent)
+        wake()
+        guard let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) else { return true }
+        let deadline = MonotonicClock.nanoseconds() + UInt64(timeout * 1e9)
+        while !ended.withLock({ $0 }) {
+            if MonotonicClock.nanoseconds() >= deadline {
+                pthread_detach(tid)
+                log.error("thread_stop_timeout", metadata: ["thread": "\(name)", "seconds": .stringConvertible(timeout)])
+                return false
+            }
+            usleep(2_000)
+        }
+        pthread_join(tid, nil)
+        return true
+    }
+
+    /// Wakes the thread's current or next `wait`.
+    public func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)
+    }
+
+    /// Sleeps until `socket` (if any) is readable, `wake()` or `stop()` is called, or
+    /// `milliseconds` pass.
+    public func wait(socket: Int32? = nil, milliseconds: Int32) {
+        guard isRunning else { return }
+        var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+        if let socket { fds.append(pollfd(fd: socket, events: Int16(POLLIN), revents: 0)) }
+        _ = poll(&fds, nfds_t(fds.count), milliseconds)
+        if fds[0].revents != 0 {
+            var sink = [UInt8](repeating: 0, count: 64)
+            while read(wakeFD, &sink, sink.count) > 0 {}
+        }
+    }
+
+    private func run(_ work: DatabaseWork) {
+        var db: PGConnection?
+        var failures = 0
+        while isRunning {
+            do {
+                if db?.isOpen != true {
+                    db = nil
+                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2)
+                    for channel in work.channels { try connection.execute("LISTEN \(channel)") }
+                    try work.connected(connection)
+                    db = connection
+                }
+                try work.step(db!, on: self)
+                failures = 0
+            } catch {
+                if db?.isOpen != true { db = nil }
+                work.unavailable(error)
+                failures += 1
+                wait(milliseconds: Int32(policy.delay(afterFailures: failures) * 1000))
+            }
+        }
+        work.finish(db?.isOpen == true ? db : nil)
+    }
+}

@@ -1,0 +1,116 @@
+import RelayCore
+import RelayStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The store's state as the relay sees it (feeds `/readyz` and the token checks).
+public struct StoreHealth: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// Connected and every migration applied.
+        case ready
+        /// Connected, but migrations are pending (run `wimz-relay migrate`).
+        case schemaOutdated = "schema_outdated"
+        /// Not reachable.
+        case unavailable
+    }
+
+    public var state: State
+    public var reason: String
+
+    public init(state: State, reason: String) {
+        self.state = state
+        self.reason = reason
+    }
+}
+
+/// What the monitor reports to its owner (the relay's service thread, through its mailbox).
+public enum StoreEvent: Sendable {
+    case health(StoreHealth)
+    /// Every token that can authenticate right now; replaces whatever the relay had.
+    case credentialSnapshot([CredentialEntry])
+    /// A token was issued or changed (revoked, …): its current row (nil if deleted).
+    case tokenChanged(id: Int64, entry: CredentialEntry?)
+    /// A device was disabled or enabled.
+    case deviceChanged(DeviceID, disabled: Bool)
+    /// The TURN secrets of the relay's realm, newest (signing) first.
+    case turnSecrets([TurnSecret])
+}
+
+/// A database thread that checks reachability and schema every second, loads the credential
+/// snapshot on every (re)connect, and turns `wimz_credentials` notifications into `StoreEvent`s.
+/// The relay's service thread never waits on it.
+public final class StoreMonitor: DatabaseWork {
+    private let migrator: Migrator
+    private let turnRealm: String
+    private let onEvent: @Sendable (StoreEvent) -> Void
+    private let thread: DatabaseThread
+    /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
+    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool)>((nil, false))
+
+    public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
+                onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+        self.migrator = migrator
+        self.turnRealm = turnRealm
+        self.onEvent = onEvent
+        thread = DatabaseThread(name: "store_monitor", conninfo: conninfo)
+    }
+
+    public func start() { thread.start(self) }
+
+    /// Stops the thread and joins it.
+    public func stop() { thread.stop() }
+
+    // MARK: DatabaseWork
+
+    public var channels: [String] { [StoreNotification.credentialsChannel] }
+
+    public func connected(_ db: PGConnection) throws {
+        state.withLock { $0.snapshotLoaded = false }
+    }
+
+    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+        let status = try migrator.status(db)
+        if status.isCurrent {
+            if !state.withLock({ $0.snapshotLoaded }) {
+                onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
+                onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
+                state.withLock { $0.snapshotLoaded = true }
+            }
+            report(StoreHealth(state: .ready, reason: "ok"))
+        } else {
+            report(StoreHealth(state: .schemaOutdated,
+                               reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
+        }
+        thread.wait(socket: db.socket, milliseconds: 1000)
+        let notes = try db.drainNotifications()
+        guard state.withLock({ $0.snapshotLoaded }) else { return }  // the snapshot taken later includes these changes
+        for note in notes {
+            switch StoreNotification(note) {
+            case .token(let id)?:
+                onEvent(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id)))
+            case .device(let id)?:
+                if let device = try DeviceRepository(db).get(id) { onEvent(.deviceChanged(id, disabled: device.isDisabled)) }
+            case .turnSecret(let realm)? where realm == turnRealm:
+                onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
+            default:
+                continue
+            }
+        }
+    }
+
+    public func unavailable(_ error: Error) {
+        report(StoreHealth(state: .unavailable, reason: "\(error)"))
+    }
+
+    public func finish(_ db: PGConnection?) {}
+
+    private func report(_ health: StoreHealth) {
+        let changed = state.withLock { s -> Bool in
+            defer { s.lastHealth = health }
+            return s.lastHealth != health
+        }
+        if changed { onEvent(.health(health)) }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import RelayCore
+import RelayStore
+import RelayTestSupport
+import Testing
+@testable import RelayWorkers
+
+/// Counts what the thread asks of its work; every call is on the database thread.
+final class CountingWork: DatabaseWork {
+    struct Counts { var connects = 0, steps = 0, failures = 0, finishes = 0, finishedWithConnection = false }
+    let counts = Locked(Counts())
+    let channels: [String] = []
+    func connected(_ db: PGConnection) throws { counts.withLock { $0.connects += 1 } }
+    func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+        counts.withLock { $0.steps += 1 }
+        _ = try db.execute("SELECT 1")
+        thread.wait(milliseconds: 50)
+    }
+    func unavailable(_ error: Error) { counts.withLock { $0.failures += 1 } }
+    func finish(_ db: PGConnection?) { counts.withLock { $0.finishes += 1; $0.finishedWithConnection = db != nil } }
+
+    func wait(timeout: Double = 10, until done: (Counts) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if done(counts.withLock { $0 }) { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+}
+
+@Suite struct DatabaseThreadTests {
+    @Test func reconnectPolicyDoublesFromTheFirstDelayUpToTheCap() {
+        let policy = ReconnectPolicy()
+        #expect((1...5).map { policy.delay(afterFailures: $0) } == [0.2, 0.4, 0.8, 1.0, 1.0])
+        #expect(policy.delay(afterFailures: 1000) == 1.0)
+    }
+
+    @Test func reconnectsAfterTheConnectionIsKilledAndJoinsAtStop() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let work = CountingWork()
+        let thread = DatabaseThread(name: "test", conninfo: database.url)
+        thread.start(work)
+        #expect(work.wait { $0.steps >= 2 })
+
+        // Another session ends the thread's backend: the next step fails, the thread reconnects.
+        let admin = try database.connect()
+        _ = try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                              [database.name])
+        #expect(work.wait { $0.connects >= 2 && $0.failures >= 1 })
+
+        #expect(thread.stop())
+        let counts = work.counts.withLock { $0 }
+        #expect(counts.finishes == 1)
+        #expect(counts.finishedWithConnection)
+        // Joined: nothing runs after stop returned.
+        let steps = counts.steps
+        usleep(150_000)
+        #expect(work.counts.withLock { $0.steps } == steps)
+    }
+
+    @Test func unreachableDatabaseIsReportedAndStopStillJoins() {
+        let work = CountingWork()
+        let thread = DatabaseThread(name: "test", conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x")
+        thread.start(work)
+        #expect(work.wait { $0.failures >= 2 })
+        #expect(thread.stop())
+        let counts = work.counts.withLock { $0 }
+        #expect(counts.connects == 0 && counts.steps == 0)
+        #expect(counts.finishes == 1 && !counts.finishedWithConnection)
+    }
+
+    @Test func databaseWorkerFailsJobsFastWithoutADatabaseAndRunsThemWithOne() throws {
+        let down = DatabaseWorker(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x")
+        down.start()
+        let failure = Locked<Error?>(nil)
+        let started = Date()
+        down.submit({ _ in Issue.record("ran without a database") }, failed: { error in failure.withLock { $0 = error } })
+        while failure.withLock({ $0 }) == nil, Date().timeIntervalSince(started) < 5 { usleep(10_000) }
+        #expect((failure.withLock { $0 } as? StoreError)?.kind == .unavailable)
+        down.stop()
+
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let worker = DatabaseWorker(conninfo: database.url)
+        worker.start()
+        let answer = Locked<String?>(nil)
+        worker.submit({ db in answer.withLock { $0 = try? db.execute("SELECT 40 + 2").first?[0] ?? nil } },
+                      failed: { Issue.record("failed: \($0)") })
+        while answer.withLock({ $0 }) == nil, Date().timeIntervalSince(started) < 15 { usleep(10_000) }
+        #expect(answer.withLock { $0 } == "42")
+        worker.stop()
+    }
+
+    @Test func auditWriterSpoolsWhatItCannotWriteAndTheNextWriterStoresIt() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let spool = try TestEnvironment.scratchDirectory("audit-spool-\(UUID().uuidString)")
+        let event = try AuditRepository.event(.deviceCreated, actor: "test", deviceID: "spooled1")
+
+        // No database: the event is kept, and spooled at stop.
+        let offline = AuditWriter(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x", spoolDirectory: spool)
+        offline.start()
+        offline.record(event)
+        offline.stop()
+        #expect(offline.stats.spooled == 1)
+        let spooled = try String(contentsOfFile: spool + "/audit-spool.jsonl", encoding: .utf8)
+        #expect(spooled.contains("spooled1"))
+
+        // A writer that reaches the database stores the spool first, once.
+        let online = AuditWriter(conninfo: database.url, spoolDirectory: spool)
+        online.start()
+        let deadline = Date().addingTimeInterval(10)
+        while online.stats.written < 1, Date() < deadline { usleep(20_000) }
+        online.stop()
+        let stored = try AuditRepository(try database.connect()).query(deviceID: "spooled1")
+        #expect(stored.map(\.event.id) == [event.id])
+        #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
+    }
+}
