@@ -98,6 +98,10 @@ let package = Package(
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),
-        .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),
+        // In-process: the router, authentication and handlers with fake clients, a fake loop and a
+        // clock the test moves; no socket, no database.
+        .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayWorkers", "RelayTestSupport"]),
+        // The daemon as built, spawned against the test command's PostgreSQL, over loopback.
+        .testTarget(name: "RelayIntegrationTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayTestSupport", "wimz-relay"]),
     ]
 )

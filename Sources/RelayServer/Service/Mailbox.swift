@@ -1,4 +1,16 @@
 import RelayCore
+import RelayWorkers
+
+/// What other threads tell the service thread.
+enum ServiceEvent: Sendable {
+    case store(StoreEvent)
+    case stop
+    /// Re-read the TLS certificate and key (SIGHUP); live connections keep their sessions.
+    case reloadTLS
+    /// The database worker finished deferred request `id`.
+    case databaseAnswer(UInt64, HTTPResponse)
+    case cluster(ClusterEvent)
+}
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service
 /// thread drains everything at once in `LWS_CALLBACK_EVENT_WAIT_CANCELLED` (wakes coalesce).

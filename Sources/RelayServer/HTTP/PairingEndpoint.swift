@@ -9,23 +9,39 @@ import RelayStore
 ///     POST   /api/pairing  {"code":C,"label":L}     no token    → 201 {"device_id","token","token_id"}
 ///     GET    /api/devices/{id}/app-tokens           robot token → 200 {"tokens":[…]}
 ///     DELETE /api/devices/{id}/app-tokens/{tid}     robot token → 200 the revoked token
-extension RelayServer {
+final class PairingEndpoint {
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+    private let mailbox: Mailbox<ServiceEvent>
+    /// Per robot token: pairing calls (mint a code, list and revoke app tokens).
+    private var limiter = KeyedRateLimiter(rate: 2, burst: 10)
+
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+        self.env = env
+        self.authenticator = authenticator
+        self.database = database
+        self.mailbox = mailbox
+    }
+
+    /// Forgets idle limiters (the 1 s tick).
+    func sweep() { limiter.sweep() }
+
     /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
     /// 429 past the per-token rate of these calls.
     private func withRobot(_ request: HTTPRequest, device deviceText: String,
                            _ body: (CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
         guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
-        let entry: CredentialEntry
-        switch authenticate(request, wants: "Authorization: Bearer <robot token of this device> is required") {
+        switch authenticator.authenticate(request, device: device, role: .robot,
+                                          wants: "Authorization: Bearer <robot token of this device> is required",
+                                          messages: [.wrongRole: "this call takes the robot's token"]) {
         case .refused(let response): return response
-        case .accepted(let found): entry = found
+        case .accepted(let entry):
+            guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
+                return .authFailure(.rateLimited, message: "too many pairing calls for this token")
+            }
+            return body(entry)
         }
-        if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: .robot, at: .now()) {
-            return .authFailure(failure, message: failure == .wrongRole ? "this call takes the robot's token"
-                                : failure == .wrongDevice ? "token belongs to another device" : "token \(failure.rawValue)")
-        }
-        guard pairingLimiter.allow(entry.token.id, now: MonotonicClock.nanoseconds()) else { return .authFailure(.rateLimited, message: "too many pairing calls for this token") }
-        return body(entry)
     }
 
     /// `POST /api/devices/{id}/pairing-codes` (robot token).
@@ -47,9 +63,9 @@ extension RelayServer {
     }
 
     private func mintPairingCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
-        let ttl = configuration.pairingCodeSeconds
-        let address = clientAddress(request)
-        return answerFromDatabase(request) { db in
+        let ttl = env.configuration.pairingCodeSeconds
+        let address = authenticator.clientAddress(request)
+        return database.answer(request) { db in
             let minted = try PairingRepository(db).create(device: entry.token.deviceID, ttl: ttl, actor: "robot", address: address)
             return .json(201, .object([("code", .string(minted.code)), ("expires_at", .string(minted.expiresAt.iso8601)),
                                        ("expires_in", .int(Int64(minted.expiresIn)))]))
@@ -65,9 +81,9 @@ extension RelayServer {
         guard label.count <= 128, !label.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             return .error(400, "bad_request", "label: at most 128 characters, no control characters")
         }
-        let address = clientAddress(request)
+        let address = authenticator.clientAddress(request)
         let mailbox = self.mailbox
-        return answerFromDatabase(request) { db in
+        return database.answer(request) { db in
             switch try PairingRepository(db).redeem(code, label: label, address: address) {
             case .paired(let device, let issued):
                 // The new token works on this node at once (ahead of its NOTIFY): the mailbox
@@ -87,19 +103,19 @@ extension RelayServer {
 
     private func listAppTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let device = entry.token.deviceID
-        return answerFromDatabase(request) { db in
+        return database.answer(request) { db in
             let tokens = try TokenRepository(db).list(device: device).filter { $0.role == .app }
-            return .json(200, .object([("tokens", .array(tokens.map(RelayServer.appTokenJSON)))]))
+            return .json(200, .object([("tokens", .array(tokens.map(PairingEndpoint.appTokenJSON)))]))
         }
     }
 
     private func revokeAppToken(_ request: HTTPRequest, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
         let device = entry.token.deviceID
-        return answerFromDatabase(request) { db in
+        return database.answer(request) { db in
             guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })
             else { return .error(404, "not_found", "no app token \(tokenID) on this device") }
             // Revoking fires the tokens NOTIFY: every node closes the token's sockets (4003) within a second.
-            return .json(200, RelayServer.appTokenJSON(try TokenRepository(db).revoke(id: tokenID, actor: "robot").token))
+            return .json(200, PairingEndpoint.appTokenJSON(try TokenRepository(db).revoke(id: tokenID, actor: "robot").token))
         }
     }
 

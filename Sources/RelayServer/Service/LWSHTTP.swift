@@ -5,18 +5,13 @@ import RelayCore
 import Glibc
 #endif
 
-/// One HTTP request on its `struct lws *`: the head the gate parsed (or, with TLS served by lws,
-/// the one rebuilt from lws's view) and the response writer. Valid only inside the callback
-/// that received the pointer.
-struct HTTPRequest {
-    let wsi: OpaquePointer
-    let head: HTTPRequestHead
-
-    /// The request method and decoded path (without query).
-    var methodAndPath: (method: String, path: String) { (head.method, head.path) }
-
-    /// The peer's IP address as text.
-    var peerAddress: String { HTTPRequest.peerAddress(of: wsi) }
+/// HTTP on lws's connections: the peer's address, the head of a request lws parsed itself
+/// (TLS served by lws) and the response writer.
+enum LWSHTTP {
+    /// The request on `wsi` as the router sees it.
+    static func request(_ wsi: OpaquePointer, head: HTTPRequestHead) -> HTTPRequest {
+        HTTPRequest(client: HTTPClient(wsi), head: head, peerAddress: peerAddress(of: wsi))
+    }
 
     /// The peer's IP address of any connection lws holds (HTTP, WebSocket or the gate's raw ones).
     static func peerAddress(of wsi: OpaquePointer) -> String {
@@ -58,7 +53,7 @@ struct HTTPRequest {
     /// Writes `response` in one go. `asHTTP11` writes the status line itself: lws 4.1 answers
     /// a request it has not dispatched as HTTP (a refused WebSocket upgrade) with "HTTP/1.0",
     /// which strict WebSocket clients (Python's websockets) refuse to parse, losing the status.
-    func send(_ response: HTTPResponse, asHTTP11: Bool = false) -> Bool {
+    static func send(_ response: HTTPResponse, on wsi: OpaquePointer, asHTTP11: Bool = false) -> Bool {
         let pre = CLibWebSockets_LWS_PRE()
         let capacity = pre + 1024 + response.headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 }
             + response.body.count
@@ -103,5 +98,21 @@ extension String {
     /// The NUL-terminated text in a C character buffer.
     init(cBuffer buffer: [CChar]) {
         self = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// The head of the request on an lws connection: the gate's exact parse, or (TLS served by lws)
+/// lws's view of it.
+struct RequestHeads {
+    let gate: HTTPGate?
+
+    func head(of wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
+        if let gate {
+            guard let head = gate.head(of: wsi) else {
+                return .failure(RequestError(400, "bad_request", "one request per connection"))
+            }
+            return .success(head)
+        }
+        return LWSHTTP.rebuiltHead(wsi)
     }
 }

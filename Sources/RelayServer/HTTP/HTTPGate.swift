@@ -250,7 +250,7 @@ final class HTTPGate {
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         guard let head = connection.head, let onRequest else { return -1 }
-        guard let response = onRequest(HTTPRequest(wsi: wsi, head: head), connection.body) else {
+        guard let response = onRequest(LWSHTTP.request(wsi, head: head), connection.body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
             lws_rx_flow_control(wsi, 0)
@@ -302,7 +302,7 @@ final class HTTPGate {
     }
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError, allow: String? = nil) -> Int32 {
-        onRefused?(error, HTTPRequest.peerAddress(of: wsi))
+        onRefused?(error, LWSHTTP.peerAddress(of: wsi))
         let response = HTTPResponse.error(error.status, error.code, error.message,
                                           headers: allow.map { [("Allow", $0)] } ?? [])
         return write(response, to: wsi, connection) ? -1 : 0

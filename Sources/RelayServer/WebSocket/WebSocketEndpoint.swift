@@ -14,13 +14,62 @@ struct UpgradeGrant {
     var recovery: RecoveryRequest?
 }
 
-extension RelayServer {
+/// The WebSocket endpoints `/ws/robot` and `/ws/app` (PROTOCOL.md "WebSocket endpoints"): the
+/// upgrade's checks, the sessions from ESTABLISHED to CLOSED (receive, write, close), and the
+/// session wheel that pings, times out, expires tokens and pushes TURN credentials. Owns the
+/// open connections and the write buffer. Service thread only.
+final class WebSocketEndpoint {
+    /// Microseconds between ticks of the session wheel.
+    static let wheelInterval: Int64 = 10_000
+    /// Open WebSocket connections (ESTABLISHED, not yet CLOSED).
+    private(set) var openConnections = 0
+    /// Set by the composition root once the stop sequence exists.
+    unowned var stop: StopSequence!
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let turn: TurnEndpoint
+    private let robotHTTP: RobotHTTPEndpoint
+    private let heads: RequestHeads
+    private let keepalive: KeepalivePolicy
+    private let writer: FrameWriter
+    /// Which sessions need a look, and when: ticked every 10 ms (O(due) per tick).
+    private let scheduler: SessionScheduler
+    /// Closing sockets: let out a few per wheel tick, cut off if their close does not get out.
+    private let closeWatch = CloseWatch()
+    /// The grant decided in CONFIRM_UPGRADE, consumed by the ESTABLISHED that follows it.
+    private var pendingGrant: (wsi: OpaquePointer, grant: UpgradeGrant)?
+    /// When each not-yet-established connection was accepted (handshake latency metric).
+    private var acceptedAt: [OpaquePointer: UInt64] = [:]
+    private var nextSessionID: UInt64 = 0
+
+    init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
+         heads: RequestHeads) {
+        self.env = env
+        self.authenticator = authenticator
+        self.turn = turn
+        self.robotHTTP = robotHTTP
+        self.heads = heads
+        let configuration = env.configuration
+        keepalive = KeepalivePolicy(interval: UInt64(configuration.pingIntervalSeconds) * 1_000_000_000)
+        scheduler = SessionScheduler(now: env.clock.monotonic(), slotWidth: UInt64(Self.wheelInterval) * 1000, slotCount: 2048)
+        // One write buffer holds any single frame: the largest message, or an `http_request`
+        // carrying the largest robot HTTP body (base64: 4/3 of it, plus the head's headers).
+        writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16,
+                                           (configuration.robotHTTPMaxBody + 2) / 3 * 4 + 32 * 1024))
+    }
+
     // MARK: - Upgrade (before the 101)
+
+    /// `LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED`: the handshake clock starts.
+    func accepted(_ wsi: OpaquePointer) { acceptedAt[wsi] = env.clock.monotonic() }
+
+    /// `LWS_CALLBACK_CLOSED_HTTP`: a connection that never became a WebSocket.
+    func forget(_ wsi: OpaquePointer) { acceptedAt[wsi] = nil }
 
     /// Checks an upgrade request (PROTOCOL.md "WebSocket endpoints"): path, device id, token,
     /// credential rules, per-address failure limit, app cap. Returns the grant or the response.
     func authorizeUpgrade(_ request: HTTPRequest) -> Result<UpgradeGrant, UpgradeRejection> {
-        let address = clientAddress(request)
+        let address = authenticator.clientAddress(request)
         let role: Role
         switch request.head.path {
         case "/ws/robot": role = .robot
@@ -50,18 +99,18 @@ extension RelayServer {
             .failure(UpgradeRejection(response: .authFailure(failure, message: message), failure: failure,
                                       device: device, address: address))
         }
-        let now = MonotonicClock.nanoseconds()
-        guard authFailures.allows(address, now: now) else {
+        let now = env.clock.monotonic()
+        guard authenticator.failures.allows(address, now: now) else {
             return reject(.rateLimited, "too many failed authentications from this address; retry later")
         }
         guard let token else {
             return reject(.missingToken, "a token is required (Authorization: Bearer or token= query argument)")
         }
-        guard let entry = credentials.lookup(token: token) else {
-            return credentials.isLoaded ? reject(.unknownToken, "unknown token")
+        guard let entry = authenticator.credentials.lookup(token: token) else {
+            return authenticator.credentials.isLoaded ? reject(.unknownToken, "unknown token")
                 : reject(.storeUnavailable, "credential store unavailable; retry shortly")
         }
-        switch CredentialRules.authorize(entry, device: device, role: role, at: .now()) {
+        switch CredentialRules.authorize(entry, device: device, role: role, at: env.clock.wall()) {
         case .failure(let failure):
             let messages: [AuthFailure: String] = [
                 .expiredToken: "token expired", .revokedToken: "token revoked",
@@ -72,10 +121,10 @@ extension RelayServer {
         case .success:
             break
         }
-        if role == .app, !hub.hasRoomForApp(device) {
+        if role == .app, !env.hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
                 response: .error(429, "too_many_connections",
-                                 "this device already has \(configuration.maxAppsPerDevice) app connections",
+                                 "this device already has \(env.configuration.maxAppsPerDevice) app connections",
                                  headers: [("Retry-After", "1")]),
                 failure: nil, device: device, address: address))
         }
@@ -85,43 +134,27 @@ extension RelayServer {
     /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
     private func presentedToken(_ request: HTTPRequest) throws(RequestError) -> String? {
         let fromQuery = try request.head.argument("token")
-        if let token = bearerToken(request) { return token }
+        if let token = authenticator.bearerToken(request) { return token }
         if let fromQuery, !fromQuery.isEmpty { return fromQuery }
         return nil
-    }
-
-    /// The client's address: the peer, or — only when the peer is a trusted proxy — the
-    /// right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
-    func clientAddress(_ request: HTTPRequest) -> String {
-        let peer = request.peerAddress
-        guard configuration.trustedProxies.contains(peer),
-              let forwarded = request.head.header("x-forwarded-for"), forwarded.utf8.count <= 1024 else { return peer }
-        let hops = forwarded.split(separator: ",").map { String($0.filter { $0 != " " }) }
-        for hop in hops.reversed() where !hop.isEmpty && !configuration.trustedProxies.contains(hop) {
-            // Only something that looks like an address: it ends up in logs and the audit log.
-            guard hop.count <= 45, hop.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else { return peer }
-            return hop
-        }
-        return peer
     }
 
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
     /// -1 to drop the connection.
     func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
-        let started = MonotonicClock.nanoseconds()
-        defer { gate?.forget(wsi) }
+        let started = env.clock.monotonic()
+        defer { heads.gate?.forget(wsi) }
         let request: HTTPRequest
-        switch requestHead(wsi) {
+        switch heads.head(of: wsi) {
         case .success(let head):
-            request = HTTPRequest(wsi: wsi, head: head)
+            request = LWSHTTP.request(wsi, head: head)
         case .failure(let error):
-            return HTTPRequest(wsi: wsi, head: HTTPRequestHead(method: "GET", path: "-"))
-                .send(.error(error.status, error.code, error.message), asHTTP11: true) ? 1 : -1
+            return LWSHTTP.send(.error(error.status, error.code, error.message), on: wsi, asHTTP11: true) ? 1 : -1
         }
-        if stopping {
+        if stop.stopping {
             let response = HTTPResponse.error(503, "shutting_down", "the relay is shutting down", headers: [("Retry-After", "1")])
-            logRequest(request, status: 503, startedAt: started)
-            return request.send(response, asHTTP11: true) ? 1 : -1
+            env.logRequest(request, status: 503, startedAt: started)
+            return LWSHTTP.send(response, on: wsi, asHTTP11: true) ? 1 : -1
         }
         switch authorizeUpgrade(request) {
         case .success(let grant):
@@ -129,16 +162,16 @@ extension RelayServer {
             return 0
         case .failure(let rejection):
             if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
-            logRequest(request, status: rejection.response.status, startedAt: started)
-            return request.send(rejection.response, asHTTP11: true) ? 1 : -1
+            env.logRequest(request, status: rejection.response.status, startedAt: started)
+            return LWSHTTP.send(rejection.response, on: wsi, asHTTP11: true) ? 1 : -1
         }
     }
 
     private func recordAuthFailure(_ failure: AuthFailure, rejection: UpgradeRejection) {
-        let now = MonotonicClock.nanoseconds()
-        if failure != .storeUnavailable, failure != .rateLimited { authFailures.recordFailure(rejection.address, now: now) }
-        counters.authFailures[failure, default: 0] += 1
-        audit(.authFailed, device: rejection.device?.rawValue, tokenID: nil, address: rejection.address,
+        let now = env.clock.monotonic()
+        if failure != .storeUnavailable, failure != .rateLimited { authenticator.failures.recordFailure(rejection.address, now: now) }
+        env.counters.authFailures[failure, default: 0] += 1
+        env.audit.record(.authFailed, device: rejection.device?.rawValue, tokenID: nil, address: rejection.address,
               details: [("reason", .string(failure.rawValue))])
     }
 
@@ -150,36 +183,37 @@ extension RelayServer {
         let grant: UpgradeGrant
         if let pending = pendingGrant, pending.wsi == wsi {
             grant = pending.grant
-        } else if case .success(let head) = requestHead(wsi), case .success(let g) = authorizeUpgrade(HTTPRequest(wsi: wsi, head: head)) {
+        } else if case .success(let head) = heads.head(of: wsi), case .success(let g) = authorizeUpgrade(LWSHTTP.request(wsi, head: head)) {
             grant = g
         } else {
             return -1
         }
         pendingGrant = nil
-        let now = MonotonicClock.nanoseconds()
+        let now = env.clock.monotonic()
         if let accepted = acceptedAt.removeValue(forKey: wsi) {
-            counters.handshakeSeconds.observe(Double(now - accepted) / 1e9)
+            env.counters.handshakeSeconds.observe(Double(now - accepted) / 1e9)
         }
         nextSessionID += 1
         let session = Session(id: nextSessionID, role: grant.role, deviceID: grant.device, tokenID: grant.entry.token.id,
                               tokenExpiresAt: grant.entry.token.expiresAt, remoteAddress: grant.remoteAddress,
-                              connectedAt: .now(), now: now,
-                              queue: SendQueue(maxMessages: configuration.sendQueueMaxMessages,
-                                               maxBytes: configuration.sendQueueMaxBytes))
+                              connectedAt: env.clock.wall(), now: now,
+                              queue: SendQueue(maxMessages: env.configuration.sendQueueMaxMessages,
+                                               maxBytes: env.configuration.sendQueueMaxBytes))
         session.recovery = grant.recovery
         let connection = Connection(wsi: wsi, session: session, closeWatch: closeWatch)
         session.transport = connection
         connection.store(in: user)
         openConnections += 1
-        hub.attach(session, now: now)
-        if grant.role == .robot { pushTurnCredentials(to: session) }
+        env.hub.attach(session, now: now)
+        if grant.role == .robot { turn.push(to: session) }
         session.nextPingAt = keepalive.firstPing(now: now, fraction: Double.random(in: 0...1))
-        scheduleChecks(session, now: now, wall: .now())
-        auditWriter.touch(tokenID: grant.entry.token.id, at: .now())
-        audit(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
+        scheduleChecks(session, now: now, wall: env.clock.wall())
+        env.audit.writer.touch(tokenID: grant.entry.token.id, at: env.clock.wall())
+        env.audit.record(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
               tokenID: grant.entry.token.id, address: grant.remoteAddress,
               details: [("connection", .int(Int64(session.id)))])
-        log.info("ws_connected", metadata: ["role": "\(grant.role.rawValue)", "device": "\(grant.device.rawValue)", "connection": .stringConvertible(session.id), "remote": "\(grant.remoteAddress)"])
+        env.log.info("ws_connected", metadata: ["role": "\(grant.role.rawValue)", "device": "\(grant.device.rawValue)",
+                                                "connection": .stringConvertible(session.id), "remote": "\(grant.remoteAddress)"])
         return 0
     }
 
@@ -187,13 +221,13 @@ extension RelayServer {
     func receive(_ connection: Connection, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         let wsi = connection.wsi
         let session = connection.session
-        session.lastHeard = MonotonicClock.nanoseconds()
+        session.lastHeard = env.clock.monotonic()
         let first = lws_is_first_fragment(wsi) != 0
         let complete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         // The common case, a whole message in one callback: one copy, straight into the payload.
-        if first, complete, length <= configuration.maxMessageBytes {
+        if first, complete, length <= env.configuration.maxMessageBytes {
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
+            env.hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
             return 0
         }
         if first {
@@ -203,12 +237,12 @@ extension RelayServer {
         }
         if connection.rejected { return 0 }
         let total = connection.receiving.count + length + Int(lws_remaining_packet_payload(wsi))
-        if total > configuration.maxMessageBytes {
+        if total > env.configuration.maxMessageBytes {
             connection.rejected = true
             connection.receiving = []
-            counters.closes[CloseCode.tooLarge.rawValue, default: 0] += 1
+            env.counters.closes[CloseCode.tooLarge.rawValue, default: 0] += 1
             session.close(.tooLarge, reason: "message too large")
-            hub.detach(session)
+            env.hub.detach(session)
             return 0
         }
         if connection.receiving.isEmpty { connection.receiving.reserveCapacity(total) }
@@ -218,7 +252,7 @@ extension RelayServer {
         guard complete else { return 0 }
         let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
         connection.receiving = []
-        hub.receive(payload, from: session, now: session.lastHeard)
+        env.hub.receive(payload, from: session, now: session.lastHeard)
         return 0
     }
 
@@ -239,12 +273,12 @@ extension RelayServer {
     func closed(_ user: UnsafeMutableRawPointer?) {
         guard let connection = Connection.from(user: user) else { return }
         let session = connection.session
-        hub.detach(session)
-        if session.role == .robot { robotExchanges.robotGone(session.id).forEach(finishRobotRequest) }
+        env.hub.detach(session)
+        if session.role == .robot { robotHTTP.robotGone(session) }
         connection.isFinished = true
         openConnections -= 1
-        if let code = session.closing?.code { counters.closes[code.rawValue, default: 0] += 1 }
-        let seconds = Double(UnixTime.now().microseconds - session.connectedAt.microseconds) / 1e6
+        if let code = session.closing?.code { env.counters.closes[code.rawValue, default: 0] += 1 }
+        let seconds = Double(env.clock.wall().microseconds - session.connectedAt.microseconds) / 1e6
         var details: [(String, JSONValue)] = [
             ("connection", .int(Int64(session.id))), ("duration_s", .double((seconds * 1000).rounded() / 1000)),
             ("messages_in", .int(Int64(session.messagesIn))), ("bytes_in", .int(Int64(session.bytesIn))),
@@ -254,12 +288,12 @@ extension RelayServer {
             details.append(("close_code", .int(Int64(closing.code.rawValue))))
             details.append(("close_reason", .string(closing.reason)))
         }
-        audit(session.role == .robot ? .robotDisconnected : .appDisconnected, device: session.deviceID.rawValue,
+        env.audit.record(session.role == .robot ? .robotDisconnected : .appDisconnected, device: session.deviceID.rawValue,
               tokenID: session.tokenID, address: session.remoteAddress, details: details)
-        log.info("ws_disconnected", metadata: Logger.Metadata(fields: details)
+        env.log.info("ws_disconnected", metadata: Logger.Metadata(fields: details)
             .merging(["role": "\(session.role.rawValue)", "device": "\(session.deviceID.rawValue)"]) { $1 })
         Connection.release(user: user)
-        if stopping && openConnections == 0 { finishStop() }
+        stop.connectionClosed()
     }
 
     // MARK: - Periodic work
@@ -273,9 +307,7 @@ extension RelayServer {
             return seconds <= 0 ? now : now + UInt64(seconds) * 1_000_000_000
         }
         if let expires = session.tokenExpiresAt { next = min(next, at(expires)) }
-        if session.role == .robot, turn.isAvailable, let refresh = session.turnRefreshAt {
-            next = min(next, at(refresh.adding(seconds: -turnPushLead)))
-        }
+        if session.role == .robot, let push = turn.nextPush(session) { next = min(next, at(push)) }
         scheduler.schedule(session, at: next)
     }
 
@@ -283,51 +315,55 @@ extension RelayServer {
     /// sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due), see
     /// `SessionScheduler`), a few at a time, so keepalive never comes as a burst.
     func tickWheel() {
-        let now = MonotonicClock.nanoseconds()
+        env.thread.assertOnServiceThread()
+        let now = env.clock.monotonic()
         closeWatch.tick(now: now)
-        gate?.expire(now: now)
-        if robotExchanges.count > 0 { robotExchanges.expire(now: now).forEach(finishRobotRequest) }
-        hub.expireParked(now: now)
-        if stopping, let deadline = stopDeadline, now >= deadline { finishStop() }
-        let wall = UnixTime.now()
+        heads.gate?.expire(now: now)
+        robotHTTP.expire(now: now)
+        env.hub.expireParked(now: now)
+        stop.checkDeadline(now: now)
+        let wall = env.clock.wall()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }
             if let expires = session.tokenExpiresAt, expires <= wall {
                 session.close(.revoked, reason: "token expired")
-                hub.detach(session)
+                env.hub.detach(session)
                 continue
             }
             switch keepalive.check(session, now: now) {
             case .timeout:
                 // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
-                counters.keepaliveTimeouts += 1
-                log.info("keepalive_timeout", metadata: ["connection": .stringConvertible(session.id), "silent_ms": .stringConvertible((now - session.lastHeard) / 1_000_000)])
-                hub.detach(session)
+                env.counters.keepaliveTimeouts += 1
+                env.log.info("keepalive_timeout", metadata: ["connection": .stringConvertible(session.id),
+                                                             "silent_ms": .stringConvertible((now - session.lastHeard) / 1_000_000)])
+                env.hub.detach(session)
                 lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
                 continue
             case .ping:
                 session.pingDue = true
-                log.debug("ping", metadata: ["connection": .stringConvertible(session.id)])
+                env.log.debug("ping", metadata: ["connection": .stringConvertible(session.id)])
                 connection.requestWrite()
             case .nothing:
                 break
             }
-            if session.role == .robot, session.closing == nil, turnPushDue(session, wall: wall) { pushTurnCredentials(to: session) }
+            if session.role == .robot, session.closing == nil, turn.pushDue(session, wall: wall) { turn.push(to: session) }
             scheduleChecks(session, now: now, wall: wall)
         }
     }
 
-    /// Once a second: housekeeping that is not per session.
-    func tick() {
-        let now = MonotonicClock.nanoseconds()
-        turn.sweepLimiters()
-        robotHTTPLimiter.sweep()
-        pairingLimiter.sweep()
-        cluster.report(sockets: openConnections, devices: hub.deviceCount)
-        // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
-        if let gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
-        onTick?(now)
-        authFailures.sweep(now: now)
+    /// TURN became available (secrets loaded): robots connected without a credential get one.
+    func pushToRobotsWithoutCredentials() {
+        guard turn.service.isAvailable else { return }
+        for robot in env.hub.allSessions where robot.role == .robot && robot.closing == nil && robot.turnRefreshAt == nil {
+            turn.push(to: robot)
+            scheduleChecks(robot, now: env.clock.monotonic(), wall: env.clock.wall())
+        }
+    }
+
+    /// `LWS_CALLBACK_RECEIVE_PONG`.
+    func pong(_ connection: Connection) {
+        connection.session.lastHeard = env.clock.monotonic()
+        env.log.debug("pong", metadata: ["connection": .stringConvertible(connection.session.id)])
     }
 }
 

@@ -1,0 +1,117 @@
+import Logging
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// Several nodes (docs/cluster.md): presence batches and claims out, claims and handoffs in,
+/// and the cluster's view of a device for the status routes. Everything here runs on the
+/// service thread; its `ClusterAgent` does the database work on its own thread.
+final class ClusterCoordinator {
+    let agent: ClusterAgent
+    /// Live nodes, this one included, and devices with sockets on several nodes (as last read).
+    private(set) var liveNodes = 1
+    private(set) var splitDevices = 0
+    /// Set by the stop sequence: a stopping node yields nothing more.
+    var isStopping: () -> Bool = { false }
+    private let env: RelayEnvironment
+    private let database: DatabaseExchanges
+    private var book: ClusterBook
+
+    init(env: RelayEnvironment, agent: ClusterAgent, database: DatabaseExchanges) {
+        self.env = env
+        self.agent = agent
+        self.database = database
+        book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
+        env.hub.onDeviceArrived = { [unowned self] device in book.deviceArrived(device, now: env.clock.monotonic()) }
+        env.hub.onPresenceChanged = { [unowned self] device, leftAt in book.changed(device, robotLeftAt: leftAt) }
+    }
+
+    var nodeID: String { agent.identity.nodeID }
+
+    /// Every 100 ms: hands the agent what changed (presence rows, claims).
+    func flush() {
+        guard book.hasWork else { return }
+        let batch = book.takeBatch(now: env.clock.monotonic()) { env.hub.presence(of: $0) }
+        agent.submit(rows: batch.rows, claims: batch.claims)
+    }
+
+    /// A request for a device whose robot is not here while other nodes are live: claim it, as a
+    /// first socket would, so the robot reconnects to this node.
+    func claimIfClustered(_ device: DeviceID, now: UInt64) {
+        if liveNodes > 1 { book.deviceArrived(device, now: now) }
+    }
+
+    func handle(_ event: ClusterEvent) {
+        switch event {
+        case .registered:
+            book.markAll(env.hub.deviceIDs)
+            env.log.info("cluster_joined", metadata: ["node": "\(agent.identity.nodeID)", "address": "\(agent.identity.address)"])
+        case .claimed(let claim):
+            yield(claim)
+        case .handoffs(let handoffs):
+            let now = env.clock.monotonic()
+            for h in handoffs {
+                env.hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay,
+                                     history: h.history, now: now)
+            }
+        case .view(let live, let split):
+            liveNodes = live
+            env.hub.clustered = live > 1
+            splitDevices = split
+        }
+    }
+
+    /// Another node accepted a socket of these devices after this one: the sockets here close
+    /// with 1012 so their clients reconnect through the balancer and meet on that node; what
+    /// the apps must keep (status time, replayed events) is left for it.
+    private func yield(_ claim: DeviceClaim) {
+        guard !isStopping() else { return }
+        let now = env.clock.monotonic()
+        var handoffs: [DeviceHandoff] = []
+        for device in claim.devices {
+            guard let state = env.hub.handoffState(of: device, now: now) else { continue }
+            let closed = env.hub.close(device: device, code: .reconnectNow, reason: "device moved to another node")
+            env.hub.forget(device)
+            guard !closed.isEmpty else { continue }
+            book.yieldedDevice(device, now: now)
+            env.counters.devicesYielded += 1
+            handoffs.append(DeviceHandoff(deviceID: device, toNode: claim.node, statusSince: state.since,
+                                          robotOnline: state.robotOnline, replay: state.replay, history: state.history))
+            env.log.info("device_moved", metadata: ["device": "\(device.rawValue)", "to_node": "\(claim.node)",
+                                                    "sockets": .stringConvertible(closed.count)])
+        }
+        agent.submit(rows: [], claims: [], handoffs: handoffs)
+    }
+
+    /// `{"device_id","online","since","apps","nodes","scope"}`: the cluster's view of a device
+    /// (every live node's presence rows), merged with this node's own, which is fresher than
+    /// its last batch. Without the database: this node's view, `"scope":"node"`.
+    func presence(of device: DeviceID, _ request: HTTPRequest) -> HTTPResponse? {
+        let local = env.hub.status(of: device)
+        let nodeID = self.nodeID
+        let holdsHere = local.online || local.apps > 0
+        let nodeView = Self.presenceJSON(device: device, online: local.online, since: local.since, apps: local.apps,
+                                         nodes: holdsHere ? [nodeID] : [], scope: "node")
+        return database.answer(request, unavailable: .json(200, nodeView)) { db in
+            let shared = try ClusterRepository(db).presence(of: [device])[device]
+            var online = shared?.online ?? false
+            var since = shared?.since ?? local.since
+            var nodes = shared?.nodes ?? []
+            var apps = shared?.apps ?? 0
+            if local.online, !online || local.since < since {
+                online = true
+                since = local.since
+            }
+            if holdsHere, !nodes.contains(nodeID) { nodes.append(nodeID) }
+            apps = max(apps, local.apps)
+            return .json(200, Self.presenceJSON(device: device, online: online, since: since, apps: apps,
+                                                nodes: nodes.sorted(), scope: "cluster"))
+        }
+    }
+
+    static func presenceJSON(device: DeviceID, online: Bool, since: UnixTime, apps: Int, nodes: [String],
+                             scope: String) -> JSONValue {
+        .object([("device_id", .string(device.rawValue)), ("online", .bool(online)), ("since", .string(since.iso8601)),
+                 ("apps", .int(Int64(apps))), ("nodes", .array(nodes.map { .string($0) })), ("scope", .string(scope))])
+    }
+}

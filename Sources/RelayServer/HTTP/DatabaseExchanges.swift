@@ -1,0 +1,172 @@
+import CLibWebSockets
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// A request answered by the database worker: waiting for its body, then for the worker.
+final class DatabaseExchange {
+    let id: UInt64
+    let client: HTTPClient
+    var request: AdminAPI.Request
+    var response: HTTPResponse?
+    let startedAt: UInt64
+    let peerAddress: String
+
+    init(id: UInt64, client: HTTPClient, request: AdminAPI.Request, startedAt: UInt64, peerAddress: String) {
+        self.id = id
+        self.client = client
+        self.request = request
+        self.startedAt = startedAt
+        self.peerAddress = peerAddress
+    }
+}
+
+/// HTTP requests answered from the database (the admin API, pairing, cluster presence): filed by
+/// id, run one at a time by the `DatabaseWorker` on its thread, answered on the service thread
+/// when the worker's result arrives through the mailbox. Owns the worker.
+final class DatabaseExchanges {
+    let worker: DatabaseWorker
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let mailbox: Mailbox<ServiceEvent>
+    /// Writes an answer at once (the gate); nil: lws writes it when the connection is writeable
+    /// (TLS served by lws).
+    private let respond: ((HTTPClient, HTTPResponse) -> Void)?
+    private var exchanges: [UInt64: DatabaseExchange] = [:]
+    private var byClient: [HTTPClient: UInt64] = [:]
+    private var nextID: UInt64 = 0
+
+    init(env: RelayEnvironment, authenticator: Authenticator, mailbox: Mailbox<ServiceEvent>,
+         respond: ((HTTPClient, HTTPResponse) -> Void)?) {
+        self.env = env
+        self.authenticator = authenticator
+        self.mailbox = mailbox
+        self.respond = respond
+        worker = DatabaseWorker(conninfo: env.configuration.databaseURL)
+    }
+
+    /// An admin route (the token checked): reads the query arguments the route declares, then
+    /// defers the request to the database worker (after its body, for POST).
+    func beginAdmin(_ request: HTTPRequest, route: Route, id: String?, body: [UInt8]?) -> HTTPResponse? {
+        let (method, path) = request.methodAndPath
+        var query: [String: String] = [:]
+        for key in route.query {
+            do throws(RequestError) {
+                if let v = try request.head.argument(key) { query[key] = v }
+            } catch {
+                return .error(error.status, error.code, error.message)
+            }
+        }
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, pattern: route.pattern, id: id,
+                                                          query: query, body: [], remoteAddress: authenticator.clientAddress(request)))
+        if let body {
+            // The gate read the whole body already.
+            exchange.request.body = body
+            dispatch(exchange)
+            return nil
+        }
+        // lws reports a body only when one was announced; without one the request is complete now.
+        let announced = Int(request.head.header("content-length") ?? "") ?? 0
+        if method == "GET" || announced == 0 { dispatch(exchange) }
+        return nil
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY` (TLS served by lws): collects the body (bounded).
+    func bodyChunk(_ client: HTTPClient, _ bytes: UnsafeRawBufferPointer) {
+        guard let id = byClient[client], let exchange = exchanges[id] else { return }
+        guard exchange.request.body.count + bytes.count <= HTTPGate.bodyLimit else {
+            finish(exchange, .error(413, "too_large", "admin request bodies are limited to 64 KiB"))
+            return
+        }
+        exchange.request.body += bytes
+    }
+
+    /// `LWS_CALLBACK_HTTP_BODY_COMPLETION`: the body is complete; run the request.
+    func bodyComplete(_ client: HTTPClient) {
+        guard let id = byClient[client], let exchange = exchanges[id], exchange.response == nil else { return }
+        dispatch(exchange)
+    }
+
+    private func dispatch(_ exchange: DatabaseExchange) {
+        let request = exchange.request
+        submit(exchange) { db in
+            do {
+                let (status, body) = try AdminAPI.handle(request, db: db)
+                return .json(status, body)
+            } catch let failure as AdminAPI.Failure {
+                return .error(failure.status, failure.code, failure.message)
+            }
+        }
+    }
+
+    /// Answers `request` from the database worker (`job`), or with `unavailable` when the
+    /// database cannot be reached (default: 503 with Retry-After). Returns nil: answered later.
+    func answer(_ request: HTTPRequest, unavailable: HTTPResponse? = nil,
+                _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
+        let (method, path) = request.methodAndPath
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, query: [:], body: [],
+                                                          remoteAddress: authenticator.clientAddress(request)))
+        submit(exchange, unavailable: unavailable, job)
+        return nil
+    }
+
+    private func register(_ request: HTTPRequest, _ databaseRequest: AdminAPI.Request) -> DatabaseExchange {
+        nextID += 1
+        let exchange = DatabaseExchange(id: nextID, client: request.client, request: databaseRequest,
+                                        startedAt: env.clock.monotonic(), peerAddress: request.peerAddress)
+        exchanges[exchange.id] = exchange
+        byClient[request.client] = exchange.id
+        return exchange
+    }
+
+    private func submit(_ exchange: DatabaseExchange, unavailable: HTTPResponse? = nil,
+                        _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) {
+        let id = exchange.id
+        let mailbox = self.mailbox
+        worker.submit({ db in
+            mailbox.post(.databaseAnswer(id, try job(db)))
+        }, failed: { error in
+            let isUnavailable = (error as? StoreError)?.kind == .unavailable
+            mailbox.post(.databaseAnswer(id, isUnavailable
+                ? unavailable ?? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
+                : .error(500, "internal_error", "\(error)")))
+        })
+    }
+
+    /// A worker's answer arrived (service thread): write it when the socket is writeable.
+    func answered(_ id: UInt64, _ response: HTTPResponse) {
+        guard let exchange = exchanges[id] else { return }  // the client went away
+        finish(exchange, response)
+    }
+
+    private func finish(_ exchange: DatabaseExchange, _ response: HTTPResponse) {
+        guard exchange.response == nil else { return }
+        exchange.response = response
+        if let respond {
+            logAnswer(exchange, response)
+            forget(exchange.client)
+            respond(exchange.client, response)
+        } else {
+            lws_callback_on_writable(exchange.client.handle)
+        }
+    }
+
+    /// `LWS_CALLBACK_HTTP_WRITEABLE` (TLS served by lws): sends a finished response.
+    func writeable(_ client: HTTPClient) -> Int32 {
+        guard let id = byClient[client], let exchange = exchanges[id], let response = exchange.response else { return 0 }
+        forget(client)
+        logAnswer(exchange, response)
+        guard LWSHTTP.send(response, on: client.handle) else { return -1 }
+        return lws_http_transaction_completed(client.handle) != 0 ? -1 : 0
+    }
+
+    private func logAnswer(_ exchange: DatabaseExchange, _ response: HTTPResponse) {
+        env.logRequest(method: exchange.request.method, path: exchange.request.path, remote: exchange.peerAddress,
+                       status: response.status, startedAt: exchange.startedAt)
+    }
+
+    /// The client's connection closed (or its exchange finished).
+    func forget(_ client: HTTPClient) {
+        if let id = byClient.removeValue(forKey: client) { exchanges[id] = nil }
+    }
+}

@@ -1,0 +1,156 @@
+import CLibWebSockets
+import RelayCore
+import RelayCrypto
+import RelayStore
+
+/// The app's HTTP connection waiting for a robot's answer, and what the request log needs once
+/// the answer comes. Equal by connection (one request per connection).
+struct RobotHTTPClient: Hashable {
+    let client: HTTPClient
+    let method: String
+    let path: String
+    let peerAddress: String
+
+    static func == (a: RobotHTTPClient, b: RobotHTTPClient) -> Bool { a.client == b.client }
+    func hash(into hasher: inout Hasher) { hasher.combine(client) }
+}
+
+/// HTTP to the robot (PROTOCOL.md v1.1 "HTTP to the robot"): `/api/devices/{device_id}/robot/{path}`
+/// checks the app token, sends the request over the robot's socket as an `http_request` frame
+/// and answers later, when the robot's `http_response` (and `http_body` frames) arrived, it timed
+/// out or the robot left. Owns the exchanges in flight and the per-token limit.
+final class RobotHTTPEndpoint {
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let cluster: ClusterCoordinator
+    private let respond: (HTTPClient, HTTPResponse) -> Void
+    private var exchanges: RobotHTTPExchanges<RobotHTTPClient>
+    /// Per app token: HTTP requests to its robot.
+    private var limiter: KeyedRateLimiter
+
+    /// `respond` writes an answer on the client's connection (the gate's `respond`).
+    init(env: RelayEnvironment, authenticator: Authenticator, cluster: ClusterCoordinator,
+         respond: @escaping (HTTPClient, HTTPResponse) -> Void) {
+        self.env = env
+        self.authenticator = authenticator
+        self.cluster = cluster
+        self.respond = respond
+        let configuration = env.configuration
+        var limits = RobotHTTPExchanges<RobotHTTPClient>.Limits()
+        limits.timeout = UInt64(configuration.robotHTTPTimeoutSeconds * 1e9)
+        limits.maxResponseBody = configuration.robotHTTPMaxBody
+        limits.maxPerDevice = configuration.robotHTTPMaxPending
+        exchanges = RobotHTTPExchanges(limits: limits)
+        limiter = KeyedRateLimiter(rate: configuration.robotHTTPRate, burst: configuration.robotHTTPBurst)
+    }
+
+    /// Requests waiting for a robot's answer.
+    var waiting: Int { exchanges.count }
+
+    /// Forgets idle limiters (the 1 s tick).
+    func sweep() { limiter.sweep() }
+
+    /// Fails what waited past its deadline (the 10 ms wheel tick).
+    func expire(now: UInt64) {
+        if exchanges.count > 0 { exchanges.expire(now: now).forEach(finish) }
+    }
+
+    /// A robot left: what waited for it fails (502 `robot_disconnected`).
+    func robotGone(_ robot: Session) { exchanges.robotGone(robot.id).forEach(finish) }
+
+    /// The client hung up: its exchange is dropped.
+    func cancel(_ client: HTTPClient) { exchanges.cancel(client: RobotHTTPClient(client: client, method: "", path: "", peerAddress: "")) }
+
+    /// Nil: the answer comes later.
+    func request(_ request: HTTPRequest, target: (device: String, path: String), body: [UInt8]?) -> HTTPResponse? {
+        let response = startRobotRequest(request, target: target, body: body)
+        if let response { env.counters.robotHTTPStatuses[response.status, default: 0] += 1 }
+        return response
+    }
+
+    private func startRobotRequest(_ request: HTTPRequest, target: (device: String, path: String),
+                                   body: [UInt8]?) -> HTTPResponse? {
+        let method = request.head.method
+        guard let body else {
+            return .error(501, "not_supported", "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
+        }
+        guard let device = DeviceID(target.device) else {
+            return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}")
+        }
+        let entry: CredentialEntry
+        switch authenticator.authenticate(request, device: device, role: .app,
+                                          wants: "Authorization: Bearer <app token of this device> is required",
+                                          messages: [.wrongRole: "HTTP to the robot takes an app token"]) {
+        case .refused(let response): return response
+        case .accepted(let found): entry = found
+        }
+        let now = env.clock.monotonic()
+        guard limiter.allow(entry.token.id, now: now) else {
+            return .error(429, "rate_limited", "over \(Int(env.configuration.robotHTTPRate)) requests/s for this token",
+                          headers: [("Retry-After", "1")])
+        }
+        guard let robot = env.hub.robot(of: device), robot.closing == nil else {
+            // The balancer sends this device here now (a node returned or was added) while its
+            // robot may still sit on another node: claim the device, as a first socket would, so
+            // the robot reconnects here; the app's retry after a second finds it.
+            cluster.claimIfClustered(device, now: now)
+            return .error(503, "device_offline", "the robot is not connected", headers: [("Retry-After", "1")])
+        }
+        let client = RobotHTTPClient(client: request.client, method: method, path: request.head.path, peerAddress: request.peerAddress)
+        guard let id = exchanges.begin(client: client, device: device, robot: robot.id, now: now) else {
+            return .error(429, "too_many_requests", "too many requests are waiting for this robot", headers: [("Retry-After", "1")])
+        }
+        let frame = RobotHTTP.requestFrame(id: id, method: method, path: target.path, query: request.head.rawQuery,
+                                           headers: RobotHTTP.forwardedRequestHeaders(request.head.headers),
+                                           bodyBase64: body.isEmpty ? nil : Base64.encode(body))
+        // A robot whose queue cannot take the request is busy, not slow: the app retries, and
+        // the robot's socket (which every app of the device shares) stays up.
+        guard robot.queue.fits(frame.count) else {
+            exchanges.cancel(client: client)
+            return .error(429, "too_many_requests", "the robot's connection is busy; retry shortly", headers: [("Retry-After", "1")])
+        }
+        env.hub.deliver(Payload(frame), to: robot)
+        return nil
+    }
+
+    /// A robot's `http_response`/`http_body` frame (from the hub).
+    func answered(_ payload: Payload, from robot: Session) {
+        switch RobotHTTP.parse(payload.bytes) {
+        case .failure(let error):
+            env.log.warning("robot_http_bad_frame", metadata: ["device": "\(robot.deviceID.rawValue)", "reason": "\(error.message)"])
+            if let id = error.id { finish(exchanges.malformed(id: id, from: robot.id)) }
+        case .success(let frame):
+            guard let body = frame.body.map({ Base64.decode($0) }) ?? [] else {
+                env.log.warning("robot_http_bad_frame", metadata: ["device": "\(robot.deviceID.rawValue)", "reason": "body is not base64"])
+                finish(exchanges.malformed(id: frame.id, from: robot.id))
+                return
+            }
+            finish(exchanges.receive(frame, body: body, from: robot.id))
+        }
+    }
+
+    /// Writes the answer an exchange came to (robot's response, or the relay's 502/504).
+    private func finish(_ outcome: RobotHTTPExchanges<RobotHTTPClient>.Outcome) {
+        let client: RobotHTTPClient
+        let response: HTTPResponse
+        let started: UInt64
+        switch outcome {
+        case .pending: return
+        case .unknown:
+            env.counters.drops[.unknownResponse, default: 0] += 1
+            return
+        case .answered(let c, let answer, let startedAt):
+            (client, started) = (c, startedAt)
+            response = HTTPResponse(status: answer.status, contentType: nil, headers: answer.headers.map { ($0.name, $0.value) },
+                                    body: client.method == "HEAD" ? [] : answer.body, noStore: false)
+        case .failed(let c, let failure, let startedAt):
+            (client, started) = (c, startedAt)
+            response = .error(failure.status, failure.rawValue, failure.message)
+        }
+        env.counters.robotHTTPStatuses[response.status, default: 0] += 1
+        env.counters.robotHTTPSeconds.observe(Double(env.clock.monotonic() - started) / 1e9)
+        env.logRequest(method: client.method, path: client.path, remote: client.peerAddress, status: response.status,
+                       startedAt: started)
+        respond(client.client, response)
+    }
+}

@@ -1,0 +1,105 @@
+import RelayCore
+import RelayStore
+
+/// TURN credentials (PROTOCOL.md "TURN credentials"): `GET /api/turn/credentials` for robots and
+/// apps, and the `turn_credentials` events pushed to robots on connect and before `refresh_at`.
+/// Owns the `TurnService` (secrets, signer, per-token limit). Service thread only.
+final class TurnEndpoint {
+    let service: TurnService
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+
+    init(env: RelayEnvironment, authenticator: Authenticator) {
+        self.env = env
+        self.authenticator = authenticator
+        service = TurnService(configuration: env.configuration)
+    }
+
+    /// `GET /api/turn/credentials`: bearer token of an enabled device, `?ttl=` clamped;
+    /// 401/403/429/503 with JSON bodies.
+    func credentials(_ request: HTTPRequest) -> HTTPResponse {
+        let entry: CredentialEntry
+        switch authenticator.authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
+        case .refused(let response): return response
+        case .accepted(let found): entry = found
+        }
+        guard service.allowRequest(tokenID: entry.token.id, now: env.clock.monotonic()) else {
+            return .authFailure(.rateLimited, message: "too many credential requests for this token")
+        }
+        let requestedTTL: String?
+        do throws(RequestError) { requestedTTL = try request.head.argument("ttl") } catch {
+            return .error(error.status, error.code, error.message)
+        }
+        guard let minted = service.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id,
+                                         ttl: service.policy.clampTTL(requestedTTL),
+                                         clientAddress: authenticator.clientAddress(request), via: "http", now: env.clock.wall())
+        else {
+            return .error(503, "turn_unavailable", "no TURN secret or URL is configured", headers: [("Retry-After", "5")])
+        }
+        record(minted.issuance)
+        // A robot that fetched its own credential: the next push is due at this one's refresh time.
+        if entry.token.role == .robot, let robot = env.hub.robot(of: entry.token.deviceID), robot.tokenID == entry.token.id {
+            robot.turnRefreshAt = minted.times.refreshAt
+            robot.turnExpiresAt = minted.times.expiresAt
+        }
+        return .json(200, minted.body)
+    }
+
+    /// Sends a robot a fresh credential as a `turn_credentials` event.
+    func push(to robot: Session) {
+        guard let minted = service.issue(device: robot.deviceID, role: .robot, tokenID: robot.tokenID,
+                                         ttl: service.policy.clampTTL(nil), clientAddress: robot.remoteAddress, via: "push",
+                                         now: env.clock.wall())
+        else { return }
+        robot.turnRefreshAt = minted.times.refreshAt
+        robot.turnExpiresAt = minted.times.expiresAt
+        service.pushed += 1
+        record(minted.issuance)
+        env.hub.deliver(RelayMessages.turnCredentials(body: minted.body.encoded), to: robot)
+    }
+
+    /// Seconds before `refresh_at` a robot gets its next credential pushed, so it has it in
+    /// hand at refresh time: ttl/10, at least 1 s and at most a minute.
+    var pushLead: Int64 { Int64(max(1, min(60, service.policy.clampTTL(nil) / 10))) }
+
+    /// When `robot`'s next push is due (nil: TURN is off or it has no credential yet).
+    func nextPush(_ robot: Session) -> UnixTime? {
+        guard service.isAvailable, let refresh = robot.turnRefreshAt else { return nil }
+        return refresh.adding(seconds: -pushLead)
+    }
+
+    /// Whether `robot` should get a fresh credential now (none yet, or its push time came).
+    func pushDue(_ robot: Session, wall: UnixTime) -> Bool {
+        guard service.isAvailable else { return false }
+        guard let refreshAt = robot.turnRefreshAt else { return true }
+        return wall >= refreshAt.adding(seconds: -pushLead)
+    }
+
+    /// Robots holding a credential past `refresh_at` / past expiry (for /metrics; should be 0).
+    func robotsWithStaleCredentials(now: UnixTime) -> (pastRefresh: Int, pastExpiry: Int) {
+        guard service.isAvailable else { return (0, 0) }
+        var pastRefresh = 0
+        var pastExpiry = 0
+        for robot in env.hub.allSessions where robot.role == .robot && robot.closing == nil {
+            if let r = robot.turnRefreshAt, now >= r { pastRefresh += 1 }
+            if let e = robot.turnExpiresAt, now >= e { pastExpiry += 1 }
+        }
+        return (pastRefresh, pastExpiry)
+    }
+
+    /// The row and its audit event share one id, so a replay from the spool stores each once.
+    private func record(_ issuance: TurnIssuance) {
+        let details: [(String, JSONValue)] = [
+            ("user_id", .string(issuance.userID)), ("expires_at", .string(issuance.expiresAt.iso8601)),
+            ("via", .string(issuance.via)), ("secret_id", issuance.secretID.map { .int($0) } ?? .null),
+        ]
+        guard let event = try? AuditRepository.event(.turnCredentialIssued, actor: "relay", deviceID: issuance.deviceID.rawValue,
+                                                      tokenID: issuance.tokenID, remoteAddress: issuance.clientAddress,
+                                                      details: .object(details))
+        else { return }
+        var row = issuance
+        row.id = event.id
+        env.audit.writer.record(row)
+        env.audit.writer.record(event)
+    }
+}

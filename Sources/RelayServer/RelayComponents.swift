@@ -1,0 +1,71 @@
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// The relay's components, built and connected: what `RelayServer` runs on the lws service
+/// thread, and what the in-process tests drive with a fake loop, fake clients and a clock of
+/// their own. Each component keeps its state private; they meet only here.
+final class RelayComponents {
+    let env: RelayEnvironment
+    let authenticator: Authenticator
+    let database: DatabaseExchanges
+    let cluster: ClusterCoordinator
+    let turn: TurnEndpoint
+    let robotHTTP: RobotHTTPEndpoint
+    let pairing: PairingEndpoint
+    let webSocket: WebSocketEndpoint
+    let stop: StopSequence
+    let store: StoreSync
+    let router: Router
+
+    /// `respond` writes a deferred answer on its client's connection (the gate's); nil with TLS
+    /// served by lws, which writes it when the connection turns writeable.
+    init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl, gate: HTTPGate?,
+         respond: ((HTTPClient, HTTPResponse) -> Void)?) {
+        self.env = env
+        authenticator = Authenticator(configuration: env.configuration, clock: env.clock)
+        database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
+        cluster = ClusterCoordinator(env: env, agent: agent, database: database)
+        turn = TurnEndpoint(env: env, authenticator: authenticator)
+        robotHTTP = RobotHTTPEndpoint(env: env, authenticator: authenticator, cluster: cluster, respond: respond ?? { _, _ in })
+        pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
+                                      heads: RequestHeads(gate: gate))
+        stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
+        store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, gate: gate)
+        let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
+                                      cluster: cluster, store: store, stop: stop)
+        router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
+                                                  turn: turn, robotHTTP: robotHTTP, pairing: pairing, database: database,
+                                                  cluster: cluster))
+        webSocket.stop = stop
+        cluster.isStopping = { [unowned stop] in stop.stopping }
+        env.hub.onRobotHTTP = { [unowned robotHTTP] payload, robot in robotHTTP.answered(payload, from: robot) }
+    }
+
+    /// Once a second: housekeeping that is not per session.
+    func tick(now: UInt64) {
+        turn.service.sweepLimiters()
+        robotHTTP.sweep()
+        pairing.sweep()
+        cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
+        authenticator.failures.sweep(now: now)
+    }
+
+    /// Every 100 ms: the drain's end, the cluster's batches.
+    func tickCluster() {
+        stop.tick(now: env.clock.monotonic())
+        cluster.flush()
+    }
+
+    /// One event from another thread, on the service thread.
+    func handle(_ event: ServiceEvent, reloadTLS: () -> Void) {
+        switch event {
+        case .stop: stop.beginDrain()
+        case .store(let storeEvent): store.handle(storeEvent)
+        case .reloadTLS: reloadTLS()
+        case .databaseAnswer(let id, let response): database.answered(id, response)
+        case .cluster(let clusterEvent): cluster.handle(clusterEvent)
+        }
+    }
+}

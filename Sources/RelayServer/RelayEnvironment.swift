@@ -1,0 +1,79 @@
+import Logging
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// What every component of the relay shares, built once by `RelayServer`: the configuration,
+/// the device registry, the clock, the counters, the log, the audit trail and the
+/// service-thread check. Service thread only, like everything it holds.
+final class RelayEnvironment {
+    let configuration: RelayConfiguration
+    let hub: DeviceHub
+    let clock: ServiceClock
+    let thread: ServiceThread
+    let audit: AuditTrail
+    let log = Logger(label: "wimz.relay")
+    /// Counters for /metrics: plain fields, bumped on the forwarding path (see docs/performance.md
+    /// for why they are not swift-metrics counters).
+    var counters = RelayCounters()
+
+    init(configuration: RelayConfiguration, hub: DeviceHub, clock: ServiceClock, thread: ServiceThread, audit: AuditTrail) {
+        self.configuration = configuration
+        self.hub = hub
+        self.clock = clock
+        self.thread = thread
+        self.audit = audit
+        hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
+        hub.onForward = { [unowned self] role, bytes in
+            let direction = (role == .robot ? RelayCounters.Direction.robotToApps : .appToRobot).rawValue
+            counters.forwardedMessages[direction] += 1
+            counters.forwardedBytes[direction] += bytes
+        }
+        hub.onRobotReplaced = { [unowned self] old, new in
+            counters.robotsReplaced += 1
+            audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
+                         details: [("old_connection", .int(Int64(old.id))), ("new_connection", .int(Int64(new.id))),
+                                   ("old_address", .string(old.remoteAddress))])
+        }
+    }
+
+    /// The request log line: method, path without the token's value, status, peer, duration.
+    func logRequest(method: String, path: String, remote: String, status: Int, startedAt: UInt64) {
+        guard log.logLevel <= .info else { return }
+        log.info("http_request", metadata: ["method": "\(method)", "path": "\(Redaction.redactQuery(path))",
+                                            "status": .stringConvertible(status), "remote": "\(remote)",
+                                            "duration_us": .stringConvertible((clock.monotonic() - startedAt) / 1000)])
+    }
+
+    func logRequest(_ request: HTTPRequest, status: Int, startedAt: UInt64) {
+        logRequest(method: request.head.method, path: request.head.path, remote: request.peerAddress, status: status,
+                   startedAt: startedAt)
+    }
+}
+
+/// The relay's audit events, queued to the audit writer (written in batches on its thread);
+/// each names the node that saw it.
+struct AuditTrail {
+    let writer: AuditWriter
+    let node: String
+
+    func record(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?, details: [(String, JSONValue)] = []) {
+        guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID, remoteAddress: address,
+                                                     details: .object(details + [("node", .string(node))]))
+        else { return }
+        writer.record(event)
+    }
+}
+
+extension DeviceHub.Limits {
+    /// The hub's limits as configured.
+    init(_ configuration: RelayConfiguration) {
+        self.init()
+        maxAppsPerDevice = configuration.maxAppsPerDevice
+        appRate = configuration.appRateLimitPerSecond
+        appBurst = configuration.appRateLimitBurst
+        replayEvents = configuration.replayEvents
+        history.maxMessages = configuration.recoveryMessages
+        history.maxAge = UInt64(configuration.recoverySeconds * 1e9)
+    }
+}

@@ -1,0 +1,101 @@
+import CLibWebSockets
+import RelayCore
+
+/// Where lws's callbacks go: the components, set by `RelayServer` once they exist (lws calls
+/// nothing but its own set-up callbacks before `run`). The context's user pointer.
+final class ServiceCallbacks {
+    var env: RelayEnvironment!
+    var webSocket: WebSocketEndpoint!
+    var router: Router!
+    var database: DatabaseExchanges!
+    var robotHTTP: RobotHTTPEndpoint!
+    var heads = RequestHeads(gate: nil)
+    /// Drains the mailbox (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
+    var mailbox: (() -> Void)!
+
+    /// `LWS_CALLBACK_HTTP`: a plain request lws parsed itself (TLS served by lws; with the gate,
+    /// requests never reach lws as HTTP).
+    func http(_ wsi: OpaquePointer) -> Int32 {
+        let started = env.clock.monotonic()
+        defer { heads.gate?.forget(wsi) }
+        let request: HTTPRequest
+        switch heads.head(of: wsi) {
+        case .success(let head): request = LWSHTTP.request(wsi, head: head)
+        case .failure(let error):
+            _ = LWSHTTP.send(.error(error.status, error.code, error.message), on: wsi)
+            return -1
+        }
+        guard let response = router.route(request) else { return 0 }  // answered later
+        env.logRequest(request, status: response.status, startedAt: started)
+        guard LWSHTTP.send(response, on: wsi) else { return -1 }
+        return lws_http_transaction_completed(wsi) != 0 ? -1 : 0
+    }
+
+    /// `LWS_CALLBACK_CLOSED_HTTP`: whatever waited on this connection is dropped.
+    func closedHTTP(_ wsi: OpaquePointer) {
+        heads.gate?.forget(wsi)
+        database.forget(HTTPClient(wsi))
+        robotHTTP.cancel(HTTPClient(wsi))
+        webSocket.forget(wsi)
+    }
+}
+
+/// The one lws protocol callback. lws calls it on the service thread; it finds the components
+/// through the context's user pointer.
+func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                   _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let wsi else { return 0 }
+    guard let contextUser = lws_context_user(lws_get_context(wsi)) else {
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+    let to = Unmanaged<ServiceCallbacks>.fromOpaque(contextUser).takeUnretainedValue()
+    guard to.webSocket != nil else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
+    to.env.thread.assertOnServiceThread()
+    switch reason {
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        to.mailbox()
+        return 0
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        to.webSocket.accepted(wsi)
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return to.webSocket.confirmUpgrade(wsi)
+    case LWS_CALLBACK_ESTABLISHED:
+        return to.webSocket.established(wsi, user: user)
+    case LWS_CALLBACK_RECEIVE:
+        guard let connection = Connection.from(user: user) else { return -1 }
+        return to.webSocket.receive(connection, input, length)
+    case LWS_CALLBACK_RECEIVE_PONG:
+        if let connection = Connection.from(user: user) { to.webSocket.pong(connection) }
+        return 0
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        guard let connection = Connection.from(user: user) else { return 0 }
+        return to.webSocket.writeable(connection)
+    case LWS_CALLBACK_CLOSED:
+        to.webSocket.closed(user)
+        return 0
+    case LWS_CALLBACK_HTTP:
+        return to.http(wsi)
+    case LWS_CALLBACK_HTTP_BODY:
+        if let input { to.database.bodyChunk(HTTPClient(wsi), UnsafeRawBufferPointer(start: input, count: length)) }
+        return 0
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        to.database.bodyComplete(HTTPClient(wsi))
+        return 0
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return to.database.writeable(HTTPClient(wsi))
+    case LWS_CALLBACK_RAW_RX_FILE:
+        guard let gate = to.heads.gate, let vhost = lws_get_vhost(wsi) else { return -1 }
+        return gate.readable(wsi, vhost: vhost)
+    case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+        return to.heads.gate?.writeable(wsi) ?? -1
+    case LWS_CALLBACK_RAW_CLOSE_FILE:
+        to.heads.gate?.closed(wsi)
+        return 0
+    case LWS_CALLBACK_CLOSED_HTTP:
+        to.closedHTTP(wsi)
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    }
+}

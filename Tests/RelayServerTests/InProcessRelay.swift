@@ -1,0 +1,99 @@
+import Foundation
+import RelayCore
+import RelayCrypto
+import RelayStore
+import RelayWorkers
+@testable import RelayServer
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var monotonicNanos: UInt64 = 1_000_000_000
+    private var wallMicros: Int64 = 1_795_000_000_000_000
+
+    var clock: ServiceClock {
+        ServiceClock(monotonic: { [self] in lock.withLock { monotonicNanos } },
+                     wall: { [self] in lock.withLock { UnixTime(microseconds: wallMicros) } })
+    }
+
+    var wall: UnixTime { lock.withLock { UnixTime(microseconds: wallMicros) } }
+
+    func advance(seconds: Double) {
+        lock.withLock {
+            monotonicNanos += UInt64(seconds * 1e9)
+            wallMicros += Int64(seconds * 1e6)
+        }
+    }
+}
+
+/// The loop the stop sequence ends, without lws.
+final class FakeLoop: LoopControl {
+    private(set) var finished = false
+    private(set) var acceptsConnections = true
+    func finish() { finished = true }
+    func stopAccepting() { acceptsConnections = false }
+}
+
+/// The relay's components in this process: no lws context, no socket, no database thread
+/// started. Requests are values, clients are made-up handles, deferred answers are recorded,
+/// and time is a `ManualClock`.
+final class InProcessRelay {
+    let clock = ManualClock()
+    let loop = FakeLoop()
+    let components: RelayComponents
+    let mailbox = Mailbox<ServiceEvent>(wake: {})
+    private(set) var deferred: [(client: HTTPClient, response: HTTPResponse)] = []
+    private var nextClient = 1
+    private var nextTokenID: Int64 = 1
+
+    init(_ configure: (inout RelayConfiguration) -> Void = { _ in }) {
+        var configuration = RelayConfiguration(databaseURL: "host=/nonexistent-wimz dbname=x", migrationsDirectory: "")
+        configuration.spoolDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("wimz-inprocess-\(UUID())").path
+        configure(&configuration)
+        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration)),
+                                   clock: clock.clock, thread: ServiceThread(),
+                                   audit: AuditTrail(writer: AuditWriter(conninfo: configuration.databaseURL,
+                                                                         spoolDirectory: configuration.spoolDirectory),
+                                                     node: "test-node"))
+        let agent = ClusterAgent(conninfo: configuration.databaseURL,
+                                 identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
+                                 leaseSeconds: 10) { _ in }
+        var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: nil,
+                                     respond: { recorded($0, $1) })
+        recorded = { [unowned self] in deferred.append(($0, $1)) }
+    }
+
+    /// The store monitor's first report: ready, with these tokens.
+    func storeReady(_ entries: [CredentialEntry] = []) {
+        components.store.handle(.health(StoreHealth(state: .ready, reason: "ok")))
+        components.store.handle(.credentialSnapshot(entries))
+    }
+
+    /// A token of `device`, as the store would report it.
+    func token(_ device: String, _ role: Role, expiresIn seconds: Int64? = nil) -> (secret: String, entry: CredentialEntry) {
+        let secret = "wimz_\(role == .robot ? "r" : "a")_test\(nextTokenID)"
+        let record = TokenRecord(id: nextTokenID, deviceID: DeviceID(device)!, role: role, label: "", digest: BearerToken.digest(secret),
+                                 createdAt: clock.wall, expiresAt: seconds.map { clock.wall.adding(seconds: $0) },
+                                 revokedAt: nil, lastUsedAt: nil)
+        nextTokenID += 1
+        return (secret, CredentialEntry(token: record, deviceDisabled: false))
+    }
+
+    /// Sends `method path` through the router from a new client; nil: answered later.
+    func request(_ method: String, _ target: String, token: String? = nil, headers: [(String, String)] = [],
+                 body: [UInt8] = [], peer: String = "198.51.100.7") -> HTTPResponse? {
+        let lines = [("Host", "relay")] + (token.map { [("Authorization", "Bearer \($0)")] } ?? []) + headers
+        let text = "\(method) \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
+        guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
+        defer { nextClient += 1 }
+        let client = HTTPClient(OpaquePointer(bitPattern: nextClient)!)
+        return components.router.route(HTTPRequest(client: client, head: head, peerAddress: peer), body: body)
+    }
+}
+
+extension HTTPResponse {
+    /// The JSON body's top-level members.
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:] }
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import RelayCore
+import RelayStore
+import Testing
+@testable import RelayServer
+
+/// The router, authentication and handlers in this process (no socket, no database): what the
+/// daemon answers before any I/O happens.
+@Suite struct RouterTests {
+    @Test func unknownPathsWrongMethodsAndPlainRequestsToWebSocketPaths() {
+        let relay = InProcessRelay()
+        #expect(relay.request("GET", "/nope")?.status == 404)
+        let wrongMethod = relay.request("DELETE", "/api/turn/credentials")
+        #expect(wrongMethod?.status == 405)
+        #expect(wrongMethod?.header("Allow") == "GET")
+        #expect(relay.request("GET", "/ws/app?device_id=d1")?.json["error"] as? String == "upgrade_required")
+    }
+
+    @Test func readinessFollowsTheStoreAndTheDrain() {
+        let relay = InProcessRelay()
+        #expect(relay.request("GET", "/healthz")?.status == 200)
+        let cold = relay.request("GET", "/readyz")
+        #expect(cold?.status == 503 && cold?.json["status"] as? String == "unavailable")
+        relay.storeReady()
+        #expect(relay.request("GET", "/readyz")?.status == 200)
+        relay.components.stop.beginDrain()
+        let draining = relay.request("GET", "/readyz")
+        #expect(draining?.status == 503 && draining?.json["status"] as? String == "draining")
+        // A lone node closes at once: no sockets, so the loop ends.
+        #expect(relay.loop.finished && !relay.loop.acceptsConnections)
+    }
+
+    @Test func bearerTokensAreCheckedAgainstTheMirror() {
+        let relay = InProcessRelay()
+        let robot = relay.token("d1", .robot)
+        let app = relay.token("d1", .app, expiresIn: 60)
+        // Before the first snapshot a miss is the store's fault, not the token's.
+        #expect(relay.request("GET", "/api/devices/d1/status", token: robot.secret)?.json["error"] as? String == "store_unavailable")
+        relay.storeReady([robot.entry, app.entry])
+        #expect(relay.request("GET", "/api/devices/d1/status")?.json["error"] as? String == "missing_token")
+        #expect(relay.request("GET", "/api/devices/d1/status", token: "wimz_r_nope")?.status == 401)
+        #expect(relay.request("GET", "/api/devices/d2/status", token: robot.secret)?.json["error"] as? String == "wrong_device")
+        // Accepted: the presence is answered later, from the database worker.
+        #expect(relay.request("GET", "/api/devices/d1/status", token: app.secret) == nil)
+        relay.clock.advance(seconds: 61)
+        #expect(relay.request("GET", "/api/devices/d1/status", token: app.secret)?.json["error"] as? String == "expired_token")
+        // Revoked by a notification: refused from then on.
+        relay.components.store.handle(.tokenChanged(id: robot.entry.token.id, entry: nil))
+        #expect(relay.request("GET", "/api/devices/d1/status", token: robot.secret)?.json["error"] as? String == "unknown_token")
+    }
+
+    @Test func theAdminAPIHidesItselfWithoutItsToken() {
+        #expect(InProcessRelay().request("GET", "/admin/devices")?.status == 404)
+        let relay = InProcessRelay { $0.adminToken = "admin-secret" }
+        #expect(relay.request("GET", "/admin/devices", token: "wrong")?.status == 401)
+        #expect(relay.request("GET", "/admin/nothing-here", token: "admin-secret")?.status == 404)
+        #expect(relay.request("GET", "/admin/devices", token: "admin-secret") == nil)  // to the database worker
+    }
+
+    @Test func turnCredentialsAreMintedRateLimitedAndRefilledOnTheClock() throws {
+        let relay = InProcessRelay {
+            $0.turnURLs = ["turn:turn.example:3478"]
+            $0.turnStaticSecret = "s3cret"
+            $0.turnRequestBurst = 2
+            $0.turnRequestRate = 1
+        }
+        let app = relay.token("d1", .app)
+        relay.storeReady([app.entry])
+        let first = try #require(relay.request("GET", "/api/turn/credentials?ttl=600", token: app.secret))
+        #expect(first.status == 200)
+        let username = try #require(first.json["username"] as? String)
+        // coturn's REST format: expiry (issue time + ttl) first, then the user id.
+        #expect(username.hasPrefix("\(relay.clock.wall.seconds + 600):"))
+        #expect(relay.request("GET", "/api/turn/credentials", token: app.secret)?.status == 200)
+        #expect(relay.request("GET", "/api/turn/credentials", token: app.secret)?.json["error"] as? String == "rate_limited")
+        relay.clock.advance(seconds: 1.5)
+        #expect(relay.request("GET", "/api/turn/credentials", token: app.secret)?.status == 200)
+    }
+
+    @Test func httpToTheRobotNeedsTheAppTokenAndAConnectedRobot() {
+        let relay = InProcessRelay()
+        let robot = relay.token("d1", .robot)
+        let app = relay.token("d1", .app)
+        relay.storeReady([robot.entry, app.entry])
+        let wrongRole = relay.request("GET", "/api/devices/d1/robot/mode", token: robot.secret)
+        #expect(wrongRole?.status == 403 && wrongRole?.json["error"] as? String == "wrong_role")
+        let offline = relay.request("GET", "/api/devices/d1/robot/mode", token: app.secret)
+        #expect(offline?.status == 503 && offline?.header("Retry-After") == "1")
+        #expect(offline?.json["error"] as? String == "device_offline")
+    }
+}
