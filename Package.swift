@@ -57,7 +57,7 @@ let package = Package(
         // writer, admin jobs), all on one `DatabaseThread` with one reconnect policy.
         .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
                                                       .product(name: "Logging", package: "swift-log")]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "RelayCore", "RelayCrypto", "RelayStore",
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore",
                                                      "RelayWorkers", "RelayLogging", .product(name: "Logging", package: "swift-log")],
                 swiftSettings: hotPath),
         .executableTarget(
@@ -69,7 +69,7 @@ let package = Package(
             ]),
         .executableTarget(
             name: "wimz-bench",
-            dependencies: ["CEpoll", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["CEpoll", "WimzProtocol", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // The app-side client library: Foundation plus a WebSocket transport — SwiftNIO where
         // URLSessionWebSocketTask is missing (Linux: Debian's libcurl has no WebSocket support).
@@ -89,7 +89,7 @@ let package = Package(
             dependencies: ["WimzRelayClient", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
-        .target(name: "RelayTestSupport", dependencies: ["RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
+        .target(name: "RelayTestSupport", dependencies: ["WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
         // Counts the test process's heap allocations (the forwarding-path allocation test).
         .target(name: "MallocCounter", path: "Tests/MallocCounter"),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", "WimzProtocol"]),

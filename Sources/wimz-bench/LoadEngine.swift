@@ -1,3 +1,4 @@
+import WimzProtocol
 import CEpoll
 #if canImport(Glibc)
 import Glibc
@@ -117,20 +118,13 @@ final class LoadEngine {
     func closeAll() { for s in Array(sockets.values) { close(s) } }
 
     /// Queues one masked client frame (zero key).
-    func send(_ s: LoadSocket, text: UnsafeBufferPointer<UInt8>, opcode: UInt8 = 1) {
-        let n = text.count
-        s.outbox.append(0x80 | opcode)
-        if n < 126 {
-            s.outbox.append(0x80 | UInt8(n))
-        } else if n < 65536 {
-            s.outbox += [0x80 | 126, UInt8(n >> 8), UInt8(n & 0xff)]
-        } else {
-            s.outbox.append(0x80 | 127)
-            for k in (0..<8).reversed() { s.outbox.append(UInt8((UInt64(n) >> (8 * UInt64(k))) & 0xff)) }
-        }
-        s.outbox += [0, 0, 0, 0]
+    func send(_ s: LoadSocket, text: UnsafeBufferPointer<UInt8>, opcode: UInt8 = WebSocketFrame.text) {
+        s.outbox += WebSocketFrame.header(opcode: opcode, payloadLength: text.count, mask: LoadEngine.zeroMask)
         s.outbox.append(contentsOf: text)
     }
+
+    /// A zero masking key leaves the payload as it is.
+    static let zeroMask: [UInt8] = [0, 0, 0, 0]
 
     func flush(_ s: LoadSocket) {
         while !s.outbox.isEmpty {
@@ -202,31 +196,19 @@ final class LoadEngine {
         var i = 0
         let count = s.inbox.count
         s.inbox.withUnsafeBufferPointer { buf in
-            while count - i >= 2 {
-                let opcode = buf[i] & 0x0f
-                var length = Int(buf[i + 1] & 0x7f)
-                var header = 2
-                if length == 126 {
-                    guard count - i >= 4 else { break }
-                    length = Int(buf[i + 2]) << 8 | Int(buf[i + 3])
-                    header = 4
-                } else if length == 127 {
-                    guard count - i >= 10 else { break }
-                    length = 0
-                    for k in 0..<8 { length = length << 8 | Int(buf[i + 2 + k]) }
-                    header = 10
-                }
+            while let frame = WebSocketFrame.readHeader(UnsafeBufferPointer(rebasing: buf[i...])) {
+                let (header, length, opcode) = (frame.size, frame.payloadLength, frame.opcode)
                 guard count - i >= header + length else { break }
                 let payload = UnsafeBufferPointer(rebasing: buf[(i + header)..<(i + header + length)])
-                if opcode == 9 {
-                    send(s, text: payload, opcode: 10)
+                if opcode == WebSocketFrame.ping {
+                    send(s, text: payload, opcode: WebSocketFrame.pong)
                     flush(s)
-                } else if opcode == 8 {
+                } else if opcode == WebSocketFrame.close {
                     // Answer the close with its status code, as clients must (RFC 6455 §5.5.1);
                     // the relay then closes the TCP connection.
-                    send(s, text: UnsafeBufferPointer(rebasing: payload.prefix(2)), opcode: 8)
+                    send(s, text: UnsafeBufferPointer(rebasing: payload.prefix(2)), opcode: WebSocketFrame.close)
                     flush(s)
-                } else if opcode == 1 || opcode == 2 {
+                } else if opcode == WebSocketFrame.text || opcode == WebSocketFrame.binary {
                     onMessage?(s, payload)
                 }
                 i += header + length

@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from fleet import Fleet, check_all
-from wimz_cluster import http_json
+from wimz_testkit import http_json
 
 DEVICES = 60
 

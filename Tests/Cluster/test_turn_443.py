@@ -6,10 +6,8 @@ credential the API handed out."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,25 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from wimz_cluster import Cluster
+from wimz_testkit import Cluster, Coturn, free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +29,11 @@ def stack():
                    check=True, capture_output=True)
     (work / "bundle.pem").write_text(cert.read_text() + key.read_text())
     secret = secrets.token_hex(16)
-    turn_port, turn_tls_port, public_port = free_port(socket.SOCK_DGRAM), free_port(), free_port()
-    relay_base = 42000 + secrets.randbelow(15000)
-    coturn = subprocess.Popen(
-        ["turnserver", "-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", f"--listening-port={turn_port}",
-         f"--tls-listening-port={turn_tls_port}", f"--cert={cert}", f"--pkey={key}", "--use-auth-secret",
-         f"--static-auth-secret={secret}", "--realm=wimz", "--no-dtls", "--no-cli",
-         "--allow-loopback-peers", f"--min-port={relay_base}", f"--max-port={relay_base + 100}",
-         f"--log-file={work}/turn.log", "--simple-log", f"--pidfile={work}/turn.pid"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    coturn = Coturn(static_secret=secret, cert=str(cert), key=str(key))
+    turn_port, turn_tls_port, public_port = coturn.port, coturn.tls_port, free_port()
     urls = (f"turn:127.0.0.1:{turn_port}?transport=udp,turn:127.0.0.1:{turn_port}?transport=tcp,"
             f"turns:turn.wimzai.com:{public_port}?transport=tcp")
-    cluster = Cluster(1, admin_url=os.environ["WIMZ_TEST_DATABASE_URL"],
-                      node_env={"WIMZ_TURN_SECRET": secret, "WIMZ_TURN_URLS": urls, "WIMZ_TURN_REALM": "wimz"})
+    cluster = Cluster(1, node_env={"WIMZ_TURN_SECRET": secret, "WIMZ_TURN_URLS": urls, "WIMZ_TURN_REALM": "wimz"})
     node = cluster.nodes["node1"]
     # The recipe as shipped, with this machine's ports, certificate and relay.
     config = (ROOT / "deploy/haproxy/haproxy-443.cfg").read_text()
@@ -76,14 +50,12 @@ def stack():
                                stderr=subprocess.DEVNULL)
     try:
         wait_for_port(public_port)
-        wait_for_port(turn_tls_port)
         time.sleep(1.5)  # HAProxy's first health check of the relay (rise 3 × 1 s would be 3 s)
         yield {"port": public_port, "cert": cert, "cluster": cluster, "urls": urls}
     finally:
         haproxy.terminate()
         haproxy.wait(timeout=10)
-        coturn.terminate()
-        coturn.wait(timeout=10)
+        coturn.stop()
         cluster.close()
 
 

@@ -24,3 +24,29 @@ import WimzProtocol
         #expect((json["message_types"] as? [String])?.contains("http_request") == true)
     }
 }
+
+@Suite struct WebSocketFrameTests {
+    @Test func headersRoundTripAtEveryLengthBoundary() {
+        for length in [0, 125, 126, 65535, 65536, 1 << 20] {
+            for mask in [nil, [UInt8(1), 2, 3, 4]] {
+                for fin in [true, false] {
+                    let bytes = WebSocketFrame.header(opcode: WebSocketFrame.binary, payloadLength: length, fin: fin, mask: mask)
+                    #expect(bytes.count == WebSocketFrame.headerSize(payloadLength: length, masked: mask != nil))
+                    let header = bytes.withUnsafeBufferPointer(WebSocketFrame.readHeader)
+                    #expect(header == WebSocketFrame.Header(fin: fin, opcode: WebSocketFrame.binary, masked: mask != nil,
+                                                            payloadLength: length, size: bytes.count))
+                    if let mask { #expect(Array(bytes.suffix(4)) == mask) }
+                    // Any prefix is incomplete.
+                    for cut in 0..<bytes.count { #expect(bytes.prefix(cut).withUnsafeBufferPointer(WebSocketFrame.readHeader) == nil) }
+                }
+            }
+        }
+    }
+
+    @Test func theWireFormatIsRFC6455s() {
+        #expect(WebSocketFrame.header(opcode: WebSocketFrame.text, payloadLength: 5) == [0x81, 5])
+        #expect(WebSocketFrame.header(opcode: WebSocketFrame.ping, payloadLength: 300, fin: true, mask: [0, 0, 0, 0])
+            == [0x89, 0x80 | 126, 1, 44, 0, 0, 0, 0])
+        #expect(WebSocketFrame.header(opcode: 0, payloadLength: 70_000, fin: false) == [0x00, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70])
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 
 /// One WebSocket frame as received.
 public struct WSFrame: Sendable, Equatable {
@@ -67,18 +68,8 @@ public final class WebSocketTestClient: @unchecked Sendable {
     // MARK: Sending
 
     public func sendFrame(opcode: UInt8, payload: [UInt8], fin: Bool = true) throws {
-        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
-        let n = payload.count
-        if n < 126 {
-            frame.append(0x80 | UInt8(n))
-        } else if n < 65536 {
-            frame += [0x80 | 126, UInt8(n >> 8), UInt8(n & 0xff)]
-        } else {
-            frame.append(0x80 | 127)
-            for k in (0..<8).reversed() { frame.append(UInt8((UInt64(n) >> (8 * UInt64(k))) & 0xff)) }
-        }
         let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
-        frame += mask
+        var frame = WebSocketFrame.header(opcode: opcode, payloadLength: payload.count, fin: fin, mask: mask)
         frame += payload.enumerated().map { $0.element ^ mask[$0.offset & 3] }
         try socket.send(frame)
     }
@@ -103,18 +94,13 @@ public final class WebSocketTestClient: @unchecked Sendable {
     // MARK: Receiving
 
     public func readFrame() throws -> WSFrame {
-        let head = try socket.read(exactly: 2)
-        var length = Int(head[1] & 0x7f)
-        if length == 126 {
-            let b = try socket.read(exactly: 2)
-            length = Int(b[0]) << 8 | Int(b[1])
-        } else if length == 127 {
-            let b = try socket.read(exactly: 8)
-            length = b.reduce(0) { $0 << 8 | Int($1) }
-        }
-        if head[1] & 0x80 != 0 { throw TestSetupError("server frame is masked") }
-        let payload = length > 0 ? try socket.read(exactly: length) : []
-        return WSFrame(opcode: head[0] & 0x0f, fin: head[0] & 0x80 != 0, payload: payload)
+        var head = try socket.read(exactly: 2)
+        let extended = (head[1] & 0x7f) == 126 ? 2 : (head[1] & 0x7f) == 127 ? 8 : 0
+        if extended > 0 { head += try socket.read(exactly: extended) }
+        guard let header = head.withUnsafeBufferPointer(WebSocketFrame.readHeader) else { throw TestSetupError("bad frame header") }
+        if header.masked { throw TestSetupError("server frame is masked") }
+        let payload = header.payloadLength > 0 ? try socket.read(exactly: header.payloadLength) : []
+        return WSFrame(opcode: header.opcode, fin: header.fin, payload: payload)
     }
 
     /// The next data message; answers pings; throws `Closed` on a close frame.

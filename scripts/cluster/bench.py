@@ -14,8 +14,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "testkit"))
 from fleet import Fleet, check_all  # noqa: E402
-from wimz_cluster import Cluster  # noqa: E402
+from wimz_testkit import Cluster  # noqa: E402
 
 
 def metric_sum(cluster: Cluster, name: str) -> float:

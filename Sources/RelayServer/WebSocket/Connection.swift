@@ -1,5 +1,6 @@
 import CLibWebSockets
 import RelayCore
+import WimzProtocol
 
 /// A WebSocket's server-side state: the relay `Session` plus what only the socket layer needs
 /// (the lws handle and the message being reassembled). Retained by the lws per-session data
@@ -115,30 +116,21 @@ final class FrameWriter {
         var length = 0
         if session.pingDue {
             // A non-empty payload: lws 4.1 does not pass zero-length PONGs to the callback.
-            let ping: [UInt8] = [0x89, 4, UInt8(ascii: "w"), UInt8(ascii: "i"), UInt8(ascii: "m"), UInt8(ascii: "z")]
-            for (k, b) in ping.enumerated() { start[k] = b }
-            length = ping.count
+            length = WebSocketFrame.writeHeader(opcode: WebSocketFrame.ping, payloadLength: 4, to: start)
+            for b in "wimz".utf8 {
+                start[length] = b
+                length += 1
+            }
             session.pingDue = false
         }
         while let message = session.queue.firstMessage {
             let payload = message.payload
             let count = message.count
-            let header = count < 126 ? 2 : count < 65536 ? 4 : 10
+            let header = WebSocketFrame.headerSize(payloadLength: count)
             guard length + header + count <= capacity else { break }
             var p = start + length
-            p[0] = 0x80 | (payload.isBinary ? 2 : 1)
-            switch header {
-            case 2:
-                p[1] = UInt8(count)
-            case 4:
-                p[1] = 126
-                p[2] = UInt8(count >> 8)
-                p[3] = UInt8(count & 0xff)
-            default:
-                p[1] = 127
-                for k in 0..<8 { p[2 + k] = UInt8((UInt64(count) >> (56 - 8 * UInt64(k))) & 0xff) }
-            }
-            p += header
+            p += WebSocketFrame.writeHeader(opcode: payload.isBinary ? WebSocketFrame.binary : WebSocketFrame.text,
+                                            payloadLength: count, to: p)
             payload.bytes.withUnsafeBufferPointer { src in
                 guard let base = src.baseAddress else { return }
                 if let numbering = message.numbering {

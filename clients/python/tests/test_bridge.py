@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import Relay, free_port
+from wimz_testkit import RelayNode, free_port
 from test_robot_client import app_socket, eventually, next_message
 from wimz_robot.bridge import Bridge, local_target
 from wimz_robot.standin import EVENTS, serve
@@ -158,7 +158,7 @@ async def test_offline_down_and_refusals(relay, device, database):
 
 async def test_a_hanging_robot_api_gets_504_within_the_timeout(database, device, standin):
     device_id, robot_token, app_token = device
-    relay = Relay(database, env={"WIMZ_ROBOT_HTTP_TIMEOUT": "2"})
+    relay = RelayNode.started(database, env={"WIMZ_ROBOT_HTTP_TIMEOUT": "2"})
     b = Bridge(relay.url, device_id, robot_token, standin.url, local_timeout=3)
     task = asyncio.create_task(b.run())
     try:
@@ -234,7 +234,7 @@ async def test_events_and_commands_cross_the_bridge_both_ways(relay, device, sta
 
 async def test_bridge_keeps_fresh_turn_credentials_in_its_file(database, device, standin, tmp_path):
     device_id, robot_token, _ = device
-    relay = Relay(database, env={"WIMZ_TURN_SECRET": "s3cret", "WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
+    relay = RelayNode.started(database, env={"WIMZ_TURN_SECRET": "s3cret", "WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
                                  "WIMZ_TURN_TTL": "300"})
     turn_file = tmp_path / "run" / "turn.json"
     b = Bridge(relay.url, device_id, robot_token, standin.url, turn_file=str(turn_file))

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import free_port
+from wimz_testkit import free_port
 from test_turn_refresh import allocate
 
 REPO = Path(__file__).resolve().parents[3]

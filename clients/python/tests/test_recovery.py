@@ -10,7 +10,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from conftest import Relay
+from wimz_testkit import RelayNode
 from test_robot_client import next_message
 
 
@@ -70,7 +70,7 @@ async def test_an_app_that_drops_gets_exactly_the_events_it_missed_then_live(rel
 
 async def test_over_the_buffer_and_after_a_crash_the_app_gets_the_replay(database, device):
     device_id, robot_token, app_token = device
-    relay = Relay(database, env={"WIMZ_RECOVERY_MESSAGES": "10"})
+    relay = RelayNode.started(database, env={"WIMZ_RECOVERY_MESSAGES": "10"})
     try:
         robot = await robot_socket(relay, device_id, robot_token)
         app = await app_socket(relay, device_id, app_token, "&recover=1")

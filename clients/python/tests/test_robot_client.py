@@ -151,10 +151,10 @@ async def test_state_changes_and_new_credentials_reach_their_handlers(database, 
     """on_state sees connecting → connected → disconnected → … → refused; on_turn_credentials
     gets each newer credential; after a reconnect the replayed state goes out before
     wait_connected returns (an app connecting right then gets it from the restarted relay)."""
-    from conftest import Relay
+    from wimz_testkit import RelayNode
     from wimz_robot import ConnectionState
     device_id, robot_token, app_token = device
-    relay = Relay(database, env={"WIMZ_TURN_SECRET": "s3cret", "WIMZ_TURN_URLS": "turn:127.0.0.1:3478"})
+    relay = RelayNode.started(database, env={"WIMZ_TURN_SECRET": "s3cret", "WIMZ_TURN_URLS": "turn:127.0.0.1:3478"})
     states: list[ConnectionState] = []
     credentials = []
     try:

@@ -11,7 +11,7 @@ import pytest
 from aioice import turn
 from aioice.stun import TransactionFailed
 
-from conftest import Coturn, Relay
+from wimz_testkit import Coturn, RelayNode
 from wimz_robot import RobotClient, TurnCredentials
 
 TTL = 20
@@ -22,7 +22,7 @@ def turn_stack(database):
     """A coturn reading the database's secrets, and a relay minting TTL-second credentials for it."""
     database.cli("turn-secret", "add")
     coturn = Coturn(database.url)
-    relay = Relay(database, env={
+    relay = RelayNode.started(database, env={
         "WIMZ_TURN_URLS": f"turn:127.0.0.1:{coturn.port}?transport=udp",
         "WIMZ_TURN_TTL": str(TTL), "WIMZ_TURN_TTL_MIN": str(TTL),
     })

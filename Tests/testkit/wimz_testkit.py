@@ -1,0 +1,372 @@
+"""The one test kit for everything Python that needs real components: a fresh database in the
+suite's PostgreSQL, ``wimz-relay serve`` nodes, a real HAProxy in front of several, and a real
+coturn. Used by the robot library's tests (clients/python/tests), the cluster tests
+(Tests/Cluster), the cluster benchmark and scripts/cluster.sh.
+
+scripts/test.sh exports what it needs: WIMZ_RELAY_BIN, WIMZ_MIGRATIONS_DIR and
+WIMZ_TEST_DATABASE_URL (a libpq conninfo with dbname=postgres)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"{name} is not set: run the suite with scripts/test.sh")
+    return value
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def http_json(url: str, token: str | None = None, method: str = "GET", body: dict | None = None,
+              timeout: float = 5) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+class Database:
+    """A database of its own in ``admin_url``'s server, migrated; ``drop()`` removes it."""
+
+    def __init__(self, admin_url: str | None = None, relay_bin: str | None = None, migrations: str | None = None,
+                 prefix: str = "kit") -> None:
+        self.admin_url = admin_url or env("WIMZ_TEST_DATABASE_URL")
+        self.relay_bin = relay_bin or env("WIMZ_RELAY_BIN")
+        self.migrations = migrations or env("WIMZ_MIGRATIONS_DIR")
+        self.name = f"{prefix}_{secrets.token_hex(5)}"
+        self.url = self.admin_url.replace("dbname=postgres", f"dbname={self.name}")
+        self.psql(f"CREATE DATABASE {self.name}", admin=True)
+        self.cli("migrate")
+
+    def psql(self, sql: str, admin: bool = False) -> str:
+        return subprocess.run(["psql", self.admin_url if admin else self.url, "-qtAc", sql], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    def cli(self, *args: str) -> str:
+        """Runs ``wimz-relay ARGS`` on this database; its stdout."""
+        done = subprocess.run([self.relay_bin, *args], env=dict(os.environ, WIMZ_DATABASE_URL=self.url,
+                                                                  WIMZ_MIGRATIONS_DIR=self.migrations),
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"wimz-relay {' '.join(args)} failed: {done.stderr}")
+        return done.stdout
+
+    def add_device(self, device: str) -> tuple[str, str]:
+        """Adds a device with the CLI; its (robot token, app token)."""
+        self.cli("device", "add", device)
+        robot = self.cli("token", "issue", "--device", device, "--role", "robot").strip().splitlines()[-1]
+        app = self.cli("token", "issue", "--device", device, "--role", "app").strip().splitlines()[-1]
+        return robot, app
+
+    def drop(self) -> None:
+        self.psql(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)", admin=True)
+
+
+class RelayNode:
+    """One ``wimz-relay serve`` on a fixed loopback port (so it restarts on the same one), ready
+    when ``/readyz`` says 200 (the store is reachable and the token mirror loaded)."""
+
+    def __init__(self, database: Database, name: str | None = None, env: dict[str, str] | None = None,
+                 echo: bool = False, workdir: str | None = None) -> None:
+        self.database = database
+        self.name = name or "relay"
+        self.port = free_port()
+        self.env = env or {}
+        self.echo = echo
+        self.spool = tempfile.mkdtemp(prefix=f"wimz-{self.name}-spool-", dir=workdir)
+        self.lines: list[str] = []
+        self.process: subprocess.Popen[str] | None = None
+
+    @classmethod
+    def started(cls, database: Database, env: dict[str, str] | None = None) -> "RelayNode":
+        """A relay for ``database`` on its own port, started and ready."""
+        node = cls(database, env=env)
+        node.start()
+        return node
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> None:
+        environment = dict(os.environ, WIMZ_DATABASE_URL=self.database.url, WIMZ_MIGRATIONS_DIR=self.database.migrations,
+                           WIMZ_LISTEN=f"127.0.0.1:{self.port}", WIMZ_SPOOL_DIR=self.spool, **self.env)
+        if self.name != "relay":
+            environment["WIMZ_NODE_ID"] = self.name
+        self.process = subprocess.Popen([self.database.relay_bin, "serve"], env=environment, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._collect, args=(self.process,), daemon=True).start()
+        if wait:
+            self.wait_ready()
+
+    def _collect(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if self.echo:
+                print(f"[{self.name}] {line}", end="", flush=True)
+
+    def ready(self) -> bool:
+        try:
+            return http_json(f"{self.url}/readyz", timeout=1)[0] == 200
+        except (OSError, ValueError):
+            return False
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                break
+            if self.ready():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not become ready:\n" + "\n".join(self.lines[-30:]))
+
+    def stop(self, timeout: float = 30) -> float:
+        """SIGTERM (a drain); the seconds until the process exited (killed past ``timeout``)."""
+        started = time.monotonic()
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class HAProxy:
+    """HAProxy in front of relay nodes, configured as deploy/haproxy/haproxy.cfg's backend (one
+    hash key per device, /readyz checks, shutdown-sessions) with loopback addresses and faster
+    checks; ``start`` again reloads it (``-sf``) with a new server list."""
+
+    def __init__(self, workdir: str | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="wimz-haproxy-", dir=workdir))
+        self.pidfile = self.dir / "haproxy.pid"
+        self.process: subprocess.Popen[str] | None = None
+        #: The process a reload replaced; it finishes its tunnels (soft stop, ``-sf``).
+        self.previous: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def config(self, nodes: list[RelayNode]) -> str:
+        servers = "\n".join(f"    server {n.name} 127.0.0.1:{n.port}" for n in nodes)
+        return f"""global
+    maxconn 9000
+    pidfile {self.pidfile}
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel 1h
+    timeout http-request 10s
+    retries 2
+    option redispatch 1
+frontend api
+    bind 127.0.0.1:{self.port}
+    option forwardfor
+    default_backend relays
+backend relays
+    # One key per device for everything of it: device_id= on sockets and credential requests,
+    # the path segment on /api/devices/ID/... (HTTP to the robot, status). A client cannot set it.
+    http-request del-header X-Wimz-Device
+    http-request set-header X-Wimz-Device %[url_param(device_id)] if {{ url_param(device_id) -m found }}
+    http-request set-header X-Wimz-Device %[path,field(4,/)] if {{ path_beg /api/devices/ }}
+    balance hdr(X-Wimz-Device)
+    hash-type consistent
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server check inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
+{servers}
+"""
+
+    def start(self, nodes: list[RelayNode]) -> None:
+        cfg = self.dir / "haproxy.cfg"
+        cfg.write_text(self.config(nodes))
+        subprocess.run(["haproxy", "-c", "-q", "-f", str(cfg)], check=True)
+        args = ["haproxy", "-f", str(cfg), "-db"]
+        old = self.process
+        if old is not None and old.poll() is None:
+            args += ["-sf", str(old.pid)]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for_port(self.port)
+        self.previous = old
+
+    def stop(self) -> None:
+        for p in (self.process, self.previous):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+class Cluster:
+    """A fresh database, ``size`` relay nodes named node1…, and HAProxy in front."""
+
+    def __init__(self, size: int = 3, *, admin_url: str | None = None, relay_bin: str | None = None,
+                 migrations: str | None = None, node_env: dict[str, str] | None = None, haproxy_port: int | None = None,
+                 echo: bool = False) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="wimz-cluster-")
+        self.admin_token = secrets.token_hex(16)
+        self.node_env = {"WIMZ_DRAIN": "1.5", "WIMZ_CLUSTER_LEASE": "3", "WIMZ_ADMIN_TOKEN": self.admin_token,
+                         "WIMZ_TRUSTED_PROXIES": "127.0.0.1", "WIMZ_LOG_LEVEL": os.environ.get("WIMZ_LOG_LEVEL", "warn"),
+                         **(node_env or {})}
+        self.echo = echo
+        self.database = Database(admin_url, relay_bin, migrations, prefix="cluster")
+        self.database_url = self.database.url
+        self.relay_bin = self.database.relay_bin
+        self.nodes: dict[str, RelayNode] = {}
+        for i in range(1, size + 1):
+            self.nodes[f"node{i}"] = self._node(f"node{i}")
+        for node in self.nodes.values():
+            node.start(wait=False)
+        for node in self.nodes.values():
+            node.wait_ready()
+        self.haproxy = HAProxy(self.workdir, haproxy_port)
+        self.haproxy.start(list(self.nodes.values()))
+        self.wait_balanced()
+
+    def _node(self, name: str) -> RelayNode:
+        return RelayNode(self.database, name, env=self.node_env, echo=self.echo, workdir=self.workdir)
+
+    def psql(self, sql: str) -> str:
+        return self.database.psql(sql)
+
+    def cli(self, *args: str) -> str:
+        return self.database.cli(*args)
+
+    def admin(self, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, dict]:
+        return http_json(f"{self.haproxy.url}/admin/{path}", self.admin_token, method, body)
+
+    def add_devices(self, count: int, prefix: str = "dev") -> dict[str, tuple[str, str]]:
+        """Creates devices through the admin API: id → (robot token, app token)."""
+        out = {}
+        for i in range(count):
+            device = f"{prefix}{i:04d}"
+            assert self.admin("devices", "POST", {"id": device})[0] == 201
+            robot = self.admin(f"devices/{device}/tokens", "POST", {"role": "robot"})[1]["secret"]
+            app = self.admin(f"devices/{device}/tokens", "POST", {"role": "app"})[1]["secret"]
+            out[device] = (robot, app)
+        return out
+
+    def live_nodes(self) -> list[dict]:
+        return [n for n in self.admin("cluster/nodes")[1]["nodes"] if n["live"]]
+
+    def wait_balanced(self, timeout: float = 30) -> None:
+        """Until every running node is ready and HAProxy had time to see it (rise 2 × 500 ms)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(n.ready() for n in self.nodes.values() if n.running):
+                time.sleep(1.2)
+                return
+            time.sleep(0.1)
+        raise RuntimeError("nodes did not become ready")
+
+    def add_node(self) -> RelayNode:
+        name = f"node{len(self.nodes) + 1}"
+        node = self._node(name)
+        self.nodes[name] = node
+        node.start()
+        self.haproxy.start(list(self.nodes.values()))
+        self.wait_balanced()
+        return node
+
+    def close(self) -> None:
+        self.haproxy.stop()
+        for node in self.nodes.values():
+            node.stop(timeout=20)
+        self.database.drop()
+
+
+class Coturn:
+    """A real coturn on loopback in TURN REST mode: secrets from the database's turn_secret table
+    (``conninfo``, the deploy recipe's shared-database mode) or one static secret; with
+    ``cert``/``key`` it also listens for TURN over TLS on ``tls_port``."""
+
+    def __init__(self, conninfo: str | None = None, *, static_secret: str | None = None, realm: str = "wimz",
+                 cert: str | None = None, key: str | None = None) -> None:
+        self.dir = tempfile.mkdtemp(prefix="wimz-coturn-")
+        self.log = os.path.join(self.dir, "turnserver.log")
+        secret = [f"--psql-userdb={conninfo}"] if conninfo else [f"--static-auth-secret={static_secret}"]
+        for _ in range(5):
+            self.port = free_port(socket.SOCK_DGRAM)
+            self.tls_port = free_port() if cert else None
+            tls = [f"--tls-listening-port={self.tls_port}", f"--cert={cert}", f"--pkey={key}"] if cert else ["--no-tls"]
+            relay_base = 41000 + secrets.randbelow(18000)
+            self.process = subprocess.Popen(
+                ["turnserver", "-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", f"--listening-port={self.port}",
+                 "--use-auth-secret", f"--realm={realm}", *secret, *tls, "--no-dtls", "--no-cli", "--allow-loopback-peers",
+                 f"--min-port={relay_base}", f"--max-port={relay_base + 100}", f"--log-file={self.log}", "--simple-log",
+                 f"--pidfile={self.dir}/turnserver.pid"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if self._listening():
+                    return
+                time.sleep(0.05)
+            self.stop()
+        raise RuntimeError("coturn did not start: " + Path(self.log).read_text(errors="replace")[-800:])
+
+    def _listening(self) -> bool:
+        udp = subprocess.run(["ss", "-Hlnu", f"sport = :{self.port}"], capture_output=True, text=True).stdout
+        tcp = subprocess.run(["ss", "-Hlnt", f"sport = :{self.tls_port}"], capture_output=True,
+                             text=True).stdout if self.tls_port else "ok"
+        return bool(udp.strip()) and bool(tcp.strip())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
