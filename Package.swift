@@ -22,6 +22,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // /metrics (RelayServer); swift-metrics only in wimz-bench's metrics-cost comparison.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         // Client library only (its Linux WebSocket transport); the daemon's targets never import NIO.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
@@ -58,7 +61,8 @@ let package = Package(
         .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
                                                       .product(name: "Logging", package: "swift-log")]),
         .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore",
-                                                     "RelayWorkers", "RelayLogging", .product(name: "Logging", package: "swift-log")],
+                                                     "RelayWorkers", "RelayLogging", .product(name: "Logging", package: "swift-log"),
+                                                     .product(name: "Prometheus", package: "swift-prometheus")],
                 swiftSettings: hotPath),
         .executableTarget(
             name: "wimz-relay",
@@ -69,7 +73,11 @@ let package = Package(
             ]),
         .executableTarget(
             name: "wimz-bench",
-            dependencies: ["CEpoll", "WimzProtocol", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["CEpoll", "WimzProtocol", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "CoreMetrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus")],
+            // Built as the relay's forwarding path is (its loops and the metrics-cost comparison).
+            swiftSettings: hotPath),
 
         // The app-side client library: Foundation plus a WebSocket transport — SwiftNIO where
         // URLSessionWebSocketTask is missing (Linux: Debian's libcurl has no WebSocket support).

@@ -10,6 +10,8 @@
 #     recovery  the fan-out phase and a fixed-rate phase (WIMZ_RECOVERY_RATE, 50,000 msgs/s: the
 #               relay's CPU per message) with v1 apps and with recovering apps (recover=1),
 #               alternating (WIMZ_BENCH_ROUNDS rounds, default 3)
+#   WIMZ_BENCH_RELAY_BIN=path runs that wimz-relay instead of this tree's (a build of another
+#   commit, measured with this tree's load generator: before/after comparisons in one sitting)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -19,6 +21,7 @@ say "building (release)"
 build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
+relay_bin=${WIMZ_BENCH_RELAY_BIN:-$bin/wimz-relay}
 
 work=$(mktemp -d /tmp/wimz-bench.XXXXXX)
 chmod 755 "$work"
@@ -44,7 +47,7 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
     for p in $postmaster $(pgrep -P "$postmaster"); do taskset -p -c 1 "$p" >/dev/null; done
 fi
 export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-"$bin/wimz-relay" migrate >/dev/null
+"$relay_bin" migrate >/dev/null
 # 2,000 devices: 4,000 distinct tokens for the cold/warm handshake rounds, and room for 30,000
 # idle app sockets at 15 per device.
 devices=2000
@@ -53,7 +56,7 @@ say "provisioning $devices devices"
 
 port=$(( 20000 + RANDOM % 20000 ))
 # Limits lifted so the phases measure the relay, not its per-socket/per-token rate limiters.
-relay_cmd=("${pin_relay[@]}" "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool"
+relay_cmd=("${pin_relay[@]}" "$relay_bin" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool"
            --app-rate-limit 1000000 --app-rate-burst 1000000 --turn-request-rate 1000000
            --robot-http-rate 1000000 --robot-http-burst 1000000 --robot-http-max-pending 10000
            --turn-urls "turn:127.0.0.1:3478?transport=udp" --turn-secret "bench-secret-0123456789abcdef")

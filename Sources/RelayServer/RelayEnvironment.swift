@@ -13,9 +13,11 @@ final class RelayEnvironment {
     let thread: ServiceThread
     let audit: AuditTrail
     let log = Logger(label: "wimz.relay")
-    /// Counters for /metrics: plain fields, bumped on the forwarding path (see docs/performance.md
-    /// for why they are not swift-metrics counters).
+    /// Counters for /metrics: plain fields, bumped on the forwarding path (see `RelayCounters` for
+    /// why), copied into `metrics`' registry at scrape time.
     var counters = RelayCounters()
+    /// The Prometheus registry and the histograms observed into it.
+    let metrics = RelayMetrics()
 
     init(configuration: RelayConfiguration, hub: DeviceHub, clock: ServiceClock, thread: ServiceThread, audit: AuditTrail) {
         self.configuration = configuration

@@ -205,9 +205,8 @@ public final class ClusterAgent: DatabaseWork {
     private func waitForNotifications(_ db: PGConnection, on thread: DatabaseThread, until deadline: UInt64) throws {
         let now = MonotonicClock.nanoseconds()
         let timeout = deadline > now ? Int32(min((deadline - now) / 1_000_000, 1000)) : 0
-        thread.wait(socket: db.socket, milliseconds: timeout)
         var handoffsWaiting = false
-        for note in try db.drainNotifications() {
+        for note in try thread.notifications(on: db, waitingUpTo: timeout) {
             switch StoreNotification(note) {
             case .claim(let node, let devices)? where node != identity.nodeID:
                 onEvent(.claimed(DeviceClaim(node: node, devices: devices)))

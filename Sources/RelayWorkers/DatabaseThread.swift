@@ -132,6 +132,16 @@ public final class DatabaseThread: Sendable {
         }
     }
 
+    /// The notifications that arrived on `db`, waiting up to `milliseconds` for one. Those libpq
+    /// already took in during a query come back at once: polling the socket for them would sleep
+    /// the whole timeout (a revocation would wait a second to close its sockets).
+    public func notifications(on db: PGConnection, waitingUpTo milliseconds: Int32) throws -> [PGNotification] {
+        let ready = try db.drainNotifications()
+        guard ready.isEmpty else { return ready }
+        wait(socket: db.socket, milliseconds: milliseconds)
+        return try db.drainNotifications()
+    }
+
     private func run(_ work: DatabaseWork) {
         var db: PGConnection?
         var failures = 0

@@ -83,8 +83,7 @@ public final class StoreMonitor: DatabaseWork {
             report(StoreHealth(state: .schemaOutdated,
                                reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
         }
-        thread.wait(socket: db.socket, milliseconds: 1000)
-        let notes = try db.drainNotifications()
+        let notes = try thread.notifications(on: db, waitingUpTo: 1000)
         guard state.withLock({ $0.snapshotLoaded }) else { return }  // the snapshot taken later includes these changes
         for note in notes {
             switch StoreNotification(note) {

@@ -89,3 +89,36 @@ import Testing
         #expect(offline?.json["error"] as? String == "device_offline")
     }
 }
+
+@Suite struct MetricsEndpointTests {
+    /// Every sample line of a scrape, by name and labels.
+    private func scrape(_ relay: InProcessRelay) throws -> [String: Double] {
+        let response = try #require(relay.request("GET", "/metrics"))
+        #expect(response.status == 200 && response.contentType == "text/plain; version=0.0.4")
+        var samples: [String: Double] = [:]
+        for line in String(decoding: response.body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            samples[String(parts[0])] = Double(parts[1])
+        }
+        return samples
+    }
+
+    @Test func countersKeptAsPlainFieldsAreCopiedIntoTheRegistryOnceEach() throws {
+        let relay = InProcessRelay()
+        relay.storeReady()
+        relay.components.env.counters.requestsRefused = 2
+        relay.components.env.counters.forwardedBytes[RelayCounters.Direction.robotToApps.rawValue] = 38
+        let first = try scrape(relay)
+        #expect(first["wimz_http_requests_refused_total"] == 2)
+        #expect(first["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)
+        #expect(first["wimz_database_up"] == 1)
+        #expect(first["wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"libev\"}"] == 1)
+        // A second scrape adds only what moved since the first.
+        relay.components.env.counters.requestsRefused = 3
+        let second = try scrape(relay)
+        #expect(second["wimz_http_requests_refused_total"] == 3)
+        #expect(second["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)
+        relay.components.env.metrics.handshakeSeconds.record(0.002)
+        #expect(try scrape(relay)["wimz_handshake_seconds_count"] == 1)
+    }
+}

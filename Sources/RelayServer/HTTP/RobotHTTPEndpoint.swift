@@ -148,7 +148,7 @@ final class RobotHTTPEndpoint {
             response = .error(failure.status, failure.rawValue, failure.message)
         }
         env.counters.robotHTTPStatuses[response.status, default: 0] += 1
-        env.counters.robotHTTPSeconds.observe(Double(env.clock.monotonic() - started) / 1e9)
+        env.metrics.robotHTTPSeconds.record(Double(env.clock.monotonic() - started) / 1e9)
         env.logRequest(method: client.method, path: client.path, remote: client.peerAddress, status: response.status,
                        startedAt: started)
         respond(client.client, response)

@@ -1,3 +1,4 @@
+import Prometheus
 import RelayCore
 import RelayWorkers
 
@@ -23,82 +24,91 @@ final class MetricsEndpoint {
         self.stop = stop
     }
 
+    /// What each counter was when last copied into the registry (its counters only go up).
+    private var exported: [String: Int] = [:]
+
+    /// Sets the registry from the counters and the components' state, then renders it.
     func render() -> HTTPResponse {
         let counters = env.counters
-        let configuration = env.configuration
-        var out = ""
-        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: Int)]) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for s in samples { out += "\(name)\(s.labels.isEmpty ? "" : "{\(s.labels)}") \(s.value)\n" }
-        }
         let sessions = env.hub.allSessions
-        metric("wimz_sockets", "gauge", "Open WebSocket sessions by role.",
-               Role.allCases.map { role in ("role=\"\(role.rawValue)\"", sessions.filter { $0.role == role }.count) })
-        metric("wimz_devices_online", "gauge", "Devices whose robot is connected.",
-               [("", sessions.filter { $0.role == .robot }.count)])
-        metric("wimz_auth_failures_total", "counter", "Rejected authentications by reason.",
-               counters.authFailures.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("reason=\"\($0.key.rawValue)\"", $0.value) })
-        metric("wimz_drops_total", "counter", "Messages not delivered, by reason.",
-               counters.drops.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("reason=\"\($0.key.rawValue)\"", $0.value) })
-        metric("wimz_closes_total", "counter", "Sockets closed by the relay, by close code.",
-               counters.closes.sorted { $0.key < $1.key }.map { ("code=\"\($0.key)\"", $0.value) })
-        metric("wimz_messages_forwarded_total", "counter", "Messages accepted for forwarding, by direction.",
-               [("direction=\"robot_to_apps\"", counters.forwardedMessages[RelayCounters.Direction.robotToApps.rawValue]),
-                ("direction=\"app_to_robot\"", counters.forwardedMessages[RelayCounters.Direction.appToRobot.rawValue])])
-        metric("wimz_bytes_forwarded_total", "counter", "Payload bytes accepted for forwarding, by direction.",
-               [("direction=\"robot_to_apps\"", counters.forwardedBytes[RelayCounters.Direction.robotToApps.rawValue]),
-                ("direction=\"app_to_robot\"", counters.forwardedBytes[RelayCounters.Direction.appToRobot.rawValue])])
-        func histogram(_ name: String, _ help: String, _ h: Histogram) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
-            for (bound, count) in zip(h.bounds, h.counts) { out += "\(name)_bucket{le=\"\(bound)\"} \(count)\n" }
-            out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n\(name)_sum \(h.sum)\n\(name)_count \(h.count)\n"
+        for role in Role.allCases {
+            gauge("wimz_sockets", "Open WebSocket sessions by role.", [("role", role.rawValue)],
+                  sessions.filter { $0.role == role }.count)
         }
-        histogram("wimz_handshake_seconds", "WebSocket handshake latency, accept to established.", counters.handshakeSeconds)
-        metric("wimz_robot_http_requests_total", "counter", "HTTP requests to robots answered, by status (relay refusals included).",
-               counters.robotHTTPStatuses.sorted { $0.key < $1.key }.map { ("status=\"\($0.key)\"", $0.value) })
-        histogram("wimz_robot_http_duration_seconds", "HTTP to the robot: request read to answer written (requests that reached a robot).",
-                  counters.robotHTTPSeconds)
-        metric("wimz_robot_http_waiting", "gauge", "HTTP requests waiting for a robot's answer.", [("", robotHTTP.waiting)])
-        metric("wimz_keepalive_timeouts_total", "counter", "Sockets dropped after two silent ping intervals.",
-               [("", counters.keepaliveTimeouts)])
-        metric("wimz_http_requests_refused_total", "counter", "Request heads refused before routing (400/405/414/431/505).",
-               [("", counters.requestsRefused)])
-        metric("wimz_robots_replaced_total", "counter", "Robot sockets replaced by a newer one (4001).",
-               [("", counters.robotsReplaced)])
-        metric("wimz_turn_credentials_issued_total", "counter", "TURN credentials minted (HTTP and push).", [("", turn.service.issued)])
-        metric("wimz_turn_refresh_pushes_total", "counter", "turn_credentials events pushed to robots.", [("", turn.service.pushed)])
+        gauge("wimz_devices_online", "Devices whose robot is connected.", sessions.filter { $0.role == .robot }.count)
+        for (reason, n) in counters.authFailures {
+            counter("wimz_auth_failures_total", "Rejected authentications by reason.", [("reason", reason.rawValue)], n)
+        }
+        for (reason, n) in counters.drops {
+            counter("wimz_drops_total", "Messages not delivered, by reason.", [("reason", reason.rawValue)], n)
+        }
+        for (code, n) in counters.closes {
+            counter("wimz_closes_total", "Sockets closed by the relay, by close code.", [("code", String(code))], n)
+        }
+        for direction in [RelayCounters.Direction.robotToApps, .appToRobot] {
+            let label = [("direction", direction == .robotToApps ? "robot_to_apps" : "app_to_robot")]
+            counter("wimz_messages_forwarded_total", "Messages accepted for forwarding, by direction.", label,
+                    counters.forwardedMessages[direction.rawValue])
+            counter("wimz_bytes_forwarded_total", "Payload bytes accepted for forwarding, by direction.", label,
+                    counters.forwardedBytes[direction.rawValue])
+        }
+        for (status, n) in counters.robotHTTPStatuses {
+            counter("wimz_robot_http_requests_total", "HTTP requests to robots answered, by status (relay refusals included).",
+                    [("status", String(status))], n)
+        }
+        gauge("wimz_robot_http_waiting", "HTTP requests waiting for a robot's answer.", robotHTTP.waiting)
+        counter("wimz_keepalive_timeouts_total", "Sockets dropped after two silent ping intervals.", counters.keepaliveTimeouts)
+        counter("wimz_http_requests_refused_total", "Request heads refused before routing (400/405/414/431/505).",
+                counters.requestsRefused)
+        counter("wimz_robots_replaced_total", "Robot sockets replaced by a newer one (4001).", counters.robotsReplaced)
+        counter("wimz_turn_credentials_issued_total", "TURN credentials minted (HTTP and push).", turn.service.issued)
+        counter("wimz_turn_refresh_pushes_total", "turn_credentials events pushed to robots.", turn.service.pushed)
         let stale = turn.robotsWithStaleCredentials(now: env.clock.wall())
-        metric("wimz_turn_robots_past_refresh", "gauge", "Online robots whose newest credential is past refresh_at (should be 0).",
-               [("", stale.pastRefresh)])
-        metric("wimz_turn_robots_past_expiry", "gauge", "Online robots whose newest credential has expired (should be 0).",
-               [("", stale.pastExpiry)])
+        gauge("wimz_turn_robots_past_refresh", "Online robots whose newest credential is past refresh_at (should be 0).",
+              stale.pastRefresh)
+        gauge("wimz_turn_robots_past_expiry", "Online robots whose newest credential has expired (should be 0).", stale.pastExpiry)
         let audit = env.audit.writer.stats
-        metric("wimz_audit_queue_depth", "gauge", "Audit events waiting in memory.", [("", audit.queued)])
-        metric("wimz_audit_spooled_total", "counter", "Audit events written to the spool file.", [("", audit.spooled)])
-        metric("wimz_database_up", "gauge", "1 when the store is reachable and its schema current.",
-               [("", store.health.state == .ready ? 1 : 0)])
-        metric("wimz_credentials_cached", "gauge", "Active tokens in the relay's mirror.", [("", authenticator.credentials.count)])
+        gauge("wimz_audit_queue_depth", "Audit events waiting in memory.", audit.queued)
+        counter("wimz_audit_spooled_total", "Audit events written to the spool file.", audit.spooled)
+        gauge("wimz_database_up", "1 when the store is reachable and its schema current.", store.health.state == .ready ? 1 : 0)
+        gauge("wimz_credentials_cached", "Active tokens in the relay's mirror.", authenticator.credentials.count)
         let clusterStats = cluster.agent.stats
-        metric("wimz_cluster_live_nodes", "gauge", "Live nodes in the cluster, this one included (as last read).",
-               [("", cluster.liveNodes)])
-        metric("wimz_cluster_split_devices", "gauge", "Devices with sockets on more than one live node (as last read).",
-               [("", cluster.splitDevices)])
+        gauge("wimz_cluster_live_nodes", "Live nodes in the cluster, this one included (as last read).", cluster.liveNodes)
+        gauge("wimz_cluster_split_devices", "Devices with sockets on more than one live node (as last read).", cluster.splitDevices)
         let leaseAge = clusterStats.lastRenewal == 0 ? -1 : Int((env.clock.monotonic() - clusterStats.lastRenewal) / 1_000_000_000)
-        metric("wimz_cluster_lease_age_seconds", "gauge", "Seconds since this node last renewed its lease (-1: never).",
-               [("", leaseAge)])
-        metric("wimz_cluster_draining", "gauge", "1 while this node drains for a stop.", [("", stop.isDraining ? 1 : 0)])
-        metric("wimz_cluster_presence_rows_total", "counter", "Presence rows written.", [("", clusterStats.presenceRows)])
-        metric("wimz_cluster_presence_statements_total", "counter", "Presence SQL statements run (batched).",
-               [("", clusterStats.presenceStatements)])
-        metric("wimz_cluster_claims_sent_total", "counter", "Devices claimed from other nodes.", [("", clusterStats.claimsSent)])
-        metric("wimz_cluster_devices_yielded_total", "counter", "Devices given up to another node's claim (sockets closed 1012).",
-               [("", counters.devicesYielded)])
-        metric("wimz_cluster_registrations_total", "counter", "Times this node joined the cluster (> 1: its lease lapsed and it rejoined).",
-               [("", clusterStats.registrations)])
-        metric("wimz_cluster_store_errors_total", "counter", "Failed membership or presence writes (retried).",
-               [("", clusterStats.writeFailures)])
-        out += "# HELP wimz_build_info Build information.\n# TYPE wimz_build_info gauge\n"
-        out += "wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"\(configuration.eventLoop.rawValue)\"} 1\n"
-        return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(out.utf8))
+        gauge("wimz_cluster_lease_age_seconds", "Seconds since this node last renewed its lease (-1: never).", leaseAge)
+        gauge("wimz_cluster_draining", "1 while this node drains for a stop.", stop.isDraining ? 1 : 0)
+        counter("wimz_cluster_presence_rows_total", "Presence rows written.", clusterStats.presenceRows)
+        counter("wimz_cluster_presence_statements_total", "Presence SQL statements run (batched).", clusterStats.presenceStatements)
+        counter("wimz_cluster_claims_sent_total", "Devices claimed from other nodes.", clusterStats.claimsSent)
+        counter("wimz_cluster_devices_yielded_total", "Devices given up to another node's claim (sockets closed 1012).",
+                counters.devicesYielded)
+        counter("wimz_cluster_registrations_total", "Times this node joined the cluster (> 1: its lease lapsed and it rejoined).",
+                clusterStats.registrations)
+        counter("wimz_cluster_store_errors_total", "Failed membership or presence writes (retried).", clusterStats.writeFailures)
+        gauge("wimz_build_info", "Build information.",
+              [("version", RelayServer.version), ("event_loop", env.configuration.eventLoop.rawValue)], 1)
+        return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: env.metrics.registry.emitToBuffer())
+    }
+
+    private func descriptor(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
+    private func gauge(_ name: String, _ help: String, _ value: Int) { gauge(name, help, [], value) }
+
+    private func counter(_ name: String, _ help: String, _ value: Int) { counter(name, help, [], value) }
+
+    private func gauge(_ name: String, _ help: String, _ labels: [(String, String)], _ value: Int) {
+        env.metrics.registry.makeGauge(descriptor: descriptor(name, help), labels: labels).set(to: Double(value))
+    }
+
+    /// Moves the registry's counter up to `value` (counted elsewhere, as a plain field).
+    private func counter(_ name: String, _ help: String, _ labels: [(String, String)], _ value: Int) {
+        let key = name + labels.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        let delta = value - (exported[key] ?? 0)
+        let counter = env.metrics.registry.makeCounter(descriptor: descriptor(name, help), labels: labels)
+        if delta > 0 { counter.increment(by: Int64(delta)) }
+        exported[key] = value
     }
 }

@@ -191,7 +191,7 @@ final class WebSocketEndpoint {
         pendingGrant = nil
         let now = env.clock.monotonic()
         if let accepted = acceptedAt.removeValue(forKey: wsi) {
-            env.counters.handshakeSeconds.observe(Double(now - accepted) / 1e9)
+            env.metrics.handshakeSeconds.record(Double(now - accepted) / 1e9)
         }
         nextSessionID += 1
         let session = Session(id: nextSessionID, role: grant.role, deviceID: grant.device, tokenID: grant.entry.token.id,
