@@ -6,16 +6,13 @@ import RelayWorkers
 @testable import RelayServer
 
 /// A clock the test moves by hand.
-final class ManualClock: @unchecked Sendable {
+final class ManualClock: ManualTimeSource, @unchecked Sendable {
     private let lock = NSLock()
     private var monotonicNanos: UInt64 = 1_000_000_000
     private var wallMicros: Int64 = 1_795_000_000_000_000
 
-    var clock: ServiceClock {
-        ServiceClock(monotonic: { [self] in lock.withLock { monotonicNanos } },
-                     wall: { [self] in lock.withLock { UnixTime(microseconds: wallMicros) } })
-    }
-
+    var clock: ServiceClock { ServiceClock(manual: self) }
+    var monotonic: UInt64 { lock.withLock { monotonicNanos } }
     var wall: UnixTime { lock.withLock { UnixTime(microseconds: wallMicros) } }
 
     func advance(seconds: Double) {

@@ -15,6 +15,7 @@ final class ServiceThread: @unchecked Sendable {
     /// Called by the service loop on its thread before the first callback.
     func enter() { owner = pthread_self() }
 
+    @inline(__always)
     func assertOnServiceThread(file: StaticString = #fileID, line: UInt = #line) {
         assert(owner.map { pthread_equal($0, pthread_self()) != 0 } ?? true, "not on the relay's service thread",
                file: file, line: line)
@@ -22,10 +23,22 @@ final class ServiceThread: @unchecked Sendable {
 }
 
 /// Time as the relay's components read it: monotonic nanoseconds for deadlines and rates, wall
-/// time for expiries. Tests put in a clock they move by hand.
+/// time for expiries. The system's clocks, called directly (the forwarding path reads the
+/// monotonic one per message); tests put in a time source they move by hand.
 struct ServiceClock: Sendable {
-    var monotonic: @Sendable () -> UInt64 = { MonotonicClock.nanoseconds() }
-    var wall: @Sendable () -> UnixTime = { UnixTime.now() }
+    /// Nil: the system's clocks.
+    let manual: (any ManualTimeSource)?
 
-    static let system = ServiceClock()
+    @inline(__always)
+    func monotonic() -> UInt64 { manual?.monotonic ?? MonotonicClock.nanoseconds() }
+
+    func wall() -> UnixTime { manual?.wall ?? UnixTime.now() }
+
+    static let system = ServiceClock(manual: nil)
+}
+
+/// A clock a test moves by hand.
+protocol ManualTimeSource: AnyObject, Sendable {
+    var monotonic: UInt64 { get }
+    var wall: UnixTime { get }
 }

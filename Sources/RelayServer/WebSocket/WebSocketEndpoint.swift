@@ -26,6 +26,9 @@ final class WebSocketEndpoint {
     /// Set by the composition root once the stop sequence exists.
     unowned var stop: StopSequence!
     private let env: RelayEnvironment
+    /// `env.hub` and the message limit, held directly: read per received message.
+    private let hub: DeviceHub
+    private let maxMessageBytes: Int
     private let authenticator: Authenticator
     private let turn: TurnEndpoint
     private let robotHTTP: RobotHTTPEndpoint
@@ -45,6 +48,8 @@ final class WebSocketEndpoint {
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
          heads: RequestHeads) {
         self.env = env
+        hub = env.hub
+        maxMessageBytes = env.configuration.maxMessageBytes
         self.authenticator = authenticator
         self.turn = turn
         self.robotHTTP = robotHTTP
@@ -225,9 +230,9 @@ final class WebSocketEndpoint {
         let first = lws_is_first_fragment(wsi) != 0
         let complete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         // The common case, a whole message in one callback: one copy, straight into the payload.
-        if first, complete, length <= env.configuration.maxMessageBytes {
+        if first, complete, length <= maxMessageBytes {
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            env.hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
+            hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
             return 0
         }
         if first {
@@ -237,12 +242,12 @@ final class WebSocketEndpoint {
         }
         if connection.rejected { return 0 }
         let total = connection.receiving.count + length + Int(lws_remaining_packet_payload(wsi))
-        if total > env.configuration.maxMessageBytes {
+        if total > maxMessageBytes {
             connection.rejected = true
             connection.receiving = []
             env.counters.closes[CloseCode.tooLarge.rawValue, default: 0] += 1
             session.close(.tooLarge, reason: "message too large")
-            env.hub.detach(session)
+            hub.detach(session)
             return 0
         }
         if connection.receiving.isEmpty { connection.receiving.reserveCapacity(total) }
@@ -252,7 +257,7 @@ final class WebSocketEndpoint {
         guard complete else { return 0 }
         let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
         connection.receiving = []
-        env.hub.receive(payload, from: session, now: session.lastHeard)
+        hub.receive(payload, from: session, now: session.lastHeard)
         return 0
     }
 
