@@ -20,8 +20,10 @@ public final class LogSink: Sendable {
         output = Locked(fileDescriptor)
     }
 
+    /// Read by every log call, emitted or not (swift-log asks the handler first): one atomic
+    /// load and a switch, no allocation.
     public var level: Logger.Level {
-        get { Logger.Level.allCases.first { $0.rank == minimum.load(ordering: .relaxed) } ?? .info }
+        get { Logger.Level(rank: minimum.load(ordering: .relaxed)) }
         set { minimum.store(newValue.rank, ordering: .relaxed) }
     }
 
@@ -122,7 +124,30 @@ extension Logger.Level {
         }
     }
 
-    var rank: UInt8 { UInt8(Logger.Level.allCases.firstIndex(of: self)!) }
+    /// The level's place from trace (0) to critical (6).
+    var rank: UInt8 {
+        switch self {
+        case .trace: return 0
+        case .debug: return 1
+        case .info: return 2
+        case .notice: return 3
+        case .warning: return 4
+        case .error: return 5
+        case .critical: return 6
+        }
+    }
+
+    init(rank: UInt8) {
+        switch rank {
+        case 0: self = .trace
+        case 1: self = .debug
+        case 2: self = .info
+        case 3: self = .notice
+        case 4: self = .warning
+        case 5: self = .error
+        default: self = .critical
+        }
+    }
 
     /// The level `--log-level` / `WIMZ_LOG_LEVEL` names.
     public init(_ level: LogLevel) {

@@ -18,6 +18,8 @@ import Testing
     @Test func levelsKeepTheRelaysFourNames() {
         #expect(Logger.Level.allCases.map(\.lineName) == ["debug", "debug", "info", "info", "warn", "error", "error"])
         #expect(LogLevel.allCases.map(Logger.Level.init) == [.debug, .info, .warning, .error])
+        #expect(Logger.Level.allCases.map { Logger.Level(rank: $0.rank) } == Logger.Level.allCases)
+        #expect(Logger.Level.allCases.map(\.rank) == Array(0...6))
     }
 
     @Test func tokensNeverReachALine() {
