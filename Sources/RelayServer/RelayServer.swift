@@ -43,6 +43,8 @@ public final class RelayServer {
     private let mailbox: Mailbox<ServiceEvent>
     private let monitor: StoreMonitor
     private let components: RelayComponents
+    /// What the lws callbacks reach (held here: the callbacks do not retain it).
+    private let targets: CallbackTargets
     private var env: RelayEnvironment { components.env }
     private var store: StoreSync { components.store }
     private var stop: StopSequence { components.stop }
@@ -67,16 +69,16 @@ public final class RelayServer {
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: loop.gate,
                                      respond: loop.gate.map { gate in { client, response in gate.respond(client.handle, with: response) } })
-        connectGate()
-        callbacks.env = env
-        callbacks.router = components.router
-        callbacks.database = components.database
-        callbacks.robotHTTP = components.robotHTTP
-        callbacks.heads = RequestHeads(gate: loop.gate)
-        callbacks.mailbox = { [unowned self] in
+        targets = CallbackTargets(components: components, heads: RequestHeads(gate: loop.gate)) { [unowned components, unowned loop] in
             for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }
         }
-        callbacks.webSocket = components.webSocket
+        callbacks.connect(targets)
+        connectGate()
+    }
+
+    deinit {
+        // The callbacks do not retain the components: no lws callback may outlive them.
+        loop.destroy()
     }
 
     /// The plain-HTTP front door: every request through the router, refusals counted and logged.

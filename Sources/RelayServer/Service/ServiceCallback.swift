@@ -1,17 +1,36 @@
 import CLibWebSockets
 import RelayCore
 
-/// Where lws's callbacks go: the components, set by `RelayServer` once they exist (lws calls
-/// nothing but its own set-up callbacks before `run`). The context's user pointer.
+/// Where lws's callbacks go: the context's user pointer. It holds the components once
+/// `RelayServer` has built them (lws calls nothing but its own set-up callbacks before `run`).
 final class ServiceCallbacks {
-    var env: RelayEnvironment!
-    var webSocket: WebSocketEndpoint!
-    var router: Router!
-    var database: DatabaseExchanges!
-    var robotHTTP: RobotHTTPEndpoint!
-    var heads = RequestHeads(gate: nil)
+    /// Unmanaged, so a callback reaches the components without a retain and release per call
+    /// (per forwarded message twice: callgrind counted the difference). `RelayServer` owns them.
+    private(set) var targets: Unmanaged<CallbackTargets>?
+
+    func connect(_ targets: CallbackTargets) { self.targets = .passUnretained(targets) }
+}
+
+/// The components lws callbacks lead to.
+final class CallbackTargets {
+    let env: RelayEnvironment
+    let webSocket: WebSocketEndpoint
+    let router: Router
+    let database: DatabaseExchanges
+    let robotHTTP: RobotHTTPEndpoint
+    let heads: RequestHeads
     /// Drains the mailbox (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
-    var mailbox: (() -> Void)!
+    let mailbox: () -> Void
+
+    init(components: RelayComponents, heads: RequestHeads, mailbox: @escaping () -> Void) {
+        env = components.env
+        webSocket = components.webSocket
+        router = components.router
+        database = components.database
+        robotHTTP = components.robotHTTP
+        self.heads = heads
+        self.mailbox = mailbox
+    }
 
     /// `LWS_CALLBACK_HTTP`: a plain request lws parsed itself (TLS served by lws; with the gate,
     /// requests never reach lws as HTTP).
@@ -44,58 +63,61 @@ final class ServiceCallbacks {
 /// through the context's user pointer.
 func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                    _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-    guard let wsi else { return 0 }
-    guard let contextUser = lws_context_user(lws_get_context(wsi)) else {
-        return lws_callback_http_dummy(wsi, reason, user, input, length)
-    }
-    let to = Unmanaged<ServiceCallbacks>.fromOpaque(contextUser).takeUnretainedValue()
-    guard to.webSocket != nil else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
-    to.env.thread.assertOnServiceThread()
-    switch reason {
-    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-        to.mailbox()
-        return 0
-    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
-        to.webSocket.accepted(wsi)
-        return lws_callback_http_dummy(wsi, reason, user, input, length)
-    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
-        return to.webSocket.confirmUpgrade(wsi)
-    case LWS_CALLBACK_ESTABLISHED:
-        return to.webSocket.established(wsi, user: user)
-    case LWS_CALLBACK_RECEIVE:
-        guard let connection = Connection.from(user: user) else { return -1 }
-        return to.webSocket.receive(connection, input, length)
-    case LWS_CALLBACK_RECEIVE_PONG:
-        if let connection = Connection.from(user: user) { to.webSocket.pong(connection) }
-        return 0
-    case LWS_CALLBACK_SERVER_WRITEABLE:
-        guard let connection = Connection.from(user: user) else { return 0 }
-        return to.webSocket.writeable(connection)
-    case LWS_CALLBACK_CLOSED:
-        to.webSocket.closed(user)
-        return 0
-    case LWS_CALLBACK_HTTP:
-        return to.http(wsi)
-    case LWS_CALLBACK_HTTP_BODY:
-        if let input { to.database.bodyChunk(HTTPClient(wsi), UnsafeRawBufferPointer(start: input, count: length)) }
-        return 0
-    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-        to.database.bodyComplete(HTTPClient(wsi))
-        return 0
-    case LWS_CALLBACK_HTTP_WRITEABLE:
-        return to.database.writeable(HTTPClient(wsi))
-    case LWS_CALLBACK_RAW_RX_FILE:
-        guard let gate = to.heads.gate, let vhost = lws_get_vhost(wsi) else { return -1 }
-        return gate.readable(wsi, vhost: vhost)
-    case LWS_CALLBACK_RAW_WRITEABLE_FILE:
-        return to.heads.gate?.writeable(wsi) ?? -1
-    case LWS_CALLBACK_RAW_CLOSE_FILE:
-        to.heads.gate?.closed(wsi)
-        return 0
-    case LWS_CALLBACK_CLOSED_HTTP:
-        to.closedHTTP(wsi)
-        return lws_callback_http_dummy(wsi, reason, user, input, length)
-    default:
-        return lws_callback_http_dummy(wsi, reason, user, input, length)
+    guard let wsi, let contextUser = lws_context_user(lws_get_context(wsi)),
+          let targets = Unmanaged<ServiceCallbacks>.fromOpaque(contextUser).takeUnretainedValue().targets
+    else { return lws_callback_http_dummy(wsi, reason, user, input, length) }
+    return targets._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
+}
+
+extension CallbackTargets {
+    func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+                  _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+        switch reason {
+        case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+            mailbox()
+            return 0
+        case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+            webSocket.accepted(wsi)
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+            return webSocket.confirmUpgrade(wsi)
+        case LWS_CALLBACK_ESTABLISHED:
+            return webSocket.established(wsi, user: user)
+        case LWS_CALLBACK_RECEIVE:
+            guard let connection = Connection.from(user: user) else { return -1 }
+            return webSocket.receive(connection, input, length)
+        case LWS_CALLBACK_RECEIVE_PONG:
+            if let connection = Connection.from(user: user) { webSocket.pong(connection) }
+            return 0
+        case LWS_CALLBACK_SERVER_WRITEABLE:
+            guard let connection = Connection.from(user: user) else { return 0 }
+            return webSocket.writeable(connection)
+        case LWS_CALLBACK_CLOSED:
+            webSocket.closed(user)
+            return 0
+        case LWS_CALLBACK_HTTP:
+            return http(wsi)
+        case LWS_CALLBACK_HTTP_BODY:
+            if let input { database.bodyChunk(HTTPClient(wsi), UnsafeRawBufferPointer(start: input, count: length)) }
+            return 0
+        case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+            database.bodyComplete(HTTPClient(wsi))
+            return 0
+        case LWS_CALLBACK_HTTP_WRITEABLE:
+            return database.writeable(HTTPClient(wsi))
+        case LWS_CALLBACK_RAW_RX_FILE:
+            guard let gate = heads.gate, let vhost = lws_get_vhost(wsi) else { return -1 }
+            return gate.readable(wsi, vhost: vhost)
+        case LWS_CALLBACK_RAW_WRITEABLE_FILE:
+            return heads.gate?.writeable(wsi) ?? -1
+        case LWS_CALLBACK_RAW_CLOSE_FILE:
+            heads.gate?.closed(wsi)
+            return 0
+        case LWS_CALLBACK_CLOSED_HTTP:
+            closedHTTP(wsi)
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        default:
+            return lws_callback_http_dummy(wsi, reason, user, input, length)
+        }
     }
 }

@@ -28,11 +28,18 @@ final class ServiceThread: @unchecked Sendable {
 struct ServiceClock: Sendable {
     /// Nil: the system's clocks.
     let manual: (any ManualTimeSource)?
+    /// `manual != nil`, kept apart so the system path never touches the existential.
+    private let isManual: Bool
+
+    init(manual: (any ManualTimeSource)?) {
+        self.manual = manual
+        isManual = manual != nil
+    }
 
     @inline(__always)
-    func monotonic() -> UInt64 { manual?.monotonic ?? MonotonicClock.nanoseconds() }
+    func monotonic() -> UInt64 { isManual ? manual!.monotonic : MonotonicClock.nanoseconds() }
 
-    func wall() -> UnixTime { manual?.wall ?? UnixTime.now() }
+    func wall() -> UnixTime { isManual ? manual!.wall : UnixTime.now() }
 
     static let system = ServiceClock(manual: nil)
 }
