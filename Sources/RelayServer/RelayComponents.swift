@@ -1,5 +1,4 @@
 import RelayCore
-import RelayStore
 import RelayWorkers
 
 /// The relay's components, built and connected: what `RelayServer` runs on the lws service
@@ -60,6 +59,7 @@ final class RelayComponents {
 
     /// One event from another thread, on the service thread.
     func handle(_ event: ServiceEvent, reloadTLS: () -> Void) {
+        env.thread.assertOnServiceThread()
         switch event {
         case .stop: stop.beginDrain()
         case .store(let storeEvent): store.handle(storeEvent)

@@ -33,7 +33,7 @@ final class RelayEnvironment {
         }
         hub.onRobotReplaced = { [unowned self] old, new in
             counters.robotsReplaced += 1
-            audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
+            self.audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
                          details: [("old_connection", .int(Int64(old.id))), ("new_connection", .int(Int64(new.id))),
                                    ("old_address", .string(old.remoteAddress))])
         }

@@ -7,17 +7,6 @@ public struct IssuedToken: Sendable {
     public var secret: String
 }
 
-/// What the relay needs to decide on a presented token, without the database in the loop.
-public struct CredentialEntry: Sendable, Equatable {
-    public var token: TokenRecord
-    public var deviceDisabled: Bool
-
-    public init(token: TokenRecord, deviceDisabled: Bool) {
-        self.token = token
-        self.deviceDisabled = deviceDisabled
-    }
-}
-
 /// Bearer tokens in the store (digests only).
 public struct TokenRepository {
     let db: PGConnection

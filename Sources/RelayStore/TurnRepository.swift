@@ -1,49 +1,6 @@
 import RelayCore
 import RelayCrypto
 
-/// A TURN shared secret as stored in coturn's `turn_secret(realm, value)` table.
-public struct TurnSecret: Sendable, Equatable {
-    public var id: Int64
-    public var realm: String
-    public var value: String
-    public var createdAt: UnixTime
-
-    /// For listings: never the whole secret.
-    public var masked: String { value.count <= 8 ? "****" : String(value.prefix(4)) + "…" + String(value.suffix(2)) }
-}
-
-/// One TURN credential handed out.
-public struct TurnIssuance: Sendable, Equatable {
-    /// The id of the issuance's audit event (a UUID): replays store the row once.
-    public var id: String?
-    public var deviceID: DeviceID
-    public var tokenID: Int64?
-    public var role: Role
-    public var userID: String
-    public var username: String
-    public var secretID: Int64?
-    public var issuedAt: UnixTime
-    public var expiresAt: UnixTime
-    public var clientAddress: String?
-    /// `http` or `push`.
-    public var via: String
-
-    public init(id: String? = nil, deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String,
-                secretID: Int64?, issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {
-        self.id = id
-        self.deviceID = deviceID
-        self.tokenID = tokenID
-        self.role = role
-        self.userID = userID
-        self.username = username
-        self.secretID = secretID
-        self.issuedAt = issuedAt
-        self.expiresAt = expiresAt
-        self.clientAddress = clientAddress
-        self.via = via
-    }
-}
-
 /// TURN secrets (rotation) and issuances.
 public struct TurnRepository {
     let db: PGConnection

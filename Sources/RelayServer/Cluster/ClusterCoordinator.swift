@@ -22,7 +22,8 @@ final class ClusterCoordinator {
         self.agent = agent
         self.database = database
         book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
-        env.hub.onDeviceArrived = { [unowned self] device in book.deviceArrived(device, now: env.clock.monotonic()) }
+        // `self.env`, not the parameter: the hub would keep the environment that holds it alive.
+        env.hub.onDeviceArrived = { [unowned self] device in book.deviceArrived(device, now: self.env.clock.monotonic()) }
         env.hub.onPresenceChanged = { [unowned self] device, leftAt in book.changed(device, robotLeftAt: leftAt) }
     }
 

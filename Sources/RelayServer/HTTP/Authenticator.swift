@@ -1,6 +1,5 @@
 import RelayCore
 import RelayCrypto
-import RelayStore
 
 /// Who is calling: the one place bearer tokens, the admin token and the client's address are
 /// read and checked, for HTTP routes and WebSocket upgrades alike. Owns the token mirror and the

@@ -1,6 +1,5 @@
 import RelayCore
 import RelayCrypto
-import RelayStore
 
 /// The relay's in-memory mirror of every token that can authenticate, keyed by SHA-256
 /// digest, so the handshake path never touches the database. Loaded from a snapshot on every

@@ -1,7 +1,6 @@
 import CLibWebSockets
 import RelayCore
 import RelayCrypto
-import RelayStore
 
 /// The app's HTTP connection waiting for a robot's answer, and what the request log needs once
 /// the answer comes. Equal by connection (one request per connection).

@@ -1,6 +1,5 @@
 import RelayCore
 import RelayCrypto
-import RelayStore
 
 /// Mints TURN credentials on the service thread: the signing secret is the newest one of the
 /// realm (from the store monitor) or the static one from the configuration.

@@ -1,6 +1,5 @@
 import Logging
 import RelayCore
-import RelayStore
 import RelayWorkers
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's

@@ -2,7 +2,6 @@ import CLibWebSockets
 import Logging
 import RelayLogging
 import RelayCore
-import RelayStore
 
 /// An upgrade that passed every check: who it is.
 struct UpgradeGrant {
@@ -184,6 +183,7 @@ final class WebSocketEndpoint {
 
     /// Handles `LWS_CALLBACK_ESTABLISHED`: creates the session and attaches it.
     func established(_ wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> Int32 {
+        env.thread.assertOnServiceThread()
         guard let user else { return -1 }
         let grant: UpgradeGrant
         if let pending = pendingGrant, pending.wsi == wsi {

@@ -1,0 +1,63 @@
+/// What the relay decides with, as the store hands it over: token entries for the token mirror,
+/// TURN secrets and issuances. Plain values, here so the server needs no database types.
+
+/// What the relay needs to decide on a presented token, without the database in the loop.
+public struct CredentialEntry: Sendable, Equatable {
+    public var token: TokenRecord
+    public var deviceDisabled: Bool
+
+    public init(token: TokenRecord, deviceDisabled: Bool) {
+        self.token = token
+        self.deviceDisabled = deviceDisabled
+    }
+}
+
+/// A TURN shared secret as stored in coturn's `turn_secret(realm, value)` table.
+public struct TurnSecret: Sendable, Equatable {
+    public var id: Int64
+    public var realm: String
+    public var value: String
+    public var createdAt: UnixTime
+
+    public init(id: Int64, realm: String, value: String, createdAt: UnixTime) {
+        self.id = id
+        self.realm = realm
+        self.value = value
+        self.createdAt = createdAt
+    }
+
+    /// For listings: never the whole secret.
+    public var masked: String { value.count <= 8 ? "****" : String(value.prefix(4)) + "…" + String(value.suffix(2)) }
+}
+
+/// One TURN credential handed out.
+public struct TurnIssuance: Sendable, Equatable {
+    /// The id of the issuance's audit event (a UUID): replays store the row once.
+    public var id: String?
+    public var deviceID: DeviceID
+    public var tokenID: Int64?
+    public var role: Role
+    public var userID: String
+    public var username: String
+    public var secretID: Int64?
+    public var issuedAt: UnixTime
+    public var expiresAt: UnixTime
+    public var clientAddress: String?
+    /// `http` or `push`.
+    public var via: String
+
+    public init(id: String? = nil, deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String,
+                secretID: Int64?, issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {
+        self.id = id
+        self.deviceID = deviceID
+        self.tokenID = tokenID
+        self.role = role
+        self.userID = userID
+        self.username = username
+        self.secretID = secretID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.clientAddress = clientAddress
+        self.via = via
+    }
+}
