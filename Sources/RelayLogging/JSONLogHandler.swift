@@ -13,6 +13,7 @@ import Darwin
 /// once, including those made before it was set.
 public final class LogSink: Sendable {
     private let minimum: Atomic<UInt8>
+    /// The descriptor, under the lock every line is written with.
     private let output: Locked<Int32>
 
     public init(level: Logger.Level = .info, fileDescriptor: Int32 = 1) {
@@ -26,9 +27,6 @@ public final class LogSink: Sendable {
         get { Logger.Level(rank: minimum.load(ordering: .relaxed)) }
         set { minimum.store(newValue.rank, ordering: .relaxed) }
     }
-
-    /// Sends lines to another file descriptor (stderr for CLI commands).
-    public func redirect(toFileDescriptor fd: Int32) { output.withLock { $0 = fd } }
 
     /// Writes one whole line with one `write(2)` per chunk, under the lock, so lines from
     /// several threads never interleave.
