@@ -16,6 +16,8 @@ final class RelayComponents {
     let stop: StopSequence
     let store: StoreSync
     let router: Router
+    /// How a request's head is read on an lws connection (the gate's parse, or lws's).
+    let heads: RequestHeads
 
     /// `respond` writes a deferred answer on its client's connection (the gate's); nil with TLS
     /// served by lws, which writes it when the connection turns writeable.
@@ -28,8 +30,8 @@ final class RelayComponents {
         turn = TurnEndpoint(env: env, authenticator: authenticator)
         robotHTTP = RobotHTTPEndpoint(env: env, authenticator: authenticator, cluster: cluster, respond: respond ?? { _, _ in })
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
-        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
-                                      heads: RequestHeads(gate: gate))
+        heads = RequestHeads(gate: gate)
+        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,

@@ -69,7 +69,7 @@ public final class RelayServer {
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: loop.gate,
                                      respond: loop.gate.map { gate in { client, response in gate.respond(client.handle, with: response) } })
-        targets = CallbackTargets(components: components, heads: RequestHeads(gate: loop.gate)) { [unowned components, unowned loop] in
+        targets = CallbackTargets(components: components) { [unowned components, unowned loop] in
             for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }
         }
         callbacks.connect(targets)

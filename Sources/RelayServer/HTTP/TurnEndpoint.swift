@@ -71,8 +71,7 @@ final class TurnEndpoint {
     /// Whether `robot` should get a fresh credential now (none yet, or its push time came).
     func pushDue(_ robot: Session, wall: UnixTime) -> Bool {
         guard service.isAvailable else { return false }
-        guard let refreshAt = robot.turnRefreshAt else { return true }
-        return wall >= refreshAt.adding(seconds: -pushLead)
+        return nextPush(robot).map { wall >= $0 } ?? true
     }
 
     /// Robots holding a credential past `refresh_at` / past expiry (for /metrics; should be 0).

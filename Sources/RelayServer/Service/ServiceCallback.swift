@@ -22,13 +22,13 @@ final class CallbackTargets {
     /// Drains the mailbox (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
     let mailbox: () -> Void
 
-    init(components: RelayComponents, heads: RequestHeads, mailbox: @escaping () -> Void) {
+    init(components: RelayComponents, mailbox: @escaping () -> Void) {
         env = components.env
         webSocket = components.webSocket
         router = components.router
         database = components.database
         robotHTTP = components.robotHTTP
-        self.heads = heads
+        heads = components.heads
         self.mailbox = mailbox
     }
 
