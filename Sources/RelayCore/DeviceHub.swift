@@ -48,7 +48,6 @@ public final class DeviceHub {
         var pending: [UInt64: (app: Session, idToken: [UInt8])] = [:]
         var pendingOrder: [UInt64] = []
         var pendingHead = 0
-        var nextCommandID: UInt64 = 1
         /// The robot was online on another node since then and is moving here (cluster handoff).
         var carriedOnlineSince: (since: UnixTime, until: UInt64)?
 
@@ -250,7 +249,7 @@ public final class DeviceHub {
                     to: session)
             for case let event? in device.replay { deliver(event, to: session) }
         }
-        if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+        tellPresence(device)
     }
 
     /// Greets the parked resumes of `device` after the robot's held broadcasts went out
@@ -310,7 +309,7 @@ public final class DeviceHub {
             }
             device.apps.removeAll { $0 === session }
             if session.recovers { device.recoveringApps -= 1 }
-            if let robot = device.robot { deliver(RelayMessages.appPresence(apps: device.apps.count), to: robot) }
+            tellPresence(device)
             onPresenceChanged?(device.id, nil)
         }
         if device.isEmpty && !device.hasReplay { devices[device.id] = nil }
@@ -339,11 +338,6 @@ public final class DeviceHub {
     /// Forgets `device` if no socket of it is left (its remembered events went to another node).
     public func forget(_ device: DeviceID) {
         if devices[device]?.isEmpty == true { devices[device] = nil }
-    }
-
-    /// Forgets devices with no sockets (their replayed events go with them).
-    public func forgetIdleDevices() {
-        for (id, d) in devices where d.isEmpty { devices[id] = nil }
     }
 
     // MARK: - Routing
@@ -409,68 +403,6 @@ public final class DeviceHub {
         onForward?(.robot, restored.count)
     }
 
-    private func fromApp(_ payload: Payload, session: Session, device: Device, now: UInt64) {
-        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
-        if session.rateLimiter?.take(now: now) == false {
-            onDrop?(.rateLimited)
-            session.consecutiveRateLimited += 1
-            let commandID = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil
-            if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
-                session.close(.rateLimited, reason: "rate limited")
-                detach(session)
-            } else if commandID != nil || session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
-                // A dropped command always gets its error, with its id, so the app can fail that
-                // call; other messages get one error per burst, so a flooding app does not also
-                // flood itself (4029 ends either after limits.rateLimitCloseAfter drops in a row).
-                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped",
-                                            idToken: commandID), to: session)
-            }
-            return
-        }
-        session.consecutiveRateLimited = 0
-        if envelope.kind == .httpRequest {
-            // Only the relay speaks HTTP on the robot leg: an app's forged request could take the
-            // id of another app's waiting one and have its answer delivered there.
-            onDrop?(.forbiddenType)
-            deliver(RelayMessages.error("forbidden_type", "http_request is the relay's; use /api/devices/ID/robot/…"), to: session)
-            return
-        }
-        guard let robot = device.robot else {
-            onDrop?(.deviceOffline)
-            let idToken = envelope.kind == .command ? envelope.id.map { Array(payload.bytes[$0]) } : nil
-            deliver(RelayMessages.error("device_offline", "the robot is not connected", idToken: idToken), to: session)
-            return
-        }
-        if envelope.kind == .command, let idRange = envelope.id {
-            let relayID = device.nextCommandID
-            device.nextCommandID += 1
-            remember(relayID, app: session, idToken: Array(payload.bytes[idRange]), in: device)
-            let token = Array("\"c\(relayID)\"".utf8)
-            var rewritten = [UInt8]()
-            rewritten.reserveCapacity(payload.bytes.count + token.count)
-            rewritten += payload.bytes[..<idRange.lowerBound]
-            rewritten += token
-            rewritten += payload.bytes[idRange.upperBound...]
-            deliver(Payload(rewritten), to: robot)
-        } else {
-            deliver(payload, to: robot)
-        }
-        onForward?(.app, payload.bytes.count)
-    }
-
-    private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {
-        device.pending[relayID] = (app, idToken)
-        device.pendingOrder.append(relayID)
-        if device.pendingOrder.count - device.pendingHead > limits.pendingCommandsPerDevice {
-            device.pending[device.pendingOrder[device.pendingHead]] = nil
-            device.pendingHead += 1
-            if device.pendingHead > 4096 {
-                device.pendingOrder.removeFirst(device.pendingHead)
-                device.pendingHead = 0
-            }
-        }
-    }
-
     /// The index of the replayed name equal to `bytes[range]`, if any.
     private func replayIndex(of bytes: [UInt8], _ range: Range<Int>) -> Int? {
         for (index, name) in replayNames.enumerated() where name.count == range.count {
@@ -481,16 +413,12 @@ public final class DeviceHub {
         return nil
     }
 
-    /// `"c123"` → 123.
-    static func parseRelayID(_ token: ArraySlice<UInt8>) -> UInt64? {
-        guard token.count >= 4, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\""),
-              token[token.startIndex + 1] == UInt8(ascii: "c") else { return nil }
-        var value: UInt64 = 0
-        for c in token[(token.startIndex + 2)..<(token.endIndex - 1)] {
-            guard c >= 48, c <= 57, value < UInt64.max / 10 else { return nil }
-            value = value * 10 + UInt64(c - 48)
-        }
-        return value
+    /// `app_presence` for the robot after an app came or went. Apps cause it, so a full robot
+    /// queue skips it (the next change or the robot's reconnect tells the count) rather than
+    /// closing the robot.
+    private func tellPresence(_ device: Device) {
+        guard let robot = device.robot, robot.closing == nil else { return }
+        if !robot.enqueue(RelayMessages.appPresence(apps: device.apps.count)) { onDrop?(.robotBusy) }
     }
 
     /// Queues `payload` for `session`; a full queue closes it as a slow consumer (4008) without

@@ -3,11 +3,11 @@
 ///
 ///     app   → relay   POST /api/devices/robot-42/robot/missions/start?a=1
 ///                     Authorization: Bearer <app token>      (then the body)
-///     relay → robot   {"type":"http_request","id":"h17","method":"POST","path":"/missions/start",
+///     relay → robot   {"type":"http_request","id":"h3f9c0e21d4a7b658","method":"POST","path":"/missions/start",
 ///                      "query":"a=1","headers":{"content-type":"application/json"},"body":BASE64|null}
-///     robot → relay   {"type":"http_response","id":"h17","status":200,"headers":{…},
+///     robot → relay   {"type":"http_response","id":"h3f9c0e21d4a7b658","status":200,"headers":{…},
 ///                      "body":BASE64|null,"more":BOOL}
-///                     {"type":"http_body","id":"h17","body":BASE64,"more":BOOL}   (while more)
+///                     {"type":"http_body","id":"h3f9c0e21d4a7b658","body":BASE64,"more":BOOL}   (while more)
 ///
 /// `path` and `query` are the request target's bytes exactly as the app sent them (still
 /// percent-encoded); header names are lower case. A header value may be a string or, for a
@@ -65,7 +65,7 @@ public enum RobotHTTP {
     public static func requestFrame(id: UInt64, method: String, path: String, query: String?,
                                     headers: [(String, String)], bodyBase64: String?) -> [UInt8] {
         JSONValue.object([
-            ("type", "http_request"), ("id", .string("h\(id)")), ("method", .string(method)), ("path", .string(path)),
+            ("type", "http_request"), ("id", .string(ExchangeID.text("h", id))), ("method", .string(method)), ("path", .string(path)),
             ("query", .optional(query)), ("headers", .object(headers.map { ($0.0, .string($0.1)) })),
             ("body", .optional(bodyBase64)),
         ]).encodedBytes
@@ -154,11 +154,8 @@ public enum RobotHTTP {
         }
     }
 
-    /// `"h17"` → 17.
-    static func parseID(_ text: String) -> UInt64? {
-        guard text.hasPrefix("h"), text.count > 1, text.count <= 21 else { return nil }
-        return UInt64(text.dropFirst())
-    }
+    /// `"h00000000000000ab"` → 0xab (see `ExchangeID`).
+    static func parseID(_ text: String) -> UInt64? { ExchangeID.parse(text.utf8, prefix: "h") }
 
     /// RFC 9110 token characters.
     public static func isToken(_ name: String) -> Bool {

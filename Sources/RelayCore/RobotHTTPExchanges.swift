@@ -72,7 +72,6 @@ public final class RobotHTTPExchanges<Client: Hashable> {
     private var perDevice: [DeviceID: Int] = [:]
     /// Every exchange has the same timeout, so deadlines come due in the order they began.
     private var deadlines = DeadlineFIFO<UInt64>()
-    private var nextID: UInt64 = 1
 
     public init(limits: Limits = .init()) { self.limits = limits }
 
@@ -80,11 +79,11 @@ public final class RobotHTTPExchanges<Client: Hashable> {
     public var count: Int { exchanges.count }
 
     /// Starts an exchange for `client`, to be answered by robot session `robot` of `device`.
-    /// Returns its id (the frame's `"h<id>"`), or nil when the device has too many waiting.
+    /// Returns its id (random, the frame's `"h…"`: see `ExchangeID`), or nil when the device has too many waiting.
     public func begin(client: Client, device: DeviceID, robot: UInt64, now: UInt64) -> UInt64? {
         guard perDevice[device, default: 0] < limits.maxPerDevice else { return nil }
-        let id = nextID
-        nextID += 1
+        var id = ExchangeID.random()
+        while exchanges[id] != nil { id = ExchangeID.random() }
         exchanges[id] = Exchange(client: client, device: device, robot: robot, startedAt: now)
         byClient[client] = id
         perDevice[device, default: 0] += 1

@@ -11,6 +11,10 @@ public enum DropReason: String, Sendable, CaseIterable {
     case unknownResponse = "unknown_response"
     case noApps = "no_apps"
     case forbiddenType = "forbidden_type"
+    /// An app frame that is not one strict JSON object (PROTOCOL.md v1.2).
+    case badMessage = "bad_message"
+    /// The robot's send queue was full: the app's message was dropped, the robot kept.
+    case robotBusy = "robot_busy"
 }
 
 /// How a session reaches its socket. Implemented by the server over libwebsockets; by a

@@ -1,6 +1,9 @@
 #if canImport(RelayCore)
 import RelayCore
 #endif
+#if canImport(WimzProtocol)
+import WimzProtocol
+#endif
 import Foundation
 
 /// The invariants the fuzz targets check (scripts/fuzz.sh builds them with libFuzzer) and the
@@ -9,7 +12,7 @@ import Foundation
 public enum FuzzChecks {
     public static let targets: [String: @Sendable ([UInt8]) -> String?] = [
         "request": { request($0) }, "envelope": { envelope($0) }, "json": { json($0) }, "config": { config($0) },
-        "token": { token($0) }, "robotleg": { robotLeg($0) },
+        "token": { token($0) }, "robotleg": { robotLeg($0) }, "appframe": { appFrame($0) },
     ]
 
     /// The strict request parser: a definite answer within the limits, a complete head that
@@ -142,6 +145,46 @@ public enum FuzzChecks {
             if rest.first == UInt8(ascii: ",") { rest = rest.dropFirst() }
             restored += rest
             guard restored == bytes else { return "numbering changed the message" }
+        }
+        return nil
+    }
+
+    /// The strict app-frame check (PROTOCOL.md v1.2) against an independent JSON parser
+    /// (Foundation's): whatever the relay forwards or refuses as the relay's own, the parser reads
+    /// as one object whose `type`, `id` and `event` are exactly what the relay routed by.
+    /// (Where Foundation is stricter than the robot's parser — a lone UTF-16 surrogate escape, a
+    /// number past Double's range — the input says nothing about agreement and is passed over.)
+    public static func appFrame(_ bytes: [UInt8]) -> String? {
+        let verdict = AppFrame.check(bytes)
+        let envelope: Envelope
+        switch verdict {
+        case .malformed: return nil
+        case .forbidden: envelope = .opaque
+        case .accepted(let accepted): envelope = accepted
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let parsed = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            let exponent = zip(bytes, bytes.dropFirst()).contains { (0x30...0x39).contains($0) && ($1 | 0x20) == UInt8(ascii: "e") }
+            let lenientHere = text.lowercased().contains("\\ud") || exponent
+            return lenientHere ? nil : "accepted what a JSON parser refuses: \(text.debugDescription)"
+        }
+        func field(_ range: Range<Int>?) -> String? { range.map { String(decoding: bytes[$0], as: UTF8.self) } }
+        let type = parsed["type"] as? String
+        let relayOnly = Set(WimzProtocol.relayOnlyNames)
+        let shouldForbid = type.map { relayOnly.contains($0) || ($0 == "event" && (parsed["event"] as? String).map(relayOnly.contains) == true) } ?? false
+        if case .forbidden = verdict { return shouldForbid ? nil : "forbidden, but the parser reads type \(type ?? "nil")" }
+        if shouldForbid { return "forwarded a frame the parser reads as the relay's: \(text.debugDescription)" }
+        if parsed["type"] != nil, type == nil { return "type is not a string to the parser but was accepted" }
+        switch envelope.kind {
+        case .command, .response:
+            guard type == (envelope.kind == .command ? "command" : "response") else { return "kind \(envelope.kind) but type \(type ?? "nil")" }
+            let id = envelope.id.map { field(($0.lowerBound + 1)..<($0.upperBound - 1)) } ?? nil
+            guard id == parsed["id"] as? String else { return "id \(id ?? "nil") but the parser reads \(parsed["id"] ?? "nil")" }
+        case .event:
+            guard type == "event", field(envelope.eventName) == parsed["event"] as? String else { return "event name differs" }
+        default:
+            if ["command", "response"].contains(type) { return "type \(type ?? "") not routed as such" }
+            if type == "event", parsed["event"] is String { return "event not routed as an event" }
         }
         return nil
     }

@@ -77,6 +77,14 @@ public enum WimzProtocol {
         public static let turnCredentials = "turn_credentials"
     }
 
+    /// Names only the relay speaks (PROTOCOL.md v1.2 "What an app may send"): an app frame whose
+    /// `type` is one of them, or whose `type` is `event` and whose `event` is one of them, is
+    /// refused with `forbidden_type`.
+    public static let relayOnlyNames: [String] = [
+        MessageType.httpRequest, MessageType.httpResponse, MessageType.httpBody, RelayEvent.deviceStatus,
+        RelayEvent.appPresence, RelayEvent.turnCredentials, MessageType.error,
+    ]
+
     /// Events the relay replays to apps that connect later, by default.
     public static let replayedEvents: Set<String> = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
 

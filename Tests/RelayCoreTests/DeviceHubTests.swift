@@ -47,6 +47,14 @@ final class RecordingTransport: SessionTransport {
         for app in apps { #expect(app.queue.first === payload) }  // the same object, no copy
     }
 
+    /// The relay's id for each command the robot received (`"c"` and 16 hex digits).
+    func relayIDs(_ sent: [String]) -> [String] {
+        sent.compactMap { text in
+            guard let r = text.range(of: #""id":"c"#) else { return nil }
+            return String(text[text.index(r.upperBound, offsetBy: -1)...].prefix(17))
+        }
+    }
+
     @Test mutating func commandIDsAreRewrittenAndRestoredPerApp() throws {
         let h = hub()
         let robot = session(.robot)
@@ -57,16 +65,32 @@ final class RecordingTransport: SessionTransport {
         h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: a, now: 0)
         h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: b, now: 0)
         let sent = drain(robot)
-        #expect(sent == [#"{"type":"command","id":"c1"}"#, #"{"type":"command","id":"c2"}"#])
-        h.receive(Payload(Array(#"{"type":"response","id":"c2","r":"b"}"#.utf8)), from: robot, now: 0)
-        h.receive(Payload(Array(#"{"type":"response","id":"c1","r":"a"}"#.utf8)), from: robot, now: 0)
+        let ids = relayIDs(sent)
+        #expect(ids.count == 2 && ids[0] != ids[1] && ids.allSatisfy { $0.count == 17 })
+        #expect(sent == ids.map { #"{"type":"command","id":"\#($0)"}"# })
+        h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[1])","r":"b"}"#.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[0])","r":"a"}"#.utf8)), from: robot, now: 0)
         #expect(drain(a) == [#"{"type":"response","id":"1","r":"a"}"#])
         #expect(drain(b) == [#"{"type":"response","id":"1","r":"b"}"#])
         // A second response with the same id is unknown now.
         var drops: [DropReason] = []
         h.onDrop = { drops.append($0) }
-        h.receive(Payload(Array(#"{"type":"response","id":"c1"}"#.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[0])"}"#.utf8)), from: robot, now: 0)
         #expect(drops == [.unknownResponse] && drain(a).isEmpty && drain(b).isEmpty)
+    }
+
+    @Test mutating func relayCommandIDsAreNotSequential() {
+        let h = hub()
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot)
+        for i in 0..<20 { h.receive(Payload(Array(#"{"type":"command","id":"\#(i)"}"#.utf8)), from: app, now: 0) }
+        let ids = relayIDs(drain(robot)).compactMap { UInt64($0.dropFirst(), radix: 16) }
+        #expect(ids.count == 20 && Set(ids).count == 20)
+        // 64 random bits each: neighbours are never a small step apart (a counter's would be).
+        #expect(zip(ids, ids.dropFirst()).allSatisfy { max($0, $1) - min($0, $1) > 1 << 20 })
     }
 
     @Test mutating func pendingCommandsAreBounded() {
@@ -75,11 +99,70 @@ final class RecordingTransport: SessionTransport {
         let app = session(.app)
         h.attach(robot, now: 0)
         h.attach(app, now: 0)
-        for i in 0..<5 { h.receive(Payload(Array(#"{"type":"command","id":\#(i)}"#.utf8)), from: app, now: 0) }
+        _ = drain(robot)
+        for i in 0..<5 { h.receive(Payload(Array(#"{"type":"command","id":"\#(i)"}"#.utf8)), from: app, now: 0) }
+        let ids = relayIDs(drain(robot))
         _ = drain(app)
-        h.receive(Payload(Array(#"{"type":"response","id":"c1"}"#.utf8)), from: robot, now: 0)  // forgotten
-        h.receive(Payload(Array(#"{"type":"response","id":"c5"}"#.utf8)), from: robot, now: 0)  // kept
-        #expect(drain(app) == [#"{"type":"response","id":4}"#])
+        h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[0])"}"#.utf8)), from: robot, now: 0)  // forgotten
+        h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[4])"}"#.utf8)), from: robot, now: 0)  // kept
+        #expect(drain(app) == [#"{"type":"response","id":"4"}"#])
+    }
+
+    @Test mutating func aFullRobotQueueDropsTheAppsMessageNotTheRobot() {
+        let h = hub()
+        let robot = session(.robot, queue: 3)
+        let app = session(.app)
+        let other = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        h.attach(other, now: 0)  // the robot's queue holds three presences now: full
+        _ = drain(app)
+        var drops: [DropReason] = []
+        h.onDrop = { drops.append($0) }
+        h.receive(Payload(Array(#"{"type":"command","id":"k1","command":"sit"}"#.utf8)), from: app, now: 0)
+        h.detach(other)  // its presence does not fit either
+        #expect(robot.closing == nil && h.robot(of: DeviceID("d1")!) === robot)
+        #expect(drain(app) == [#"{"type":"error","code":"robot_busy","message":"the robot is not keeping up; message dropped","id":"k1"}"#])
+        #expect(drops == [.robotBusy, .robotBusy])
+        _ = drain(robot)
+        h.receive(Payload(Array(#"{"type":"command","id":"k2"}"#.utf8)), from: app, now: 0)
+        #expect(drain(robot).count == 1)
+    }
+
+    @Test(arguments: [
+        // Escapes in names or routed values, duplicates, and anything that is not one object.
+        #"{"type":"http\u005frequest","id":"h1"}"#, #"{"\u0074ype":"http_request"}"#,
+        #"{"type":"command","id":"x","type":"http_request"}"#, #"{"type":"comm\u0061nd","id":"c7"}"#,
+        #"{"type":"command","id":"a","id":"b"}"#, #"{"type":"command","id":"\u0063"}"#, #"{"type":"command","id":7}"#,
+        #"{"type":"event","event":"turn\u005fcredentials"}"#, #"{"type":["event"]}"#, "not json", "[1]", #"{"a":1}x"#,
+        #"{"a":1,}"#, #"{"a":NaN}"#, #"{"a":"\x"}"#, "{\"a\":\"tab\there\"}",
+        String(repeating: "[", count: 70) + String(repeating: "]", count: 70),
+        "{\"a\":" + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}",
+    ])
+    mutating func appFramesThatCouldBeReadTwoWaysAreRefused(_ frame: String) {
+        let h = hub()
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot); _ = drain(app)
+        h.receive(Payload(Array(frame.utf8)), from: app, now: 0)
+        #expect(drain(robot).isEmpty)
+        #expect(drain(app).first?.contains(#""code":"bad_message""#) == true)
+    }
+
+    @Test(arguments: ["http_request", "http_response", "http_body", "device_status", "app_presence", "turn_credentials", "error"])
+    mutating func namesTheRelaySpeaksAreForbidden(_ name: String) {
+        let h = hub()
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot); _ = drain(app)
+        h.receive(Payload(Array(#"{"type":"\#(name)","id":"h1"}"#.utf8)), from: app, now: 0)
+        h.receive(Payload(Array(#"{"type":"event","event":"\#(name)","data":{}}"#.utf8)), from: app, now: 0)
+        #expect(drain(robot).isEmpty)
+        #expect(drain(app).map { $0.contains(#""code":"forbidden_type""#) } == [true, true])
     }
 
     @Test mutating func fullQueueClosesOnlyThatAppWith4008() {
@@ -104,10 +187,10 @@ final class RecordingTransport: SessionTransport {
         h.attach(robot, now: 0)
         h.attach(app, now: 0)
         _ = drain(robot); _ = drain(app)
-        for _ in 0..<4 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
-        #expect(drain(robot) == ["x", "x"])
+        for _ in 0..<4 { h.receive(Payload(Array("{}".utf8)), from: app, now: 0) }
+        #expect(drain(robot) == ["{}", "{}"])
         #expect(drain(app).first?.contains("rate_limited") == true)
-        for _ in 0..<3 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
+        for _ in 0..<3 { h.receive(Payload(Array("{}".utf8)), from: app, now: 0) }
         #expect(app.closing?.code == .rateLimited)
     }
 
@@ -126,7 +209,7 @@ final class RecordingTransport: SessionTransport {
             #expect(error.contains(#""code":"rate_limited""#) && error.contains(#""id":"a\#(i + 1)""#), "\(error)")
         }
         // Other messages still get one error per burst.
-        for _ in 0..<3 { h.receive(Payload(Array("x".utf8)), from: app, now: 0) }
+        for _ in 0..<3 { h.receive(Payload(Array("{}".utf8)), from: app, now: 0) }
         #expect(drain(app).isEmpty)
     }
 

@@ -39,5 +39,6 @@ import RelayFuzzChecks
         #expect(FuzzChecks.token(Array("/x?token=secret".utf8)) == nil)
         #expect(FuzzChecks.request(Array(("GET /" + String(repeating: "a", count: 100)).utf8)) == nil)
         #expect(FuzzChecks.envelope(Array(#"{"type":"command","id":"x"}"#.utf8)) == nil)
+        #expect(FuzzChecks.appFrame(Array(#"{"type":"command","id":"x","data":[1,{"a":null}]}"#.utf8)) == nil)
     }
 }

@@ -35,17 +35,17 @@ import Testing
     }
 
     @Test func answerFramesAreReadStrictly() throws {
-        let frame = Array(#"{"type":"http_response","id":"h7","status":404,"headers":{"Content-Type":"text/plain","set-cookie":["a=1","b=2"],"transfer-encoding":"chunked","bad name":"x","x":"a\r\nb"},"body":"aGk=","more":false}"#.utf8)
+        let frame = Array(#"{"type":"http_response","id":"h0000000000000007","status":404,"headers":{"Content-Type":"text/plain","set-cookie":["a=1","b=2"],"transfer-encoding":"chunked","bad name":"x","x":"a\r\nb"},"body":"aGk=","more":false}"#.utf8)
         guard case .success(.response(let id, let status, let headers, let body, let more)) = RobotHTTP.parse(frame) else {
             Issue.record("not read")
             return
         }
         #expect(id == 7 && status == 404 && body == "aGk=" && !more)
         #expect(headers == [.init("content-type", "text/plain"), .init("set-cookie", "a=1"), .init("set-cookie", "b=2")])
-        #expect(RobotHTTP.parse(Array(#"{"type":"http_body","id":"h7","body":null,"more":true}"#.utf8))
+        #expect(RobotHTTP.parse(Array(#"{"type":"http_body","id":"h0000000000000007","body":null,"more":true}"#.utf8))
                 == .success(.body(id: 7, body: nil, more: true)))
-        for bad in [#"{"type":"http_response","id":"h7","status":99}"#, #"{"type":"http_response","id":"h7","status":200,"more":"yes"}"#,
-                    #"{"type":"http_response","id":"h7","status":200,"body":5}"#, #"{"type":"http_other","id":"h7"}"#] {
+        for bad in [#"{"type":"http_response","id":"h0000000000000007","status":99}"#, #"{"type":"http_response","id":"h0000000000000007","status":200,"more":"yes"}"#,
+                    #"{"type":"http_response","id":"h0000000000000007","status":200,"body":5}"#, #"{"type":"http_other","id":"h0000000000000007"}"#] {
             guard case .failure(let error) = RobotHTTP.parse(Array(bad.utf8)) else { Issue.record("accepted \(bad)"); continue }
             #expect(error.id == 7)
         }
@@ -93,7 +93,21 @@ import Testing
         #expect(table.malformed(id: c, from: 10) == .unknown)
         table.cancel(client: 5)
         #expect(table.count == 0)
-        #expect(b > a)
+        #expect(b != a)
+    }
+
+    @Test func exchangeIDsAreRandomAndWrittenWithSixteenHexDigits() throws {
+        let table = RobotHTTPExchanges<Int>()
+        let ids = (0..<20).compactMap { table.begin(client: $0, device: DeviceID("d\($0)")!, robot: 10, now: 0) }
+        #expect(Set(ids).count == 20)
+        #expect(zip(ids, ids.dropFirst()).allSatisfy { max($0, $1) - min($0, $1) > 1 << 20 })
+        let frame = String(decoding: RobotHTTP.requestFrame(id: 0xab, method: "GET", path: "/", query: nil, headers: [],
+                                                            bodyBase64: nil), as: UTF8.self)
+        #expect(frame.contains(#""id":"h00000000000000ab""#))
+        #expect(ExchangeID.parse("h00000000000000ab".utf8, prefix: "h") == 0xab)
+        for bad in ["h17", "hAB000000000000ab", "c00000000000000ab", "h00000000000000ab0", "h-0000000000000ab"] {
+            #expect(ExchangeID.parse(bad.utf8, prefix: "h") == nil, "\(bad)")
+        }
     }
 }
 

@@ -11,7 +11,8 @@ import RelayTestSupport
         let app = try f.app()
         _ = try app.receiveJSON()
         _ = try robot.receiveJSON()
-        let limit = String(repeating: "x", count: 1024)
+        let limit = #"{"type":"note","text":""# + String(repeating: "x", count: 1024 - 25) + #""}"#
+        #expect(limit.utf8.count == 1024)
         try app.send(limit)
         #expect(try robot.receive().text == limit)
         try app.sendFragmented(opcode: 1, payload: Array(String(repeating: "y", count: 1500).utf8), parts: 3)

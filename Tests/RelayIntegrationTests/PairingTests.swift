@@ -70,11 +70,14 @@ import RelayTestSupport
         let f = try RelayFixture()
         let app = try f.app()
         _ = try app.receiveJSON()
-        try app.send(#"{"type":"command","id":42,"command":"sit"}"#)
+        try app.send(#"{"type":"command","id":"42","command":"sit"}"#)
         let error = try app.receiveJSON()
         #expect(error["type"] as? String == "error")
         #expect(error["code"] as? String == "device_offline")
-        #expect(error["id"] as? Int == 42)
+        #expect(error["id"] as? String == "42")
+        // v1.2: an id that is not a plain string is refused before anything else.
+        try app.send(#"{"type":"command","id":42,"command":"sit"}"#)
+        #expect(try app.receiveJSON()["code"] as? String == "bad_message")
         try app.send(#"{"type":"webrtc_offer","sdp":"v=0"}"#)
         let plain = try app.receiveJSON()
         #expect(plain["code"] as? String == "device_offline" && plain["id"] == nil)
@@ -120,12 +123,12 @@ import RelayTestSupport
         #expect(ra["for"] as? String == "a" && ra["id"] as? String == "7")
         #expect(rb["for"] as? String == "b" && rb["id"] as? String == "7")
         // Exactly the app's original bytes come back around the id.
-        try a.send(#"{"type":"command","id": 99 ,"x":1}"#)
+        try a.send(#"{"type":"command","id": "99" ,"x":1}"#)
         let c3 = try robot.receive().text
         let relayID = try #require(try JSONSerialization.jsonObject(with: Data(c3.utf8)) as? [String: Any])["id"] as! String
         #expect(c3 == #"{"type":"command","id": "\#(relayID)" ,"x":1}"#)
         try robot.send(#"{"type":"response","id":"\#(relayID)","v":[1,2]}"#)
-        #expect(try a.receive().text == #"{"type":"response","id":99,"v":[1,2]}"#)
+        #expect(try a.receive().text == #"{"type":"response","id":"99","v":[1,2]}"#)
 
         // A response nobody asked for goes nowhere.
         try robot.send(#"{"type":"response","id":"c999999","stray":true}"#)

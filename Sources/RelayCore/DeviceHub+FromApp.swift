@@ -1,0 +1,87 @@
+/// Frames from apps (PROTOCOL.md "app → relay", tightened in v1.2): the strict check
+/// (`AppFrame`), the rate limit, commands under the relay's own unguessable ids, and a busy robot
+/// that drops the app's message instead of being closed.
+extension DeviceHub {
+    func fromApp(_ payload: Payload, session: Session, device: Device, now: UInt64) {
+        let verdict = payload.isBinary ? .accepted(.opaque) : AppFrame.check(payload.bytes)
+        let envelope: Envelope? = if case .accepted(let envelope) = verdict { envelope } else { nil }
+        // The app's own id goes back with an error about its command (only from a frame that passed).
+        let commandID = envelope?.kind == .command ? envelope?.id.map { Array(payload.bytes[$0]) } : nil
+        if session.rateLimiter?.take(now: now) == false {
+            onDrop?(.rateLimited)
+            session.consecutiveRateLimited += 1
+            if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
+                session.close(.rateLimited, reason: "rate limited")
+                detach(session)
+            } else if commandID != nil || session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
+                // A dropped command always gets its error, with its id, so the app can fail that
+                // call; other messages get one error per burst, so a flooding app does not also
+                // flood itself (4029 ends either after limits.rateLimitCloseAfter drops in a row).
+                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped",
+                                            idToken: commandID), to: session)
+            }
+            return
+        }
+        session.consecutiveRateLimited = 0
+        switch verdict {
+        case .accepted: break
+        case .malformed(let why):
+            onDrop?(.badMessage)
+            deliver(RelayMessages.error("bad_message", why), to: session)
+            return
+        case .forbidden:
+            // Only the relay speaks these: a forged http_request could answer another app's
+            // request, a forged turn_credentials would steer the robot's video elsewhere.
+            onDrop?(.forbiddenType)
+            deliver(RelayMessages.error("forbidden_type", "this type or event is the relay's own"), to: session)
+            return
+        }
+        guard let robot = device.robot else {
+            onDrop?(.deviceOffline)
+            deliver(RelayMessages.error("device_offline", "the robot is not connected", idToken: commandID), to: session)
+            return
+        }
+        var forwarded = payload
+        var relayID: UInt64?
+        if let commandID, let idRange = envelope?.id {
+            // The robot sees an unguessable id of the relay's; its response is matched by it.
+            var id = ExchangeID.random()
+            while device.pending[id] != nil { id = ExchangeID.random() }
+            let token = Array("\"\(ExchangeID.text("c", id))\"".utf8)
+            var rewritten = [UInt8]()
+            rewritten.reserveCapacity(payload.bytes.count + token.count)
+            rewritten += payload.bytes[..<idRange.lowerBound]
+            rewritten += token
+            rewritten += payload.bytes[idRange.upperBound...]
+            forwarded = Payload(rewritten)
+            relayID = id
+        }
+        // An app can't push its robot off the relay: a full robot queue drops the app's message.
+        guard robot.closing == nil, robot.enqueue(forwarded) else {
+            onDrop?(.robotBusy)
+            deliver(RelayMessages.error("robot_busy", "the robot is not keeping up; message dropped", idToken: commandID), to: session)
+            return
+        }
+        if let relayID, let commandID { remember(relayID, app: session, idToken: commandID, in: device) }
+        onForward?(.app, payload.bytes.count)
+    }
+
+    private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {
+        device.pending[relayID] = (app, idToken)
+        device.pendingOrder.append(relayID)
+        if device.pendingOrder.count - device.pendingHead > limits.pendingCommandsPerDevice {
+            device.pending[device.pendingOrder[device.pendingHead]] = nil
+            device.pendingHead += 1
+            if device.pendingHead > 4096 {
+                device.pendingOrder.removeFirst(device.pendingHead)
+                device.pendingHead = 0
+            }
+        }
+    }
+
+    /// `"c…"` (quoted, see `ExchangeID`) → its id.
+    static func parseRelayID(_ token: ArraySlice<UInt8>) -> UInt64? {
+        guard token.count == 19, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\"") else { return nil }
+        return ExchangeID.parse(token.dropFirst().dropLast(), prefix: "c")
+    }
+}
