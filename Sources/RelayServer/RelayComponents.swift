@@ -35,7 +35,7 @@ final class RelayComponents {
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
-                                      cluster: cluster, store: store, stop: stop)
+                                      cluster: cluster, store: store, stop: stop, database: database)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, database: database,
                                                   cluster: cluster))
@@ -46,9 +46,9 @@ final class RelayComponents {
 
     /// Once a second: housekeeping that is not per session.
     func tick(now: UInt64) {
-        turn.service.sweepLimiters()
-        robotHTTP.sweep()
-        pairing.sweep()
+        turn.service.sweepLimiters(now: now)
+        robotHTTP.sweep(now: now)
+        pairing.sweep(now: now)
         cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
         authenticator.failures.sweep(now: now)
     }

@@ -93,6 +93,12 @@ public final class RelayServer {
             env.logRequest(request, status: response.status, startedAt: started)
             return response
         }
+        gate.checkHead = { [unowned router] request in
+            let started = env.clock.monotonic()
+            guard let refusal = router.refusalBeforeBody(request) else { return nil }
+            env.logRequest(request, status: refusal.status, startedAt: started)
+            return refusal
+        }
         gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
             database.forget(HTTPClient(wsi))
             robotHTTP.cancel(HTTPClient(wsi))

@@ -9,10 +9,17 @@ public final class DatabaseWorker: DatabaseWork {
 
     private let jobs = Locked<[(job: Job, failed: @Sendable (Error) -> Void)]>([])
     private let thread: DatabaseThread
+    /// Jobs that may wait at once; past it `submit` refuses (the caller answers 503), so a flood
+    /// of requests that need the database cannot grow the queue without bound.
+    public let capacity: Int
 
-    public init(conninfo: String) {
+    public init(conninfo: String, capacity: Int = 256) {
         thread = DatabaseThread(name: "database_worker", conninfo: conninfo)
+        self.capacity = capacity
     }
+
+    /// Jobs waiting now.
+    public var queued: Int { jobs.withLock { $0.count } }
 
     public func start() { thread.start(self) }
 
@@ -20,10 +27,17 @@ public final class DatabaseWorker: DatabaseWork {
     /// a hung query cannot hold the shutdown). Jobs still queued fail with `.unavailable`.
     public func stop() { thread.stop() }
 
-    /// Queues `job`; `failed` is called instead when no connection can be had.
-    public func submit(_ job: @escaping Job, failed: @escaping @Sendable (Error) -> Void) {
-        jobs.withLock { $0.append((job, failed)) }
-        thread.wake()
+    /// Queues `job`; `failed` is called instead when no connection can be had. False (and
+    /// nothing queued) when `capacity` jobs already wait.
+    @discardableResult
+    public func submit(_ job: @escaping Job, failed: @escaping @Sendable (Error) -> Void) -> Bool {
+        let queued = jobs.withLock { queue -> Bool in
+            guard queue.count < capacity else { return false }
+            queue.append((job, failed))
+            return true
+        }
+        if queued { thread.wake() }
+        return queued
     }
 
     // MARK: DatabaseWork

@@ -21,8 +21,12 @@ struct Serve: ParsableCommand {
 
     @Option(help: "host:port to listen on (env WIMZ_LISTEN, default 127.0.0.1:8080; port 0 picks one).")
     var listen: String?
-    @Option(name: .customLong("admin-token"), help: "Bearer token for the admin API (env WIMZ_ADMIN_TOKEN).")
-    var adminToken: String?
+    @Option(name: .customLong("admin-token-file"),
+            help: "File holding the admin API's bearer token (env WIMZ_ADMIN_TOKEN_FILE; or the token itself in env WIMZ_ADMIN_TOKEN). At least 128 bits.")
+    var adminTokenFile: String?
+    /// Refused: a token on the command line shows in `ps` and shell history.
+    @Option(name: .customLong("admin-token"), help: .hidden)
+    var adminTokenOnCommandLine: String?
     @Option(name: .customLong("log-level"), help: "debug, info, warn or error (env WIMZ_LOG_LEVEL, default info).")
     var logLevel: String?
     @Option(name: .customLong("turn-urls"), help: "Comma-separated TURN URLs (env WIMZ_TURN_URLS).")
@@ -138,6 +142,23 @@ struct Serve: ParsableCommand {
         return value
     }
 
+    /// The admin token from WIMZ_ADMIN_TOKEN or a file (never argv), checked for strength.
+    func adminToken() throws -> String? {
+        if adminTokenOnCommandLine != nil {
+            throw CLIError("--admin-token is not accepted (the command line shows in ps): set WIMZ_ADMIN_TOKEN or use --admin-token-file")
+        }
+        let token: String?
+        if let path = try setting(adminTokenFile, "WIMZ_ADMIN_TOKEN_FILE", { $0 }) {
+            guard let contents = FileContents.read(path) else { throw CLIError("cannot read the admin token file \(path)") }
+            token = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        } else {
+            token = Environment.value("WIMZ_ADMIN_TOKEN")
+        }
+        guard let token, !token.isEmpty else { return nil }
+        if let problem = AdminTokenPolicy.problem(with: token) { throw CLIError(problem) }
+        return token
+    }
+
     func makeConfiguration() throws -> RelayConfiguration {
         var config = RelayConfiguration(databaseURL: try database.resolvedURL(),
                                         migrationsDirectory: try MigrationsLocator.find(explicit: database.migrationsDir ?? Environment.value("WIMZ_MIGRATIONS_DIR")))
@@ -148,7 +169,7 @@ struct Serve: ParsableCommand {
             config.listenHost = host
             config.listenPort = port
         }
-        config.adminToken = try setting(adminToken, "WIMZ_ADMIN_TOKEN", { $0 })
+        config.adminToken = try adminToken()
         if let text = try setting(logLevel, "WIMZ_LOG_LEVEL", { $0 }) {
             guard let level = LogLevel(name: text) else { throw CLIError("invalid log level '\(text)': use debug, info, warn or error") }
             config.logLevel = level

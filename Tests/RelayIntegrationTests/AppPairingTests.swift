@@ -58,6 +58,12 @@ import RelayTestSupport
         let refused = try post(f, "/api/pairing", json: #"{"code":"\#(fresh)"}"#)
         #expect(refused.status == 429 && refused.headers["retry-after"] == "60")
         #expect(try f.waitForAudit { $0.event == "pairing_rate_limited" })
+        // Refused attempts after that are counted in memory: no transaction, no audit row each.
+        for _ in 0..<20 { #expect(try post(f, "/api/pairing", json: #"{"code":"ABCDE-FGHJK"}"#).status == 429) }
+        #expect(try f.auditEvents().filter { $0.event == "pairing_rate_limited" }.count == 1)
+        #expect(try f.database.connect().execute("SELECT count(*) FROM pairing_failures").rows.first?[0] == "10")
+        let metrics = try HTTPTestClient.get(port: f.port, path: "/metrics").text
+        #expect(metrics.contains("wimz_pairing_refused_in_memory_total 20"), "\(metrics)")
         #expect(try post(f, "/api/pairing", json: "[1]").status == 400)
         #expect(try post(f, "/api/pairing", json: #"{"code":"X","label":"a\u0001b"}"#).status == 400)
     }

@@ -115,8 +115,25 @@ import RelayTestSupport
         for i in 0..<25 { statuses.append(try refused(f, "/ws/app?device_id=dev1&token=wimz_a_guess\(i)").status) }
         #expect(statuses.prefix(20).allSatisfy { $0 == 401 })
         #expect(statuses.last == 429)
-        // A valid token from that address is refused too until the bucket refills.
-        #expect(try refused(f, "/ws/app?device_id=dev1&token=\(f.appTokens["dev1"]!)").status == 429)
+        // Only failing attempts are slowed: a valid token from that address still connects
+        // (one bad client behind a carrier NAT must not lock out every phone there)…
+        let app = try WebSocketTestClient.connect(port: f.relay.port, role: "app", device: "dev1", token: f.appTokens["dev1"]!)
+        #expect(try app.receiveJSON().eventName == "device_status")
+        app.close()
+        // …while the next failure is still refused.
+        #expect(try refused(f, "/ws/app?device_id=dev1&token=wimz_a_guess_again").status == 429)
+    }
+
+    @Test func adminTokenFailuresCountTowardTheAddressLimit() throws {
+        let admin = "admin-" + String(repeating: "0123456789abcdef", count: 2)
+        let f = try RelayFixture(environment: ["WIMZ_ADMIN_TOKEN": admin])
+        var statuses: [Int] = []
+        for i in 0..<22 {
+            statuses.append(try HTTPTestClient.get(port: f.port, path: "/admin/devices",
+                                                   headers: ["Authorization": "Bearer wrong-\(i)"]).status)
+        }
+        #expect(statuses.prefix(20).allSatisfy { $0 == 401 } && statuses.suffix(2).allSatisfy { $0 == 429 }, "\(statuses)")
+        #expect(try HTTPTestClient.get(port: f.port, path: "/admin/devices", headers: ["Authorization": "Bearer \(admin)"]).status == 200)
     }
 
     @Test func storeUnavailableAndNothingCachedGives503() throws {

@@ -92,4 +92,28 @@ import RelayTestSupport
             #expect(serve.stdout.contains(variable), "serve --help lacks \(variable)")
         }
     }
+
+    @Test func serveTakesAStrongAdminTokenFromTheEnvironmentOrAFileNeverFromArgv() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let strong = "wimz_admin_" + String(repeating: "0123456789abcdef", count: 2)
+        let refusals: [([String], [String: String], String)] = [
+            (["--admin-token", strong], [:], "--admin-token is not accepted"),
+            ([], ["WIMZ_ADMIN_TOKEN": "admin-secret"], "too weak"),
+            ([], ["WIMZ_ADMIN_TOKEN": String(repeating: "ab", count: 40)], "too weak"),
+            (["--admin-token-file", "/nonexistent/token"], [:], "cannot read the admin token file"),
+        ]
+        for (arguments, environment, message) in refusals {
+            let result = try Subprocess.cli(["serve", "--listen", "127.0.0.1:0"] + arguments, databaseURL: database.url,
+                                            environment: environment)
+            #expect(result.status != 0 && result.stderr.contains(message), "\(arguments) \(environment): \(result.stderr)")
+        }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("wimz-admin-\(getpid())")
+        try (strong + "\n").write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let f = try RelayFixture(arguments: ["--admin-token-file", file.path])
+        #expect(try HTTPTestClient.get(port: f.port, path: "/admin/devices", headers: ["Authorization": "Bearer \(strong)"]).status == 200)
+        #expect(try HTTPTestClient.get(port: f.port, path: "/admin/devices", headers: ["Authorization": "Bearer \(strong)x"]).status == 401)
+    }
 }
+

@@ -134,4 +134,27 @@ import RelayTestSupport
     }
 
     func HTTPClientGet(_ port: Int, _ path: String) throws -> Int { try HTTPTestClient.get(port: port, path: path).status }
+
+    @Test func aRefusedTokenIsAnsweredBeforeAnyBodyIsRead() throws {
+        let f = try RelayFixture()
+        _ = try robotReady(f)
+        // The head announces a whole MiB, and none of it is sent: the refusal comes anyway.
+        for (token, status) in [(nil, 401), ("wimz_a_unknown", 401), (f.robotTokens["dev1"], 403)] as [(String?, Int)] {
+            let socket = try TestSocket(port: f.port, timeout: 5)
+            var head = "POST /api/devices/dev1/robot/missions/start HTTP/1.1\r\nHost: relay\r\n"
+            if let token { head += "Authorization: Bearer \(token)\r\n" }
+            head += "Content-Length: 1048576\r\n\r\n"
+            try socket.send(Array(head.utf8))
+            let response = try HTTPTestClient.readResponse(socket)
+            #expect(response.status == status, "\(response.text)")
+        }
+        // The body that does come after a refusal is read and dropped; the relay goes on.
+        let socket = try TestSocket(port: f.port, timeout: 5)
+        try socket.send(Array("POST /api/devices/dev1/robot/mode HTTP/1.1\r\nHost: relay\r\nContent-Length: 65536\r\n\r\n".utf8))
+        #expect(try HTTPTestClient.readResponse(socket).status == 401)
+        try socket.send([UInt8](repeating: 0x41, count: 65536))
+        #expect(socket.waitForEOF(timeout: 5))
+        #expect(try HTTPTestClient.get(port: f.port, path: "/healthz").status == 200)
+    }
 }
+

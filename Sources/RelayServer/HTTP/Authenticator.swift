@@ -23,35 +23,78 @@ final class Authenticator {
     /// Bearer token → its mirror entry, with the contract's 401/503 when there is none and the
     /// credential rules (expired, revoked, disabled) checked. `wants` is the 401's message.
     func authenticate(_ request: HTTPRequest, wants: String) -> Authentication {
-        guard let token = bearerToken(request) else { return .refused(.authFailure(.missingToken, message: wants)) }
-        guard let entry = credentials.lookup(token: token) else {
-            return .refused(credentials.isLoaded ? .authFailure(.unknownToken, message: "unknown token")
-                : .authFailure(.storeUnavailable, message: "credential store unavailable; retry shortly"))
+        switch check(token: bearerToken(request), wants: wants) {
+        case .success(let entry): return .accepted(entry)
+        case .failure(let refusal): return .refused(refused(refusal.failure, refusal.message, address: clientAddress(request)))
         }
-        if case .failure(let failure) = CredentialRules.check(entry, at: clock.wall()) {
-            return .refused(.authFailure(failure, message: failure == .deviceDisabled ? "device disabled" : "token \(failure.rawValue)"))
-        }
-        return .accepted(entry)
     }
 
     /// `authenticate`, then the token must be `role`'s for `device`. `messages` words the
     /// refusals a route words its own way (wrong role, say).
     func authenticate(_ request: HTTPRequest, device: DeviceID, role: Role, wants: String,
                       messages: [AuthFailure: String] = [:]) -> Authentication {
+        switch check(token: bearerToken(request), device: device, role: role, wants: wants, messages: messages) {
+        case .success(let entry): return .accepted(entry)
+        case .failure(let refusal): return .refused(refused(refusal.failure, refusal.message, address: clientAddress(request)))
+        }
+    }
+
+    /// A presented token (nil: none) against the mirror and the credential rules.
+    func check(token: String?, wants: String) -> Result<CredentialEntry, Refusal> {
+        guard let token else { return .failure(Refusal(.missingToken, wants)) }
+        guard let entry = credentials.lookup(token: token) else {
+            return .failure(credentials.isLoaded ? Refusal(.unknownToken, "unknown token")
+                : Refusal(.storeUnavailable, "credential store unavailable; retry shortly"))
+        }
+        if case .failure(let failure) = CredentialRules.check(entry, at: clock.wall()) {
+            return .failure(Refusal(failure, Authenticator.wording[failure] ?? failure.rawValue))
+        }
+        return .success(entry)
+    }
+
+    /// `check(token:)`, then the token must be `role`'s for `device`.
+    func check(token: String?, device: DeviceID, role: Role, wants: String,
+               messages: [AuthFailure: String] = [:]) -> Result<CredentialEntry, Refusal> {
         let entry: CredentialEntry
-        switch authenticate(request, wants: wants) {
-        case .refused(let response): return .refused(response)
-        case .accepted(let found): entry = found
+        switch check(token: token, wants: wants) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let found): entry = found
         }
         if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: role, at: clock.wall()) {
-            let message = messages[failure] ?? (failure == .wrongDevice ? "token belongs to another device" : "token \(failure.rawValue)")
-            return .refused(.authFailure(failure, message: message))
+            return .failure(Refusal(failure, messages[failure] ?? Authenticator.wording[failure] ?? failure.rawValue))
         }
-        return .accepted(entry)
+        return .success(entry)
+    }
+
+    /// One wording per failure, for every entrance.
+    static let wording: [AuthFailure: String] = [
+        .expiredToken: "token expired", .revokedToken: "token revoked", .deviceDisabled: "device disabled",
+        .wrongDevice: "token belongs to another device", .wrongRole: "token is for another role",
+    ]
+
+    /// The answer to a refused credential from `address`, counted toward its failure limit:
+    /// the failure's own status, or 429 once the address has failed too often (only failing
+    /// attempts are slowed: a good credential is never asked about the limit). An unavailable
+    /// store is nobody's failure and is not counted.
+    func refused(_ failure: AuthFailure, _ message: String, address: String) -> HTTPResponse {
+        let refusal = limitFailure(Refusal(failure, message), address: address)
+        return .authFailure(refusal.failure, message: refusal.message)
+    }
+
+    /// `refusal`, or the failure limit's 429 instead; counts the failure.
+    func limitFailure(_ refusal: Refusal, address: String) -> Refusal {
+        guard refusal.failure != .storeUnavailable, refusal.failure != .rateLimited else { return refusal }
+        let now = clock.monotonic()
+        if failures.isBlocked(address, now: now) {
+            return Refusal(.rateLimited, "too many failed authentications from this address; retry later")
+        }
+        failures.recordFailure(address, now: now)
+        return refusal
     }
 
     /// The admin API answers 404 while it is disabled and 401 without its token, before it
-    /// says which of its paths and methods exist. Nil: the token is good.
+    /// says which of its paths and methods exist; wrong tokens count toward the address's
+    /// failure limit like any other. Nil: the token is good.
     func adminRefusal(_ request: HTTPRequest) -> HTTPResponse? {
         guard let adminToken = configuration.adminToken else {
             return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
@@ -59,7 +102,7 @@ final class Authenticator {
         // Hash both sides so the comparison's time depends on neither length nor content.
         guard let presented = bearerToken(request),
               Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
-        else { return .authFailure(.unknownToken, message: "admin token required") }
+        else { return refused(.unknownToken, "admin token required", address: clientAddress(request)) }
         return nil
     }
 
@@ -76,6 +119,16 @@ final class Authenticator {
             return hop
         }
         return peer
+    }
+}
+
+/// Why a credential was refused, in the contract's terms and the relay's one wording.
+struct Refusal: Error {
+    let failure: AuthFailure
+    let message: String
+    init(_ failure: AuthFailure, _ message: String) {
+        self.failure = failure
+        self.message = message
     }
 }
 

@@ -47,36 +47,26 @@ final class CredentialTable {
 }
 
 /// Limits authentication failures per client address (PROTOCOL.md: 429 for too many auth
-/// failures from one address). A bucket of `burst` failures refilled at `rate` per second.
+/// failures from one address): `burst` failures, refilled at `rate` per second, counted per
+/// `AddressKey` (IPv6 per /64). Only failing attempts are slowed: the server checks a presented
+/// credential first and asks `isBlocked` only when it failed, so a valid token still connects
+/// from an address where someone else keeps failing (one carrier NAT, many phones).
 final class AuthFailureLimiter {
-    private var buckets: [String: (bucket: TokenBucket, lastUsed: UInt64)] = [:]
-    let rate: Double
-    let burst: Double
+    private var failures: KeyedRateLimiter<String>
 
-    init(rate: Double = 1, burst: Double = 20) {
-        self.rate = rate
-        self.burst = burst
+    init(rate: Double = 1, burst: Double = 20, capacity: Int = 10_000) {
+        failures = KeyedRateLimiter(rate: rate, burst: burst, capacity: capacity)
     }
 
-    /// True while `address` may still try.
-    func allows(_ address: String, now: UInt64) -> Bool {
-        guard var entry = buckets[address] else { return true }
-        // Peek: take a token and give it back (a success must not consume failures).
-        let ok = entry.bucket.take(now: now)
-        if ok { entry.bucket = TokenBucket(restoring: entry.bucket) }
-        buckets[address] = entry
-        return ok
+    /// True once `address` has used up its failures: its next failure is answered 429.
+    func isBlocked(_ address: String, now: UInt64) -> Bool {
+        !failures.wouldAllow(AddressKey.of(address), now: now)
     }
 
     func recordFailure(_ address: String, now: UInt64) {
-        var entry = buckets[address] ?? (TokenBucket(rate: rate, burst: burst, now: now), now)
-        _ = entry.bucket.take(now: now)
-        entry.lastUsed = now
-        buckets[address] = entry
+        _ = failures.allow(AddressKey.of(address), now: now)
     }
 
-    /// Forgets addresses quiet for a minute (their buckets are full again).
-    func sweep(now: UInt64) {
-        buckets = buckets.filter { now - $0.value.lastUsed < 60_000_000_000 }
-    }
+    /// Forgets addresses whose failures have refilled.
+    func sweep(now: UInt64) { failures.sweep(now: now) }
 }

@@ -11,6 +11,8 @@ final class DatabaseExchange {
     var response: HTTPResponse?
     let startedAt: UInt64
     let peerAddress: String
+    /// Told the answer on the service thread before it is written (what the caller learns from it).
+    var onAnswer: ((HTTPResponse) -> Void)?
 
     init(id: UInt64, client: HTTPClient, request: AdminAPI.Request, startedAt: UInt64, peerAddress: String) {
         self.id = id
@@ -101,11 +103,13 @@ final class DatabaseExchanges {
 
     /// Answers `request` from the database worker (`job`), or with `unavailable` when the
     /// database cannot be reached (default: 503 with Retry-After). Returns nil: answered later.
-    func answer(_ request: HTTPRequest, unavailable: HTTPResponse? = nil,
+    /// `onAnswer` hears the answer on the service thread before it is written.
+    func answer(_ request: HTTPRequest, unavailable: HTTPResponse? = nil, onAnswer: ((HTTPResponse) -> Void)? = nil,
                 _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         let exchange = register(request, AdminAPI.Request(method: method, path: path, query: [:], body: [],
                                                           remoteAddress: authenticator.clientAddress(request)))
+        exchange.onAnswer = onAnswer
         submit(exchange, unavailable: unavailable, job)
         return nil
     }
@@ -123,7 +127,7 @@ final class DatabaseExchanges {
                         _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) {
         let id = exchange.id
         let mailbox = self.mailbox
-        worker.submit({ db in
+        let queued = worker.submit({ db in
             mailbox.post(.databaseAnswer(id, try job(db)))
         }, failed: { error in
             let isUnavailable = (error as? StoreError)?.kind == .unavailable
@@ -131,11 +135,18 @@ final class DatabaseExchanges {
                 ? unavailable ?? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
                 : .error(500, "internal_error", "\(error)")))
         })
+        if !queued {
+            env.counters.databaseQueueFull += 1
+            // Answered on the next pass of the loop, like every deferred answer.
+            mailbox.post(.databaseAnswer(id, .error(503, "busy", "too many requests wait for the database; retry shortly",
+                                                    headers: [("Retry-After", "1")])))
+        }
     }
 
     /// A worker's answer arrived (service thread): write it when the socket is writeable.
     func answered(_ id: UInt64, _ response: HTTPResponse) {
         guard let exchange = exchanges[id] else { return }  // the client went away
+        exchange.onAnswer?(response)
         finish(exchange, response)
     }
 

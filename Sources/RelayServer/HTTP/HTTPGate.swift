@@ -30,6 +30,9 @@ final class HTTPGate {
     /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
     /// ``respond(_:with:)`` (admin requests wait for the database worker).
     var onRequest: ((HTTPRequest, [UInt8]) -> HTTPResponse?)?
+    /// Checks a request's head before its body is read: a response here is sent at once and the
+    /// body, as it arrives, is read and thrown away (see `GateConnection.discarding`).
+    var checkHead: ((HTTPRequest) -> HTTPResponse?)?
     /// Called when a connection closes (so deferred work for it can be dropped).
     var onClosed: ((OpaquePointer) -> Void)?
     /// True while upgrades should wait (the token mirror is not loaded yet, see `release`).
@@ -78,7 +81,13 @@ final class HTTPGate {
         var bodyLength = 0
         var output: [UInt8] = []
         var answered = false
+        /// Body bytes still to read and drop after an early refusal: the connection closes only
+        /// then (closing with unread bytes sends a reset, which can destroy the answer on its way).
+        var discarding = 0
     }
+
+    /// How long a refused request's body may take to be thrown away.
+    static let discardSeconds: Int32 = 5
 
     /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
@@ -177,8 +186,10 @@ final class HTTPGate {
             acceptPending(vhost: vhost)
             return 0
         }
-        guard let connection = connections[wsi], !connection.answered else { return -1 }
+        guard let connection = connections[wsi] else { return -1 }
         let fd = lws_get_socket_fd(wsi)
+        if connection.discarding > 0 { return discard(connection, fd: fd) }
+        guard !connection.answered else { return -1 }
         if connection.head != nil { return readBody(wsi, connection, fd: fd) }
         // Peek, then consume only the head's bytes: the body (or, for an upgrade, the first
         // frames) stays in the socket for whoever reads next.
@@ -223,6 +234,11 @@ final class HTTPGate {
             guard length <= limit else {
                 return refuse(wsi, connection, RequestError(413, "too_large", "request bodies are limited to \(limit) bytes here"))
             }
+            if length > 0, let refusal = checkHead?(LWSHTTP.request(wsi, head: head)) {
+                connection.discarding = length
+                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HTTPGate.discardSeconds)
+                return write(refusal, to: wsi, connection) ? halfClose(fd) : 0
+            }
             connection.head = head
             connection.bodyLength = length
             return length == 0 ? serve(wsi, connection) : readBody(wsi, connection, fd: fd)
@@ -234,6 +250,23 @@ final class HTTPGate {
         guard count > 0 else { return true }
         var sink = [UInt8](repeating: 0, count: count)
         return read(fd, &sink, count) == count
+    }
+
+    /// Reads and drops what is left of a refused request's body; -1 (close) once it is all in.
+    private func discard(_ connection: GateConnection, fd: Int32) -> Int32 {
+        let n = withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 8) {
+            read(fd, $0.baseAddress, min($0.count, connection.discarding))
+        }
+        if n < 0 { return errno == EAGAIN || errno == EINTR ? 0 : -1 }
+        if n == 0 { return -1 }
+        connection.discarding -= n
+        return connection.discarding > 0 ? 0 : -1
+    }
+
+    /// The answer is out but the body is still coming: tell the client we are done writing.
+    private func halfClose(_ fd: Int32) -> Int32 {
+        shutdown(fd, Int32(SHUT_WR))
+        return 0
     }
 
     private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, fd: Int32) -> Int32 {
@@ -272,7 +305,8 @@ final class HTTPGate {
     /// `LWS_CALLBACK_RAW_WRITEABLE_FILE`: the rest of a response. -1 once it is all out.
     func writeable(_ wsi: OpaquePointer) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
-        return flush(wsi, connection) ? -1 : 0
+        guard flush(wsi, connection) else { return 0 }
+        return connection.discarding > 0 ? halfClose(lws_get_socket_fd(wsi)) : -1
     }
 
     /// Writes what the socket takes now; true when the response is all out (close it then).

@@ -15,7 +15,13 @@ final class PairingEndpoint {
     private let database: DatabaseExchanges
     private let mailbox: Mailbox<ServiceEvent>
     /// Per robot token: pairing calls (mint a code, list and revoke app tokens).
-    private var limiter = KeyedRateLimiter(rate: 2, burst: 10)
+    private var limiter = KeyedRateLimiter<Int64>(rate: 2, burst: 10)
+    /// Addresses (by `AddressKey`) the database found over the failure limit, until when: their
+    /// attempts are refused here, with no transaction and no audit row each (the database wrote
+    /// one when it refused the first).
+    private var refusedUntil = LRUTable<String, UInt64>(capacity: 10_000)
+    /// How long an address stays refused: the database's failure window.
+    static let refusalWindow: UInt64 = 60_000_000_000
 
     init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
         self.env = env
@@ -25,7 +31,10 @@ final class PairingEndpoint {
     }
 
     /// Forgets idle limiters (the 1 s tick).
-    func sweep() { limiter.sweep() }
+    func sweep(now: UInt64) {
+        limiter.sweep(now: now)
+        refusedUntil.removeOldest { $0 <= now }
+    }
 
     /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
     /// 429 past the per-token rate of these calls.
@@ -82,8 +91,18 @@ final class PairingEndpoint {
             return .error(400, "bad_request", "label: at most 128 characters, no control characters")
         }
         let address = authenticator.clientAddress(request)
+        let key = AddressKey.of(address)
+        let now = env.clock.monotonic()
+        if let until = refusedUntil.peek(key), until > now {
+            env.counters.pairingRefusedInMemory += 1
+            return PairingEndpoint.tooManyFailures
+        }
         let mailbox = self.mailbox
-        return database.answer(request) { db in
+        let onAnswer: (HTTPResponse) -> Void = { [weak self] response in
+            guard response.status == 429, let self else { return }
+            refusedUntil.set(key, env.clock.monotonic() + PairingEndpoint.refusalWindow)
+        }
+        return database.answer(request, onAnswer: onAnswer) { db in
             switch try PairingRepository(db).redeem(code, label: label, address: address) {
             case .paired(let device, let issued):
                 // The new token works on this node at once (ahead of its NOTIFY): the mailbox
@@ -95,11 +114,13 @@ final class PairingEndpoint {
             case .invalid:
                 return .error(404, "invalid_code", "no such pairing code, or it was used or has expired")
             case .rateLimited:
-                return .error(429, "rate_limited", "too many failed pairing attempts from this address; retry in a minute",
-                              headers: [("Retry-After", "60")])
+                return PairingEndpoint.tooManyFailures
             }
         }
     }
+
+    static let tooManyFailures = HTTPResponse.error(429, "rate_limited", "too many failed pairing attempts from this address; retry in a minute",
+                                                    headers: [("Retry-After", "60")])
 
     private func listAppTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let device = entry.token.deviceID

@@ -25,7 +25,7 @@ final class RobotHTTPEndpoint {
     private let respond: (HTTPClient, HTTPResponse) -> Void
     private var exchanges: RobotHTTPExchanges<RobotHTTPClient>
     /// Per app token: HTTP requests to its robot.
-    private var limiter: KeyedRateLimiter
+    private var limiter: KeyedRateLimiter<Int64>
 
     /// `respond` writes an answer on the client's connection (the gate's `respond`).
     init(env: RelayEnvironment, authenticator: Authenticator, cluster: ClusterCoordinator,
@@ -47,7 +47,7 @@ final class RobotHTTPEndpoint {
     var waiting: Int { exchanges.count }
 
     /// Forgets idle limiters (the 1 s tick).
-    func sweep() { limiter.sweep() }
+    func sweep(now: UInt64) { limiter.sweep(now: now) }
 
     /// Fails what waited past its deadline (the 10 ms wheel tick).
     func expire(now: UInt64) {

@@ -80,6 +80,34 @@ final class Router {
         }
     }
 
+    /// The head alone, before the gate reads a body: a route that takes a credential refuses a
+    /// request whose credential fails here and now, so nobody without one makes the relay read
+    /// (or buffer) a body. The handler checks the same credential again once the body is in:
+    /// this is an early answer, not a second policy. Nil: read the body.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        guard case .found(let route, let parameters) = Routes.resolve(method: request.head.method, rawPath: request.head.rawPath)
+        else { return nil }
+        let authenticator = handlers.authenticator
+        let wants = "Authorization: Bearer <token> is required"
+        let result: Result<CredentialEntry, Refusal>
+        switch route.auth {
+        case .none:
+            return nil
+        case .admin:
+            return authenticator.adminRefusal(request)
+        case .robotOrApp:
+            result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
+        case .robot, .app:
+            guard let device = DeviceID(parameters["device_id"] ?? "") else { return nil }  // the handler's 400
+            result = authenticator.check(token: authenticator.bearerToken(request), device: device,
+                                         role: route.auth == .robot ? .robot : .app, wants: wants,
+                                         messages: route.handler == .robotHTTP ? [.wrongRole: "HTTP to the robot takes an app token"]
+                                             : [.wrongRole: "this call takes the robot's token"])
+        }
+        guard case .failure(let refusal) = result else { return nil }
+        return authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request))
+    }
+
     /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
     private func deviceStatus(_ request: HTTPRequest, device idText: String) -> HTTPResponse? {
         guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }

@@ -8,7 +8,7 @@ final class TurnService {
     let staticSecret: String?
     /// Database secrets, newest first; only the first signs.
     private(set) var secrets: [TurnSecret] = []
-    private var limiter: KeyedRateLimiter
+    private var limiter: KeyedRateLimiter<Int64>
     /// The signing secret's MAC context, rebuilt when the signing secret changes.
     private var signer: (secret: String, key: HMACSHA1Key)?
 
@@ -44,7 +44,7 @@ final class TurnService {
     func allowRequest(tokenID: Int64, now: UInt64) -> Bool { limiter.allow(tokenID, now: now) }
 
     /// Forgets idle limiters (called from the 1 s tick).
-    func sweepLimiters() { limiter.sweep() }
+    func sweepLimiters(now: UInt64) { limiter.sweep(now: now) }
 
     /// A fresh credential: the JSON body, its times and the issuance record.
     func issue(device: DeviceID, role: Role, tokenID: Int64?, ttl: Int, clientAddress: String?, via: String,

@@ -12,9 +12,11 @@ final class MetricsEndpoint {
     private let cluster: ClusterCoordinator
     private let store: StoreSync
     private let stop: StopSequence
+    private let database: DatabaseExchanges
 
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
-         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence) {
+         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges) {
+        self.database = database
         self.env = env
         self.authenticator = authenticator
         self.turn = turn
@@ -61,6 +63,11 @@ final class MetricsEndpoint {
         counter("wimz_http_requests_refused_total", "Request heads refused before routing (400/405/414/431/505).",
                 counters.requestsRefused)
         counter("wimz_robots_replaced_total", "Robot sockets replaced by a newer one (4001).", counters.robotsReplaced)
+        gauge("wimz_database_queue_depth", "Requests waiting for the database worker.", database.worker.queued)
+        counter("wimz_database_queue_full_total", "Requests answered 503 busy: the database worker's queue was full.",
+                counters.databaseQueueFull)
+        counter("wimz_pairing_refused_in_memory_total", "Pairing attempts answered 429 without the database (address over its limit).",
+                counters.pairingRefusedInMemory)
         counter("wimz_turn_credentials_issued_total", "TURN credentials minted (HTTP and push).", turn.service.issued)
         counter("wimz_turn_refresh_pushes_total", "turn_credentials events pushed to robots.", turn.service.pushed)
         let stale = turn.robotsWithStaleCredentials(now: env.clock.wall())

@@ -16,6 +16,10 @@ struct RelayCounters {
     /// Request heads the gate refused (malformed, too large).
     var requestsRefused = 0
     var robotsReplaced = 0
+    /// Requests answered 503 `busy` because the database worker's queue was full.
+    var databaseQueueFull = 0
+    /// Pairing attempts refused from memory (the address was already over its failure limit).
+    var pairingRefusedInMemory = 0
     /// Messages and bytes accepted for forwarding, by the role that sent them.
     /// Per direction, indexed by `Direction` (plain array slots: these move per message,
     /// where a dictionary keyed by `Role` hashed its raw string twice per message).

@@ -42,6 +42,10 @@ final class ServiceLoop: LoopControl {
     private let retryPolicy: UnsafeMutablePointer<lws_retry_bo_t>
     private var timers: [LWSTimer] = []
 
+    /// The TLS 1.2 suites offered when lws serves TLS (Mozilla's "intermediate" list, less DHE).
+    static let tls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
     /// Creates the context; lws calls `relayCallback` with `callbacks` as the context's user.
     init(configuration: RelayConfiguration, callbacks: ServiceCallbacks) throws {
         self.configuration = configuration
@@ -85,9 +89,12 @@ final class ServiceLoop: LoopControl {
         info.vhost_name = UnsafePointer(protocolName)
         info.retry_and_idle_policy = UnsafePointer(retryPolicy)
         if let cert = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-            // TLS 1.2+ only; ALPN pinned to HTTP/1.1 (WebSockets here are RFC 6455 over HTTP/1.1).
-            let c = strdup(cert)!, k = strdup(key)!, alpn = strdup("http/1.1")!
-            retainedCStrings += [c, k, alpn]
+            // TLS 1.2+ only, and in 1.2 only forward-secret AEAD suites (ECDHE with AES-GCM or
+            // ChaCha20-Poly1305; every 1.3 suite is both already); ALPN pinned to HTTP/1.1
+            // (WebSockets here are RFC 6455 over HTTP/1.1).
+            let c = strdup(cert)!, k = strdup(key)!, alpn = strdup("http/1.1")!, ciphers = strdup(ServiceLoop.tls12Ciphers)!
+            retainedCStrings += [c, k, alpn, ciphers]
+            info.ssl_cipher_list = UnsafePointer(ciphers)
             info.options |= CLibWebSockets_OPTION_DO_SSL_GLOBAL_INIT()
             info.ssl_cert_filepath = UnsafePointer(c)
             info.ssl_private_key_filepath = UnsafePointer(k)

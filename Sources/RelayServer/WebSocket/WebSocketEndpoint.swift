@@ -99,31 +99,14 @@ final class WebSocketEndpoint {
                 response: .error(400, "bad_request", "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
                 failure: .badRequest, device: nil, address: address))
         }
-        func reject(_ failure: AuthFailure, _ message: String) -> Result<UpgradeGrant, UpgradeRejection> {
-            .failure(UpgradeRejection(response: .authFailure(failure, message: message), failure: failure,
-                                      device: device, address: address))
-        }
-        let now = env.clock.monotonic()
-        guard authenticator.failures.allows(address, now: now) else {
-            return reject(.rateLimited, "too many failed authentications from this address; retry later")
-        }
-        guard let token else {
-            return reject(.missingToken, "a token is required (Authorization: Bearer or token= query argument)")
-        }
-        guard let entry = authenticator.credentials.lookup(token: token) else {
-            return authenticator.credentials.isLoaded ? reject(.unknownToken, "unknown token")
-                : reject(.storeUnavailable, "credential store unavailable; retry shortly")
-        }
-        switch CredentialRules.authorize(entry, device: device, role: role, at: env.clock.wall()) {
-        case .failure(let failure):
-            let messages: [AuthFailure: String] = [
-                .expiredToken: "token expired", .revokedToken: "token revoked",
-                .wrongDevice: "token belongs to another device", .wrongRole: "token is for another role",
-                .deviceDisabled: "device disabled",
-            ]
-            return reject(failure, messages[failure] ?? failure.rawValue)
-        case .success:
-            break
+        let entry: CredentialEntry
+        switch authenticator.check(token: token, device: device, role: role,
+                                   wants: "a token is required (Authorization: Bearer or token= query argument)") {
+        case .success(let found): entry = found
+        case .failure(let refusal):
+            let limited = authenticator.limitFailure(refusal, address: address)
+            return .failure(UpgradeRejection(response: .authFailure(limited.failure, message: limited.message),
+                                             failure: limited.failure, device: device, address: address))
         }
         if role == .app, !env.hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
@@ -171,10 +154,11 @@ final class WebSocketEndpoint {
         }
     }
 
+    /// Counted, and audited unless it is the failure limit's 429 (each of those would be one
+    /// more row for a flooding client; the failures that led to it were audited).
     private func recordAuthFailure(_ failure: AuthFailure, rejection: UpgradeRejection) {
-        let now = env.clock.monotonic()
-        if failure != .storeUnavailable, failure != .rateLimited { authenticator.failures.recordFailure(rejection.address, now: now) }
         env.counters.authFailures[failure, default: 0] += 1
+        guard failure != .rateLimited else { return }
         env.audit.record(.authFailed, device: rejection.device?.rawValue, tokenID: nil, address: rejection.address,
               details: [("reason", .string(failure.rawValue))])
     }
