@@ -1,0 +1,88 @@
+"""The coturn recipes, run for real: each deploy/coturn/turnserver-*.conf (with this machine's
+ports and a test secret in place of its certificate and secret lines) refuses a relayed
+permission to the operator's own networks — the cloud metadata service, carrier-grade NAT,
+IPv6 link-local and IPv4-mapped loopback among them — and grants one to a public peer.
+A permission sends nothing to its peer: no packet leaves this machine."""
+
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from turn_probe import TurnProbe, rest_credentials
+from wimz_testkit import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = sorted((ROOT / "deploy/coturn").glob("turnserver-*.conf"))
+DENY_BLOCK = (ROOT / "deploy/coturn/peer-deny.conf").read_text()
+# Lines a test host must replace: its ports, addresses, certificate, secret and log.
+REPLACED = ("listening-port", "tls-listening-port", "cert", "pkey", "psql-userdb", "static-auth-secret", "log-file",
+            "min-port", "max-port", "external-ip", "listening-ip", "relay-ip")
+
+REFUSED_V4 = ["169.254.169.254", "100.64.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "127.0.0.1", "0.0.0.0",
+              "192.0.2.1", "198.18.0.1", "224.0.0.1", "255.255.255.255"]
+REFUSED_V6 = ["fe80::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::1", "fd00::1", "64:ff9b::a9fe:a9fe",
+              "2001:db8::1", "2002:a9fe:a9fe::1", "ff02::1"]
+PUBLIC_V4 = "8.8.8.8"
+PUBLIC_V6 = "2606:4700:4700::1111"
+
+
+def test_every_recipe_carries_the_deny_block():
+    assert len(RECIPES) == 3
+    for recipe in RECIPES:
+        assert DENY_BLOCK.strip() in recipe.read_text(), f"{recipe.name} lacks deploy/coturn/peer-deny.conf verbatim"
+
+
+@pytest.fixture(params=RECIPES, ids=lambda p: p.name)
+def recipe_server(request):
+    """The recipe's coturn on 127.0.0.1 and ::1 (relaying from both), with a static test secret."""
+    secret = secrets.token_hex(16)
+    directory = Path(tempfile.mkdtemp(prefix="wimz-recipe-"))
+    lines = [line for line in request.param.read_text().splitlines() if line.split("=", 1)[0].strip() not in REPLACED]
+    port = free_port(socket.SOCK_DGRAM)
+    relay_base = 42000 + secrets.randbelow(15000)
+    lines += ["listening-ip=127.0.0.1", "listening-ip=::1", "relay-ip=127.0.0.1", "relay-ip=::1",
+              f"listening-port={port}", "no-tls", f"static-auth-secret={secret}", f"min-port={relay_base}",
+              f"max-port={relay_base + 50}", f"log-file={directory}/turn.log", "simple-log",
+              f"pidfile={directory}/turn.pid"]
+    config = directory / "turnserver.conf"
+    config.write_text("\n".join(lines) + "\n")
+    process = subprocess.Popen(["turnserver", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if subprocess.run(["ss", "-Hlnu", f"sport = :{port}"], capture_output=True, text=True).stdout.strip():
+            break
+        assert process.poll() is None, (directory / "turn.log").read_text(errors="replace")[-2000:]
+        time.sleep(0.05)
+    yield port, secret, directory
+    process.terminate()
+    process.wait(timeout=10)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_recipe_refuses_special_purpose_peers_and_allows_public_ones(recipe_server):
+    port, secret, directory = recipe_server
+    for family, refused, public in ((4, REFUSED_V4, PUBLIC_V4), (6, REFUSED_V6, PUBLIC_V6)):
+        probe = TurnProbe(("127.0.0.1", port), *rest_credentials(secret), family=family)
+        try:
+            answers = {peer: probe.permit(peer) for peer in refused}
+            assert all(status == 403 for status in answers.values()), (answers, _log(directory))
+            assert probe.permit(public) == 200, _log(directory)
+        finally:
+            probe.close()
+
+
+def test_recipe_refuses_tcp_relays(recipe_server):
+    """no-tcp-relay: an RFC 6062 TCP allocation (a proxy to any TCP service) is refused."""
+    port, secret, directory = recipe_server
+    with pytest.raises(RuntimeError, match="allocation refused"):
+        TurnProbe(("127.0.0.1", port), *rest_credentials(secret), relay_transport="tcp")
+
+
+def _log(directory: Path) -> str:
+    return (directory / "turn.log").read_text(errors="replace")[-3000:]
