@@ -4,7 +4,7 @@ on the relay without a code change (PROTOCOL.md v1.1 "The robot bridge").
 
 - ``http_request`` frames from the relay become HTTP requests to ``--local`` and nowhere else:
   the target must be a plain path (no scheme or host, no ``//`` start, no ``.``/``..`` segment
-  however percent-encoded, no backslash or control character); anything else is answered 400
+  however percent-encoded or followed by ``;`` parameters, no backslash or control character); anything else is answered 400
   ``bad_path`` without a request. The answer goes back as ``http_response`` plus ``http_body``
   frames of at most 32 KiB each. The local API unreachable: 502 ``robot_unreachable``.
 - every message of the local ``/ws/control`` goes to the relay as the robot's (events reach
@@ -70,7 +70,9 @@ def local_target(path: Any, query: Any) -> str | None:
         return None
     if decoded.startswith("//") or "\\" in decoded or any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
         return None
-    if any(segment in (".", "..") for segment in decoded.split("/")):
+    # Path parameters (``/..;/x``) are dropped by servers that take them (Tomcat, Jetty) before
+    # they resolve dot-segments: a segment is judged without them.
+    if any(segment.split(";", 1)[0] in (".", "..") for segment in decoded.split("/")):
         return None
     return path + (f"?{query}" if query else "")
 
@@ -140,7 +142,7 @@ class Bridge:
         if isinstance(message, str):
             try:
                 parsed = json.loads(message)
-            except ValueError:
+            except (ValueError, RecursionError):
                 parsed = None
             if isinstance(parsed, dict):
                 if parsed.get("type") == "http_request":

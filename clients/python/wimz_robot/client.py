@@ -286,8 +286,11 @@ class RobotClient:
         return (await self.turn_credentials()).to_rtc_ice_servers()
 
     def _set_credentials(self, credentials: TurnCredentials) -> None:
+        # The most recently issued one wins, not the one that expires last: a credential's
+        # expiry says nothing of who issued it, and the relay is the only issuer (it refuses
+        # turn_credentials events from apps, PROTOCOL.md v1.2).
         current = self._credentials
-        if current is None or credentials.expires_at >= current.expires_at:
+        if current is None or credentials.issued_at >= current.issued_at:
             self._credentials = credentials
             self._credentials_changed.set()
             if credentials != current:
@@ -399,7 +402,7 @@ class RobotClient:
     def _dispatch(self, text: str) -> None:
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             log.warning("ignoring a message that is not JSON")
             return
         if not isinstance(message, dict):

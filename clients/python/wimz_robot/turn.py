@@ -15,7 +15,7 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 
@@ -67,6 +67,11 @@ class TurnCredentials:
         return {"urls": self.urls, "username": self.username, "credential": self.credential, "ttl": self.ttl,
                 "expires_at": iso(self.expires_at), "refresh_at": iso(self.refresh_at), "ice_servers": self.ice_servers}
 
+    @property
+    def issued_at(self) -> datetime:
+        """When the relay issued it: the expiry less the ttl (PROTOCOL.md)."""
+        return self.expires_at - timedelta(seconds=self.ttl)
+
     def is_fresh(self, now: datetime | None = None) -> bool:
         """True until ``refresh_at``: after it the credential still works but should be replaced."""
         return (now or datetime.now(timezone.utc)) < self.refresh_at
@@ -79,12 +84,21 @@ class TurnCredentials:
                 for s in self.ice_servers]
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error here: urllib would send the ``Authorization`` header on to
+    wherever the answer points (another host, or plain HTTP)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
 def _fetch_blocking(url: str, token: str, ttl: int | None, timeout: float, ssl_context: Any) -> TurnCredentials:
     if ttl is not None:
         url += f"?ttl={int(ttl)}"
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=ssl_context) as response:
+        with opener.open(request, timeout=timeout) as response:
             return TurnCredentials.from_json(json.loads(response.read()))
     except urllib.error.HTTPError as error:
         try:
