@@ -112,4 +112,26 @@ if mode == "hold":
         #expect(modern.stdout.contains("Protocol  : TLSv1.2") && !modern.stdout.contains("Cipher is (NONE)"))
         relay.stop()
     }
+
+    @Test func onlyForwardSecretAEADSuitesAreOffered() throws {
+        let dir = try TestEnvironment.scratchDirectory("tls-suites")
+        try makeCertificate(dir, name: "relay")
+        let relay = try RelayDaemon(databaseURL: "host=/nonexistent-wimz dbname=x",
+                                    environment: ["WIMZ_TLS_CERT": dir + "/cert.pem", "WIMZ_TLS_KEY": dir + "/key.pem"])
+        func agreed(_ suite: String) throws -> Bool {
+            let r = try Subprocess.run(["/usr/bin/openssl", "s_client", "-connect", "127.0.0.1:\(relay.port)", "-tls1_2",
+                                        "-cipher", "\(suite)@SECLEVEL=0"])
+            return r.stdout.contains("Cipher is \(suite)")
+        }
+        // No forward secrecy (RSA key exchange, static DH) or no AEAD (CBC with HMAC): refused.
+        for suite in ["AES128-SHA", "AES256-SHA256", "AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384",
+                      "DHE-RSA-AES128-GCM-SHA256", "DES-CBC3-SHA"] {
+            #expect(try !agreed(suite), "\(suite) was agreed")
+        }
+        for suite in ["ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"] {
+            #expect(try agreed(suite), "\(suite) was refused")
+        }
+        relay.stop()
+    }
 }
+

@@ -94,6 +94,14 @@ final class CountingWork: DatabaseWork {
         worker.stop()
     }
 
+    @Test func databaseWorkerQueueIsBounded() {
+        // Not started: nothing drains the queue, so the bound is all that stops it.
+        let worker = DatabaseWorker(conninfo: "host=/nonexistent-wimz dbname=x", capacity: 3)
+        let accepted = (0..<5).map { _ in worker.submit({ _ in }, failed: { _ in }) }
+        #expect(accepted == [true, true, true, false, false])
+        #expect(worker.queued == 3)
+    }
+
     @Test func auditWriterSpoolsWhatItCannotWriteAndTheNextWriterStoresIt() throws {
         let database = try TestDatabase()
         defer { database.drop() }

@@ -57,7 +57,11 @@ def http_json(url: str, token: str | None = None, method: str = "GET", body: dic
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+        body = error.read() or b"{}"
+        try:
+            return error.code, json.loads(body)
+        except ValueError:  # not the relay's answer: HAProxy's own error page (a node just died)
+            return error.code, {"error": "not_json", "message": body.decode(errors="replace")[:200]}
 
 
 class Database:
@@ -303,7 +307,14 @@ class Cluster:
         return out
 
     def live_nodes(self) -> list[dict]:
-        return [n for n in self.admin("cluster/nodes")[1]["nodes"] if n["live"]]
+        # Round robin may pick a node that was just killed (HAProxy answers 502 until its checks
+        # mark it down): ask again.
+        for _ in range(20):
+            status, body = self.admin("cluster/nodes")
+            if status == 200:
+                return [n for n in body["nodes"] if n["live"]]
+            time.sleep(0.1)
+        raise RuntimeError(f"cluster/nodes kept failing: {status} {body}")
 
     def wait_balanced(self, timeout: float = 30) -> None:
         """Until every running node is ready and HAProxy had time to see it (rise 2 × 500 ms)."""
