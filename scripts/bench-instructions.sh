@@ -5,6 +5,8 @@
 #   scripts/bench-instructions.sh [OTHER_WIMZ_RELAY ...]
 # runs this tree's release relay and each other binary given, alternating, twice each:
 # 20 devices provisioned, 10 of them (robot + app) at 1,000 events/s for 10 s.
+#   WIMZ_INSTRUCTIONS_PHASE=command scripts/bench-instructions.sh …   # the app → robot path
+#     instead: 1,000 commands/s from the apps, each answered by its robot, for 10 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -36,8 +38,9 @@ for round in 1 2; do
             --app-rate-limit 1000000 --app-rate-burst 1000000 > "$work/relay.log" 2>&1 &
         pid=$!
         for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
-        delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases latency \
-                    --rate 1000 --duration 10 | awk '/^rate/ {print $0}')
+        phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
+        delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
+                    --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
         kill -TERM "$pid"; wait "$pid" || true
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
         printf '%s  %s instructions  (%s)\n' "${relays[$k]}" "$total" "$(echo "$delivered" | grep -o 'n=[0-9]*')"

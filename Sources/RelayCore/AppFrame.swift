@@ -46,7 +46,8 @@ public enum AppFrame {
     /// The names an app may not use, as bytes (matched without hashing).
     static let relayOnly: [[UInt8]] = WimzProtocol.relayOnlyNames.map { Array($0.utf8) }
 
-    /// A top-level member name: its byte range and a hash of its bytes.
+    /// A top-level member name: its byte range and a hash of its bytes (computed only for
+    /// names past `inlineNames`, where pairwise comparison would cost too much).
     struct NameRef {
         var range: Range<Int>
         var hash: UInt64
@@ -59,6 +60,8 @@ public enum AppFrame {
         var overflow: [NameRef] = []
         var i = 0
         var error: StaticString?
+        /// Whether the string token `string()` read last had an escape sequence.
+        var escaped = false
 
         init(bytes: UnsafeBufferPointer<UInt8>, names: UnsafeMutableBufferPointer<NameRef>) {
             self.bytes = bytes
@@ -66,6 +69,7 @@ public enum AppFrame {
         }
 
         mutating func run() -> Verdict {
+            // The routed members' value tokens; a negative range: present, but not a plain string.
             var type: Range<Int>?
             var event: Range<Int>?
             var id: Range<Int>?
@@ -76,15 +80,21 @@ public enum AppFrame {
                 repeat {
                     skipSpace()
                     guard let name = string() else { return fail("a member name must be a JSON string") }
-                    guard !bytes[name].contains(UInt8(ascii: "\\")) else { return .malformed("member names may not contain escape sequences") }
+                    guard !escaped else { return .malformed("member names may not contain escape sequences") }
                     guard remember(name) else { return .malformed("a member name appears twice") }
                     skipSpace()
                     guard consume(UInt8(ascii: ":")) else { return fail("expected ':' after a member name") }
                     skipSpace()
                     let start = i
                     guard value(depth: 1) else { return fail("malformed JSON value") }
-                    let range = start..<i
-                    if equals(name, "type") { type = range } else if equals(name, "id") { id = range } else if equals(name, "event") { event = range }
+                    // Routed values: a string token without escapes, or (-1) anything else.
+                    let range = bytes[start] == UInt8(ascii: "\"") && !escaped ? start..<i : -1..<(-1)
+                    switch name.count {
+                    case 2 where equals(name, "id"): id = range
+                    case 4 where equals(name, "type"): type = range
+                    case 5 where equals(name, "event"): event = range
+                    default: break
+                    }
                     skipSpace()
                 } while consume(UInt8(ascii: ","))
                 guard consume(UInt8(ascii: "}")) else { return fail("expected ',' or '}' in the object") }
@@ -109,10 +119,7 @@ public enum AppFrame {
         }
 
         /// True for an absent member, or a string token with no escape sequence.
-        private func isPlainString(_ token: Range<Int>?) -> Bool {
-            guard let token else { return true }
-            return bytes[token.lowerBound] == UInt8(ascii: "\"") && !bytes[token].contains(UInt8(ascii: "\\"))
-        }
+        private func isPlainString(_ token: Range<Int>?) -> Bool { token.map { $0.lowerBound >= 0 } ?? true }
 
         private func fail(_ fallback: StaticString) -> Verdict {
             .malformed((error ?? fallback).description)
@@ -122,22 +129,21 @@ public enum AppFrame {
 
         /// Records a name; false when an equal one was seen before.
         private mutating func remember(_ name: Range<Int>) -> Bool {
+            for k in 0..<nameCount where same(names[k].range, name) { return false }
+            if nameCount < names.count {
+                names[nameCount] = NameRef(range: name, hash: 0)
+                nameCount += 1
+                return true
+            }
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
             for k in name { hash = (hash ^ UInt64(bytes[k])) &* 0x100_0000_01b3 }
-            for k in 0..<nameCount where names[k].hash == hash && same(names[k].range, name) { return false }
             for other in overflow where other.hash == hash && same(other.range, name) { return false }
-            let ref = NameRef(range: name, hash: hash)
-            if nameCount < names.count {
-                names[nameCount] = ref
-                nameCount += 1
-            } else {
-                overflow.append(ref)
-            }
+            overflow.append(NameRef(range: name, hash: hash))
             return true
         }
 
         private func same(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
-            guard a.count == b.count else { return false }
+            guard a.count == b.count, a.isEmpty || bytes[a.lowerBound] == bytes[b.lowerBound] else { return false }
             for k in 0..<a.count where bytes[a.lowerBound + k] != bytes[b.lowerBound + k] { return false }
             return true
         }
@@ -237,25 +243,36 @@ public enum AppFrame {
         private func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
 
         private mutating func skipDigits() {
-            while i < bytes.count, isDigit(bytes[i]) { i += 1 }
+            var k = i
+            let end = bytes.count
+            while k < end, isDigit(bytes[k]) { k += 1 }
+            i = k
         }
 
         /// A string token: valid escapes, no control characters, valid UTF-8. Returns the range
         /// of its raw contents.
         private mutating func string() -> Range<Int>? {
             guard consume(UInt8(ascii: "\"")) else { return nil }
+            escaped = false
             let start = i
             while i < bytes.count {
-                let c = bytes[i]
-                if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") {
-                    i += 1
-                    continue
+                // Plain ASCII runs in a local index (the common case: no escape, no UTF-8).
+                var k = i
+                let end = bytes.count
+                while k < end {
+                    let c = bytes[k]
+                    guard c >= 0x20, c < 0x80, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\") else { break }
+                    k += 1
                 }
+                i = k
+                guard k < end else { break }
+                let c = bytes[k]
                 switch c {
                 case UInt8(ascii: "\""):
                     i += 1
                     return start..<(i - 1)
                 case UInt8(ascii: "\\"):
+                    escaped = true
                     guard escape() else { return nil }
                 case 0x80...:
                     guard utf8Sequence() else {

@@ -47,11 +47,12 @@ extension DeviceHub {
             // The robot sees an unguessable id of the relay's; its response is matched by it.
             var id = ExchangeID.random()
             while device.pending[id] != nil { id = ExchangeID.random() }
-            let token = Array("\"\(ExchangeID.text("c", id))\"".utf8)
             var rewritten = [UInt8]()
-            rewritten.reserveCapacity(payload.bytes.count + token.count)
+            rewritten.reserveCapacity(payload.bytes.count - idRange.count + ExchangeID.textLength + 2)
             rewritten += payload.bytes[..<idRange.lowerBound]
-            rewritten += token
+            rewritten.append(UInt8(ascii: "\""))
+            ExchangeID.append(UInt8(ascii: "c"), id, to: &rewritten)
+            rewritten.append(UInt8(ascii: "\""))
             rewritten += payload.bytes[idRange.upperBound...]
             forwarded = Payload(rewritten)
             relayID = id
@@ -81,7 +82,10 @@ extension DeviceHub {
 
     /// `"c…"` (quoted, see `ExchangeID`) → its id.
     static func parseRelayID(_ token: ArraySlice<UInt8>) -> UInt64? {
-        guard token.count == 19, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\"") else { return nil }
-        return ExchangeID.parse(token.dropFirst().dropLast(), prefix: "c")
+        guard token.count == ExchangeID.textLength + 2, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\"")
+        else { return nil }
+        return token.withUnsafeBufferPointer {
+            ExchangeID.parse(UnsafeBufferPointer(rebasing: $0[1..<(ExchangeID.textLength + 1)]), prefix: UInt8(ascii: "c"))
+        }
     }
 }

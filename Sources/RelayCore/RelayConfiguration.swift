@@ -69,6 +69,11 @@ public struct RelayConfiguration: Sendable {
     public var recoverySeconds = 120.0
     /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`, default 600).
     public var pairingCodeSeconds = 600
+    /// Failed authentications one address may make in a burst, and how many it gets back per
+    /// second (`WIMZ_AUTH_FAILURE_BURST`, `WIMZ_AUTH_FAILURE_RATE`); past them its failing
+    /// attempts get 429 (valid credentials still pass).
+    public var authFailureBurst = 20.0
+    public var authFailureRate = 1.0
 
     /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
     /// getting 503 (a reconnect storm after a restart then authenticates at once).

@@ -65,7 +65,7 @@ public enum RobotHTTP {
     public static func requestFrame(id: UInt64, method: String, path: String, query: String?,
                                     headers: [(String, String)], bodyBase64: String?) -> [UInt8] {
         JSONValue.object([
-            ("type", "http_request"), ("id", .string(ExchangeID.text("h", id))), ("method", .string(method)), ("path", .string(path)),
+            ("type", "http_request"), ("id", .string(ExchangeID.text(UInt8(ascii: "h"), id))), ("method", .string(method)), ("path", .string(path)),
             ("query", .optional(query)), ("headers", .object(headers.map { ($0.0, .string($0.1)) })),
             ("body", .optional(bodyBase64)),
         ]).encodedBytes
@@ -155,7 +155,7 @@ public enum RobotHTTP {
     }
 
     /// `"h00000000000000ab"` → 0xab (see `ExchangeID`).
-    static func parseID(_ text: String) -> UInt64? { ExchangeID.parse(text.utf8, prefix: "h") }
+    static func parseID(_ text: String) -> UInt64? { ExchangeID.parse(text, prefix: UInt8(ascii: "h")) }
 
     /// RFC 9110 token characters.
     public static func isToken(_ name: String) -> Bool {

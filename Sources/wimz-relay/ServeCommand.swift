@@ -98,6 +98,10 @@ struct Serve: ParsableCommand {
     var recoverySeconds: Double?
     @Option(name: .customLong("pairing-code-ttl"), help: "Seconds a pairing code stays valid (env WIMZ_PAIRING_CODE_TTL, default 600).")
     var pairingCodeTTL: Int?
+    @Option(name: .customLong("auth-failure-burst"), help: "Failed authentications per address in a burst before failing attempts get 429 (env WIMZ_AUTH_FAILURE_BURST, default 20).")
+    var authFailureBurst: Double?
+    @Option(name: .customLong("auth-failure-rate"), help: "Failed authentications per address refilled per second (env WIMZ_AUTH_FAILURE_RATE, default 1).")
+    var authFailureRate: Double?
     @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
     var stopTimeout: Double?
 
@@ -231,6 +235,11 @@ struct Serve: ParsableCommand {
         }
         config.pairingCodeSeconds = try setting(pairingCodeTTL, "WIMZ_PAIRING_CODE_TTL", { Int($0) }) ?? config.pairingCodeSeconds
         guard (30...86_400).contains(config.pairingCodeSeconds) else { throw CLIError("pairing code TTL must be 30…86400 seconds") }
+        config.authFailureBurst = try setting(authFailureBurst, "WIMZ_AUTH_FAILURE_BURST", { Double($0) }) ?? config.authFailureBurst
+        config.authFailureRate = try setting(authFailureRate, "WIMZ_AUTH_FAILURE_RATE", { Double($0) }) ?? config.authFailureRate
+        guard config.authFailureBurst >= 1, config.authFailureRate > 0 else {
+            throw CLIError("auth failure limit: burst at least 1, rate positive")
+        }
         guard config.clusterLeaseSeconds >= 2, config.clusterMoveDampingSeconds >= 0, config.drainSeconds >= 0 else {
             throw CLIError("cluster lease must be at least 2 s; damping and drain not negative")
         }

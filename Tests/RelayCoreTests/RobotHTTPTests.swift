@@ -104,9 +104,10 @@ import Testing
         let frame = String(decoding: RobotHTTP.requestFrame(id: 0xab, method: "GET", path: "/", query: nil, headers: [],
                                                             bodyBase64: nil), as: UTF8.self)
         #expect(frame.contains(#""id":"h00000000000000ab""#))
-        #expect(ExchangeID.parse("h00000000000000ab".utf8, prefix: "h") == 0xab)
+        #expect(ExchangeID.parse("h00000000000000ab", prefix: UInt8(ascii: "h")) == 0xab)
+        #expect(ExchangeID.text(UInt8(ascii: "c"), 0xfedc_ba98_7654_3210) == "cfedcba9876543210")
         for bad in ["h17", "hAB000000000000ab", "c00000000000000ab", "h00000000000000ab0", "h-0000000000000ab"] {
-            #expect(ExchangeID.parse(bad.utf8, prefix: "h") == nil, "\(bad)")
+            #expect(ExchangeID.parse(bad, prefix: UInt8(ascii: "h")) == nil, "\(bad)")
         }
     }
 }

@@ -6,13 +6,14 @@ import RelayCrypto
 /// per-address failure limit. Service thread only.
 final class Authenticator {
     let credentials = CredentialTable()
-    let failures = AuthFailureLimiter()
+    let failures: AuthFailureLimiter
     private let configuration: RelayConfiguration
     private let clock: ServiceClock
 
     init(configuration: RelayConfiguration, clock: ServiceClock) {
         self.configuration = configuration
         self.clock = clock
+        failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)
     }
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
@@ -81,9 +82,10 @@ final class Authenticator {
         return .authFailure(refusal.failure, message: refusal.message)
     }
 
-    /// `refusal`, or the failure limit's 429 instead; counts the failure.
+    /// `refusal`, or the failure limit's 429 instead; counts the failure. A request that
+    /// presented no credential guesses nothing: it is neither counted nor slowed.
     func limitFailure(_ refusal: Refusal, address: String) -> Refusal {
-        guard refusal.failure != .storeUnavailable, refusal.failure != .rateLimited else { return refusal }
+        guard ![.storeUnavailable, .rateLimited, .missingToken].contains(refusal.failure) else { return refusal }
         let now = clock.monotonic()
         if failures.isBlocked(address, now: now) {
             return Refusal(.rateLimited, "too many failed authentications from this address; retry later")
@@ -99,10 +101,12 @@ final class Authenticator {
         guard let adminToken = configuration.adminToken else {
             return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
+        // (The admin API answers `unknown_token` with or without a token, as it always has.)
+        guard let presented = bearerToken(request) else { return .authFailure(.unknownToken, message: "admin token required") }
         // Hash both sides so the comparison's time depends on neither length nor content.
-        guard let presented = bearerToken(request),
-              Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken))
-        else { return refused(.unknownToken, "admin token required", address: clientAddress(request)) }
+        guard Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken)) else {
+            return refused(.unknownToken, "admin token required", address: clientAddress(request))
+        }
         return nil
     }
 
