@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.client import connect
 
-from wimz_testkit import Cluster, free_port, wait_for_port
+from wimz_testkit import Cluster, free_port, self_signed, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,11 +77,7 @@ def node():
 @pytest.fixture(params=["haproxy.cfg", "haproxy-443.cfg"])
 def front(request, node):
     work = Path(tempfile.mkdtemp(prefix="wimz-haproxy-recipe-"))
-    key, cert = work / "key.pem", work / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
-                    "-subj", "/CN=api.wimzai.com", "-addext", "subjectAltName=DNS:api.wimzai.com"],
-                   check=True, capture_output=True)
-    (work / "bundle.pem").write_text(cert.read_text() + key.read_text())
+    cert, _ = self_signed(work)
     sink = SyslogSink()
     ports = {name: free_port() for name in ("public", "plain", "internal", "exporter")}
     (work / "haproxy.cfg").write_text(local_config(request.param, work, node.nodes["node1"].port, ports, sink.port))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wimz_testkit import Cluster, Coturn, free_port, wait_for_port
+from wimz_testkit import Cluster, Coturn, free_port, self_signed, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,11 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def stack():
     work = Path(tempfile.mkdtemp(prefix="wimz-443-"))
-    key, cert = work / "key.pem", work / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
-                    "-subj", "/CN=api.wimzai.com", "-addext", "subjectAltName=DNS:api.wimzai.com,DNS:turn.wimzai.com"],
-                   check=True, capture_output=True)
-    (work / "bundle.pem").write_text(cert.read_text() + key.read_text())
+    cert, key = self_signed(work, ("api.wimzai.com", "turn.wimzai.com"))
     secret = secrets.token_hex(16)
     coturn = Coturn(static_secret=secret, cert=str(cert), key=str(key))
     turn_port, turn_tls_port, public_port = coturn.port, coturn.tls_port, free_port()

@@ -47,6 +47,17 @@ final class RecordingTransport: SessionTransport {
         for app in apps { #expect(app.queue.first === payload) }  // the same object, no copy
     }
 
+    /// A hub with a robot and an app of one device attached, their greetings read.
+    mutating func connectedPair() -> (DeviceHub, Session, Session) {
+        let h = hub()
+        let robot = session(.robot)
+        let app = session(.app)
+        h.attach(robot, now: 0)
+        h.attach(app, now: 0)
+        _ = drain(robot); _ = drain(app)
+        return (h, robot, app)
+    }
+
     /// The relay's id for each command the robot received (`"c"` and 16 hex digits).
     func relayIDs(_ sent: [String]) -> [String] {
         sent.compactMap { text in
@@ -140,12 +151,7 @@ final class RecordingTransport: SessionTransport {
         "{\"a\":" + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}",
     ])
     mutating func appFramesThatCouldBeReadTwoWaysAreRefused(_ frame: String) {
-        let h = hub()
-        let robot = session(.robot)
-        let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
-        _ = drain(robot); _ = drain(app)
+        let (h, robot, app) = connectedPair()
         h.receive(Payload(Array(frame.utf8)), from: app, now: 0)
         #expect(drain(robot).isEmpty)
         #expect(drain(app).first?.contains(#""code":"bad_message""#) == true)
@@ -153,12 +159,7 @@ final class RecordingTransport: SessionTransport {
 
     @Test(arguments: ["http_request", "http_response", "http_body", "device_status", "app_presence", "turn_credentials", "error"])
     mutating func namesTheRelaySpeaksAreForbidden(_ name: String) {
-        let h = hub()
-        let robot = session(.robot)
-        let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
-        _ = drain(robot); _ = drain(app)
+        let (h, robot, app) = connectedPair()
         h.receive(Payload(Array(#"{"type":"\#(name)","id":"h1"}"#.utf8)), from: app, now: 0)
         h.receive(Payload(Array(#"{"type":"event","event":"\#(name)","data":{}}"#.utf8)), from: app, now: 0)
         #expect(drain(robot).isEmpty)

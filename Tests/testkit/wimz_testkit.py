@@ -45,6 +45,17 @@ def wait_for_port(port: int, timeout: float = 10) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
+def self_signed(directory: Path, names: tuple[str, ...] = ("api.wimzai.com",)) -> tuple[Path, Path]:
+    """A throwaway certificate for ``names`` in ``directory``, and ``bundle.pem`` (certificate and
+    key in one file, as HAProxy takes them). Returns (certificate, key)."""
+    key, cert = directory / "key.pem", directory / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                    "-subj", f"/CN={names[0]}", "-addext", "subjectAltName=" + ",".join(f"DNS:{n}" for n in names)],
+                   check=True, capture_output=True)
+    (directory / "bundle.pem").write_text(cert.read_text() + key.read_text())
+    return cert, key
+
+
 def http_json(url: str, token: str | None = None, method: str = "GET", body: dict | None = None,
               timeout: float = 5) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
