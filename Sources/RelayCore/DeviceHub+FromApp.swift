@@ -43,7 +43,7 @@ extension DeviceHub {
         }
         var forwarded = payload
         var relayID: UInt64?
-        if let commandID, let idRange = envelope?.id {
+        if commandID != nil, let idRange = envelope?.id {
             // The robot sees an unguessable id of the relay's; its response is matched by it.
             var id = ExchangeID.random()
             while device.pending[id] != nil { id = ExchangeID.random() }
