@@ -416,6 +416,7 @@ public actor RelayClient {
             switch message["code"]?.stringValue {
             case "device_offline": resolve(id!, .failure(.deviceOffline(message: text)))
             case "rate_limited": resolve(id!, .failure(.rateLimited(message: text)))
+            case "robot_busy": resolve(id!, .failure(.robotBusy(message: text)))
             default: resolve(id!, .failure(.invalidResponse(text)))
             }
         default:

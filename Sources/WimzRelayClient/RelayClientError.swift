@@ -15,6 +15,9 @@ public enum RelayClientError: Error, Sendable, Equatable {
     case deviceOffline(message: String)
     /// Over the relay's per-app message rate: the command was dropped.
     case rateLimited(message: String)
+    /// The robot's connection is not keeping up (PROTOCOL v1.2 `robot_busy`): the command was
+    /// dropped; retry shortly.
+    case robotBusy(message: String)
     /// No response within the command's timeout.
     case timeout
     /// Not connected to the relay (or the connection was lost before the response came).
