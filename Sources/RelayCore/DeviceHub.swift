@@ -36,6 +36,10 @@ public final class DeviceHub {
         /// and its number in `history` (0: none).
         var replay: [Payload?]
         var replaySeq: [UInt64]
+        /// When each replayed event arrived (monotonic nanoseconds), for the last-known state.
+        var replayAt: [UInt64]
+        /// A replayed event changed since the state was last taken (see `takeChangedState`).
+        var stateChanged = false
         /// The numbered history, once a recovering app attached (it stays while the device does).
         var history: DeviceHistory?
         var recoveringApps = 0
@@ -56,6 +60,7 @@ public final class DeviceHub {
             statusSince = since
             replay = Array(repeating: nil, count: replayCount)
             replaySeq = Array(repeating: 0, count: replayCount)
+            replayAt = Array(repeating: 0, count: replayCount)
         }
 
         var isEmpty: Bool { robot == nil && apps.isEmpty && parked.isEmpty }
@@ -70,7 +75,9 @@ public final class DeviceHub {
     /// How long a handed-over online time waits for the moving robot (nanoseconds).
     static let handoffValidity: UInt64 = 30_000_000_000
     /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
-    private let replayNames: [[UInt8]]
+    let replayNames: [[UInt8]]
+    /// Devices whose replayed events changed since `takeChangedState` last ran.
+    var changedState: [Device] = []
     private var devices: [DeviceID: Device] = [:]
     private let startedAt: UnixTime
 
@@ -107,6 +114,8 @@ public final class DeviceHub {
     }
 
     public var deviceCount: Int { devices.count }
+    /// `id`'s entry, if this node holds one.
+    func entry(_ id: DeviceID) -> Device? { devices[id] }
     public func robot(of device: DeviceID) -> Session? { devices[device]?.robot }
     public func apps(of device: DeviceID) -> [Session] { devices[device]?.apps ?? [] }
 
@@ -160,6 +169,7 @@ public final class DeviceHub {
             let envelope = Envelope.scan(bytes)
             if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
                 d.replay[index] = Payload(bytes)
+                d.replayAt[index] = now  // (the hand-off does not carry arrival times)
             }
         }
         if d.robot != nil {
@@ -380,6 +390,11 @@ public final class DeviceHub {
         if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
             device.replay[index] = payload
             device.replaySeq[index] = seq
+            device.replayAt[index] = now
+            if !device.stateChanged {
+                device.stateChanged = true
+                changedState.append(device)
+            }
         }
         if device.apps.isEmpty { onDrop?(.noApps); return }
         let numbering = seq > 0 && device.recoveringApps > 0 ? Numbering.of(payload, seq: seq) : nil
@@ -404,7 +419,7 @@ public final class DeviceHub {
     }
 
     /// The index of the replayed name equal to `bytes[range]`, if any.
-    private func replayIndex(of bytes: [UInt8], _ range: Range<Int>) -> Int? {
+    func replayIndex(of bytes: [UInt8], _ range: Range<Int>) -> Int? {
         for (index, name) in replayNames.enumerated() where name.count == range.count {
             if bytes.withUnsafeBufferPointer({ b in
                 name.withUnsafeBufferPointer { n in memcmp(b.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }

@@ -12,6 +12,7 @@ final class RelayComponents {
     let turn: TurnEndpoint
     let robotHTTP: RobotHTTPEndpoint
     let pairing: PairingEndpoint
+    let state: StateEndpoint
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -30,6 +31,7 @@ final class RelayComponents {
         turn = TurnEndpoint(env: env, authenticator: authenticator)
         robotHTTP = RobotHTTPEndpoint(env: env, authenticator: authenticator, cluster: cluster, respond: respond ?? { _, _ in })
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        state = StateEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(gate: gate)
         webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
@@ -37,7 +39,7 @@ final class RelayComponents {
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
                                       cluster: cluster, store: store, stop: stop, database: database)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
-                                                  turn: turn, robotHTTP: robotHTTP, pairing: pairing, database: database,
+                                                  turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state, database: database,
                                                   cluster: cluster))
         webSocket.stop = stop
         cluster.isStopping = { [unowned stop] in stop.stopping }
@@ -49,6 +51,7 @@ final class RelayComponents {
         turn.service.sweepLimiters(now: now)
         robotHTTP.sweep(now: now)
         pairing.sweep(now: now)
+        state.flush()
         cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
         authenticator.failures.sweep(now: now)
     }

@@ -122,6 +122,7 @@ public final class RelayServer {
         env.audit.writer.start()
         components.database.worker.start()
         components.cluster.agent.start()
+        components.state.writer.start()
         loop.run(every: [(1_000_000, { [unowned self] in tick() }),
                          (WebSocketEndpoint.wheelInterval, { [webSocket = components.webSocket] in webSocket.tickWheel() }),
                          (100_000, { [components] in components.tickCluster() })])
@@ -130,6 +131,9 @@ public final class RelayServer {
         components.cluster.agent.stop()
         monitor.stop()
         components.database.worker.stop()
+        // The last replayed events, written now if the database answers.
+        components.state.flush()
+        components.state.writer.stop()
         let left = env.clock.monotonic()
         loop.destroy()
         let destroyed = env.clock.monotonic()

@@ -30,9 +30,9 @@ final class Authenticator {
         }
     }
 
-    /// `authenticate`, then the token must be `role`'s for `device`. `messages` words the
-    /// refusals a route words its own way (wrong role, say).
-    func authenticate(_ request: HTTPRequest, device: DeviceID, role: Role, wants: String,
+    /// `authenticate`, then the token must be `role`'s (either role's when nil) for `device`.
+    /// `messages` words the refusals a route words its own way (wrong role, say).
+    func authenticate(_ request: HTTPRequest, device: DeviceID, role: Role?, wants: String,
                       messages: [AuthFailure: String] = [:]) -> Authentication {
         switch check(token: bearerToken(request), device: device, role: role, wants: wants, messages: messages) {
         case .success(let entry): return .accepted(entry)
@@ -53,15 +53,16 @@ final class Authenticator {
         return .success(entry)
     }
 
-    /// `check(token:)`, then the token must be `role`'s for `device`.
-    func check(token: String?, device: DeviceID, role: Role, wants: String,
+    /// `check(token:)`, then the token must be `role`'s (either role's when nil) for `device`.
+    func check(token: String?, device: DeviceID, role: Role?, wants: String,
                messages: [AuthFailure: String] = [:]) -> Result<CredentialEntry, Refusal> {
         let entry: CredentialEntry
         switch check(token: token, wants: wants) {
         case .failure(let refusal): return .failure(refusal)
         case .success(let found): entry = found
         }
-        if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: role, at: clock.wall()) {
+        if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: role ?? entry.token.role,
+                                                                  at: clock.wall()) {
             return .failure(Refusal(failure, messages[failure] ?? Authenticator.wording[failure] ?? failure.rawValue))
         }
         return .success(entry)

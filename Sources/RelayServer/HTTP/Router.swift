@@ -13,6 +13,7 @@ final class Router {
         var turn: TurnEndpoint
         var robotHTTP: RobotHTTPEndpoint
         var pairing: PairingEndpoint
+        var state: StateEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -58,6 +59,7 @@ final class Router {
         case .metrics: return h.metrics.render()
         case .turnCredentials: return h.turn.credentials(request)
         case .deviceStatus: return deviceStatus(request, device: device)
+        case .deviceState: return h.state.state(request, device: device)
         case .robotHTTP:
             // The robot's path goes on exactly as sent: taken from the raw path.
             guard let target = RobotHTTP.target(rawPath: request.head.rawPath) else {

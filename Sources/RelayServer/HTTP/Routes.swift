@@ -18,7 +18,7 @@ struct Route: Sendable {
     }
 
     enum Handler: Sendable {
-        case healthz, readyz, metrics, turnCredentials, deviceStatus, robotHTTP
+        case healthz, readyz, metrics, turnCredentials, deviceStatus, deviceState, robotHTTP
         case mintPairingCode, redeemPairingCode, listAppTokens, revokeAppToken
         /// Answered by the database worker (AdminAPI), by pattern.
         case admin
@@ -69,6 +69,8 @@ enum Routes {
         Route(["GET"], "/metrics", .none, .metrics),
         Route(["GET"], "/api/turn/credentials", .robotOrApp, query: ["ttl"], .turnCredentials),
         Route(["GET"], "/api/devices/{device_id}/status", .robotOrApp, .deviceStatus),
+        // The robot's last-known state (PROTOCOL.md v1.2).
+        Route(["GET"], "/api/devices/{device_id}/state", .robotOrApp, .deviceState),
         // HTTP to the robot (PROTOCOL.md v1.1): the path after /robot goes to the robot as sent.
         Route(RobotHTTP.methods, "/api/devices/{device_id}/robot", .app, .robotHTTP),
         Route(RobotHTTP.methods, "/api/devices/{device_id}/robot/{path+}", .app, .robotHTTP),

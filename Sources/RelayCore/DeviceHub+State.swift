@@ -1,0 +1,46 @@
+/// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"): the latest message of
+/// each replayed event, with when it arrived. The hub keeps it as the replay; this is how it
+/// is read out — for the write-behind store (changed devices, once a tick) and for the
+/// `/state` endpoint (one device, now).
+extension DeviceHub {
+    /// One replayed event as it is kept: its name, the robot's message verbatim, when it arrived.
+    public struct KnownEvent: Sendable, Equatable {
+        public var name: String
+        public var message: [UInt8]
+        public var receivedAt: UnixTime
+
+        public init(name: String, message: [UInt8], receivedAt: UnixTime) {
+            self.name = name
+            self.message = message
+            self.receivedAt = receivedAt
+        }
+    }
+
+    /// The replayed events of every device whose replay changed since the last call (all of
+    /// its events, so a write is whole); `now`/`wallClock` turn arrival times into wall time.
+    public func takeChangedState(now: UInt64, wallClock: UnixTime) -> [(device: DeviceID, events: [KnownEvent])] {
+        guard !changedState.isEmpty else { return [] }
+        let changed = changedState
+        changedState = []
+        return changed.map { device in
+            device.stateChanged = false
+            return (device.id, knownEvents(device, now: now, wallClock: wallClock))
+        }
+    }
+
+    /// `device`'s replayed events as this node holds them (none when it holds no entry).
+    public func knownEvents(of device: DeviceID, now: UInt64, wallClock: UnixTime) -> [KnownEvent] {
+        entry(device).map { knownEvents($0, now: now, wallClock: wallClock) } ?? []
+    }
+
+    private func knownEvents(_ device: Device, now: UInt64, wallClock: UnixTime) -> [KnownEvent] {
+        var out: [KnownEvent] = []
+        for (k, payload) in device.replay.enumerated() {
+            guard let payload, !payload.isBinary else { continue }
+            let age = now >= device.replayAt[k] ? now - device.replayAt[k] : 0
+            out.append(KnownEvent(name: String(decoding: replayNames[k], as: UTF8.self), message: payload.bytes,
+                                  receivedAt: UnixTime(microseconds: wallClock.microseconds - Int64(age / 1000))))
+        }
+        return out
+    }
+}

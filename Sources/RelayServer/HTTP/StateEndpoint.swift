@@ -1,0 +1,76 @@
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"):
+///
+///     GET /api/devices/{device_id}/state   robot or app token of that device →
+///     200 {"device_id","online","last_seen":ISO8601|null,
+///          "events":{NAME:{"message":OBJ,"received_at":ISO8601},…}}
+///
+/// The replayed events live in the hub; once a second the changed devices go to the
+/// `StateWriter` (write-behind, batched: at most one write per device a second, and the last one
+/// when the relay stops). A request merges what this node holds (freshest) with the store (what
+/// any node wrote, also after a restart) and the cluster's presence; without the database, this
+/// node's own view.
+final class StateEndpoint {
+    let writer: StateWriter
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges) {
+        self.env = env
+        self.authenticator = authenticator
+        self.database = database
+        writer = StateWriter(conninfo: env.configuration.databaseURL)
+    }
+
+    /// Hands the devices whose replayed events changed to the writer (the 1 s tick, and at stop).
+    func flush() {
+        writer.submit(env.hub.takeChangedState(now: env.clock.monotonic(), wallClock: env.clock.wall()))
+    }
+
+    /// `GET /api/devices/{device_id}/state`.
+    func state(_ request: HTTPRequest, device idText: String) -> HTTPResponse? {
+        guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
+        switch authenticator.authenticate(request, device: device, role: nil,
+                                          wants: "Authorization: Bearer <robot or app token> is required") {
+        case .refused(let response): return response
+        case .accepted: break
+        }
+        let wall = env.clock.wall()
+        let local = env.hub.knownEvents(of: device, now: env.clock.monotonic(), wallClock: wall)
+        let onlineHere = env.hub.status(of: device).online
+        let nodeView = Self.body(device, online: onlineHere, lastSeen: onlineHere ? wall : nil, events: local)
+        return database.answer(request, unavailable: .json(200, nodeView)) { db in
+            let stored = try StateRepository(db).events(of: device)
+            let presence = try ClusterRepository(db).presence(of: [device])[device]
+            let online = onlineHere || presence?.online == true
+            return .json(200, Self.body(device, online: online, lastSeen: online ? wall : presence?.since,
+                                        events: Self.newest(local + stored)))
+        }
+    }
+
+    /// The newest event of each name.
+    static func newest(_ events: [DeviceHub.KnownEvent]) -> [DeviceHub.KnownEvent] {
+        var byName: [String: DeviceHub.KnownEvent] = [:]
+        for event in events where byName[event.name].map({ $0.receivedAt < event.receivedAt }) ?? true {
+            byName[event.name] = event
+        }
+        return byName.values.sorted { $0.name < $1.name }
+    }
+
+    /// The answer's body. A message that is not a JSON object (a robot may send anything) is
+    /// left out rather than embedded.
+    static func body(_ device: DeviceID, online: Bool, lastSeen: UnixTime?, events: [DeviceHub.KnownEvent]) -> JSONValue {
+        var members: [(String, JSONValue)] = []
+        for event in events {
+            guard case .object? = try? JSONReader.parse(event.message) else { continue }
+            members.append((event.name, .object([("message", .raw(String(decoding: event.message, as: UTF8.self))),
+                                                 ("received_at", .string(event.receivedAt.iso8601))])))
+        }
+        return .object([("device_id", .string(device.rawValue)), ("online", .bool(online)),
+                        ("last_seen", .optional(lastSeen?.iso8601)), ("events", .object(members))])
+    }
+}

@@ -1,0 +1,41 @@
+import RelayCore
+
+/// The robot's last-known state in the store (PROTOCOL.md v1.2 "Last-known state"): one row per
+/// device and replayed event name, the message verbatim. A newer arrival wins, whichever node
+/// writes last (a device moving between nodes may be written by both for a moment).
+public struct StateRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// Saves every event of `states` in one statement. Devices that no longer exist are skipped.
+    public func save(_ states: [(device: DeviceID, events: [DeviceHub.KnownEvent])]) throws {
+        var rows: [JSONValue] = []
+        for state in states {
+            for event in state.events {
+                rows.append(.object([("d", .string(state.device.rawValue)), ("n", .string(event.name)),
+                                     ("m", .string(String(decoding: event.message, as: UTF8.self))),
+                                     ("t", .int(event.receivedAt.microseconds))]))
+            }
+        }
+        guard !rows.isEmpty else { return }
+        try db.execute(
+            """
+            INSERT INTO device_state_events (device_id, name, message, received_at)
+            SELECT r.d, r.n, r.m, to_timestamp(r.t / 1e6)
+            FROM jsonb_to_recordset($1::jsonb) AS r (d text, n text, m text, t bigint)
+            WHERE EXISTS (SELECT 1 FROM devices WHERE id = r.d)
+            ON CONFLICT (device_id, name) DO UPDATE SET message = EXCLUDED.message, received_at = EXCLUDED.received_at
+            WHERE EXCLUDED.received_at >= device_state_events.received_at
+            """, [JSONValue.array(rows).encoded])
+    }
+
+    /// `device`'s stored events, by name.
+    public func events(of device: DeviceID) throws -> [DeviceHub.KnownEvent] {
+        try db.execute("SELECT name, message, received_at FROM device_state_events WHERE device_id = $1 ORDER BY name",
+                       [device.rawValue]).rows.compactMap { row in
+            guard let name = row[0], let message = row[1], let at = PGValue.time(row[2]) else { return nil }
+            return DeviceHub.KnownEvent(name: name, message: Array(message.utf8), receivedAt: at)
+        }
+    }
+}
