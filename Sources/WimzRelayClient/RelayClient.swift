@@ -208,6 +208,15 @@ public actor RelayClient {
         for id in Array(pending.keys) { resolve(id, .failure(error)) }
     }
 
+    // MARK: - Last-known state
+
+    /// What the robot last said (its latest mode, mission progress, audio and program state)
+    /// and when it was last connected — also while it is offline (`GET /api/devices/ID/state`).
+    public func lastKnownState() async throws -> LastKnownState {
+        try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: token,
+                                      session: configuration.urlSession)
+    }
+
     // MARK: - TURN
 
     /// A TURN credential before its `refresh_at`: fetched from `/api/turn/credentials` on first

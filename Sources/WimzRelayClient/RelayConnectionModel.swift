@@ -27,17 +27,33 @@ public final class RelayConnectionModel {
     /// False after a reconnect that could not recover every missed event: refetch state
     /// (``RobotAPI/missionStatus()``, ``RobotAPI/mode()``) then.
     public private(set) var lastResumeRecovered: Bool?
+    /// When the robot was last connected, from the relay's last-known state (nil while unknown).
+    public private(set) var lastSeen: Date?
 
     /// The guide's Must-Have: the mode selector is disabled while the mode is locked.
     public var isModeSelectorEnabled: Bool { mode?.locked != true }
 
     @ObservationIgnored private var watcher: Task<Void, Never>?
 
-    public init(client: RelayClient) {
+    /// With `loadsLastKnownState` the model starts from what the relay kept of the robot (its
+    /// latest mode, mission, audio and program state), so an app opened while the robot is
+    /// offline shows something; live events replace it as they come.
+    public init(client: RelayClient, loadsLastKnownState: Bool = true) {
         let events = client.subscribe()
         watcher = Task { [weak self] in
+            if loadsLastKnownState, let state = try? await client.lastKnownState() { self?.load(state) }
             for await event in events { self?.apply(event) }
         }
+    }
+
+    /// Shows `state` where nothing fresher arrived yet.
+    public func load(_ state: LastKnownState) {
+        lastSeen = state.lastSeen
+        if !robotOnline { robotOnline = state.online }
+        mode = mode ?? state.mode
+        missionProgress = missionProgress ?? state.missionProgress
+        audio = audio ?? state.audio
+        programProgress = programProgress ?? state.programProgress
     }
 
     isolated deinit { watcher?.cancel() }
@@ -47,6 +63,7 @@ public final class RelayConnectionModel {
         case .connection(let state): connection = state
         case .deviceStatus(let status):
             robotOnline = status.online
+            if !status.online, let since = status.since { lastSeen = since }
             if let recovered = status.recovered { lastResumeRecovered = recovered }
         case .missionProgress(let e): missionProgress = e.model ?? missionProgress
         case .modeChanged(let e): mode = e.model ?? mode

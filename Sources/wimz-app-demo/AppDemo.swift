@@ -18,6 +18,7 @@ struct AppDemo: AsyncParsableCommand {
     @Flag(help: "One line per change instead of a redrawn screen (also when stdout is not a terminal).") var plain = false
     @Flag(help: "One JSON line per robot event instead of the screen: {\"event\":NAME,\"decoded\":MODEL} with MODEL the library's typed model re-encoded by its coding keys (null when it did not decode).") var json = false
 
+    @Flag(name: .customLong("state"), help: "Print the robot's last-known state (GET /api/devices/ID/state) as one JSON line: {\"online\",\"last_seen\",\"events\":{NAME:{\"received_at\",\"decoded\":MODEL}}}, then exit.") var state = false
     @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
@@ -37,6 +38,10 @@ struct AppDemo: AsyncParsableCommand {
             return
         }
         let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
+        if state {
+            print(StateLine(try await client.lastKnownState()).text)
+            return
+        }
         var screen = Screen(device: device, redraw: !plain && isatty(STDOUT_FILENO) == 1)
         await client.start()
 
@@ -174,22 +179,45 @@ struct EventLine {
     let text: String
 
     init?(_ event: RelayEvent) {
-        func line<M>(_ name: String, _ e: RobotEvent<M>) -> String {
+        guard let (name, decoded) = EventLine.decoded(event) else { return nil }
+        text = #"{"event":"\#(name)","decoded":\#(decoded)}"#
+    }
+
+    /// A robot event's name and its model re-encoded by its coding keys ("null" when it did not
+    /// decode); nil for anything but the guide's events.
+    static func decoded(_ event: RelayEvent) -> (name: String, json: String)? {
+        func encoded<M>(_ name: String, _ e: RobotEvent<M>) -> (String, String) {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            let decoded = e.model.flatMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null"
-            return #"{"event":"\#(name)","decoded":\#(decoded)}"#
+            return (name, e.model.flatMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null")
         }
         switch event {
-        case .missionProgress(let e): text = line("mission_progress", e)
-        case .modeChanged(let e): text = line("mode_changed", e)
-        case .audioState(let e): text = line("audio_state", e)
-        case .barkDetected(let e): text = line("bark_detected", e)
-        case .dogDetected(let e): text = line("dog_detected", e)
-        case .treatDispensed(let e): text = line("treat_dispensed", e)
-        case .programProgress(let e): text = line("program_progress", e)
+        case .missionProgress(let e): return encoded("mission_progress", e)
+        case .modeChanged(let e): return encoded("mode_changed", e)
+        case .audioState(let e): return encoded("audio_state", e)
+        case .barkDetected(let e): return encoded("bark_detected", e)
+        case .dogDetected(let e): return encoded("dog_detected", e)
+        case .treatDispensed(let e): return encoded("treat_dispensed", e)
+        case .programProgress(let e): return encoded("program_progress", e)
         default: return nil
         }
+    }
+}
+
+/// `--state`: the last-known state, each event decoded by the library's model (as `--json`).
+struct StateLine {
+    let text: String
+
+    init(_ state: LastKnownState) {
+        let dates = ISO8601DateFormatter()
+        let events = state.events.keys.sorted().map { name -> String in
+            let known = state.events[name]!
+            let decoded = EventLine.decoded(known.event)?.json ?? "null"
+            let at = known.receivedAt.map { #""\#(dates.string(from: $0))""# } ?? "null"
+            return #""\#(name)":{"received_at":\#(at),"decoded":\#(decoded)}"#
+        }
+        let seen = state.lastSeen.map { #""\#(dates.string(from: $0))""# } ?? "null"
+        text = #"{"device_id":"\#(state.deviceID)","online":\#(state.online),"last_seen":\#(seen),"events":{\#(events.joined(separator: ","))}}"#
     }
 }
 

@@ -16,6 +16,17 @@ import Testing
         #expect(backoff.nextDelay(using: &rng) <= .milliseconds(500))
     }
 
+    @Test func theLastKnownStateDecodesIntoTheGuidesModels() throws {
+        let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle"}},"received_at":"2026-11-22T09:59:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":"not a bool"}},"received_at":"2026-11-22T09:58:00Z"},"bogus":{"message":"not an object"}}}"#
+        let state = try LastKnownState.decode(Data(body.utf8))
+        #expect(state.deviceID == "d" && !state.online && state.lastSeen == Date(timeIntervalSince1970: 1_795_341_600))
+        #expect(state.mode == ModeChange(mode: "coach", previousMode: "idle"))
+        #expect(state.events["mode_changed"]?.receivedAt == Date(timeIntervalSince1970: 1_795_341_540))
+        #expect(state.audio == nil && state.events["audio_state"] != nil, "a field of another type: kept, no model")
+        #expect(state.events["bogus"] == nil && state.missionProgress == nil)
+        #expect(throws: RelayClientError.self) { try LastKnownState.decode(Data(#"{"online":true}"#.utf8)) }
+    }
+
     @Test func eventsAreTypedAndUnknownOnesPassThroughRaw() throws {
         func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
         #expect(try event(#"{"type":"event","event":"device_status","data":{"device_id":"d","online":true,"since":"2026-11-22T10:00:00Z"}}"#)

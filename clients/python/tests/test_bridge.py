@@ -279,6 +279,30 @@ async def test_the_app_library_decodes_every_event_of_the_stand_in_into_the_guid
         await demo.wait()
 
 
+async def test_the_app_library_reads_the_last_known_state_while_the_robot_is_offline(relay, device, standin, bridge):
+    """`wimz-app-demo --state`: after the robot's events and its departure, the app library reads
+    what the relay kept (PROTOCOL v1.2) as the guide's models — field for field."""
+    device_id, _, app_token = device
+    await eventually(lambda: bridge.client.connected)
+    replayed = ["mode_changed", "mission_progress", "audio_state", "program_progress"]
+    for name in [n for n in replayed if n in EVENTS] + ["bark_detected"]:
+        await acall(standin.url, "POST", "/standin/emit", body=json.dumps({"event": name}).encode(),
+                    headers={"Content-Type": "application/json"})
+    await asyncio.sleep(0.5)
+    await bridge.client.close()
+    await asyncio.sleep(1.5)  # the relay's write-behind tick and presence batch
+    run = await asyncio.create_subprocess_exec(
+        os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", relay.url, "--device", device_id,
+        "--token", app_token, "--state", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(run.communicate(), 30)
+    assert run.returncode == 0, err.decode()
+    state = json.loads(out)
+    assert state["device_id"] == device_id and state["online"] is False and state["last_seen"]
+    assert sorted(state["events"]) == sorted(name for name in replayed if name in EVENTS)
+    for name, kept in state["events"].items():
+        assert kept["decoded"] == EVENTS[name] and kept["received_at"], name
+
+
 async def api_check(relay, device_id: str, app_token: str, direct: str | None) -> list[dict]:
     args = [os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", relay.url, "--device", device_id,
             "--token", app_token, "--api-check"] + (["--direct", direct, "--probe-timeout", "10"] if direct else [])
