@@ -28,6 +28,8 @@ let package = Package(
         // Client library only (its Linux WebSocket transport); the daemon's targets never import NIO.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+        // The push sender's HTTP/2 client (RelayPush, a worker of its own: never the service thread).
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // System libraries (Debian: libwebsockets-dev, libpq-dev, libssl-dev).
@@ -60,8 +62,14 @@ let package = Package(
         // writer, admin jobs), all on one `DatabaseThread` with one reconnect policy.
         .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
                                                       .product(name: "Logging", package: "swift-log")]),
+        // APNs (PROTOCOL.md v1.2 push): the provider token and the HTTP/2 sender, on a worker of its
+        // own fed through a bounded queue. The only target that uses SwiftNIO in the daemon.
+        .target(name: "RelayPush", dependencies: ["RelayCore", "RelayCrypto", .product(name: "Logging", package: "swift-log"),
+                                                   .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                                                   .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                                   .product(name: "NIOCore", package: "swift-nio")]),
         .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore",
-                                                     "RelayWorkers", "RelayLogging", .product(name: "Logging", package: "swift-log"),
+                                                     "RelayWorkers", "RelayLogging", "RelayPush", .product(name: "Logging", package: "swift-log"),
                                                      .product(name: "Prometheus", package: "swift-prometheus")],
                 swiftSettings: hotPath),
         .executableTarget(

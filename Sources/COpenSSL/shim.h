@@ -7,4 +7,9 @@
 #include <openssl/err.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
 #endif

@@ -3,6 +3,40 @@
 /// `wimz-relay protocol-constants`, which prints ``WimzProtocol/constantsJSON`` — the robot
 /// library's tests, which check their Python constants against it.
 
+/// What a phone can be woken for (PROTOCOL.md v1.2 "What is pushed"): the kind, the robot
+/// event that causes it, and the alert's localisation key (the app ships the texts).
+public enum PushKind: String, Sendable, CaseIterable, Codable {
+    case barkDetected = "bark_detected"
+    case dogDetected = "dog_detected"
+    case treatDispensed = "treat_dispensed"
+    /// `mission_progress` with `data.status` = `completed`.
+    case missionCompleted = "mission_completed"
+    /// Sent by the relay: the robot has been gone for `WIMZ_PUSH_OFFLINE_AFTER` seconds.
+    case robotOffline = "robot_offline"
+
+    /// `aps.alert.loc-key`.
+    public var locKey: String { "WIMZ_" + rawValue.uppercased() }
+
+    /// The robot event behind this kind (nil: the relay's own).
+    public var robotEvent: String? {
+        switch self {
+        case .barkDetected, .dogDetected, .treatDispensed: rawValue
+        case .missionCompleted: "mission_progress"
+        case .robotOffline: nil
+        }
+    }
+
+    /// The members of the event's `data` that become `loc-args`, in order.
+    public var locArgFields: [String] {
+        switch self {
+        case .barkDetected, .dogDetected: ["dog_name"]
+        case .treatDispensed: ["dog_name", "daily_count", "daily_limit"]
+        case .missionCompleted: ["dog_name", "trick"]
+        case .robotOffline: []
+        }
+    }
+}
+
 /// WebSocket close codes (PROTOCOL.md "close codes") and what a client does after each.
 public enum CloseCode: UInt16, Sendable, CaseIterable {
     case normal = 1000
