@@ -19,6 +19,9 @@ public enum AuditKind: String, Sendable, CaseIterable {
     case appPaired = "app_paired"
     case pairingFailed = "pairing_failed"
     case pairingRateLimited = "pairing_rate_limited"
+    case pushRegistered = "push_registered"
+    /// Written by the store's trigger (migrations/0007), with the reason.
+    case pushUnregistered = "push_unregistered"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

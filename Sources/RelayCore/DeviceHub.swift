@@ -15,6 +15,8 @@ public final class DeviceHub {
         /// Consecutive rate-limited messages after which an app is closed with 4029.
         public var rateLimitCloseAfter = 200
         public var replayEvents: Set<String> = []
+        /// Robot events that may become pushes (PROTOCOL.md v1.2), for devices with registrations.
+        public var pushEvents: Set<String> = []
         /// Commands awaiting a response, per device; the oldest is forgotten beyond this.
         public var pendingCommandsPerDevice = 1024
         /// Missed-event recovery's buffer per device (PROTOCOL.md v1.1).
@@ -40,6 +42,8 @@ public final class DeviceHub {
         var replayAt: [UInt64]
         /// A replayed event changed since the state was last taken (see `takeChangedState`).
         var stateChanged = false
+        /// Phones are registered for pushes of this device (see `DeviceHub+Push.swift`).
+        var pushWatched = false
         /// The numbered history, once a recovering app attached (it stays while the device does).
         var history: DeviceHistory?
         var recoveringApps = 0
@@ -76,6 +80,13 @@ public final class DeviceHub {
     static let handoffValidity: UInt64 = 30_000_000_000
     /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
     let replayNames: [[UInt8]]
+    /// Push-relevant event names, sorted (matched like `replayNames`).
+    let pushNames: [[UInt8]]
+    /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
+    var pushWatchedDevices: Set<DeviceID> = []
+    /// A push-relevant robot event of a device with registrations: the device, the event's name,
+    /// the message, and its number in the missed-event history (epoch, seq). Service thread.
+    public var onPushEvent: ((DeviceID, String, Payload, (epoch: String, seq: UInt64)) -> Void)?
     /// Devices whose replayed events changed since `takeChangedState` last ran.
     var changedState: [Device] = []
     private var devices: [DeviceID: Device] = [:]
@@ -101,6 +112,7 @@ public final class DeviceHub {
     public init(limits: Limits, now: UnixTime = .now()) {
         self.limits = limits
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
+        pushNames = limits.pushEvents.sorted().map { Array($0.utf8) }
         startedAt = now
     }
 
@@ -144,49 +156,13 @@ public final class DeviceHub {
     /// Every device with an entry (sockets or remembered events).
     public var deviceIDs: [DeviceID] { Array(devices.keys) }
 
-    /// What the apps of `device` must keep across a move to another node (see `DeviceHandoff`).
-    public func handoffState(of device: DeviceID, now: UInt64 = 0)
-        -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]], history: HistoryHandoff?)? {
-        guard let d = devices[device] else { return nil }
-        let history = d.history.map { HistoryHandoff(epoch: $0.epoch, lastSeq: $0.lastSeq, entries: $0.snapshot(now: now)) }
-        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.isBinary ? nil : $0.bytes } }, history)
-    }
-
-    /// Takes over what the node that gave `device` up left: replayed events this node has not
-    /// seen newer ones of, and the status time when the robot is still in transit (not here yet)
-    /// or arrived after it was online there (the move is not an offline period).
-    public func adoptHandoff(_ device: DeviceID, since: UnixTime, robotOnline: Bool, replay: [[UInt8]],
-                             history: HistoryHandoff? = nil, now: UInt64, wallClock: UnixTime = .now()) {
-        let d = entry(for: device, wallClock: wallClock)
-        // The numbering goes on where the other node left it, unless this node numbered
-        // messages of its own meanwhile (then those apps' sequence wins).
-        if let history, (d.history?.lastSeq ?? 0) == 0 {
-            d.history = DeviceHistory.restore(epoch: history.epoch, lastSeq: history.lastSeq, entries: history.entries,
-                                              limits: limits.history, now: now)
-        }
-        defer { releaseParked(d, now: now) }
-        for bytes in replay {
-            let envelope = Envelope.scan(bytes)
-            if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
-                d.replay[index] = Payload(bytes)
-                d.replayAt[index] = now  // (the hand-off does not carry arrival times)
-            }
-        }
-        if d.robot != nil {
-            if robotOnline, since < d.statusSince { d.statusSince = since }  // online all along
-        } else if robotOnline {
-            d.carriedOnlineSince = (since, now + DeviceHub.handoffValidity)  // in transit
-        } else {
-            d.statusSince = since  // offline since then, not since it arrived here
-        }
-    }
-
     // MARK: - Attach / detach
 
     /// `device`'s entry, created (status time `wallClock`) if it has none.
-    private func entry(for device: DeviceID, wallClock: UnixTime) -> Device {
+    func entry(for device: DeviceID, wallClock: UnixTime) -> Device {
         if let d = devices[device] { return d }
         let d = Device(id: device, since: wallClock, replayCount: replayNames.count)
+        d.pushWatched = pushWatchedDevices.contains(device)
         devices[device] = d
         return d
     }
@@ -264,7 +240,7 @@ public final class DeviceHub {
 
     /// Greets the parked resumes of `device` after the robot's held broadcasts went out
     /// (numbered): the hand-off arrived or the wait is over.
-    private func releaseParked(_ device: Device, now: UInt64) {
+    func releaseParked(_ device: Device, now: UInt64) {
         guard !device.parked.isEmpty else { return }
         let parked = device.parked
         let held = device.held
@@ -386,7 +362,12 @@ public final class DeviceHub {
     /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
+        // A phone woken for an event resumes from its number: devices with registrations are numbered.
+        if device.pushWatched, device.history == nil, envelope.kind != .opaque {
+            device.history = DeviceHistory(epoch: DeviceHistory.newEpoch(), limits: limits.history)
+        }
         if let history = device.history, envelope.kind != .opaque { seq = history.append(payload, now: now) }
+        if device.pushWatched, envelope.kind == .event { notePushable(payload, envelope: envelope, device: device, seq: seq) }
         if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
             device.replay[index] = payload
             device.replaySeq[index] = seq

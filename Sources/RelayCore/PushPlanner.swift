@@ -1,5 +1,6 @@
 #if canImport(WimzProtocol)
-import WimzProtocol
+// Push kinds live in WimzProtocol, shared with the app library.
+@_exported import enum WimzProtocol.PushKind
 #endif
 
 /// A phone registered for pushes of one device (PROTOCOL.md v1.2 "Push registrations").

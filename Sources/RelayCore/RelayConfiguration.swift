@@ -75,6 +75,23 @@ public struct RelayConfiguration: Sendable {
     public var authFailureBurst = 20.0
     public var authFailureRate = 1.0
 
+    /// Push through APNs (PROTOCOL.md v1.2): the `.p8` key (`WIMZ_APNS_KEY_FILE`; nil: no push,
+    /// registrations answer 501), its key id, the team id and the app's bundle id (topic).
+    public var apnsKeyFile: String?
+    public var apnsKeyID: String?
+    public var apnsTeamID: String?
+    public var apnsTopic: String?
+    public var apnsURL = "https://api.push.apple.com"
+    public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
+    /// A CA certificate to trust besides the system's (`WIMZ_APNS_CA_FILE`: a stand-in in tests).
+    public var apnsCAFile: String?
+    /// One push per registration and kind opens a window this long (`WIMZ_PUSH_INTERVAL`).
+    public var pushIntervalSeconds = 60.0
+    /// `robot_offline` once the robot has been gone this long (`WIMZ_PUSH_OFFLINE_AFTER`).
+    public var pushOfflineAfterSeconds = 300.0
+    /// Whether pushes can be sent (a key is configured).
+    public var pushEnabled: Bool { apnsKeyFile != nil }
+
     /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
     /// getting 503 (a reconnect storm after a restart then authenticates at once).
     public var upgradeHoldSeconds = 2.0

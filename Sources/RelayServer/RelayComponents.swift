@@ -13,6 +13,7 @@ final class RelayComponents {
     let robotHTTP: RobotHTTPEndpoint
     let pairing: PairingEndpoint
     let state: StateEndpoint
+    let push: PushCoordinator
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -32,16 +33,18 @@ final class RelayComponents {
         robotHTTP = RobotHTTPEndpoint(env: env, authenticator: authenticator, cluster: cluster, respond: respond ?? { _, _ in })
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, authenticator: authenticator, database: database)
+        push = PushCoordinator(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         heads = RequestHeads(gate: gate)
         webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
-        store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, gate: gate)
+        store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
                                       cluster: cluster, store: store, stop: stop, database: database)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state, database: database,
                                                   cluster: cluster))
         webSocket.stop = stop
+        webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }
         cluster.isStopping = { [unowned stop] in stop.stopping }
         env.hub.onRobotHTTP = { [unowned robotHTTP] payload, robot in robotHTTP.answered(payload, from: robot) }
     }
@@ -52,6 +55,7 @@ final class RelayComponents {
         robotHTTP.sweep(now: now)
         pairing.sweep(now: now)
         state.flush()
+        push.tick(now: now)
         cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
         authenticator.failures.sweep(now: now)
     }
@@ -68,9 +72,12 @@ final class RelayComponents {
         switch event {
         case .stop: stop.beginDrain()
         case .store(let storeEvent): store.handle(storeEvent)
-        case .reloadTLS: reloadTLS()
+        case .reloadTLS:
+            reloadTLS()
+            push.reloadKey()
         case .databaseAnswer(let id, let response): database.answered(id, response)
         case .cluster(let clusterEvent): cluster.handle(clusterEvent)
+        case .push(let pushEvent): push.handle(pushEvent)
         }
     }
 }

@@ -75,6 +75,7 @@ extension DeviceHub.Limits {
         appRate = configuration.appRateLimitPerSecond
         appBurst = configuration.appRateLimitBurst
         replayEvents = configuration.replayEvents
+        pushEvents = Set(PushKind.allCases.compactMap(\.robotEvent))
         history.maxMessages = configuration.recoveryMessages
         history.maxAge = UInt64(configuration.recoverySeconds * 1e9)
     }

@@ -127,6 +127,8 @@ public final class RelayServer {
                          (WebSocketEndpoint.wheelInterval, { [webSocket = components.webSocket] in webSocket.tickWheel() }),
                          (100_000, { [components] in components.tickCluster() })])
         let loopEnded = env.clock.monotonic()
+        // Counted pushes go out now (nothing is lost to a restart); the sender gets 3 s.
+        components.push.stop(within: 3)
         // Leaving the cluster removes this node's presence with its row.
         components.cluster.agent.stop()
         monitor.stop()

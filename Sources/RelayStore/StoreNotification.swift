@@ -9,6 +9,7 @@ import RelayCore
 /// | `wimz_credentials` | `token:<id>`                     |
 /// | `wimz_credentials` | `device:<device id>`             |
 /// | `wimz_credentials` | `turn_secret:<realm>`            |
+/// | `wimz_credentials` | `push:<device id>`               |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -18,6 +19,8 @@ public enum StoreNotification: Equatable, Sendable {
     case device(DeviceID)
     /// A TURN secret of `realm` was added, retired or removed.
     case turnSecret(realm: String)
+    /// A push registration of the device was added, changed or removed (migrations/0007).
+    case push(DeviceID)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -29,7 +32,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -40,6 +43,7 @@ public enum StoreNotification: Equatable, Sendable {
         case .token(let id): return "token:\(id)"
         case .device(let device): return "device:\(device.rawValue)"
         case .turnSecret(let realm): return "turn_secret:\(realm)"
+        case .push(let device): return "push:\(device.rawValue)"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -55,6 +59,7 @@ public enum StoreNotification: Equatable, Sendable {
             case "token": guard let id = Int64(parts[1]) else { return nil }; self = .token(id: id)
             case "device": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .device(device)
             case "turn_secret": self = .turnSecret(realm: String(parts[1]))
+            case "push": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .push(device)
             default: return nil
             }
         case Self.clusterChannel:

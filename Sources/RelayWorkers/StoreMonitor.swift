@@ -36,6 +36,10 @@ public enum StoreEvent: Sendable {
     case deviceChanged(DeviceID, disabled: Bool)
     /// The TURN secrets of the relay's realm, newest (signing) first.
     case turnSecrets([TurnSecret])
+    /// Every push registration; replaces whatever the relay had.
+    case pushSnapshot([PushRegistration])
+    /// One device's push registrations, as they are now.
+    case pushChanged(DeviceID, [PushRegistration])
 }
 
 /// A database thread that checks reachability and schema every second, loads the credential
@@ -76,6 +80,7 @@ public final class StoreMonitor: DatabaseWork {
             if !state.withLock({ $0.snapshotLoaded }) {
                 onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
+                onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
                 state.withLock { $0.snapshotLoaded = true }
             }
             report(StoreHealth(state: .ready, reason: "ok"))
@@ -93,6 +98,8 @@ public final class StoreMonitor: DatabaseWork {
                 if let device = try DeviceRepository(db).get(id) { onEvent(.deviceChanged(id, disabled: device.isDisabled)) }
             case .turnSecret(let realm)? where realm == turnRealm:
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
+            case .push(let device)?:
+                onEvent(.pushChanged(device, try PushRepository(db).registrations(device: device)))
             default:
                 continue
             }

@@ -102,6 +102,24 @@ struct Serve: ParsableCommand {
     var authFailureBurst: Double?
     @Option(name: .customLong("auth-failure-rate"), help: "Failed authentications per address refilled per second (env WIMZ_AUTH_FAILURE_RATE, default 1).")
     var authFailureRate: Double?
+    @Option(name: .customLong("apns-key-file"), help: "APNs .p8 key from the Apple developer account (env WIMZ_APNS_KEY_FILE; without it no push is sent and push registrations answer 501). SIGHUP re-reads it.")
+    var apnsKeyFile: String?
+    @Option(name: .customLong("apns-key-id"), help: "The key's id, the JWT's kid (env WIMZ_APNS_KEY_ID).")
+    var apnsKeyID: String?
+    @Option(name: .customLong("apns-team-id"), help: "The Apple team id, the JWT's iss (env WIMZ_APNS_TEAM_ID).")
+    var apnsTeamID: String?
+    @Option(name: .customLong("apns-topic"), help: "The app's bundle id, apns-topic (env WIMZ_APNS_TOPIC).")
+    var apnsTopic: String?
+    @Option(name: .customLong("apns-url"), help: "APNs production base URL (env WIMZ_APNS_URL, default https://api.push.apple.com).")
+    var apnsURL: String?
+    @Option(name: .customLong("apns-sandbox-url"), help: "APNs sandbox base URL (env WIMZ_APNS_SANDBOX_URL, default https://api.sandbox.push.apple.com).")
+    var apnsSandboxURL: String?
+    @Option(name: .customLong("apns-ca-file"), help: "A CA certificate to trust for APNs besides the system's, for a stand-in (env WIMZ_APNS_CA_FILE).")
+    var apnsCAFile: String?
+    @Option(name: .customLong("push-interval"), help: "Seconds of one push window per registration and kind (env WIMZ_PUSH_INTERVAL, default 60).")
+    var pushInterval: Double?
+    @Option(name: .customLong("push-offline-after"), help: "Seconds a robot must be gone before robot_offline is pushed (env WIMZ_PUSH_OFFLINE_AFTER, default 300).")
+    var pushOfflineAfter: Double?
     @Option(name: .customLong("stop-timeout"), help: "Seconds after SIGTERM before the process exits whatever it is doing (env WIMZ_STOP_TIMEOUT, default 20).")
     var stopTimeout: Double?
 
@@ -161,6 +179,26 @@ struct Serve: ParsableCommand {
         guard let token, !token.isEmpty else { return nil }
         if let problem = AdminTokenPolicy.problem(with: token) { throw CLIError(problem) }
         return token
+    }
+
+    /// The `WIMZ_APNS_*` and `WIMZ_PUSH_*` settings: a key needs its id, the team and the topic.
+    func applyPush(to config: inout RelayConfiguration) throws {
+        config.apnsKeyFile = try setting(apnsKeyFile, "WIMZ_APNS_KEY_FILE", { $0 })
+        config.apnsKeyID = try setting(apnsKeyID, "WIMZ_APNS_KEY_ID", { $0 })
+        config.apnsTeamID = try setting(apnsTeamID, "WIMZ_APNS_TEAM_ID", { $0 })
+        config.apnsTopic = try setting(apnsTopic, "WIMZ_APNS_TOPIC", { $0 })
+        config.apnsURL = try setting(apnsURL, "WIMZ_APNS_URL", { $0 }) ?? config.apnsURL
+        config.apnsSandboxURL = try setting(apnsSandboxURL, "WIMZ_APNS_SANDBOX_URL", { $0 }) ?? config.apnsSandboxURL
+        config.apnsCAFile = try setting(apnsCAFile, "WIMZ_APNS_CA_FILE", { $0 })
+        config.pushIntervalSeconds = try setting(pushInterval, "WIMZ_PUSH_INTERVAL", { Double($0) }) ?? config.pushIntervalSeconds
+        config.pushOfflineAfterSeconds = try setting(pushOfflineAfter, "WIMZ_PUSH_OFFLINE_AFTER", { Double($0) })
+            ?? config.pushOfflineAfterSeconds
+        guard config.pushIntervalSeconds > 0, config.pushOfflineAfterSeconds >= 0 else {
+            throw CLIError("push: the interval must be positive and offline-after not negative")
+        }
+        if config.apnsKeyFile != nil, config.apnsKeyID == nil || config.apnsTeamID == nil || config.apnsTopic == nil {
+            throw CLIError("WIMZ_APNS_KEY_FILE needs WIMZ_APNS_KEY_ID, WIMZ_APNS_TEAM_ID and WIMZ_APNS_TOPIC")
+        }
     }
 
     func makeConfiguration() throws -> RelayConfiguration {
@@ -240,6 +278,7 @@ struct Serve: ParsableCommand {
         guard config.authFailureBurst >= 1, config.authFailureRate > 0 else {
             throw CLIError("auth failure limit: burst at least 1, rate positive")
         }
+        try applyPush(to: &config)
         guard config.clusterLeaseSeconds >= 2, config.clusterMoveDampingSeconds >= 0, config.drainSeconds >= 0 else {
             throw CLIError("cluster lease must be at least 2 s; damping and drain not negative")
         }

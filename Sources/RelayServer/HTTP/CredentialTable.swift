@@ -32,6 +32,13 @@ final class CredentialTable {
         if disabled { disabledDevices.insert(device) } else { disabledDevices.remove(device) }
     }
 
+    /// The entry of token `id`, with its device's current state.
+    func entry(id: Int64) -> CredentialEntry? {
+        guard let digest = digestByID[id], var entry = byDigest[digest] else { return nil }
+        entry.deviceDisabled = disabledDevices.contains(entry.token.deviceID)
+        return entry
+    }
+
     /// The entry for a presented token, with its device's current state.
     func lookup(token: String) -> CredentialEntry? {
         guard var entry = byDigest[BearerToken.digest(token)] else { return nil }

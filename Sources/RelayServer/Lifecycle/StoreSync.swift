@@ -4,7 +4,7 @@ import RelayWorkers
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's
 /// READY=1), the token mirror (snapshot and changes, closing what was revoked), device
-/// disabling and the TURN secrets.
+/// disabling, the TURN secrets and the push registrations.
 final class StoreSync {
     /// Latest store state, as reported by the monitor.
     private(set) var health = StoreHealth(state: .unavailable, reason: "not checked yet")
@@ -15,9 +15,12 @@ final class StoreSync {
     private let authenticator: Authenticator
     private let turn: TurnEndpoint
     private let webSocket: WebSocketEndpoint
+    private let push: PushCoordinator
     private let gate: HTTPGate?
 
-    init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint, gate: HTTPGate?) {
+    init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
+         push: PushCoordinator, gate: HTTPGate?) {
+        self.push = push
         self.env = env
         self.authenticator = authenticator
         self.turn = turn
@@ -60,6 +63,10 @@ final class StoreSync {
             webSocket.pushToRobotsWithoutCredentials()
             env.log.info("turn_secrets_loaded", metadata: ["realm": "\(env.configuration.turnRealm)",
                                                            "secrets": .stringConvertible(secrets.count)])
+        case .pushSnapshot(let registrations):
+            push.load(registrations)
+        case .pushChanged(let device, let registrations):
+            push.changed(device, registrations)
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

@@ -40,6 +40,8 @@ final class RelayMetrics {
     let handshakeSeconds: ValueHistogram
     /// HTTP to the robot: request complete → response written, in seconds.
     let robotHTTPSeconds: ValueHistogram
+    /// A push: handed to the sender (the event, or its window's end) → APNs answered, in seconds.
+    let pushSeconds: ValueHistogram
 
     init() {
         handshakeSeconds = registry.makeValueHistogram(
@@ -50,5 +52,9 @@ final class RelayMetrics {
             descriptor: MetricNameDescriptor(metricName: "wimz_robot_http_duration_seconds", unitName: "",
                                              helpText: "HTTP to the robot: request read to answer written (requests that reached a robot)."),
             buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15])
+        pushSeconds = registry.makeValueHistogram(
+            descriptor: MetricNameDescriptor(metricName: "wimz_push_duration_seconds", unitName: "",
+                                             helpText: "A push: event (or window end) to APNs's answer, retries included."),
+            buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60])
     }
 }

@@ -10,6 +10,7 @@ enum ServiceEvent: Sendable {
     /// The database worker finished deferred request `id`.
     case databaseAnswer(UInt64, HTTPResponse)
     case cluster(ClusterEvent)
+    case push(PushEvent)
 }
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service

@@ -24,6 +24,8 @@ final class WebSocketEndpoint {
     private(set) var openConnections = 0
     /// Set by the composition root once the stop sequence exists.
     unowned var stop: StopSequence!
+    /// An app socket attached (its phone is looking now: pushes counted for it go).
+    var onAppAttached: ((Session) -> Void)?
     private let env: RelayEnvironment
     /// `env.hub` and the message limit, held directly: read per received message.
     private let hub: DeviceHub
@@ -194,7 +196,7 @@ final class WebSocketEndpoint {
         connection.store(in: user)
         openConnections += 1
         env.hub.attach(session, now: now)
-        if grant.role == .robot { turn.push(to: session) }
+        if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
         session.nextPingAt = keepalive.firstPing(now: now, fraction: Double.random(in: 0...1))
         scheduleChecks(session, now: now, wall: env.clock.wall())
         env.audit.writer.touch(tokenID: grant.entry.token.id, at: env.clock.wall())

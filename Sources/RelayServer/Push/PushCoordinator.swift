@@ -1,0 +1,215 @@
+import Logging
+import RelayCore
+import RelayCrypto
+import RelayPush
+import RelayStore
+import RelayWorkers
+
+/// What the push sender and the database tell the service thread about pushes.
+enum PushEvent: Sendable {
+    case outcome(PushOutcome)
+    /// Devices whose `robot_offline` this node claimed (exactly once in the cluster).
+    case offlineClaimed([DeviceID])
+}
+
+/// The phone in the pocket (PROTOCOL.md v1.2 "What is pushed"), on the service thread: the
+/// registration mirror, the decision for each robot event (local first, counted in windows),
+/// `robot_offline`, and the outcomes. The sending itself is `APNsSender`'s, on its own threads;
+/// nothing here waits for it or for the database.
+final class PushCoordinator {
+    /// Nil without an APNs key: registrations are refused (501) and nothing is pushed.
+    let sender: APNsSender?
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+    private let mailbox: Mailbox<ServiceEvent>
+    private var planner: PushPlanner
+    private var registrations: [DeviceID: [PushRegistration]] = [:]
+    /// A `robot_offline` claim is in flight on the database worker (one at a time).
+    private var claiming = false
+    private var nextClaim: UInt64 = 0
+    private var nextExpirySweep: UInt64 = 0
+
+    // Counters for /metrics.
+    private(set) var outcomes: [String: [PushOutcome.Result: Int]] = [:]
+    private(set) var registrationCount = 0
+
+    /// A key that cannot be read leaves push off and says so (`wimz-relay serve` checks it first).
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+        self.env = env
+        self.authenticator = authenticator
+        self.database = database
+        self.mailbox = mailbox
+        let configuration = env.configuration
+        planner = PushPlanner(interval: UInt64(configuration.pushIntervalSeconds * 1e9))
+        if let keyFile = configuration.apnsKeyFile {
+            let settings = APNsSettings(keyFile: keyFile,
+                                        identity: .init(keyID: configuration.apnsKeyID ?? "", teamID: configuration.apnsTeamID ?? ""),
+                                        topic: configuration.apnsTopic ?? "", productionURL: configuration.apnsURL,
+                                        sandboxURL: configuration.apnsSandboxURL, caFile: configuration.apnsCAFile)
+            do {
+                sender = try APNsSender(settings: settings) { outcome in mailbox.post(.push(.outcome(outcome))) }
+            } catch {
+                env.log.error("apns_unavailable", metadata: ["reason": "\(error)", "key_file": "\(keyFile)"])
+                sender = nil
+            }
+        } else {
+            sender = nil
+        }
+        env.hub.onPushEvent = { [unowned self] device, name, payload, place in robotEvent(device, name, payload, place) }
+    }
+
+    var isEnabled: Bool { sender != nil }
+
+    // MARK: - The registration mirror
+
+    func load(_ all: [PushRegistration]) {
+        for device in registrations.keys { env.hub.setPushWatched(device, false) }
+        registrations = Dictionary(grouping: all, by: \.device)
+        for device in registrations.keys { env.hub.setPushWatched(device, true) }
+        registrationCount = all.count
+    }
+
+    func changed(_ device: DeviceID, _ now: [PushRegistration]) {
+        let kept = Set(now.map(\.token))
+        for gone in registrations[device] ?? [] where !kept.contains(gone.token) { planner.forget(token: gone.token, device: device) }
+        registrationCount += now.count - (registrations[device]?.count ?? 0)
+        registrations[device] = now.isEmpty ? nil : now
+        env.hub.setPushWatched(device, !now.isEmpty)
+    }
+
+    /// An app socket of `session`'s token is open now: it sees the stream; what was counted for
+    /// its registrations goes (it can resume with `since=`).
+    func appConnected(_ session: Session) {
+        for registration in registrations[session.deviceID] ?? [] where registration.appTokenID == session.tokenID {
+            planner.forget(token: registration.token, device: session.deviceID)
+        }
+    }
+
+    // MARK: - Deciding
+
+    private func robotEvent(_ device: DeviceID, _ name: String, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
+        guard sender != nil, let candidates = registrations[device] else { return }
+        let kind: PushKind
+        switch name {
+        case "mission_progress":
+            guard let data = try? JSONReader.parse(payload.bytes).member("data"), data.member("status")?.stringValue == "completed"
+            else { return }
+            kind = .missionCompleted
+        default:
+            guard let named = PushKind(rawValue: name) else { return }
+            kind = named
+        }
+        let locArgs = Self.locArgs(kind, payload)
+        let now = env.clock.monotonic()
+        for registration in unseen(candidates, kind: kind) {
+            let message = PushMessage(token: registration.token, environment: registration.environment, device: device,
+                                      kind: kind, count: 1, epoch: place.epoch, seq: place.seq, locArgs: locArgs)
+            if let push = planner.event(message, now: now) { send(push) }
+        }
+    }
+
+    /// The registrations of `candidates` subscribed to `kind` whose app is not open on the
+    /// device (local first) and whose app token still works.
+    private func unseen(_ candidates: [PushRegistration], kind: PushKind) -> [PushRegistration] {
+        guard let device = candidates.first?.device else { return [] }
+        let open = Set(env.hub.apps(of: device).map(\.tokenID))
+        let wall = env.clock.wall()
+        return candidates.filter { registration in
+            guard registration.kinds.contains(kind), !open.contains(registration.appTokenID),
+                  let entry = authenticator.credentials.entry(id: registration.appTokenID) else { return false }
+            if case .failure = CredentialRules.check(entry, at: wall) { return false }
+            return true
+        }
+    }
+
+    /// `loc-args`: the event data's fields for `kind`, a missing one as "", numbers as decimals.
+    static func locArgs(_ kind: PushKind, _ payload: Payload) -> [String] {
+        guard !kind.locArgFields.isEmpty else { return [] }
+        let data = (try? JSONReader.parse(payload.bytes))?.member("data")
+        return kind.locArgFields.map { field in
+            switch data?.member(field) {
+            case .string(let s)?: s
+            case .int(let n)?: String(n)
+            case .double(let d)?: d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+            case .bool(let b)?: String(b)
+            default: ""
+            }
+        }
+    }
+
+    private func send(_ push: PushMessage) {
+        sender?.enqueue(push, now: env.clock.monotonic())
+    }
+
+    // MARK: - Time
+
+    /// Once a second: windows that closed, `robot_offline` to claim, expired tokens to sweep.
+    func tick(now: UInt64) {
+        guard sender != nil else { return }
+        for push in planner.expire(now: now) { send(push) }
+        if now >= nextClaim, !claiming, !registrations.isEmpty { claimOffline(now: now) }
+        if now >= nextExpirySweep {
+            nextExpirySweep = now + 60_000_000_000
+            database.worker.submit({ db in try PushRepository(db).removeExpired() }, failed: { _ in })
+        }
+    }
+
+    /// Asks the store which devices' robots have been gone long enough and claims their
+    /// `robot_offline` — atomically, so one node in the cluster sends each, even for a robot
+    /// whose node died (its departure is recorded when its lease runs out).
+    private func claimOffline(now: UInt64) {
+        claiming = true
+        nextClaim = now + 1_000_000_000
+        let after = env.configuration.pushOfflineAfterSeconds
+        let mailbox = self.mailbox
+        let queued = database.worker.submit({ db in
+            mailbox.post(.push(.offlineClaimed(try PushRepository(db).claimRobotOffline(after: after))))
+        }, failed: { _ in mailbox.post(.push(.offlineClaimed([]))) })
+        if !queued { claiming = false }
+    }
+
+    func handle(_ event: PushEvent) {
+        switch event {
+        case .offlineClaimed(let devices):
+            claiming = false
+            for device in devices {
+                for registration in unseen(registrations[device] ?? [], kind: .robotOffline) {
+                    send(PushMessage(token: registration.token, environment: registration.environment, device: device,
+                                     kind: .robotOffline, count: 1))
+                }
+            }
+        case .outcome(let outcome):
+            outcomes[outcome.message.kind.rawValue, default: [:]][outcome.result, default: 0] += 1
+            if outcome.result != .queueFull {
+                env.metrics.pushSeconds.record(outcome.latency)
+            }
+            if outcome.result == .unregistered {
+                let message = outcome.message
+                planner.forget(token: message.token, device: message.device)
+                database.worker.submit({ db in
+                    try PushRepository(db).remove(device: message.device, token: message.token, appTokenID: nil, reason: "unregistered")
+                }, failed: { _ in })
+            }
+        }
+    }
+
+    /// The relay is stopping: every count still waiting goes out now, then the sender finishes
+    /// what is queued (for at most `seconds`).
+    func stop(within seconds: Double) {
+        guard let sender else { return }
+        for push in planner.flush() { send(push) }
+        sender.shutdown(within: seconds)
+    }
+
+    /// SIGHUP: the key file again.
+    func reloadKey() {
+        guard let sender else { return }
+        do {
+            try sender.reloadKey()
+            env.log.info("apns_key_reloaded")
+        } catch {
+            env.log.error("apns_key_reload_failed", metadata: ["reason": "\(error)"])
+        }
+    }
+}

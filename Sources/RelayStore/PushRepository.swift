@@ -1,0 +1,105 @@
+import RelayCore
+
+/// Push registrations in the store (PROTOCOL.md v1.2 "Push registrations"). The table's triggers
+/// notify every node's mirror, audit each removal with its reason, and follow revoked tokens and
+/// disabled devices (migrations/0007_push_registrations.sql).
+public struct PushRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// Registrations one app token may hold; one more is refused.
+    public static let perAppToken = 10
+
+    public enum Saved: Sendable {
+        case saved(PushRegistration)
+        case tooMany
+    }
+
+    static let columns = "device_id, token, environment, app_token_id, array_to_string(events, ',')"
+
+    static func decode(_ row: [String?]) -> PushRegistration? {
+        guard let device = row[0].flatMap(DeviceID.init), let token = row[1],
+              let environment = row[2].flatMap(PushRegistration.Environment.init(rawValue:)),
+              let appToken = row[3].flatMap({ Int64($0) }) else { return nil }
+        let kinds = Set((row[4] ?? "").split(separator: ",").compactMap { PushKind(rawValue: String($0)) })
+        return PushRegistration(token: token, environment: environment, device: device, appTokenID: appToken, kinds: kinds)
+    }
+
+    /// Puts `registration`: the same token again replaces its events (and moves to this app
+    /// token); a new one past `perAppToken` of this app token is refused.
+    public func save(_ registration: PushRegistration, address: String?) throws -> Saved {
+        try db.transaction {
+            // One app token's registrations are counted under its row's lock: two nodes cannot both add the eleventh.
+            _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [String(registration.appTokenID)])
+            let existing = try db.execute("SELECT app_token_id FROM push_registrations WHERE device_id = $1 AND token = $2",
+                                          [registration.device.rawValue, registration.token]).first
+            let count = Int(try db.execute("SELECT count(*) FROM push_registrations WHERE app_token_id = $1",
+                                           [String(registration.appTokenID)]).first?[0] ?? "0") ?? 0
+            let isNewHere = existing?[0] != String(registration.appTokenID)
+            if isNewHere, count >= Self.perAppToken { return .tooMany }
+            let events = "{" + registration.kinds.map(\.rawValue).sorted().joined(separator: ",") + "}"
+            try db.execute(
+                """
+                INSERT INTO push_registrations (device_id, token, environment, app_token_id, events)
+                VALUES ($1, $2, $3, $4::bigint, $5::text[])
+                ON CONFLICT (device_id, token) DO UPDATE
+                SET environment = EXCLUDED.environment, app_token_id = EXCLUDED.app_token_id, events = EXCLUDED.events,
+                    updated_at = now()
+                """, [registration.device.rawValue, registration.token, registration.environment.rawValue,
+                      String(registration.appTokenID), events])
+            try AuditRepository(db).append([
+                AuditRepository.event(.pushRegistered, actor: "app", deviceID: registration.device.rawValue,
+                                      tokenID: registration.appTokenID, remoteAddress: address,
+                                      details: .object([("token_suffix", .string(String(registration.token.suffix(8)))),
+                                                        ("environment", .string(registration.environment.rawValue)),
+                                                        ("events", .array(registration.kinds.map(\.rawValue).sorted().map { .string($0) }))])),
+            ])
+            return .saved(registration)
+        }
+    }
+
+    /// Removes `token` of `device` if `appTokenID` holds it (nil: whoever holds it), auditing
+    /// `reason`. True when a row went.
+    @discardableResult
+    public func remove(device: DeviceID, token: String, appTokenID: Int64?, reason: String) throws -> Bool {
+        try db.transaction {
+            try db.execute("SELECT set_config('wimz.push_removal_reason', $1, true)", [reason])
+            let rows = try db.execute(
+                "DELETE FROM push_registrations WHERE device_id = $1 AND token = $2 AND ($3::bigint IS NULL OR app_token_id = $3::bigint) RETURNING 1",
+                [device.rawValue, token, appTokenID.map { String($0) }])
+            return !rows.rows.isEmpty
+        }
+    }
+
+    /// The registrations of one device (nil: of every device).
+    public func registrations(device: DeviceID?) throws -> [PushRegistration] {
+        try db.execute("SELECT \(Self.columns) FROM push_registrations WHERE $1::text IS NULL OR device_id = $1 ORDER BY device_id, token",
+                       [device?.rawValue]).rows.compactMap(Self.decode)
+    }
+
+    /// Registrations whose app token expired (time passed; nothing updated the token row).
+    public func removeExpired() throws {
+        try db.transaction {
+            try db.execute("SELECT set_config('wimz.push_removal_reason', 'token_expired', true)")
+            try db.execute("DELETE FROM push_registrations r USING tokens t WHERE r.app_token_id = t.id AND t.expires_at <= now()")
+        }
+    }
+
+    /// Claims the `robot_offline` push of every device whose robot left at least `after`
+    /// seconds ago, is not back on any live node, and has a registration for it made before it
+    /// left. One statement: concurrent nodes cannot both claim a departure.
+    public func claimRobotOffline(after seconds: Double) throws -> [DeviceID] {
+        try db.execute(
+            """
+            UPDATE device_robot_left l SET offline_pushed_at = now()
+            WHERE l.left_at <= now() - make_interval(secs => $1::double precision)
+              AND (l.offline_pushed_at IS NULL OR l.offline_pushed_at < l.left_at)
+              AND EXISTS (SELECT 1 FROM push_registrations r
+                          WHERE r.device_id = l.device_id AND 'robot_offline' = ANY (r.events) AND r.created_at <= l.left_at)
+              AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
+                              WHERE p.device_id = l.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
+            RETURNING l.device_id
+            """, [String(seconds)]).rows.compactMap { $0[0].flatMap(DeviceID.init) }
+    }
+}
