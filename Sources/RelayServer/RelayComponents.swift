@@ -39,9 +39,11 @@ final class RelayComponents {
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
-                                      cluster: cluster, store: store, stop: stop, database: database)
+                                      cluster: cluster, store: store, stop: stop, database: database, push: push)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
-                                                  turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state, database: database,
+                                                  turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
+                                                  push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
+                                                  database: database,
                                                   cluster: cluster))
         webSocket.stop = stop
         webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }

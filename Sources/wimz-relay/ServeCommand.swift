@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import RelayCore
+import RelayCrypto
 import RelayLogging
 import RelayServer
 import RelayStore
@@ -196,9 +197,12 @@ struct Serve: ParsableCommand {
         guard config.pushIntervalSeconds > 0, config.pushOfflineAfterSeconds >= 0 else {
             throw CLIError("push: the interval must be positive and offline-after not negative")
         }
-        if config.apnsKeyFile != nil, config.apnsKeyID == nil || config.apnsTeamID == nil || config.apnsTopic == nil {
+        guard let keyFile = config.apnsKeyFile else { return }
+        guard config.apnsKeyID != nil, config.apnsTeamID != nil, config.apnsTopic != nil else {
             throw CLIError("WIMZ_APNS_KEY_FILE needs WIMZ_APNS_KEY_ID, WIMZ_APNS_TEAM_ID and WIMZ_APNS_TOPIC")
         }
+        guard let pem = FileContents.read(keyFile) else { throw CLIError("cannot read the APNs key file \(keyFile)") }
+        do { _ = try ES256Signer(pem: pem) } catch { throw CLIError("APNs key \(keyFile): \(error)") }
     }
 
     func makeConfiguration() throws -> RelayConfiguration {

@@ -46,11 +46,12 @@ def wait_for_port(port: int, timeout: float = 10) -> None:
 
 
 def self_signed(directory: Path, names: tuple[str, ...] = ("api.wimzai.com",)) -> tuple[Path, Path]:
-    """A throwaway certificate for ``names`` in ``directory``, and ``bundle.pem`` (certificate and
-    key in one file, as HAProxy takes them). Returns (certificate, key)."""
+    """A throwaway certificate for ``names`` (host names or IP addresses) in ``directory``, and
+    ``bundle.pem`` (certificate and key in one file, as HAProxy takes them). Returns (certificate, key)."""
     key, cert = directory / "key.pem", directory / "cert.pem"
+    alt = ",".join(f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}" for n in names)
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
-                    "-subj", f"/CN={names[0]}", "-addext", "subjectAltName=" + ",".join(f"DNS:{n}" for n in names)],
+                    "-subj", f"/CN={names[0]}", "-addext", "subjectAltName=" + alt],
                    check=True, capture_output=True)
     (directory / "bundle.pem").write_text(cert.read_text() + key.read_text())
     return cert, key

@@ -14,6 +14,7 @@ final class Router {
         var robotHTTP: RobotHTTPEndpoint
         var pairing: PairingEndpoint
         var state: StateEndpoint
+        var push: PushEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -72,6 +73,9 @@ final class Router {
                 return .error(501, "not_supported", "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
             }
             return h.pairing.redeemPairingCode(request, body: body)
+        case .pushRegistrations:
+            return method == "PUT" ? h.push.register(request, device: device, body: body) : h.push.list(request, device: device)
+        case .pushRegistration: return h.push.remove(request, device: device, token: parameters["token"] ?? "")
         case .listAppTokens: return h.pairing.listAppTokens(request, device: device)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, device: device, tokenText: parameters["token_id"] ?? "")
         case .admin: return h.database.beginAdmin(request, route: route, id: parameters["id"], body: body)
@@ -104,6 +108,8 @@ final class Router {
             result = authenticator.check(token: authenticator.bearerToken(request), device: device,
                                          role: route.auth == .robot ? .robot : .app, wants: wants,
                                          messages: route.handler == .robotHTTP ? [.wrongRole: "HTTP to the robot takes an app token"]
+                                             : route.handler == .pushRegistrations || route.handler == .pushRegistration
+                                             ? [.wrongRole: "push registrations take an app token"]
                                              : [.wrongRole: "this call takes the robot's token"])
         }
         guard case .failure(let refusal) = result else { return nil }

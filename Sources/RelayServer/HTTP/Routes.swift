@@ -20,6 +20,7 @@ struct Route: Sendable {
     enum Handler: Sendable {
         case healthz, readyz, metrics, turnCredentials, deviceStatus, deviceState, robotHTTP
         case mintPairingCode, redeemPairingCode, listAppTokens, revokeAppToken
+        case pushRegistrations, pushRegistration
         /// Answered by the database worker (AdminAPI), by pattern.
         case admin
         case adminPresence
@@ -74,6 +75,9 @@ enum Routes {
         // HTTP to the robot (PROTOCOL.md v1.1): the path after /robot goes to the robot as sent.
         Route(RobotHTTP.methods, "/api/devices/{device_id}/robot", .app, .robotHTTP),
         Route(RobotHTTP.methods, "/api/devices/{device_id}/robot/{path+}", .app, .robotHTTP),
+        // Push registrations (PROTOCOL.md v1.2).
+        Route(["GET", "PUT"], "/api/devices/{device_id}/push", .app, .pushRegistrations),
+        Route(["DELETE"], "/api/devices/{device_id}/push/{token}", .app, .pushRegistration),
         // Pairing (PROTOCOL.md v1.1).
         Route(["POST"], "/api/devices/{device_id}/pairing-codes", .robot, .mintPairingCode),
         Route(["POST"], "/api/pairing", .none, .redeemPairingCode),

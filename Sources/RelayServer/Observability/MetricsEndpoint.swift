@@ -13,10 +13,12 @@ final class MetricsEndpoint {
     private let store: StoreSync
     private let stop: StopSequence
     private let database: DatabaseExchanges
+    private let push: PushCoordinator
 
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
-         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges) {
+         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges, push: PushCoordinator) {
         self.database = database
+        self.push = push
         self.env = env
         self.authenticator = authenticator
         self.turn = turn
@@ -64,6 +66,15 @@ final class MetricsEndpoint {
                 counters.requestsRefused)
         counter("wimz_robots_replaced_total", "Robot sockets replaced by a newer one (4001).", counters.robotsReplaced)
         gauge("wimz_database_queue_depth", "Requests waiting for the database worker.", database.worker.queued)
+        for (kind, results) in push.outcomes {
+            for (result, n) in results {
+                counter("wimz_pushes_total", "Pushes by kind and what became of them (delivered, unregistered, rejected, expired, queue_full, provider_auth).",
+                        [("kind", kind), ("result", result.rawValue)], n)
+            }
+        }
+        gauge("wimz_push_queue_depth", "Pushes waiting for the APNs sender.", push.sender?.queueDepth ?? 0)
+        gauge("wimz_push_registrations", "Push registrations in this node's mirror.", push.registrationCount)
+        gauge("wimz_push_enabled", "1 when an APNs key is configured.", push.isEnabled ? 1 : 0)
         counter("wimz_database_queue_full_total", "Requests answered 503 busy: the database worker's queue was full.",
                 counters.databaseQueueFull)
         counter("wimz_pairing_refused_in_memory_total", "Pairing attempts answered 429 without the database (address over its limit).",

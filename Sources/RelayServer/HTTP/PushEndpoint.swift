@@ -1,0 +1,129 @@
+import RelayCore
+import RelayStore
+
+/// Push registrations (PROTOCOL.md v1.2 "Push registrations"), for an app token of the device:
+///
+///     PUT    /api/devices/{id}/push          {"platform":"apns","token":HEX,"environment":E,"events":[KIND,…]}
+///                                            → 200 the stored registration
+///     GET    /api/devices/{id}/push          → 200 {"registrations":[…]} (the calling app token's)
+///     DELETE /api/devices/{id}/push/{HEX}    → 204 (404: the calling token has no such registration)
+///
+/// Choices where the contract is silent: more than `PushRepository.perAppToken` (10) per app
+/// token → 409 `too_many_registrations`; the token may be sent in either case and is stored
+/// lower-case; `events` may repeat a kind (stored once).
+final class PushEndpoint {
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+    private let push: PushCoordinator
+
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, push: PushCoordinator) {
+        self.env = env
+        self.authenticator = authenticator
+        self.database = database
+        self.push = push
+    }
+
+    /// Runs `body` for the app token of `deviceText`; the contract's refusals otherwise, and 501
+    /// without an APNs key.
+    private func withApp(_ request: HTTPRequest, device deviceText: String,
+                         _ body: (DeviceID, CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
+        guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
+        switch authenticator.authenticate(request, device: device, role: .app,
+                                          wants: "Authorization: Bearer <app token of this device> is required",
+                                          messages: [.wrongRole: "push registrations take an app token"]) {
+        case .refused(let response): return response
+        case .accepted(let entry):
+            guard push.isEnabled else {
+                return .error(501, "push_not_configured", "this relay has no APNs key (WIMZ_APNS_KEY_FILE)")
+            }
+            return body(device, entry)
+        }
+    }
+
+    /// `PUT /api/devices/{id}/push`.
+    func register(_ request: HTTPRequest, device: String, body: [UInt8]?) -> HTTPResponse? {
+        withApp(request, device: device) { device, entry in
+            guard let body else { return .error(501, "not_supported", "push registration needs the relay's own HTTP front") }
+            let registration: PushRegistration
+            switch Self.parse(body, device: device, appTokenID: entry.token.id) {
+            case .failure(let error): return .error(400, "bad_request", error.message)
+            case .success(let parsed): registration = parsed
+            }
+            let address = authenticator.clientAddress(request)
+            return database.answer(request) { db in
+                switch try PushRepository(db).save(registration, address: address) {
+                case .saved(let saved): return .json(200, Self.json(saved))
+                case .tooMany:
+                    return .error(409, "too_many_registrations",
+                                  "this app token has \(PushRepository.perAppToken) push registrations; delete one first")
+                }
+            }
+        }
+    }
+
+    /// `GET /api/devices/{id}/push`.
+    func list(_ request: HTTPRequest, device: String) -> HTTPResponse? {
+        withApp(request, device: device) { device, entry in
+            database.answer(request) { db in
+                let mine = try PushRepository(db).registrations(device: device).filter { $0.appTokenID == entry.token.id }
+                return .json(200, .object([("registrations", .array(mine.map(Self.json)))]))
+            }
+        }
+    }
+
+    /// `DELETE /api/devices/{id}/push/{token}`.
+    func remove(_ request: HTTPRequest, device: String, token: String) -> HTTPResponse? {
+        withApp(request, device: device) { device, entry in
+            guard let hex = Self.hexToken(token) else { return .error(404, "not_found", "no such registration") }
+            return database.answer(request) { db in
+                try PushRepository(db).remove(device: device, token: hex, appTokenID: entry.token.id, reason: "app")
+                    ? HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
+                    : .error(404, "not_found", "no such registration for this app token")
+            }
+        }
+    }
+
+    struct ParseError: Error { let message: String }
+
+    /// The request body, checked: platform `apns`, a token of 32 to 200 hex digits, a known
+    /// environment, a non-empty list of known kinds.
+    static func parse(_ body: [UInt8], device: DeviceID, appTokenID: Int64) -> Result<PushRegistration, ParseError> {
+        let usage = #"send {"platform":"apns","token":HEX,"environment":"production"|"sandbox","events":[KIND,…]}"#
+        guard let json = try? JSONReader.parse(body), case .object = json else { return .failure(ParseError(message: usage)) }
+        guard json.member("platform")?.stringValue == "apns" else { return .failure(ParseError(message: "platform must be \"apns\"")) }
+        guard let token = json.member("token")?.stringValue.flatMap(hexToken) else {
+            return .failure(ParseError(message: "token must be the APNs device token: 32 to 200 hex digits"))
+        }
+        guard let environment = json.member("environment")?.stringValue.flatMap(PushRegistration.Environment.init(rawValue:)) else {
+            return .failure(ParseError(message: "environment must be \"production\" or \"sandbox\""))
+        }
+        guard case .array(let list)? = json.member("events"), !list.isEmpty else {
+            return .failure(ParseError(message: "events must be a non-empty list of \(PushKind.allCases.map(\.rawValue))"))
+        }
+        var kinds: Set<PushKind> = []
+        for item in list {
+            guard let kind = item.stringValue.flatMap(PushKind.init(rawValue:)) else {
+                return .failure(ParseError(message: "unknown event \(item.encoded.prefix(40)); known: \(PushKind.allCases.map(\.rawValue))"))
+            }
+            kinds.insert(kind)
+        }
+        return .success(PushRegistration(token: token, environment: environment, device: device, appTokenID: appTokenID, kinds: kinds))
+    }
+
+    /// The token lower-cased, when it is 32 to 200 hex digits.
+    static func hexToken(_ text: String) -> String? {
+        guard (32...200).contains(text.utf8.count), text.utf8.allSatisfy({ $0.isHexDigit }) else { return nil }
+        return text.lowercased()
+    }
+
+    static func json(_ registration: PushRegistration) -> JSONValue {
+        .object([("platform", "apns"), ("token", .string(registration.token)),
+                 ("environment", .string(registration.environment.rawValue)),
+                 ("events", .array(registration.kinds.map(\.rawValue).sorted().map { .string($0) }))])
+    }
+}
+
+private extension UInt8 {
+    var isHexDigit: Bool { (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self) }
+}
