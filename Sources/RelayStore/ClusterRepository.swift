@@ -200,15 +200,30 @@ public struct ClusterRepository {
             WHERE ($1::text[] IS NULL OR l.device_id = ANY ($1::text[]))
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = l.device_id AND n.lease_expires_at > now())
+            UNION ALL
+            -- A robot on a node whose lease ran out, before any live node recorded its departure:
+            -- it left when that lease ended.
+            SELECT p.device_id, NULL, 0, '', false, max(n.lease_expires_at)
+            FROM device_presence p JOIN relay_nodes n USING (node_id)
+            WHERE n.lease_expires_at <= now() AND p.robot_since IS NOT NULL
+              AND ($1::text[] IS NULL OR p.device_id = ANY ($1::text[]))
+              AND NOT EXISTS (SELECT 1 FROM device_presence q JOIN relay_nodes m USING (node_id)
+                              WHERE q.device_id = p.device_id AND m.lease_expires_at > now())
+            GROUP BY p.device_id
             """, [devices.map { Self.array($0.map { Self.quoted($0.rawValue) }) }])
         var out: [DeviceID: ClusterPresence] = [:]
         for row in rows.rows {
             guard let device = row[0].flatMap(DeviceID.init) else { continue }
             let online = row[4] == "t"
-            out[device] = ClusterPresence(deviceID: device, online: online,
-                                          since: online ? PGValue.time(row[1]) : PGValue.time(row[5]),
-                                          apps: Int(row[2] ?? "") ?? 0,
-                                          nodes: (row[3] ?? "").split(separator: " ").map(String.init))
+            let presence = ClusterPresence(deviceID: device, online: online,
+                                           since: online ? PGValue.time(row[1]) : PGValue.time(row[5]),
+                                           apps: Int(row[2] ?? "") ?? 0,
+                                           nodes: (row[3] ?? "").split(separator: " ").map(String.init))
+            // Two offline rows of one device (a recorded departure, a dead node's): the later one.
+            if let earlier = out[device], !earlier.online, !online, (earlier.since ?? .init(microseconds: 0)) > (presence.since ?? .init(microseconds: 0)) {
+                continue
+            }
+            out[device] = presence
         }
         return out
     }

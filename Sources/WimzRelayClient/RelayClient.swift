@@ -47,11 +47,15 @@ public actor RelayClient {
         /// Quiet this long (no message, no ping from the relay) → the client pings; no pong within
         /// as long again → it reconnects. The relay pings every 20 s by default.
         public var livenessInterval: Duration = .seconds(25)
+        /// Resume the stream from here on the first connect (a push's place, see
+        /// ``PushNotification/resumePoint(lastSeen:)``, or one the app saved).
+        public var resumeFrom: ResumePoint?
 
-        public init(url: URL, deviceID: String, token: String) {
+        public init(url: URL, deviceID: String, token: String, resumeFrom: ResumePoint? = nil) {
             self.url = url
             self.deviceID = deviceID
             self.token = token
+            self.resumeFrom = resumeFrom
         }
     }
 
@@ -94,6 +98,8 @@ public actor RelayClient {
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         token = configuration.token
+        epoch = configuration.resumeFrom?.epoch
+        lastSeq = configuration.resumeFrom?.seq ?? 0
         eventSink = EventBroadcaster()
         events = eventSink.subscribe(bufferingNewest: 1024)
         var components = URLComponents(url: configuration.url, resolvingAgainstBaseURL: false) ?? URLComponents()
@@ -207,6 +213,9 @@ public actor RelayClient {
     private func failAllPending(_ error: RelayClientError) {
         for id in Array(pending.keys) { resolve(id, .failure(error)) }
     }
+
+    /// The app token in use (the configured one, or the provider's newest).
+    var currentToken: String { token }
 
     // MARK: - Last-known state
 

@@ -19,6 +19,8 @@ struct AppDemo: AsyncParsableCommand {
     @Flag(help: "One JSON line per robot event instead of the screen: {\"event\":NAME,\"decoded\":MODEL} with MODEL the library's typed model re-encoded by its coding keys (null when it did not decode).") var json = false
 
     @Flag(name: .customLong("state"), help: "Print the robot's last-known state (GET /api/devices/ID/state) as one JSON line: {\"online\",\"last_seen\",\"events\":{NAME:{\"received_at\",\"decoded\":MODEL}}}, then exit.") var state = false
+    @Option(name: .customLong("register-push"), help: "Register this APNs device token (hex) for every push kind of the device, print the stored registration as JSON, then exit.") var registerPush: String?
+    @Option(name: .customLong("push-environment"), help: "production or sandbox (--register-push; default sandbox).") var pushEnvironment = "sandbox"
     @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
@@ -40,6 +42,16 @@ struct AppDemo: AsyncParsableCommand {
         let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
         if state {
             print(StateLine(try await client.lastKnownState()).text)
+            return
+        }
+        if let registerPush {
+            guard let token = Data(hex: registerPush), let environment = PushEnvironment(rawValue: pushEnvironment) else {
+                throw ValidationError("--register-push takes the token's hex digits; --push-environment production or sandbox")
+            }
+            let stored = try await client.registerForPush(deviceToken: token, environment: environment)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(stored), as: UTF8.self))
             return
         }
         var screen = Screen(device: device, redraw: !plain && isatty(STDOUT_FILENO) == 1)
@@ -264,5 +276,19 @@ enum JSONValueText {
     static func quote(_ text: String) -> String {
         let data = try? JSONEncoder().encode(text)
         return data.map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+    }
+}
+
+extension Data {
+    /// Bytes from hex digits (an even number of them), nil for anything else.
+    init?(hex: String) {
+        let digits = Array(hex.utf8)
+        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for k in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[k...k + 1], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        self.init(bytes)
     }
 }

@@ -16,6 +16,20 @@ import Testing
         #expect(backoff.nextDelay(using: &rng) <= .milliseconds(500))
     }
 
+    @Test func aPushsUserInfoDecodesIntoAResumablePushNotification() throws {
+        let body = #"{"aps":{"alert":{"loc-key":"WIMZ_BARK_DETECTED","loc-args":["Rex"]},"sound":"default","thread-id":"d1","mutable-content":1},"wimz":{"device_id":"d1","event":"bark_detected","count":5,"epoch":"abc","seq":42}}"#
+        // userInfo as iOS hands it over: Foundation objects from the JSON.
+        let userInfo = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [AnyHashable: Any])
+        let push = try #require(PushNotification(userInfo: userInfo))
+        #expect(push.kind == .barkDetected && push.deviceID == "d1" && push.count == 5 && push.epoch == "abc" && push.seq == 42)
+        #expect(push.resumePoint(lastSeen: 30) == ResumePoint(epoch: "abc", seq: 30))
+        #expect(push.resumePoint(lastSeen: nil) == ResumePoint(epoch: "abc", seq: 0))
+        let offline = try #require(PushNotification(userInfo: ["wimz": ["device_id": "d1", "event": "robot_offline", "count": 1]]))
+        #expect(offline.kind == .robotOffline && offline.epoch == nil && offline.resumePoint(lastSeen: 3) == nil)
+        #expect(PushNotification(userInfo: ["aps": [:]]) == nil && PushNotification(userInfo: ["wimz": ["event": "fire"]]) == nil)
+        #expect(Data([0x0a, 0xff, 0x00]).hexString == "0aff00")
+    }
+
     @Test func theLastKnownStateDecodesIntoTheGuidesModels() throws {
         let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle"}},"received_at":"2026-11-22T09:59:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":"not a bool"}},"received_at":"2026-11-22T09:58:00Z"},"bogus":{"message":"not an object"}}}"#
         let state = try LastKnownState.decode(Data(body.utf8))

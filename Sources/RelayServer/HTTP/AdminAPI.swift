@@ -53,6 +53,9 @@ enum AdminAPI {
                 }
                 let online = try ClusterRepository(db).presence(of: [record.id])[record.id]?.online ?? false
                 return (200, device(record, online: online))
+            } else if let id = match("GET", "devices/{id}/push")?[0] {
+                let registrations = try PushRepository(db).registrations(device: try deviceID(id))
+                return (200, .object([("registrations", .array(registrations.map(pushRegistration)))]))
             } else if match("GET", "cluster/nodes") != nil {
                 return (200, .object([("nodes", .array(try ClusterRepository(db).nodes().map(node)))]))
             } else if let id = (match("POST", "devices/{id}/disable") ?? match("POST", "devices/{id}/enable"))?[0] {
@@ -208,5 +211,11 @@ enum AdminAPI {
                  ("event", .string(e.event.kind.rawValue)), ("actor", .string(e.event.actor)),
                  ("device_id", .optional(e.event.deviceID)), ("token_id", e.event.tokenID.map { .int($0) } ?? .null),
                  ("remote_addr", .optional(e.event.remoteAddress)), ("details", .raw(e.detailsJSON))])
+    }
+
+    /// A push registration as operators see it: whose (the app token's id) and what for.
+    static func pushRegistration(_ r: PushRegistration) -> JSONValue {
+        .object([("device_id", .string(r.device.rawValue)), ("token", .string(r.token)), ("environment", .string(r.environment.rawValue)),
+                 ("app_token_id", .int(r.appTokenID)), ("events", .array(r.kinds.map(\.rawValue).sorted().map { .string($0) }))])
     }
 }

@@ -91,6 +91,7 @@ enum Routes {
         Route(["POST"], "/admin/devices/{id}/tokens", .admin, .admin),
         Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin, .admin),
         Route(["GET"], "/admin/devices/{id}/presence", .admin, .adminPresence),
+        Route(["GET"], "/admin/devices/{id}/push", .admin, .admin),
         Route(["GET"], "/admin/tokens", .admin, query: ["device_id"], .admin),
         Route(["POST"], "/admin/tokens/{id}/revoke", .admin, .admin),
         Route(["GET"], "/admin/turn-secrets", .admin, query: ["realm"], .admin),

@@ -1,0 +1,125 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+// Push kinds live in WimzProtocol, shared with the relay.
+@_exported import enum WimzProtocol.PushKind
+
+/// Where a phone's push token was issued: Xcode builds get sandbox tokens, TestFlight and the
+/// App Store production ones.
+public enum PushEnvironment: String, Sendable, Codable, CaseIterable {
+    case production, sandbox
+}
+
+/// A push registration as the relay stores it (PROTOCOL.md v1.2 "Push registrations").
+public struct PushRegistrationInfo: Sendable, Equatable, Codable {
+    public var platform: String
+    /// The APNs device token, lower-case hex.
+    public var token: String
+    public var environment: PushEnvironment
+    public var events: [PushKind]
+}
+
+/// Where a stream resumes from: `since=EPOCH:SEQ` (PROTOCOL.md v1.1 "Missed events").
+public struct ResumePoint: Sendable, Equatable, Codable {
+    public var epoch: String
+    public var seq: UInt64
+    public init(epoch: String, seq: UInt64) {
+        self.epoch = epoch
+        self.seq = seq
+    }
+}
+
+/// A push from the relay, read from the notification's `userInfo`
+/// (`{"aps":{…},"wimz":{"device_id","event","count","epoch","seq"}}`):
+///
+/// ```swift
+/// func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse) async {
+///     guard let push = PushNotification(userInfo: response.notification.request.content.userInfo) else { return }
+///     // open the robot's screen; resume the stream where this phone left it
+///     let client = RelayClient(.init(url: relay, deviceID: push.deviceID, token: token,
+///                                    resumeFrom: push.resumePoint(lastSeen: savedSeq)))
+/// }
+/// ```
+public struct PushNotification: Sendable, Equatable {
+    public var kind: PushKind
+    public var deviceID: String
+    /// How many events of `kind` this push stands for (1, or what a window counted).
+    public var count: Int
+    /// The latest counted event's place in the device's numbering (nil for `robot_offline`).
+    public var epoch: String?
+    public var seq: UInt64?
+
+    public init?(userInfo: [AnyHashable: Any]) {
+        guard let wimz = userInfo["wimz"] as? [String: Any], let kind = (wimz["event"] as? String).flatMap(PushKind.init(rawValue:)),
+              let device = wimz["device_id"] as? String else { return nil }
+        self.kind = kind
+        deviceID = device
+        count = (wimz["count"] as? NSNumber)?.intValue ?? 1
+        epoch = wimz["epoch"] as? String
+        seq = (wimz["seq"] as? NSNumber)?.uint64Value
+    }
+
+    /// Where to resume: this push's epoch, from `lastSeen` — the last seq this phone saw of that
+    /// epoch (nil: none, so everything the relay still holds).
+    public func resumePoint(lastSeen: UInt64?) -> ResumePoint? {
+        epoch.map { ResumePoint(epoch: $0, seq: lastSeen ?? 0) }
+    }
+}
+
+extension RelayClient {
+    /// Registers this phone's push token (`didRegisterForRemoteNotificationsWithDeviceToken`'s
+    /// `Data`) for `kinds` of this device. Registering the same token again replaces its kinds.
+    public func registerForPush(deviceToken: Data, environment: PushEnvironment,
+                                kinds: Set<PushKind> = Set(PushKind.allCases)) async throws -> PushRegistrationInfo {
+        let body = JSON.object(["platform": "apns", "token": .string(deviceToken.hexString), "environment": .string(environment.rawValue),
+                                "events": .array(kinds.map(\.rawValue).sorted().map { .string($0) })])
+        return try decode(try await pushRequest("PUT", body: Data(body.text.utf8), expecting: 200))
+    }
+
+    /// This app token's registrations for this device.
+    public func pushRegistrations() async throws -> [PushRegistrationInfo] {
+        struct List: Decodable { let registrations: [PushRegistrationInfo] }
+        let list: List = try decode(try await pushRequest("GET", expecting: 200))
+        return list.registrations
+    }
+
+    /// Removes this phone's registration (e.g. when the user turns notifications off).
+    public func unregisterForPush(deviceToken: Data) async throws {
+        _ = try await pushRequest("DELETE", path: deviceToken.hexString, expecting: 204)
+    }
+
+    private func decode<T: Decodable>(_ data: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw RelayClientError.invalidResponse("push registrations: \(error)")
+        }
+    }
+
+    /// `METHOD /api/devices/ID/push[/path]` with the app token: the body of the expected answer.
+    private func pushRequest(_ method: String, path: String? = nil, body: Data? = nil, expecting status: Int) async throws -> Data {
+        var url = httpBase.appendingPathComponent("api/devices").appendingPathComponent(configuration.deviceID)
+            .appendingPathComponent("push")
+        if let path { url = url.appendingPathComponent(path) }
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.httpBody = body
+        request.setValue("Bearer \(currentToken)", forHTTPHeaderField: "Authorization")
+        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        let (data, response): (Data, URLResponse)
+        do {
+            (data, response) = try await configuration.urlSession.data(for: request)
+        } catch {
+            throw RelayClientError.notConnected
+        }
+        let answered = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard answered == status else { throw RelayClientError.refusal(status: answered, body: data) }
+        return data
+    }
+}
+
+extension Data {
+    /// Lower-case hex, as APNs device tokens are written.
+    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+}
