@@ -7,6 +7,9 @@
 # 20 devices provisioned, 10 of them (robot + app) at 1,000 events/s for 10 s.
 #   WIMZ_INSTRUCTIONS_PHASE=command scripts/bench-instructions.sh …   # the app → robot path
 #     instead: 1,000 commands/s from the apps, each answered by its robot, for 10 s
+#   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
+#     alternately without and with 1,000 push registrations (50 per device, phones never
+#     connected) on the devices under load: what registrations cost the forwarding path
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -29,13 +32,32 @@ export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
 
 # valgrind 3.19 cannot read the newest DWARF forms: count on copies without debug info.
 relays=("$bin/wimz-relay" "$@")
+push_args=()
+if [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ]; then
+    relays=("$bin/wimz-relay" "$bin/wimz-relay")
+    openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/apns.p8"
+    push_args=(--apns-key-file "$work/apns.p8" --apns-key-id BENCHKEY01 --apns-team-id BENCHTEAM1 --apns-topic bench
+               --apns-url https://127.0.0.1:9 --apns-sandbox-url https://127.0.0.1:9)
+fi
+# registrations K: none for the first relay of a pair, WIMZ_INSTRUCTIONS_PUSH for the second.
+registrations() {
+    [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] || return 0
+    psql -q "$url" -c "DELETE FROM push_registrations" >/dev/null
+    [ "$1" -eq 1 ] || return 0
+    local per=$(( (WIMZ_INSTRUCTIONS_PUSH + 19) / 20 ))
+    psql -q "$url" -c "INSERT INTO push_registrations (device_id, token, environment, app_token_id, events)
+        SELECT t.device_id, md5(t.id::text || '-' || g) || md5(g::text), 'production', t.id,
+               '{bark_detected,dog_detected,treat_dispensed,mission_completed,robot_offline}'
+        FROM tokens t, generate_series(1, $per) g WHERE t.role = 'app'" >/dev/null
+}
 for k in "${!relays[@]}"; do objcopy --strip-debug "${relays[$k]}" "$work/relay$k"; done
 for round in 1 2; do
     for k in "${!relays[@]}"; do
+        registrations "$k"
         port=$(( 20000 + RANDOM % 20000 ))
         valgrind --tool=callgrind --toggle-collect=lws_service_fd_tsi --callgrind-out-file="$work/cg" \
             "$work/relay$k" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool$k" \
-            --app-rate-limit 1000000 --app-rate-burst 1000000 > "$work/relay.log" 2>&1 &
+            --app-rate-limit 1000000 --app-rate-burst 1000000 "${push_args[@]}" > "$work/relay.log" 2>&1 &
         pid=$!
         for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
         phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
@@ -43,6 +65,8 @@ for round in 1 2; do
                     --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
         kill -TERM "$pid"; wait "$pid" || true
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
-        printf '%s  %s instructions  (%s)\n' "${relays[$k]}" "$total" "$(echo "$delivered" | grep -o 'n=[0-9]*')"
+        label=${relays[$k]}
+        [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
+        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -o 'n=[0-9]*')"
     done
 done

@@ -1,7 +1,14 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Which robot events reach the push logic (PROTOCOL.md v1.2 "What is pushed"): only those of
-/// devices with registrations (`pushWatched`), only the names in `Limits.pushEvents`, and for
-/// `mission_progress` only when it may say `completed` — so devices without phones registered,
-/// and the frequent progress updates, cost one flag test.
+/// devices with registrations (`pushWatched`), only the names in `Limits.pushEvents`, and
+/// `mission_progress` only when it says `completed` — so a device without phones registered costs
+/// one flag test per event, and one with phones a name comparison (and, for progress updates, one
+/// `memmem`).
 extension DeviceHub {
     /// Marks `device` as having push registrations (or not). Service thread.
     public func setPushWatched(_ device: DeviceID, _ watched: Bool) {
@@ -9,27 +16,36 @@ extension DeviceHub {
         entry(device)?.pushWatched = watched
     }
 
-    func notePushable(_ payload: Payload, envelope: Envelope, device: Device, seq: UInt64) {
-        guard let onPushEvent, let range = envelope.eventName, let history = device.history else { return }
-        let bytes = payload.bytes
-        guard let name = pushNames.first(where: { $0.count == range.count && bytes[range].elementsEqual($0) }) else { return }
-        if name.elementsEqual("mission_progress".utf8), !DeviceHub.contains(bytes, "\"completed\"") { return }
-        onPushEvent(device.id, String(decoding: name, as: UTF8.self), payload, (history.epoch, seq))
+    /// The event's name when it may become a push, else nil.
+    func pushableName(_ bytes: [UInt8], _ envelope: Envelope) -> String? {
+        guard let range = envelope.eventName else { return nil }
+        return bytes.withUnsafeBufferPointer { b -> String? in
+            let start = b.baseAddress! + range.lowerBound
+            for (k, name) in pushNames.enumerated()
+            where name.count == range.count && name.withUnsafeBufferPointer({ memcmp(start, $0.baseAddress!, $0.count) }) == 0 {
+                if k == missionProgressPushIndex {
+                    return DeviceHub.contains(b, completedNeedle) ? "mission_progress" : nil
+                }
+                return String(decoding: name, as: UTF8.self)
+            }
+            return nil
+        }
     }
 
-    static func contains(_ bytes: [UInt8], _ needle: StaticString) -> Bool {
-        let n = needle.utf8CodeUnitCount
-        guard bytes.count >= n else { return false }
-        let p = needle.utf8Start
-        var i = 0
-        while i <= bytes.count - n {
-            if bytes[i] == p[0] {
-                var k = 1
-                while k < n, bytes[i + k] == p[k] { k += 1 }
-                if k == n { return true }
+    /// Whether `needle` occurs in `haystack`: `memchr` to each candidate first byte, then `memcmp`.
+    static func contains(_ haystack: UnsafeBufferPointer<UInt8>, _ needle: [UInt8]) -> Bool {
+        guard let base = UnsafeRawPointer(haystack.baseAddress), !needle.isEmpty, haystack.count >= needle.count else { return false }
+        let first = Int32(needle[0])
+        return needle.withUnsafeBytes { n -> Bool in
+            var offset = 0
+            while haystack.count - offset >= n.count {
+                guard let hit = memchr(base + offset, first, haystack.count - offset) else { return false }
+                let at = base.distance(to: UnsafeRawPointer(hit))
+                if haystack.count - at < n.count { return false }
+                if memcmp(base + at, n.baseAddress!, n.count) == 0 { return true }
+                offset = at + 1
             }
-            i += 1
+            return false
         }
-        return false
     }
 }

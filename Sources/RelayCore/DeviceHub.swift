@@ -80,8 +80,12 @@ public final class DeviceHub {
     static let handoffValidity: UInt64 = 30_000_000_000
     /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
     let replayNames: [[UInt8]]
-    /// Push-relevant event names, sorted (matched like `replayNames`).
+    /// Push-relevant event names, sorted (matched like `replayNames`), and where
+    /// `mission_progress` is among them (it is pushed only when completed).
     let pushNames: [[UInt8]]
+    let missionProgressPushIndex: Int?
+    /// What a finished mission's progress says (checked properly by the push logic after this).
+    let completedNeedle = Array(#"completed""#.utf8)
     /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
     var pushWatchedDevices: Set<DeviceID> = []
     /// A push-relevant robot event of a device with registrations: the device, the event's name,
@@ -113,6 +117,7 @@ public final class DeviceHub {
         self.limits = limits
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
         pushNames = limits.pushEvents.sorted().map { Array($0.utf8) }
+        missionProgressPushIndex = pushNames.firstIndex(of: Array("mission_progress".utf8))
         startedAt = now
     }
 
@@ -362,12 +367,14 @@ public final class DeviceHub {
     /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
-        // A phone woken for an event resumes from its number: devices with registrations are numbered.
-        if device.pushWatched, device.history == nil, envelope.kind != .opaque {
+        let pushable = device.pushWatched && envelope.kind == .event ? pushableName(payload.bytes, envelope) : nil
+        // A phone woken for an event resumes from its number: from its first push-worthy event
+        // on, the device is numbered (as for a recovering app).
+        if pushable != nil, device.history == nil {
             device.history = DeviceHistory(epoch: DeviceHistory.newEpoch(), limits: limits.history)
         }
         if let history = device.history, envelope.kind != .opaque { seq = history.append(payload, now: now) }
-        if device.pushWatched, envelope.kind == .event { notePushable(payload, envelope: envelope, device: device, seq: seq) }
+        if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
         if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
             device.replay[index] = payload
             device.replaySeq[index] = seq

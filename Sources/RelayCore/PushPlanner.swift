@@ -140,6 +140,7 @@ public struct PushPlanner {
     /// Drops what is counted for `token` of `device` (its app is open now and sees the stream,
     /// or the registration is gone).
     public mutating func forget(token: String, device: DeviceID) {
+        guard !windows.isEmpty else { return }
         for kind in PushKind.allCases { windows[Key(token: token, device: device, kind: kind)] = nil }
     }
 
