@@ -242,4 +242,26 @@ final class RecordingTransport: SessionTransport {
         h.detach(a)
         #expect(drain(robot) == [#"{"type":"event","event":"app_presence","data":{"apps":1}}"#])
     }
+
+    @Test mutating func onlyPushWorthyEventsOfDevicesWithPhonesReachThePushLogicNumbered() {
+        let h = hub { $0.pushEvents = ["bark_detected", "mission_progress", "treat_dispensed", "dog_detected"] }
+        var seen: [(String, UInt64)] = []
+        h.onPushEvent = { _, name, _, place in seen.append((name, place.seq)) }
+        let robot = session(.robot)
+        h.attach(robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
+        #expect(seen.isEmpty, "no phones registered: nothing")
+        h.setPushWatched(DeviceID("d1")!, true)
+        for text in [#"{"type":"event","event":"mission_progress","data":{"status":"watching"}}"#,
+                     #"{"type":"event","event":"mode_changed","data":{}}"#,
+                     #"{"type":"event","event":"bark_detected","data":{}}"#,
+                     #"{"type":"event","event":"mission_progress","data":{"status":"completed"}}"#] {
+            h.receive(Payload(Array(text.utf8)), from: robot, now: 0)
+        }
+        // Numbered from the first push-worthy event (the bark is 1, the mode change before it was not).
+        #expect(seen.map(\.0) == ["bark_detected", "mission_progress"] && seen.map(\.1) == [1, 2])
+        h.setPushWatched(DeviceID("d1")!, false)
+        h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
+        #expect(seen.count == 2)
+    }
 }
