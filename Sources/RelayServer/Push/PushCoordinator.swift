@@ -144,13 +144,14 @@ final class PushCoordinator {
 
     // MARK: - Time
 
-    /// Once a second: windows that closed, `robot_offline` to claim, expired tokens to sweep.
+    /// Once a second: windows that closed, `robot_offline` to claim, registrations of expired
+    /// app tokens to remove (one cheap statement; every node runs it, whichever is first removes).
     func tick(now: UInt64) {
         guard sender != nil else { return }
         for push in planner.expire(now: now) { send(push) }
         if now >= nextClaim, !claiming, !registrations.isEmpty { claimOffline(now: now) }
         if now >= nextExpirySweep {
-            nextExpirySweep = now + 60_000_000_000
+            nextExpirySweep = now + 1_000_000_000
             database.worker.submit({ db in try PushRepository(db).removeExpired() }, failed: { _ in })
         }
     }

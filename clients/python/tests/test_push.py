@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
+import signal
 import tempfile
 import time
 import urllib.request
@@ -214,3 +216,86 @@ async def test_a_restart_in_the_middle_of_a_window_loses_no_count(database, apns
     relay.stop()  # SIGTERM: the 3 counted barks go out before the process ends
     counts = [r.body["wimz"]["count"] for r in apns.delivered(token)]
     assert counts == [1, 3], counts
+
+
+async def test_registrations_go_with_their_app_token_on_every_node_and_the_app_library_registers(pushing, database, device):
+    device_id, robot_token, app_token = device
+    token = phone()
+    # The Swift app library, as an app would: wimz-app-demo --register-push.
+    run = await asyncio.create_subprocess_exec(
+        os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", pushing.url, "--device", device_id,
+        "--token", app_token, "--register-push", token, "--push-environment", "production",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(run.communicate(), 30)
+    assert run.returncode == 0, err.decode()
+    assert json.loads(out) == {"platform": "apns", "token": token, "environment": "production",
+                               "events": sorted(["bark_detected", "dog_detected", "treat_dispensed", "mission_completed",
+                                                 "robot_offline"])}
+    # A body over the limit is refused before it is read; junk is a 400.
+    assert http_json(f"{pushing.url}/api/devices/{device_id}/push", app_token, "PUT", {"pad": "x" * 70_000})[0] == 413
+    # Revoking the app token removes its registrations (a trigger; every node's mirror hears it).
+    token_id = database.psql(f"SELECT id FROM tokens WHERE device_id = '{device_id}' AND role = 'app'").strip()
+    revoked = time.monotonic()
+    database.cli("token", "revoke", token_id)
+    while time.monotonic() - revoked < 1 and database.psql("SELECT count(*) FROM push_registrations").strip() != "0":
+        await asyncio.sleep(0.05)
+    assert database.psql("SELECT count(*) FROM push_registrations").strip() == "0"
+    assert "token_revoked" in database.psql("SELECT details->>'reason' FROM audit_log WHERE event = 'push_unregistered'")
+
+
+async def test_a_slow_apns_a_tls_failure_and_a_new_key_leave_the_relay_unharmed(database, apns, device, tmp_path):
+    device_id, robot_token, app_token = device
+    # A relay that does not trust the stand-in's certificate: every connection fails its TLS handshake.
+    distrustful = RelayNode.started(database, env={**push_env(apns), "WIMZ_APNS_CA_FILE": "/etc/ssl/certs/ca-certificates.crt"})
+    try:
+        token = phone()
+        register(distrustful, device_id, app_token, token, events=("bark_detected",))
+        await asyncio.sleep(0.3)
+        robot = await robot_socket(distrustful, device_id, robot_token)
+        app = await connect(f"ws://127.0.0.1:{distrustful.port}/ws/app?device_id={device_id}&token={app_token}", proxy=None)
+        await app.recv()  # device_status
+        await app.close()
+        await robot.send(event("bark_detected", dog_name="Rex"))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("apns_unreachable" in line for line in distrustful.lines):
+            await asyncio.sleep(0.1)
+        assert any("apns_unreachable" in line for line in distrustful.lines)
+        assert not apns.delivered(token)
+        # Forwarding goes on meanwhile.
+        app = await connect(f"ws://127.0.0.1:{distrustful.port}/ws/app?device_id={device_id}&token={app_token}", proxy=None)
+        await app.recv()
+        await robot.send(event("mode_changed", mode="idle"))
+        assert json.loads(await asyncio.wait_for(app.recv(), 5))["event"] == "mode_changed"
+        await app.close()
+        await robot.close()
+    finally:
+        distrustful.stop()
+
+    relay = RelayNode.started(database, env=push_env(apns))
+    try:
+        slow, quick = phone(), phone()
+        apns.answers[slow] = [("slow", 3)]
+        for t in (slow, quick):
+            register(relay, device_id, app_token, t, events=("bark_detected",))
+        await asyncio.sleep(0.3)
+        robot = await robot_socket(relay, device_id, robot_token)
+        await robot.send(event("bark_detected", dog_name="Rex"))
+        apns.wait_for(lambda seen: any(r.token == quick and r.answered == 200 for r in seen), timeout=2)
+        apns.wait_for(lambda seen: any(r.token == slow and r.answered == 200 for r in seen), timeout=10)
+        # A new key, the same path, SIGHUP: the next provider token is signed with it.
+        new_path, new_key = new_p256_key(tmp_path)
+        Path(apns.key_path).write_bytes(new_path.read_bytes())
+        relay.process.send_signal(signal.SIGHUP)
+        apns.public_key = new_key.public_key()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("apns_key_reloaded" in line for line in relay.lines):
+            await asyncio.sleep(0.1)
+        third = phone()
+        register(relay, device_id, app_token, third, events=("bark_detected",))
+        await asyncio.sleep(0.3)
+        await robot.send(event("bark_detected", dog_name="Rex"))
+        apns.wait_for(lambda seen: any(r.token == third and r.answered == 200 for r in seen), timeout=5)
+        await robot.close()
+    finally:
+        relay.stop()
+
