@@ -52,16 +52,6 @@ public struct LastKnownState: Sendable, Equatable {
 
 /// `GET {base}/api/devices/{device}/state` with the bearer token.
 func fetchLastKnownState(base: URL, device: String, token: String, session: URLSession) async throws -> LastKnownState {
-    var request = URLRequest(url: base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("state"))
-    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    request.setValue("application/json", forHTTPHeaderField: "Accept")
-    let (data, response): (Data, URLResponse)
-    do {
-        (data, response) = try await session.data(for: request)
-    } catch {
-        throw RelayClientError.notConnected
-    }
-    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-    guard status == 200 else { throw RelayClientError.refusal(status: status, body: data) }
-    return try LastKnownState.decode(data)
+    let url = base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("state")
+    return try LastKnownState.decode(try await relayCall(URLRequest(url: url), token: token, session: session))
 }

@@ -105,16 +105,7 @@ extension RelayClient {
         var request = URLRequest(url: url)
         request.httpMethod = method
         request.httpBody = body
-        request.setValue("Bearer \(currentToken)", forHTTPHeaderField: "Authorization")
-        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
-        let (data, response): (Data, URLResponse)
-        do {
-            (data, response) = try await configuration.urlSession.data(for: request)
-        } catch {
-            throw RelayClientError.notConnected
-        }
-        let answered = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard answered == status else { throw RelayClientError.refusal(status: answered, body: data) }
+        let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status)
         return data
     }
 }

@@ -41,17 +41,7 @@ public struct TurnCredentials: Sendable, Equatable, Decodable {
 func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSession) async throws -> TurnCredentials {
     var components = URLComponents(url: base.appendingPathComponent("api/turn/credentials"), resolvingAgainstBaseURL: false)!
     if let ttl { components.queryItems = [URLQueryItem(name: "ttl", value: String(ttl))] }
-    var request = URLRequest(url: components.url!)
-    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    request.setValue("application/json", forHTTPHeaderField: "Accept")
-    let (data, response): (Data, URLResponse)
-    do {
-        (data, response) = try await session.data(for: request)
-    } catch {
-        throw RelayClientError.notConnected
-    }
-    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-    guard status == 200 else { throw RelayClientError.refusal(status: status, body: data) }
+    let data = try await relayCall(URLRequest(url: components.url!), token: token, session: session)
     do {
         return try TurnCredentials.decode(data)
     } catch {

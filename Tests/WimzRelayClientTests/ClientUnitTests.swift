@@ -161,7 +161,9 @@ import Testing
 @Suite struct ConnectionModelTests {
     @MainActor @Test func theModelFollowsTheEventsAViewShows() throws {
         let client = RelayClient(.init(url: URL(string: "http://127.0.0.1:1")!, deviceID: "d", token: "t"))
-        let model = RelayConnectionModel(client: client)
+        // No relay here: the model is fed by hand (a cancelled URLSession task mid-flight upsets
+        // swift-corelibs-foundation's task registry when the test ends).
+        let model = RelayConnectionModel(client: client, loadsLastKnownState: false)
         func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
         #expect(model.isModeSelectorEnabled)
         model.apply(try event(#"{"type":"event","event":"mode_changed","data":{"mode":"mission","locked":true,"lock_reason":"Mission active: sit_training"}}"#))
@@ -172,6 +174,17 @@ import Testing
         #expect(model.robotOnline && model.lastResumeRecovered == false)
         model.apply(.connection(.connected))
         #expect(model.connection == .connected)
+    }
+
+    @MainActor @Test func theLastKnownStateFillsOnlyWhatNoLiveEventDid() throws {
+        let client = RelayClient(.init(url: URL(string: "http://127.0.0.1:1")!, deviceID: "d", token: "t"))
+        let model = RelayConnectionModel(client: client, loadsLastKnownState: false)
+        model.apply(RelayEvent(message: try JSON(parsing: #"{"type":"event","event":"mode_changed","data":{"mode":"coach"}}"#),
+                               raw: #"{"type":"event","event":"mode_changed","data":{"mode":"coach"}}"#))
+        let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"idle"}},"received_at":"2026-11-22T09:00:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":true,"track":"x.mp3"}},"received_at":"2026-11-22T09:00:00Z"}}}"#
+        model.load(try LastKnownState.decode(Data(body.utf8)))
+        #expect(model.mode?.mode == "coach", "a live event is fresher than the kept state")
+        #expect(model.audio?.track == "x.mp3" && model.lastSeen == Date(timeIntervalSince1970: 1_795_341_600) && !model.robotOnline)
     }
 }
 #endif

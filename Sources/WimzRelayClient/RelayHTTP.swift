@@ -1,0 +1,22 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One HTTP call to the relay with the bearer token: the body of the expected answer, the
+/// relay's refusal as a typed ``RelayClientError``, no answer as ``RelayClientError/notConnected``.
+func relayCall(_ request: URLRequest, token: String, session: URLSession, expecting status: Int = 200) async throws -> Data {
+    var request = request
+    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    request.setValue("application/json", forHTTPHeaderField: "Accept")
+    if request.httpBody != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+    let (data, response): (Data, URLResponse)
+    do {
+        (data, response) = try await session.data(for: request)
+    } catch {
+        throw RelayClientError.notConnected
+    }
+    let answered = (response as? HTTPURLResponse)?.statusCode ?? 0
+    guard answered == status else { throw RelayClientError.refusal(status: answered, body: data) }
+    return data
+}
