@@ -50,6 +50,15 @@ public struct LastKnownState: Sendable, Equatable {
     }
 }
 
+extension RelayClient {
+    /// What the robot last said (its latest mode, mission progress, audio and program state)
+    /// and when it was last connected — also while it is offline (`GET /api/devices/ID/state`).
+    public func lastKnownState() async throws -> LastKnownState {
+        try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: currentToken,
+                                      session: configuration.urlSession)
+    }
+}
+
 /// `GET {base}/api/devices/{device}/state` with the bearer token.
 func fetchLastKnownState(base: URL, device: String, token: String, session: URLSession) async throws -> LastKnownState {
     let url = base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("state")

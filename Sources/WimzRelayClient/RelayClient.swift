@@ -217,15 +217,6 @@ public actor RelayClient {
     /// The app token in use (the configured one, or the provider's newest).
     var currentToken: String { token }
 
-    // MARK: - Last-known state
-
-    /// What the robot last said (its latest mode, mission progress, audio and program state)
-    /// and when it was last connected — also while it is offline (`GET /api/devices/ID/state`).
-    public func lastKnownState() async throws -> LastKnownState {
-        try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: token,
-                                      session: configuration.urlSession)
-    }
-
     // MARK: - TURN
 
     /// A TURN credential before its `refresh_at`: fetched from `/api/turn/credentials` on first
@@ -456,90 +447,4 @@ extension RelayClient {
             lastSeq = UInt64(max(0, seq))
         }
     }
-
-    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing") for an app token:
-    /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
-    /// `invalid_code` (wrong, used or expired) or `rate_limited`.
-    public static func pair(relay url: URL, code: String, label: String, session: URLSession = .shared) async throws -> PairedDevice {
-        var request = URLRequest(url: url.appendingPathComponent("api/pairing"))
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)
-        let (data, response): (Data, URLResponse)
-        do { (data, response) = try await session.data(for: request) } catch { throw RelayClientError.notConnected }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        guard status == 201 else { throw RelayClientError.refusal(status: status, body: data) }
-        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
-        guard let device = body["device_id"]?.stringValue, let token = body["token"]?.stringValue,
-              let tokenID = body["token_id"]?.intValue else {
-            throw RelayClientError.invalidResponse("pairing: \(String(decoding: data, as: UTF8.self).prefix(200))")
-        }
-        return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID))
-    }
-}
-
-/// What a redeemed pairing code gives the app: keep the token in the Keychain.
-public struct PairedDevice: Sendable, Equatable {
-    public var deviceID: String
-    public var token: String
-    public var tokenID: Int64
-}
-
-/// Fans every event out to any number of subscribers (each its own buffered stream).
-final class EventBroadcaster: @unchecked Sendable {
-    private let lock = NSLock()
-    private var sinks: [UInt64: AsyncStream<RelayEvent>.Continuation] = [:]
-    private var next: UInt64 = 0
-    private var finished = false
-
-    func subscribe(bufferingNewest count: Int) -> AsyncStream<RelayEvent> {
-        let (stream, sink) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .bufferingNewest(count))
-        lock.lock()
-        defer { lock.unlock() }
-        if finished {
-            sink.finish()
-            return stream
-        }
-        next += 1
-        let id = next
-        sinks[id] = sink
-        sink.onTermination = { [weak self] _ in self?.remove(id) }
-        return stream
-    }
-
-    private func remove(_ id: UInt64) {
-        lock.lock()
-        sinks[id] = nil
-        lock.unlock()
-    }
-
-    func yield(_ event: RelayEvent) {
-        lock.lock()
-        let all = Array(sinks.values)
-        lock.unlock()
-        for sink in all { sink.yield(event) }
-    }
-
-    func finish() {
-        lock.lock()
-        finished = true
-        let all = Array(sinks.values)
-        sinks.removeAll()
-        lock.unlock()
-        for sink in all { sink.finish() }
-    }
-}
-
-/// The robot's answer to a command.
-public struct CommandResponse: Sendable, Equatable {
-    /// The id this client gave the command.
-    public var id: String
-    /// The robot's `ok` (true when it sent none).
-    public var ok: Bool
-    /// The robot's `data`.
-    public var data: JSON
-    /// The robot's `error` when `ok` is false.
-    public var error: JSON?
-    /// The whole response.
-    public var message: JSON
 }

@@ -1,0 +1,33 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension RelayClient {
+    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing") for an app token:
+    /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
+    /// `invalid_code` (wrong, used or expired) or `rate_limited`.
+    public static func pair(relay url: URL, code: String, label: String, session: URLSession = .shared) async throws -> PairedDevice {
+        var request = URLRequest(url: url.appendingPathComponent("api/pairing"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)
+        let (data, response): (Data, URLResponse)
+        do { (data, response) = try await session.data(for: request) } catch { throw RelayClientError.notConnected }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        guard status == 201 else { throw RelayClientError.refusal(status: status, body: data) }
+        let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null
+        guard let device = body["device_id"]?.stringValue, let token = body["token"]?.stringValue,
+              let tokenID = body["token_id"]?.intValue else {
+            throw RelayClientError.invalidResponse("pairing: \(String(decoding: data, as: UTF8.self).prefix(200))")
+        }
+        return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID))
+    }
+}
+
+/// What a redeemed pairing code gives the app: keep the token in the Keychain.
+public struct PairedDevice: Sendable, Equatable {
+    public var deviceID: String
+    public var token: String
+    public var tokenID: Int64
+}
