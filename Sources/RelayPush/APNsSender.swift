@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -223,6 +224,15 @@ public final class APNsSender: @unchecked Sendable {
         }
     }
 
+    /// `DEVICE.KIND`: a newer push of the same kind replaces the older on the phone. APNs takes at
+    /// most 64 bytes; a longer one (device ids go to 64) names the device by a digest instead.
+    static func collapseID(_ message: PushMessage) -> String {
+        let plain = message.device.rawValue + "." + message.kind.rawValue
+        guard plain.utf8.count > 64 else { return plain }
+        let digest = Crypto.sha256(Array(message.device.rawValue.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        return digest + "." + message.kind.rawValue
+    }
+
     /// `POST {base}/3/device/{token}`: the status and APNs's `reason` (empty when none).
     private func send(_ message: PushMessage, jwt: String, expiration: Int64) async throws -> (Int, String) {
         let base = message.environment == .production ? settings.productionURL : settings.sandboxURL
@@ -231,7 +241,7 @@ public final class APNsSender: @unchecked Sendable {
         request.headers.add(name: "authorization", value: "bearer " + jwt)
         request.headers.add(name: "apns-topic", value: settings.topic)
         request.headers.add(name: "apns-push-type", value: "alert")
-        request.headers.add(name: "apns-collapse-id", value: "\(message.device.rawValue).\(message.kind.rawValue)")
+        request.headers.add(name: "apns-collapse-id", value: Self.collapseID(message))
         request.headers.add(name: "apns-expiration", value: String(expiration))
         request.headers.add(name: "content-type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: message.body))

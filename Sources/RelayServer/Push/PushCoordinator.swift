@@ -123,18 +123,20 @@ final class PushCoordinator {
         }
     }
 
-    /// `loc-args`: the event data's fields for `kind`, a missing one as "", numbers as decimals.
+    /// `loc-args`: the event data's fields for `kind`, a missing one as "", numbers as decimals,
+    /// each at most 200 characters (the whole push must stay under APNs's 4 KiB).
     static func locArgs(_ kind: PushKind, _ payload: Payload) -> [String] {
         guard !kind.locArgFields.isEmpty else { return [] }
         let data = (try? JSONReader.parse(payload.bytes))?.member("data")
-        return kind.locArgFields.map { field in
-            switch data?.member(field) {
+        return kind.locArgFields.map { field -> String in
+            let text: String = switch data?.member(field) {
             case .string(let s)?: s
             case .int(let n)?: String(n)
             case .double(let d)?: d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
             case .bool(let b)?: String(b)
             default: ""
             }
+            return String(text.prefix(200))
         }
     }
 

@@ -231,6 +231,8 @@ async def test_registrations_go_with_their_app_token_on_every_node_and_the_app_l
     assert json.loads(out) == {"platform": "apns", "token": token, "environment": "production",
                                "events": sorted(["bark_detected", "dog_detected", "treat_dispensed", "mission_completed",
                                                  "robot_offline"])}
+    # Operators see it: the CLI and the admin API.
+    assert token in database.cli("push", "list", "--device", device_id)
     # A body over the limit is refused before it is read; junk is a 400.
     assert http_json(f"{pushing.url}/api/devices/{device_id}/push", app_token, "PUT", {"pad": "x" * 70_000})[0] == 413
     # Revoking the app token removes its registrations (a trigger; every node's mirror hears it).
