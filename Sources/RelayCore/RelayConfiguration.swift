@@ -2,8 +2,9 @@
 import WimzProtocol
 #endif
 
-/// Everything `wimz-relay serve` can be told, with the defaults in one place.
-/// Each field has a `WIMZ_*` environment variable and a `serve` flag (see `wimz-relay serve --help`).
+/// Everything `wimz-relay serve` can be told, with the defaults in one place. How each field is
+/// set (its `WIMZ_*` variable and flag) and the values it may take are rows of ``ServeOptions``;
+/// `validate()` checks a configuration however it was made.
 public struct RelayConfiguration: Sendable {
     /// libpq conninfo or `postgresql://` URL (`WIMZ_DATABASE_URL`).
     public var databaseURL: String
@@ -67,8 +68,10 @@ public struct RelayConfiguration: Sendable {
     /// `WIMZ_RECOVERY_SECONDS`; PROTOCOL.md v1.1 "Missed events").
     public var recoveryMessages = WimzProtocol.defaultRecoveryMessages
     public var recoverySeconds = 120.0
-    /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`, default 600).
+    /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`), unless its minter asks for
+    /// another lifetime within `pairingCodeRange`.
     public var pairingCodeSeconds = 600
+    public static let pairingCodeRange = SettingRange.from(30, to: 86_400)
     /// Failed authentications one address may make in a burst, and how many it gets back per
     /// second (`WIMZ_AUTH_FAILURE_BURST`, `WIMZ_AUTH_FAILURE_RATE`); past them its failing
     /// attempts get 429 (valid credentials still pass).
@@ -97,6 +100,8 @@ public struct RelayConfiguration: Sendable {
     public var upgradeHoldSeconds = 2.0
     /// How long a graceful stop waits for peers to acknowledge the 1001 close.
     public var shutdownGraceSeconds = 2
+    /// After SIGTERM, the process exits this much later whatever it is doing (`WIMZ_STOP_TIMEOUT`).
+    public var stopTimeoutSeconds = 20.0
     // Several nodes (docs/cluster.md).
     /// This node's id in `relay_nodes` (`WIMZ_NODE_ID`; default `hostname:port`, stable across restarts).
     public var nodeID: String?
@@ -118,6 +123,9 @@ public struct RelayConfiguration: Sendable {
         self.databaseURL = databaseURL
         self.migrationsDirectory = migrationsDirectory
     }
+
+    /// Every default; no database and no migrations directory (found beside the binary).
+    public static let defaults = RelayConfiguration(databaseURL: "", migrationsDirectory: "")
 
     /// Largest message the contract allows an operator to configure.
     public static let maxMessageBytesLimit = 1 << 20

@@ -16,22 +16,6 @@ public enum RobotHTTP {
     /// Methods the route accepts (others: 405 with `Allow`).
     public static let methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
-    /// `/api/devices/{device_id}/robot{rest}` split from the raw path: the device id as sent and
-    /// the robot's path (`/` when `rest` is empty). Nil for any other path. The device id is taken
-    /// from the raw path, so it is the same bytes the balancer hashes on.
-    public static func target(rawPath: String) -> (device: String, path: String)? {
-        let prefix = "/api/devices/"
-        guard rawPath.hasPrefix(prefix) else { return nil }
-        let rest = rawPath.dropFirst(prefix.count)
-        guard let slash = rest.firstIndex(of: "/") else { return nil }
-        let device = rest[..<slash]
-        let after = rest[rest.index(after: slash)...]
-        guard after.hasPrefix("robot") else { return nil }
-        let robotPath = after.dropFirst("robot".count)
-        guard robotPath.isEmpty || robotPath.hasPrefix("/") else { return nil }
-        return (String(device), robotPath.isEmpty ? "/" : String(robotPath))
-    }
-
     /// Hop-by-hop fields (RFC 9110 §7.6.1) and the ones HTTP framing recomputes.
     static let hopByHop: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",

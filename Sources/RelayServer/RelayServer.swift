@@ -50,6 +50,11 @@ public final class RelayServer {
     private var stop: StopSequence { components.stop }
 
     public init(configuration: RelayConfiguration, migrator: Migrator) throws {
+        do {
+            try configuration.validate()
+        } catch {
+            throw ServerError(description: error.description)
+        }
         self.configuration = configuration
         loop = try ServiceLoop(configuration: configuration, callbacks: callbacks)
         let waker = loop.waker
@@ -103,7 +108,7 @@ public final class RelayServer {
             database.forget(HTTPClient(wsi))
             robotHTTP.cancel(HTTPClient(wsi))
         }
-        gate.bodyLimit = { head in RobotHTTP.target(rawPath: head.rawPath) != nil ? configuration.robotHTTPMaxBody : HTTPGate.bodyLimit }
+        gate.bodyLimit = { [unowned router] head in router.bodyLimit(head) }
         gate.deferredTimeoutSeconds = Int32(max(30, configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
         let holdUntil = env.clock.monotonic() + UInt64(configuration.upgradeHoldSeconds * 1e9)
         gate.holdUpgrades = { [unowned authenticator] in !authenticator.credentials.isLoaded && env.clock.monotonic() < holdUntil }

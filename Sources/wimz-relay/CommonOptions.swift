@@ -17,15 +17,29 @@ enum Environment {
     }
 }
 
-/// Options shared by every command that talks to the database.
+/// Serve's settings `names`, from the environment, for commands that act for the relay (the
+/// realm secrets are managed in, the pairing codes' lifetime).
+func relaySettings(_ names: [String]) throws -> RelayConfiguration {
+    do {
+        return try ServeOptions.configuration(reading: names, environment: ProcessInfo.processInfo.environment)
+    } catch {
+        throw CLIError(error.description)
+    }
+}
+
+/// Options shared by every command that talks to the database (serve's rows of the same names).
 struct DatabaseOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"),
-            help: "libpq conninfo or postgresql:// URL (env WIMZ_DATABASE_URL).")
+    @Option(name: .customLong("database-url"), help: DatabaseOptions.help("WIMZ_DATABASE_URL"))
     var databaseURL: String?
 
-    @Option(name: .customLong("migrations-dir"),
-            help: "Directory of the numbered SQL migrations (env WIMZ_MIGRATIONS_DIR; default: found next to the binary).")
+    @Option(name: .customLong("migrations-dir"), help: DatabaseOptions.help("WIMZ_MIGRATIONS_DIR"))
     var migrationsDir: String?
+
+    /// The help of serve's option `env`.
+    static func help(_ env: String) -> ArgumentHelp {
+        let option = ServeOptions.option(env)
+        return ArgumentHelp("\(option?.help ?? "") (env \(env)\(option?.defaultText.map { ", default \($0)" } ?? "")).")
+    }
 
     func resolvedURL() throws -> String {
         guard let url = databaseURL ?? Environment.value("WIMZ_DATABASE_URL") else {

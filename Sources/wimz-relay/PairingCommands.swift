@@ -10,11 +10,14 @@ struct PairingCodeCommand: ParsableCommand {
         abstract: "Mint a pairing code an app redeems for an app token (POST /api/pairing). The code is printed alone on the last line.")
     @OptionGroup var database: DatabaseOptions
     @Option(help: "Device id.") var device: String
-    @Option(name: .customLong("expires-in"), help: "Seconds the code stays valid (default 600).") var expiresIn: Int = 600
+    @Option(name: .customLong("expires-in"), help: "Seconds the code stays valid (default: serve's, WIMZ_PAIRING_CODE_TTL).")
+    var expiresIn: Int?
 
     func run() throws {
         let deviceID = try parseDeviceID(device)
-        guard (30...86_400).contains(expiresIn) else { throw CLIError("--expires-in must be 30…86400 seconds") }
+        let expiresIn = try expiresIn ?? relaySettings(["WIMZ_PAIRING_CODE_TTL"]).pairingCodeSeconds
+        let range = RelayConfiguration.pairingCodeRange
+        guard range.contains(Double(expiresIn)) else { throw CLIError("--expires-in must be \(range.text) seconds") }
         let db = try database.connect()
         let minted = try storeCall { try PairingRepository(db).create(device: deviceID, ttl: expiresIn, actor: "cli", address: nil) }
         print("pairing code for device \(deviceID), single use, valid until \(minted.expiresAt.iso8601)")

@@ -15,8 +15,14 @@ struct TurnSecretCommand: ParsableCommand {
         subcommands: [Add.self, List.self, Rotate.self, Retire.self])
 
     struct RealmOption: ParsableArguments {
-        @Option(help: "TURN realm (env WIMZ_TURN_REALM, default wimz).") var realm: String?
-        var resolved: String { realm ?? Environment.value("WIMZ_TURN_REALM") ?? "wimz" }
+        @Option(help: "TURN realm (default: serve's, WIMZ_TURN_REALM, else wimz).") var realm: String?
+        var resolved: String {
+            get throws {
+                let name = try realm ?? relaySettings(["WIMZ_TURN_REALM"]).turnRealm
+                guard DeviceID(name) != nil else { throw CLIError("the realm must match [A-Za-z0-9_.-]{1,64}") }
+                return name
+            }
+        }
     }
 
     struct Add: ParsableCommand {
@@ -27,7 +33,7 @@ struct TurnSecretCommand: ParsableCommand {
 
         func run() throws {
             let db = try database.connect()
-            let secret = try storeCall { try TurnRepository(db).add(realm: realm.resolved, value: value, actor: "cli") }
+            let secret = try storeCall { try TurnRepository(db).add(realm: try realm.resolved, value: value, actor: "cli") }
             print("added TURN secret \(secret.id) (\(secret.masked)) in realm \(secret.realm); it now signs new credentials")
         }
     }
@@ -40,7 +46,7 @@ struct TurnSecretCommand: ParsableCommand {
         func run() throws {
             let db = try database.connect()
             let secret = try storeCall {
-                try TurnRepository(db).add(realm: realm.resolved, value: nil, actor: "cli", kind: .turnSecretRotated)
+                try TurnRepository(db).add(realm: try realm.resolved, value: nil, actor: "cli", kind: .turnSecretRotated)
             }
             print("rotated: TURN secret \(secret.id) (\(secret.masked)) now signs in realm \(secret.realm)")
         }
@@ -53,7 +59,7 @@ struct TurnSecretCommand: ParsableCommand {
 
         func run() throws {
             let db = try database.connect()
-            let secrets = try storeCall { try TurnRepository(db).secrets(realm: realm.resolved) }
+            let secrets = try storeCall { try TurnRepository(db).secrets(realm: try realm.resolved) }
             printTable(["ID", "REALM", "SECRET", "CREATED", "ROLE"], secrets.enumerated().map { i, s in
                 [String(s.id), s.realm, s.masked, s.createdAt.iso8601, i == 0 ? "signing" : "accepted"]
             })

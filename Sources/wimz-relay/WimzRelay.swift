@@ -10,6 +10,6 @@ struct WimzRelay: ParsableCommand {
             Every command that touches the database takes --database-url or WIMZ_DATABASE_URL
             (a libpq conninfo string or postgresql:// URL). Run 'wimz-relay migrate' before 'serve'.
             """,
-        subcommands: [Serve.self, Migrate.self, Device.self, Token.self, PairingCodeCommand.self, PushCommand.self, TurnSecretCommand.self, ClusterCommand.self, ProtocolConstantsCommand.self],
+        subcommands: [Serve.self, Migrate.self, Device.self, Token.self, PairingCodeCommand.self, PushCommand.self, TurnSecretCommand.self, ClusterCommand.self, ProtocolConstantsCommand.self, OptionsCommand.self],
         defaultSubcommand: nil)
 }

@@ -15,15 +15,6 @@ import Testing
 }
 
 @Suite struct RobotHTTPWireTests {
-    @Test func routeIsSplitFromTheRawPath() {
-        #expect(RobotHTTP.target(rawPath: "/api/devices/robot-42/robot/missions/start")! == ("robot-42", "/missions/start"))
-        #expect(RobotHTTP.target(rawPath: "/api/devices/d/robot")! == ("d", "/"))
-        #expect(RobotHTTP.target(rawPath: "/api/devices/d/robot/%2e%2e/x")! == ("d", "/%2e%2e/x"))
-        #expect(RobotHTTP.target(rawPath: "/api/devices/d/status") == nil)
-        #expect(RobotHTTP.target(rawPath: "/api/devices/d/robots") == nil)
-        #expect(RobotHTTP.target(rawPath: "/api/devices/d") == nil)
-    }
-
     @Test func requestHeadersLoseHopByHopAndTheRelaysOwn() {
         let kept = RobotHTTP.forwardedRequestHeaders([
             ("authorization", "Bearer x"), ("cookie", "a"), ("host", "h"), ("connection", "keep-alive, x-private"),

@@ -49,6 +49,44 @@ import Testing
         #expect(relay.request("GET", "/api/devices/d1/status", token: robot.secret)?.json["error"] as? String == "unknown_token")
     }
 
+    /// Every row of the table: the router refuses the wrong caller before any handler runs.
+    @Test func theRouterEnforcesEachRoutesAuth() {
+        let admin = "admin-token-for-tests-0123456789"
+        let relay = InProcessRelay {
+            $0.adminToken = admin
+            $0.authFailureBurst = 1_000_000  // this test fails on purpose, many times
+        }
+        let robot = relay.token("d1", .robot)
+        let app = relay.token("d1", .app)
+        let other = relay.token("d2", .app)
+        relay.storeReady([robot.entry, app.entry, other.entry])
+        for route in Routes.table {
+            let method = route.methods[0]
+            let path = route.pattern.replacingOccurrences(of: "{device_id}", with: "d1").replacingOccurrences(of: "{path+}", with: "x")
+                .replacingOccurrences(of: "{id}", with: "d1").replacingOccurrences(of: "{token_id}", with: "7")
+                .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
+            func error(_ token: String?) -> String? { relay.request(method, path, token: token)?.json["error"] as? String }
+            switch route.auth {
+            case .none: continue
+            case .admin:
+                #expect(error(nil) == "unknown_token" && error(app.secret) == "unknown_token", "\(method) \(path)")
+                #expect(error(admin) != "unknown_token", "\(method) \(path)")
+            case .robotOrApp, .robot, .app:
+                #expect(error(nil) == "missing_token", "\(method) \(path)")
+                #expect(error("wimz_a_unknown") == "unknown_token", "\(method) \(path)")
+                if route.pattern.contains("{device_id}") {
+                    #expect(error(other.secret) == "wrong_device", "\(method) \(path)")
+                }
+                if route.auth != .robotOrApp {
+                    #expect(error(route.auth == .app ? robot.secret : app.secret) == "wrong_role", "\(method) \(path)")
+                }
+                let own = route.auth == .robot ? robot.secret : app.secret
+                #expect(!["missing_token", "unknown_token", "wrong_device", "wrong_role"].contains(error(own) ?? ""), "\(method) \(path)")
+            }
+        }
+        #expect(relay.request("GET", "/api/devices/d%31/status", token: app.secret)?.json["error"] as? String == "bad_request")
+    }
+
     @Test func theAdminAPIHidesItselfWithoutItsToken() {
         #expect(InProcessRelay().request("GET", "/admin/devices")?.status == 404)
         let relay = InProcessRelay { $0.adminToken = "admin-secret" }

@@ -21,25 +21,6 @@ final class Authenticator {
         request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 
-    /// Bearer token → its mirror entry, with the contract's 401/503 when there is none and the
-    /// credential rules (expired, revoked, disabled) checked. `wants` is the 401's message.
-    func authenticate(_ request: HTTPRequest, wants: String) -> Authentication {
-        switch check(token: bearerToken(request), wants: wants) {
-        case .success(let entry): return .accepted(entry)
-        case .failure(let refusal): return .refused(refused(refusal.failure, refusal.message, address: clientAddress(request)))
-        }
-    }
-
-    /// `authenticate`, then the token must be `role`'s (either role's when nil) for `device`.
-    /// `messages` words the refusals a route words its own way (wrong role, say).
-    func authenticate(_ request: HTTPRequest, device: DeviceID, role: Role?, wants: String,
-                      messages: [AuthFailure: String] = [:]) -> Authentication {
-        switch check(token: bearerToken(request), device: device, role: role, wants: wants, messages: messages) {
-        case .success(let entry): return .accepted(entry)
-        case .failure(let refusal): return .refused(refused(refusal.failure, refusal.message, address: clientAddress(request)))
-        }
-    }
-
     /// A presented token (nil: none) against the mirror and the credential rules.
     func check(token: String?, wants: String) -> Result<CredentialEntry, Refusal> {
         guard let token else { return .failure(Refusal(.missingToken, wants)) }
@@ -135,10 +116,4 @@ struct Refusal: Error {
         self.failure = failure
         self.message = message
     }
-}
-
-/// A bearer token checked for an HTTP request: its entry, or the response refusing it.
-enum Authentication {
-    case accepted(CredentialEntry)
-    case refused(HTTPResponse)
 }

@@ -8,6 +8,8 @@ final class DatabaseExchange {
     let id: UInt64
     let client: HTTPClient
     var request: AdminAPI.Request
+    /// The admin operation, for requests of the admin API.
+    var endpoint: AdminAPI.Endpoint?
     var response: HTTPResponse?
     let startedAt: UInt64
     let peerAddress: String
@@ -49,7 +51,8 @@ final class DatabaseExchanges {
 
     /// An admin route (the token checked): reads the query arguments the route declares, then
     /// defers the request to the database worker (after its body, for POST).
-    func beginAdmin(_ request: HTTPRequest, route: Route, id: String?, body: [UInt8]?) -> HTTPResponse? {
+    func beginAdmin(_ request: HTTPRequest, _ endpoint: AdminAPI.Endpoint, route: Route, id: String?,
+                    body: [UInt8]?) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         var query: [String: String] = [:]
         for key in route.query {
@@ -59,8 +62,9 @@ final class DatabaseExchanges {
                 return .error(error.status, error.code, error.message)
             }
         }
-        let exchange = register(request, AdminAPI.Request(method: method, path: path, pattern: route.pattern, id: id,
-                                                          query: query, body: [], remoteAddress: authenticator.clientAddress(request)))
+        let exchange = register(request, AdminAPI.Request(method: method, path: path, id: id, query: query, body: [],
+                                                          remoteAddress: authenticator.clientAddress(request)))
+        exchange.endpoint = endpoint
         if let body {
             // The gate read the whole body already.
             exchange.request.body = body
@@ -90,10 +94,12 @@ final class DatabaseExchanges {
     }
 
     private func dispatch(_ exchange: DatabaseExchange) {
+        guard let endpoint = exchange.endpoint else { return }
         let request = exchange.request
+        let configuration = env.configuration
         submit(exchange) { db in
             do {
-                let (status, body) = try AdminAPI.handle(request, db: db)
+                let (status, body) = try AdminAPI.handle(endpoint, request, db: db, configuration: configuration)
                 return .json(status, body)
             } catch let failure as AdminAPI.Failure {
                 return .error(failure.status, failure.code, failure.message)

@@ -36,42 +36,34 @@ final class PairingEndpoint {
         refusedUntil.removeOldest { $0 <= now }
     }
 
-    /// Runs `body` for the robot token of `deviceText`; the contract's refusals otherwise, and
-    /// 429 past the per-token rate of these calls.
-    private func withRobot(_ request: HTTPRequest, device deviceText: String,
-                           _ body: (CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
-        guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
-        switch authenticator.authenticate(request, device: device, role: .robot,
-                                          wants: "Authorization: Bearer <robot token of this device> is required",
-                                          messages: [.wrongRole: "this call takes the robot's token"]) {
-        case .refused(let response): return response
-        case .accepted(let entry):
-            guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
-                return .authFailure(.rateLimited, message: "too many pairing calls for this token")
-            }
-            return body(entry)
+    /// Runs `body` for the device's robot token (the router checked it); 429 past the per-token
+    /// rate of these calls.
+    private func withRobot(_ entry: CredentialEntry, _ body: () -> HTTPResponse?) -> HTTPResponse? {
+        guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
+            return .authFailure(.rateLimited, message: "too many pairing calls for this token")
         }
+        return body()
     }
 
     /// `POST /api/devices/{id}/pairing-codes` (robot token).
-    func mintPairingCode(_ request: HTTPRequest, device: String) -> HTTPResponse? {
-        withRobot(request, device: device) { entry in mintPairingCode(request, entry: entry) }
+    func mintPairingCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
+        withRobot(entry) { mintCode(request, entry: entry) }
     }
 
     /// `GET /api/devices/{id}/app-tokens` (robot token).
-    func listAppTokens(_ request: HTTPRequest, device: String) -> HTTPResponse? {
-        withRobot(request, device: device) { entry in listAppTokens(request, entry: entry) }
+    func listAppTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
+        withRobot(entry) { appTokens(request, entry: entry) }
     }
 
     /// `DELETE /api/devices/{id}/app-tokens/{token_id}` (robot token).
-    func revokeAppToken(_ request: HTTPRequest, device: String, tokenText: String) -> HTTPResponse? {
+    func revokeAppToken(_ request: HTTPRequest, entry: CredentialEntry, tokenText: String) -> HTTPResponse? {
         guard let tokenID = Int64(tokenText), tokenID > 0 else {
             return .error(400, "bad_request", "token id must be a positive number")
         }
-        return withRobot(request, device: device) { entry in revokeAppToken(request, entry: entry, tokenID: tokenID) }
+        return withRobot(entry) { revoke(request, entry: entry, tokenID: tokenID) }
     }
 
-    private func mintPairingCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
+    private func mintCode(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let ttl = env.configuration.pairingCodeSeconds
         let address = authenticator.clientAddress(request)
         return database.answer(request) { db in
@@ -122,7 +114,7 @@ final class PairingEndpoint {
     static let tooManyFailures = HTTPResponse.error(429, "rate_limited", "too many failed pairing attempts from this address; retry in a minute",
                                                     headers: [("Retry-After", "60")])
 
-    private func listAppTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
+    private func appTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
         let device = entry.token.deviceID
         return database.answer(request) { db in
             let tokens = try TokenRepository(db).list(device: device).filter { $0.role == .app }
@@ -130,7 +122,7 @@ final class PairingEndpoint {
         }
     }
 
-    private func revokeAppToken(_ request: HTTPRequest, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
+    private func revoke(_ request: HTTPRequest, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
         let device = entry.token.deviceID
         return database.answer(request) { db in
             guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })

@@ -24,26 +24,17 @@ final class PushEndpoint {
         self.push = push
     }
 
-    /// Runs `body` for the app token of `deviceText`; the contract's refusals otherwise, and 501
-    /// without an APNs key.
-    private func withApp(_ request: HTTPRequest, device deviceText: String,
-                         _ body: (DeviceID, CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
-        guard let device = DeviceID(deviceText) else { return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}") }
-        switch authenticator.authenticate(request, device: device, role: .app,
-                                          wants: "Authorization: Bearer <app token of this device> is required",
-                                          messages: [.wrongRole: "push registrations take an app token"]) {
-        case .refused(let response): return response
-        case .accepted(let entry):
-            guard push.isEnabled else {
-                return .error(501, "push_not_configured", "this relay has no APNs key (WIMZ_APNS_KEY_FILE)")
-            }
-            return body(device, entry)
+    /// Runs `body` for an app token of the device (the router checked it); 501 without an APNs key.
+    private func withApp(_ entry: CredentialEntry, _ body: (DeviceID, CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
+        guard push.isEnabled else {
+            return .error(501, "push_not_configured", "this relay has no APNs key (WIMZ_APNS_KEY_FILE)")
         }
+        return body(entry.token.deviceID, entry)
     }
 
     /// `PUT /api/devices/{id}/push`.
-    func register(_ request: HTTPRequest, device: String, body: [UInt8]?) -> HTTPResponse? {
-        withApp(request, device: device) { device, entry in
+    func register(_ request: HTTPRequest, entry: CredentialEntry, body: [UInt8]?) -> HTTPResponse? {
+        withApp(entry) { device, entry in
             guard let body else { return .error(501, "not_supported", "push registration needs the relay's own HTTP front") }
             let registration: PushRegistration
             switch Self.parse(body, device: device, appTokenID: entry.token.id) {
@@ -63,8 +54,8 @@ final class PushEndpoint {
     }
 
     /// `GET /api/devices/{id}/push`.
-    func list(_ request: HTTPRequest, device: String) -> HTTPResponse? {
-        withApp(request, device: device) { device, entry in
+    func list(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
+        withApp(entry) { device, entry in
             database.answer(request) { db in
                 let mine = try PushRepository(db).registrations(device: device).filter { $0.appTokenID == entry.token.id }
                 return .json(200, .object([("registrations", .array(mine.map(Self.json)))]))
@@ -73,8 +64,8 @@ final class PushEndpoint {
     }
 
     /// `DELETE /api/devices/{id}/push/{token}`.
-    func remove(_ request: HTTPRequest, device: String, token: String) -> HTTPResponse? {
-        withApp(request, device: device) { device, entry in
+    func remove(_ request: HTTPRequest, entry: CredentialEntry, token: String) -> HTTPResponse? {
+        withApp(entry) { device, entry in
             guard let hex = Self.hexToken(token) else { return .error(404, "not_found", "no such registration") }
             return database.answer(request) { db in
                 try PushRepository(db).remove(device: device, token: hex, appTokenID: entry.token.id, reason: "app")

@@ -20,7 +20,6 @@ struct RobotHTTPClient: Hashable {
 /// out or the robot left. Owns the exchanges in flight and the per-token limit.
 final class RobotHTTPEndpoint {
     private let env: RelayEnvironment
-    private let authenticator: Authenticator
     private let cluster: ClusterCoordinator
     private let respond: (HTTPClient, HTTPResponse) -> Void
     private var exchanges: RobotHTTPExchanges<RobotHTTPClient>
@@ -28,10 +27,9 @@ final class RobotHTTPEndpoint {
     private var limiter: KeyedRateLimiter<Int64>
 
     /// `respond` writes an answer on the client's connection (the gate's `respond`).
-    init(env: RelayEnvironment, authenticator: Authenticator, cluster: ClusterCoordinator,
+    init(env: RelayEnvironment, cluster: ClusterCoordinator,
          respond: @escaping (HTTPClient, HTTPResponse) -> Void) {
         self.env = env
-        self.authenticator = authenticator
         self.cluster = cluster
         self.respond = respond
         let configuration = env.configuration
@@ -61,27 +59,20 @@ final class RobotHTTPEndpoint {
     func cancel(_ client: HTTPClient) { exchanges.cancel(client: RobotHTTPClient(client: client, method: "", path: "", peerAddress: "")) }
 
     /// Nil: the answer comes later.
-    func request(_ request: HTTPRequest, target: (device: String, path: String), body: [UInt8]?) -> HTTPResponse? {
-        let response = startRobotRequest(request, target: target, body: body)
+    func request(_ request: HTTPRequest, entry: CredentialEntry, path: String, body: [UInt8]?) -> HTTPResponse? {
+        let response = startRobotRequest(request, entry: entry, path: path, body: body)
         if let response { env.counters.robotHTTPStatuses[response.status, default: 0] += 1 }
         return response
     }
 
-    private func startRobotRequest(_ request: HTTPRequest, target: (device: String, path: String),
+    /// `path`: the robot's path as sent (the route's `{path+}`); `entry`: an app token of the
+    /// device (the router checked it).
+    private func startRobotRequest(_ request: HTTPRequest, entry: CredentialEntry, path: String,
                                    body: [UInt8]?) -> HTTPResponse? {
         let method = request.head.method
+        let device = entry.token.deviceID
         guard let body else {
             return .error(501, "not_supported", "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
-        }
-        guard let device = DeviceID(target.device) else {
-            return .error(400, "bad_request", "device id is not [A-Za-z0-9_.-]{1,64}")
-        }
-        let entry: CredentialEntry
-        switch authenticator.authenticate(request, device: device, role: .app,
-                                          wants: "Authorization: Bearer <app token of this device> is required",
-                                          messages: [.wrongRole: "HTTP to the robot takes an app token"]) {
-        case .refused(let response): return response
-        case .accepted(let found): entry = found
         }
         let now = env.clock.monotonic()
         guard limiter.allow(entry.token.id, now: now) else {
@@ -99,7 +90,7 @@ final class RobotHTTPEndpoint {
         guard let id = exchanges.begin(client: client, device: device, robot: robot.id, now: now) else {
             return .error(429, "too_many_requests", "too many requests are waiting for this robot", headers: [("Retry-After", "1")])
         }
-        let frame = RobotHTTP.requestFrame(id: id, method: method, path: target.path, query: request.head.rawQuery,
+        let frame = RobotHTTP.requestFrame(id: id, method: method, path: path, query: request.head.rawQuery,
                                            headers: RobotHTTP.forwardedRequestHeaders(request.head.headers),
                                            bodyBase64: body.isEmpty ? nil : Base64.encode(body))
         // A robot whose queue cannot take the request is busy, not slow: the app retries, and

@@ -27,28 +27,142 @@ final class Router {
         self.handlers = handlers
     }
 
+    /// Who the router let through to a handler: the route's `auth`, checked.
+    enum Caller {
+        case anyone
+        case admin
+        /// A robot or app token (for the route's device, when it names one).
+        case token(CredentialEntry)
+
+        var entry: CredentialEntry? {
+            if case .token(let entry) = self { return entry }
+            return nil
+        }
+    }
+
+    /// A route found, or the answer without one.
+    enum Resolution {
+        case route(Route, parameters: [String: String])
+        case answer(HTTPResponse)
+    }
+
+    /// A caller let through, or the refusal.
+    enum Authorization {
+        case caller(Caller)
+        case refused(HTTPResponse)
+    }
+
+    /// The route for `request`, or the 404/405 answer. The upgrade-only paths answer 400.
+    func resolve(_ request: HTTPRequest) -> Resolution {
+        let (method, path) = request.methodAndPath
+        if path == "/ws/robot" || path == "/ws/app" {
+            return .answer(.error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade"))
+        }
+        // The admin API says which of its paths and methods exist only to the admin.
+        if path.hasPrefix("/admin/"), let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
+        switch Routes.resolve(method: method, rawPath: request.head.rawPath) {
+        case .found(let route, let parameters): return .route(route, parameters: parameters)
+        case .methodNotAllowed(let allowed):
+            let allow = allowed.joined(separator: ", ")
+            return .answer(.error(405, "method_not_allowed", "use \(allow)", headers: [("Allow", allow)]))
+        case .notFound:
+            return .answer(.error(404, "not_found", path.hasPrefix("/admin/") ? "no such admin endpoint" : "no such endpoint"))
+        }
+    }
+
+    /// Checks the route's `auth` for `request`: the caller, or the refusal (401/403/429/503 in
+    /// the contract's terms, counted toward the address's failure limit; 400 for a malformed
+    /// device id in the path).
+    func authorize(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> Authorization {
+        let authenticator = handlers.authenticator
+        let role: Role?
+        switch route.auth {
+        case .none: return .caller(.anyone)
+        case .admin: return authenticator.adminRefusal(request).map { .refused($0) } ?? .caller(.admin)
+        case .robotOrApp: role = nil
+        case .robot: role = .robot
+        case .app: role = .app
+        }
+        let wants = "Authorization: Bearer <\(route.auth == .robotOrApp ? "robot or app" : route.auth.rawValue) token> is required"
+        let result: Result<CredentialEntry, Refusal>
+        if let deviceText = parameters["device_id"] {
+            guard let device = DeviceID(deviceText) else { return .refused(.error(400, "bad_request", "invalid device id")) }
+            result = authenticator.check(token: authenticator.bearerToken(request), device: device, role: role, wants: wants,
+                                         messages: [.wrongRole: route.wrongRoleMessage])
+        } else {
+            result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
+        }
+        switch result {
+        case .success(let entry): return .caller(.token(entry))
+        case .failure(let refusal):
+            return .refused(authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request)))
+        }
+    }
+
+    /// The head alone, before the gate reads a body: a request whose route or credential fails
+    /// is answered now, so nobody without a credential makes the relay read (or buffer) a body.
+    /// Nil: read the body (at most the route's limit), then `route`.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        switch resolve(request) {
+        case .answer(let response): return response
+        case .route(let route, let parameters):
+            if case .refused(let refusal) = authorize(request, route, parameters) { return refusal }
+            return nil
+        }
+    }
+
+    /// The largest body `head`'s route reads.
+    func bodyLimit(_ head: HTTPRequestHead) -> Int {
+        guard case .found(let route, _) = Routes.resolve(method: head.method, rawPath: head.rawPath) else { return HTTPGate.bodyLimit }
+        switch route.bodyLimit {
+        case .standard: return HTTPGate.bodyLimit
+        case .robotHTTP: return env.configuration.robotHTTPMaxBody
+        }
+    }
+
     /// The answer to `request`; nil when it comes later (admin API, pairing, HTTP to the
     /// robot). `body` is the whole request body when the gate read it (nil: lws delivers it
     /// through callbacks, TLS served by lws).
     func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
         env.thread.assertOnServiceThread()
+        let route: Route, parameters: [String: String], caller: Caller
+        switch resolve(request) {
+        case .answer(let response): return response
+        case .route(let found, let foundParameters): (route, parameters) = (found, foundParameters)
+        }
+        switch authorize(request, route, parameters) {
+        case .refused(let refusal): return refusal
+        case .caller(let authorized): caller = authorized
+        }
+        return dispatch(request, route, parameters, caller: caller, body: body)
+    }
+
+    /// The route's handler, its caller checked.
+    private func dispatch(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String], caller: Caller,
+                          body: [UInt8]?) -> HTTPResponse? {
         let h = handlers
-        let (method, path) = request.methodAndPath
-        if path == "/ws/robot" || path == "/ws/app" {
-            return .error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade")
+        // Token routes: the entry, for the route's device where the path names one.
+        guard let entry = caller.entry else { return dispatchUnauthenticated(request, route, parameters, body: body) }
+        let device = entry.token.deviceID
+        switch route.handler {
+        case .turnCredentials: return h.turn.credentials(request, entry: entry)
+        case .deviceStatus: return h.cluster.presence(of: device, request)
+        case .deviceState: return h.state.state(request, device: device)
+        case .robotHTTP: return h.robotHTTP.request(request, entry: entry, path: parameters["path+"] ?? "/", body: body)
+        case .registerPush: return h.push.register(request, entry: entry, body: body)
+        case .listPush: return h.push.list(request, entry: entry)
+        case .removePush: return h.push.remove(request, entry: entry, token: parameters["token"] ?? "")
+        case .mintPairingCode: return h.pairing.mintPairingCode(request, entry: entry)
+        case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
+        case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
+        default: return .error(500, "internal_error", "route without its handler")
         }
-        let isAdmin = path.hasPrefix("/admin/")
-        if isAdmin, let refusal = h.authenticator.adminRefusal(request) { return refusal }
-        let route: Route
-        let parameters: [String: String]
-        switch Routes.resolve(method: method, rawPath: request.head.rawPath) {
-        case .notFound: return .error(404, "not_found", isAdmin ? "no such admin endpoint" : "no such endpoint")
-        case .methodNotAllowed(let allowed):
-            let allow = allowed.joined(separator: ", ")
-            return .error(405, "method_not_allowed", "use \(allow)", headers: [("Allow", allow)])
-        case .found(let found, let foundParameters): (route, parameters) = (found, foundParameters)
-        }
-        let device = parameters["device_id"] ?? ""
+    }
+
+    /// Routes open to anyone, and the admin API's (the admin token checked).
+    private func dispatchUnauthenticated(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String],
+                                         body: [UInt8]?) -> HTTPResponse? {
+        let h = handlers
         switch route.handler {
         case .healthz:
             return .json(200, .object([("status", "ok")]))
@@ -58,72 +172,17 @@ final class Router {
             if health.state == .ready { return .json(200, .object([("status", "ready")])) }
             return .json(503, .object([("status", .string(health.state.rawValue)), ("reason", .string(health.reason))]))
         case .metrics: return h.metrics.render()
-        case .turnCredentials: return h.turn.credentials(request)
-        case .deviceStatus: return deviceStatus(request, device: device)
-        case .deviceState: return h.state.state(request, device: device)
-        case .robotHTTP:
-            // The robot's path goes on exactly as sent: taken from the raw path.
-            guard let target = RobotHTTP.target(rawPath: request.head.rawPath) else {
-                return .error(404, "not_found", "no such endpoint")
-            }
-            return h.robotHTTP.request(request, target: target, body: body)
-        case .mintPairingCode: return h.pairing.mintPairingCode(request, device: device)
         case .redeemPairingCode:
             guard let body else {
                 return .error(501, "not_supported", "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
             }
             return h.pairing.redeemPairingCode(request, body: body)
-        case .pushRegistrations:
-            return method == "PUT" ? h.push.register(request, device: device, body: body) : h.push.list(request, device: device)
-        case .pushRegistration: return h.push.remove(request, device: device, token: parameters["token"] ?? "")
-        case .listAppTokens: return h.pairing.listAppTokens(request, device: device)
-        case .revokeAppToken: return h.pairing.revokeAppToken(request, device: device, tokenText: parameters["token_id"] ?? "")
-        case .admin: return h.database.beginAdmin(request, route: route, id: parameters["id"], body: body)
+        case .admin(let endpoint): return h.database.beginAdmin(request, endpoint, route: route, id: parameters["id"], body: body)
         case .adminPresence:
             // The cluster's view, merged with this node's own (fresher) one.
             guard let id = DeviceID(parameters["id"] ?? "") else { return .error(400, "bad_request", "invalid device id") }
             return h.cluster.presence(of: id, request)
-        }
-    }
-
-    /// The head alone, before the gate reads a body: a route that takes a credential refuses a
-    /// request whose credential fails here and now, so nobody without one makes the relay read
-    /// (or buffer) a body. The handler checks the same credential again once the body is in:
-    /// this is an early answer, not a second policy. Nil: read the body.
-    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
-        guard case .found(let route, let parameters) = Routes.resolve(method: request.head.method, rawPath: request.head.rawPath)
-        else { return nil }
-        let authenticator = handlers.authenticator
-        let wants = "Authorization: Bearer <token> is required"
-        let result: Result<CredentialEntry, Refusal>
-        switch route.auth {
-        case .none:
-            return nil
-        case .admin:
-            return authenticator.adminRefusal(request)
-        case .robotOrApp:
-            result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
-        case .robot, .app:
-            guard let device = DeviceID(parameters["device_id"] ?? "") else { return nil }  // the handler's 400
-            result = authenticator.check(token: authenticator.bearerToken(request), device: device,
-                                         role: route.auth == .robot ? .robot : .app, wants: wants,
-                                         messages: route.handler == .robotHTTP ? [.wrongRole: "HTTP to the robot takes an app token"]
-                                             : route.handler == .pushRegistrations || route.handler == .pushRegistration
-                                             ? [.wrongRole: "push registrations take an app token"]
-                                             : [.wrongRole: "this call takes the robot's token"])
-        }
-        guard case .failure(let refusal) = result else { return nil }
-        return authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request))
-    }
-
-    /// `GET /api/devices/ID/status`: presence, for a robot or app token of that device.
-    private func deviceStatus(_ request: HTTPRequest, device idText: String) -> HTTPResponse? {
-        guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
-        switch handlers.authenticator.authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
-        case .refused(let response): return response
-        case .accepted(let entry):
-            if entry.token.deviceID != device { return .authFailure(.wrongDevice, message: "token belongs to another device") }
-            return handlers.cluster.presence(of: device, request)
+        default: return .error(500, "internal_error", "route without its handler")
         }
     }
 }

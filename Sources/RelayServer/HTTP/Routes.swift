@@ -1,43 +1,64 @@
 import RelayCore
 
 /// Every HTTP route the relay serves, in one table: method, path pattern (OpenAPI's, as in
-/// docs/openapi.json), who may call it, the query arguments it reads, and its handler. Dispatch,
-/// 404, 405 with `Allow`, the admin API's query arguments and the check against the OpenAPI
-/// document (RoutesTests) all read this table, so a new endpoint is one row here, its handler,
-/// and its OpenAPI entry.
+/// docs/openapi.json), who may call it, the query arguments it reads, its body limit and its
+/// handler. The router enforces `auth` (the handler gets the caller) and dispatches once; 404,
+/// 405 with `Allow`, the admin API's query arguments and the check against the OpenAPI document
+/// (RoutesTests) all read this table, so a new endpoint is one row here, its handler, and its
+/// OpenAPI entry.
 ///
 /// Patterns: `{name}` is one non-empty path segment (percent-decoded), a final `{path+}` the rest
 /// (one or more segments, as sent). Matching runs on the path as sent, split at `/`.
 struct Route: Sendable {
-    /// Who may call a route. The handler checks it (the table says it, for readers and the
-    /// OpenAPI check).
+    /// Who may call a route: the router checks it before the handler runs (and, for a request
+    /// with a body, before the body is read).
     enum Auth: String, Sendable {
         case none, admin
         case robotOrApp = "robot_or_app"
         case robot, app
     }
 
-    enum Handler: Sendable {
+    enum Handler: Sendable, Equatable {
         case healthz, readyz, metrics, turnCredentials, deviceStatus, deviceState, robotHTTP
         case mintPairingCode, redeemPairingCode, listAppTokens, revokeAppToken
-        case pushRegistrations, pushRegistration
-        /// Answered by the database worker (AdminAPI), by pattern.
-        case admin
+        case registerPush, listPush, removePush
+        /// Answered by the database worker (`AdminAPI`).
+        case admin(AdminAPI.Endpoint)
         case adminPresence
+    }
+
+    /// The largest body a route reads.
+    enum BodyLimit: Sendable {
+        /// 64 KiB (`HTTPGate.bodyLimit`).
+        case standard
+        /// `WIMZ_ROBOT_HTTP_MAX_BODY`.
+        case robotHTTP
     }
 
     let methods: [String]
     let pattern: String
     let auth: Auth
     let query: [String]
+    let bodyLimit: BodyLimit
     let handler: Handler
 
-    init(_ methods: [String], _ pattern: String, _ auth: Auth, query: [String] = [], _ handler: Handler) {
+    init(_ methods: [String], _ pattern: String, _ auth: Auth, query: [String] = [], bodyLimit: BodyLimit = .standard,
+         _ handler: Handler) {
         self.methods = methods
         self.pattern = pattern
         self.auth = auth
         self.query = query
+        self.bodyLimit = bodyLimit
         self.handler = handler
+    }
+
+    /// The refusal of a token of the other role, in the words of the route.
+    var wrongRoleMessage: String {
+        switch handler {
+        case .robotHTTP: return "HTTP to the robot takes an app token"
+        case .registerPush, .listPush, .removePush: return "push registrations take an app token"
+        default: return auth == .robot ? "this call takes the robot's token" : "this call takes an app token"
+        }
     }
 
     /// The path parameters of `segments` (raw) when they match this route's pattern.
@@ -46,15 +67,20 @@ struct Route: Sendable {
         var parameters: [String: String] = [:]
         for (k, part) in want.enumerated() {
             if part == "{path+}" {
-                // The rest as it is (empty segments too: `/robot/` is the robot's `/`).
-                return segments.count > k ? parameters : nil
+                // The rest as sent (empty segments too: `/robot/` is the robot's `/`).
+                guard segments.count > k else { return nil }
+                parameters["path+"] = "/" + segments[k...].joined(separator: "/")
+                return parameters
             }
             guard k < segments.count else { return nil }
             if part.hasPrefix("{") {
                 guard !segments[k].isEmpty else { return nil }
+                let name = String(part.dropFirst().dropLast())
                 let raw = Array(segments[k].utf8)
-                parameters[String(part.dropFirst().dropLast())] =
-                    (try? HTTPRequestHead.percentDecode(raw[...], what: "the path")) ?? String(segments[k])
+                // A device id stays as sent: the bytes the balancer hashes on (an id never needs
+                // escapes, so an escaped one is refused, not decoded onto another node's device).
+                parameters[name] = name == "device_id" ? String(segments[k])
+                    : (try? HTTPRequestHead.percentDecode(raw[...], what: "the path")) ?? String(segments[k])
             } else if part != segments[k] {
                 return nil
             }
@@ -73,31 +99,33 @@ enum Routes {
         // The robot's last-known state (PROTOCOL.md v1.2).
         Route(["GET"], "/api/devices/{device_id}/state", .robotOrApp, .deviceState),
         // HTTP to the robot (PROTOCOL.md v1.1): the path after /robot goes to the robot as sent.
-        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot", .app, .robotHTTP),
-        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot/{path+}", .app, .robotHTTP),
+        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot", .app, bodyLimit: .robotHTTP, .robotHTTP),
+        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot/{path+}", .app, bodyLimit: .robotHTTP, .robotHTTP),
         // Push registrations (PROTOCOL.md v1.2).
-        Route(["GET", "PUT"], "/api/devices/{device_id}/push", .app, .pushRegistrations),
-        Route(["DELETE"], "/api/devices/{device_id}/push/{token}", .app, .pushRegistration),
+        Route(["PUT"], "/api/devices/{device_id}/push", .app, .registerPush),
+        Route(["GET"], "/api/devices/{device_id}/push", .app, .listPush),
+        Route(["DELETE"], "/api/devices/{device_id}/push/{token}", .app, .removePush),
         // Pairing (PROTOCOL.md v1.1).
         Route(["POST"], "/api/devices/{device_id}/pairing-codes", .robot, .mintPairingCode),
         Route(["POST"], "/api/pairing", .none, .redeemPairingCode),
         Route(["GET"], "/api/devices/{device_id}/app-tokens", .robot, .listAppTokens),
         Route(["DELETE"], "/api/devices/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
         // The admin API (AdminAPI.swift answers them on the database worker).
-        Route(["GET", "POST"], "/admin/devices", .admin, .admin),
-        Route(["GET"], "/admin/devices/{id}", .admin, .admin),
-        Route(["POST"], "/admin/devices/{id}/disable", .admin, .admin),
-        Route(["POST"], "/admin/devices/{id}/enable", .admin, .admin),
-        Route(["POST"], "/admin/devices/{id}/tokens", .admin, .admin),
-        Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin, .admin),
+        Route(["GET"], "/admin/devices", .admin, .admin(.listDevices)),
+        Route(["POST"], "/admin/devices", .admin, .admin(.addDevice)),
+        Route(["GET"], "/admin/devices/{id}", .admin, .admin(.device)),
+        Route(["POST"], "/admin/devices/{id}/disable", .admin, .admin(.disableDevice)),
+        Route(["POST"], "/admin/devices/{id}/enable", .admin, .admin(.enableDevice)),
+        Route(["POST"], "/admin/devices/{id}/tokens", .admin, .admin(.issueToken)),
+        Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin, .admin(.mintPairingCode)),
         Route(["GET"], "/admin/devices/{id}/presence", .admin, .adminPresence),
-        Route(["GET"], "/admin/devices/{id}/push", .admin, .admin),
-        Route(["GET"], "/admin/tokens", .admin, query: ["device_id"], .admin),
-        Route(["POST"], "/admin/tokens/{id}/revoke", .admin, .admin),
-        Route(["GET"], "/admin/turn-secrets", .admin, query: ["realm"], .admin),
-        Route(["POST"], "/admin/turn-secrets/rotate", .admin, query: ["realm"], .admin),
-        Route(["GET"], "/admin/audit", .admin, query: ["device_id", "from", "to", "after", "limit"], .admin),
-        Route(["GET"], "/admin/cluster/nodes", .admin, .admin),
+        Route(["GET"], "/admin/devices/{id}/push", .admin, .admin(.pushRegistrations)),
+        Route(["GET"], "/admin/tokens", .admin, query: ["device_id"], .admin(.listTokens)),
+        Route(["POST"], "/admin/tokens/{id}/revoke", .admin, .admin(.revokeToken)),
+        Route(["GET"], "/admin/turn-secrets", .admin, query: ["realm"], .admin(.turnSecrets)),
+        Route(["POST"], "/admin/turn-secrets/rotate", .admin, query: ["realm"], .admin(.rotateTurnSecret)),
+        Route(["GET"], "/admin/audit", .admin, query: ["device_id", "from", "to", "after", "limit"], .admin(.audit)),
+        Route(["GET"], "/admin/cluster/nodes", .admin, .admin(.clusterNodes)),
     ]
 
     enum Resolution {

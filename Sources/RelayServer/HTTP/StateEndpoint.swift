@@ -16,12 +16,10 @@ import RelayWorkers
 final class StateEndpoint {
     let writer: StateWriter
     private let env: RelayEnvironment
-    private let authenticator: Authenticator
     private let database: DatabaseExchanges
 
-    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges) {
+    init(env: RelayEnvironment, database: DatabaseExchanges) {
         self.env = env
-        self.authenticator = authenticator
         self.database = database
         writer = StateWriter(conninfo: env.configuration.databaseURL)
     }
@@ -31,14 +29,8 @@ final class StateEndpoint {
         writer.submit(env.hub.takeChangedState(now: env.clock.monotonic(), wallClock: env.clock.wall()))
     }
 
-    /// `GET /api/devices/{device_id}/state`.
-    func state(_ request: HTTPRequest, device idText: String) -> HTTPResponse? {
-        guard let device = DeviceID(idText) else { return .error(400, "bad_request", "invalid device id") }
-        switch authenticator.authenticate(request, device: device, role: nil,
-                                          wants: "Authorization: Bearer <robot or app token> is required") {
-        case .refused(let response): return response
-        case .accepted: break
-        }
+    /// `GET /api/devices/{device_id}/state` (a token of `device`, checked by the router).
+    func state(_ request: HTTPRequest, device: DeviceID) -> HTTPResponse? {
         let wall = env.clock.wall()
         let local = env.hub.knownEvents(of: device, now: env.clock.monotonic(), wallClock: wall)
         let onlineHere = env.hub.status(of: device).online

@@ -15,14 +15,9 @@ final class TurnEndpoint {
         service = TurnService(configuration: env.configuration)
     }
 
-    /// `GET /api/turn/credentials`: bearer token of an enabled device, `?ttl=` clamped;
-    /// 401/403/429/503 with JSON bodies.
-    func credentials(_ request: HTTPRequest) -> HTTPResponse {
-        let entry: CredentialEntry
-        switch authenticator.authenticate(request, wants: "Authorization: Bearer <robot or app token> is required") {
-        case .refused(let response): return response
-        case .accepted(let found): entry = found
-        }
+    /// `GET /api/turn/credentials` for `entry`'s token (the router checked it), `?ttl=` clamped;
+    /// 429/503 with JSON bodies.
+    func credentials(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse {
         guard service.allowRequest(tokenID: entry.token.id, now: env.clock.monotonic()) else {
             return .authFailure(.rateLimited, message: "too many credential requests for this token")
         }

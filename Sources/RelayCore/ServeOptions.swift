@@ -1,0 +1,225 @@
+#if canImport(WimzProtocol)
+import WimzProtocol
+#endif
+
+/// Every setting of `wimz-relay serve`, once: the CLI's help and parsing, `validate()`, the env
+/// example (`systemd/wimz-relay.env.example`) and the README's table are made from this table
+/// (`wimz-relay options` prints the generated files; a test keeps them equal).
+public enum ServeOptions {
+    public static let all: [ServeOption] = service + turn + tls + websocket + robotHTTP + recovery + push + cluster
+
+    static let service: [ServeOption] = [
+        .custom("WIMZ_DATABASE_URL", "database-url", .service, "PostgreSQL: libpq conninfo or postgresql:// URL (required).",
+                defaultText: nil, example: "postgresql://wimz_relay:CHANGE-ME@db.internal/wimz?sslmode=verify-full") {
+            $0.databaseURL = $1
+        },
+        .custom("WIMZ_MIGRATIONS_DIR", "migrations-dir", .service, "Directory of the numbered SQL migrations.",
+                defaultText: "found beside the binary", describing: true, example: "/usr/local/share/wimz-relay/migrations") {
+            $0.migrationsDirectory = $1
+        },
+        .custom("WIMZ_LISTEN", "listen", .service,
+                "host:port to listen on (IPv6 as [::1]:8080); port 0 picks a free one (logged). Behind a TLS proxy keep it on loopback or a private address.",
+                defaultText: "127.0.0.1:8080") { config, text throws(ConfigurationError) in
+            guard let (host, port) = RelayConfiguration.parseListen(text) else {
+                throw ConfigurationError("invalid listen address '\(text.prefix(80))': expected host:port")
+            }
+            (config.listenHost, config.listenPort) = (host, port)
+        },
+        .optional("WIMZ_ADMIN_TOKEN", nil, .service, \.adminToken,
+                  "Bearer token of the admin API (off without one): at least 128 bits, e.g. `openssl rand -hex 32`, or the relay refuses to start. Never on the command line.",
+                  example: ""),
+        .custom("WIMZ_ADMIN_TOKEN_FILE", "admin-token-file", .service,
+                "A file holding the admin token instead (systemd LoadCredential=, a secrets mount; mode 0400).",
+                defaultText: nil) { config, path throws(ConfigurationError) in
+            guard let contents = FileContents.read(path) else { throw ConfigurationError("cannot read the admin token file \(path)") }
+            let token = String(decoding: contents, as: UTF8.self).trimmingASCIIWhitespace()
+            config.adminToken = token.isEmpty ? nil : token  // an empty file: no admin API, as without one
+        },
+        .custom("WIMZ_LOG_LEVEL", "log-level", .service, "debug, info, warn or error.", defaultText: "info") {
+            config, text throws(ConfigurationError) in
+            guard let level = LogLevel(name: text) else {
+                throw ConfigurationError("invalid log level '\(text.prefix(80))': use debug, info, warn or error")
+            }
+            config.logLevel = level
+        },
+        .custom("WIMZ_EVENT_LOOP", "event-loop", .service, "libev (epoll; needs libwebsockets-evlib-ev) or poll.",
+                defaultText: RelayConfiguration.defaults.eventLoop.rawValue) { config, text throws(ConfigurationError) in
+            guard let loop = RelayConfiguration.EventLoop(rawValue: text) else {
+                throw ServeOption.invalid("WIMZ_EVENT_LOOP", text, "libev or poll")
+            }
+            config.eventLoop = loop
+        },
+        .text("WIMZ_SPOOL_DIR", "spool-dir", .service, \.spoolDirectory,
+              "Where audit events wait while the database is unreachable (and at a stop without it).",
+              example: "/var/lib/wimz-relay/spool"),
+        .custom("WIMZ_TRUSTED_PROXIES", "trusted-proxies", .service,
+                "Comma-separated proxy IPs whose X-Forwarded-For is believed (the right-most hop that is not one of them).",
+                defaultText: nil) { config, text in config.trustedProxies = Set(ServeOptions.list(text)) },
+        .number("WIMZ_AUTH_FAILURE_BURST", "auth-failure-burst", .service, \.authFailureBurst, .atLeast(1),
+                "Failed authentications per address (IPv6: per /64) in a burst before its failing attempts get 429; valid credentials always pass."),
+        .number("WIMZ_AUTH_FAILURE_RATE", "auth-failure-rate", .service, \.authFailureRate, .positive,
+                "Failed authentications per address refilled per second."),
+        .number("WIMZ_STOP_TIMEOUT", "stop-timeout", .service, \.stopTimeoutSeconds, .positive,
+                "Seconds after SIGTERM before the process exits whatever it is doing."),
+    ]
+
+    static let turn: [ServeOption] = [
+        .custom("WIMZ_TURN_URLS", "turn-urls", .turn, "Comma-separated TURN URLs handed out with credentials.",
+                defaultText: nil,
+                example: "turn:turn.example.com:3478?transport=udp,turn:turn.example.com:3478?transport=tcp,turns:turn.example.com:5349?transport=tcp") {
+            config, text in config.turnURLs = ServeOptions.list(text)
+        },
+        .optional("WIMZ_TURN_SECRET", "turn-secret", .turn, \.turnStaticSecret,
+                  "Static TURN secret (coturn's static-auth-secret); unset: the secrets live in the database."),
+        .text("WIMZ_TURN_REALM", "turn-realm", .turn, \.turnRealm,
+              "TURN realm ([A-Za-z0-9_.-]{1,64}; coturn's realm): credentials are signed, and the admin API and CLI manage secrets, in it."),
+        .int("WIMZ_TURN_TTL", "turn-ttl", .turn, \.turnTTL, .atLeast(1), "Default credential lifetime, seconds."),
+        .int("WIMZ_TURN_TTL_MIN", "turn-ttl-min", .turn, \.turnTTLMin, .atLeast(1), "Smallest ?ttl= honoured, seconds."),
+        .int("WIMZ_TURN_TTL_MAX", "turn-ttl-max", .turn, \.turnTTLMax, .atLeast(1), "Largest ?ttl= honoured, seconds."),
+        .text("WIMZ_TURN_USERNAME_SEPARATOR", "turn-username-separator", .turn, \.turnUsernameSeparator,
+              "Between the expiry and the user id in usernames: punctuation without spaces or quotes."),
+        .number("WIMZ_TURN_REQUEST_RATE", "turn-request-rate", .turn, \.turnRequestRate, .positive,
+                "Credential requests per second per token (burst 10)."),
+    ]
+
+    static let tls: [ServeOption] = [
+        .optional("WIMZ_TLS_CERT", "tls-cert", .tls, \.tlsCertificatePath,
+                  "PEM certificate chain (with WIMZ_TLS_KEY; SIGHUP re-reads both)."),
+        .optional("WIMZ_TLS_KEY", "tls-key", .tls, \.tlsKeyPath, "PEM private key (with WIMZ_TLS_CERT)."),
+    ]
+
+    static let websocket: [ServeOption] = [
+        .int("WIMZ_PING_INTERVAL", "ping-interval", .websocket, \.pingIntervalSeconds, .atLeast(1),
+             "Seconds between pings; silent for two intervals: closed."),
+        .number("WIMZ_UPGRADE_HOLD", "upgrade-hold", .websocket, \.upgradeHoldSeconds, .from(0, to: 60),
+                "Seconds after start that upgrades wait for the token mirror's first load instead of getting 503."),
+        .int("WIMZ_MAX_MESSAGE_BYTES", "max-message-bytes", .websocket, \.maxMessageBytes,
+             .from(1, to: Double(RelayConfiguration.maxMessageBytesLimit)), "Largest message; over it: close 1009."),
+        .int("WIMZ_MAX_APPS_PER_DEVICE", "max-apps-per-device", .websocket, \.maxAppsPerDevice, .atLeast(1),
+             "App sockets per device; over it: 429."),
+        .number("WIMZ_APP_RATE_LIMIT", "app-rate-limit", .websocket, \.appRateLimitPerSecond, .positive,
+                "App messages per second per socket."),
+        .number("WIMZ_APP_RATE_BURST", "app-rate-burst", .websocket, \.appRateLimitBurst, .atLeast(1),
+                "App message burst per socket."),
+        .int("WIMZ_SEND_QUEUE_MESSAGES", "send-queue-messages", .websocket, \.sendQueueMaxMessages, .atLeast(1),
+             "Per-socket send queue, messages; over it: close 4008."),
+        .int("WIMZ_SEND_QUEUE_BYTES", "send-queue-bytes", .websocket, \.sendQueueMaxBytes, .atLeast(1024),
+             "Per-socket send queue, bytes; over it: close 4008."),
+    ]
+
+    static let robotHTTP: [ServeOption] = [
+        .int("WIMZ_ROBOT_HTTP_MAX_BODY", "robot-http-max-body", .robotHTTP, \.robotHTTPMaxBody,
+             .from(0, to: Double(RelayConfiguration.robotHTTPMaxBodyLimit)), "Largest body to and from the robot's API through the relay, bytes; over it: 413."),
+        .number("WIMZ_ROBOT_HTTP_TIMEOUT", "robot-http-timeout", .robotHTTP, \.robotHTTPTimeoutSeconds, .positive(upTo: 300),
+                "Seconds the robot has to answer completely; then 504."),
+        .number("WIMZ_ROBOT_HTTP_RATE", "robot-http-rate", .robotHTTP, \.robotHTTPRate, .positive,
+                "Requests to the robot per second per app token; over it: 429."),
+        .number("WIMZ_ROBOT_HTTP_BURST", "robot-http-burst", .robotHTTP, \.robotHTTPBurst, .atLeast(1),
+                "Burst of requests to the robot per app token."),
+        .int("WIMZ_ROBOT_HTTP_MAX_PENDING", "robot-http-max-pending", .robotHTTP, \.robotHTTPMaxPending, .atLeast(1),
+             "Requests waiting for one robot at once; over it: 429."),
+    ]
+
+    static let recovery: [ServeOption] = [
+        .int("WIMZ_RECOVERY_MESSAGES", "recovery-messages", .recovery, \.recoveryMessages, .from(1, to: 65_536),
+             "Missed-event history: messages kept per device (apps that connect with recover=1)."),
+        .number("WIMZ_RECOVERY_SECONDS", "recovery-seconds", .recovery, \.recoverySeconds, .positive(upTo: 3600),
+                "Missed-event history: seconds a message is kept."),
+        .int("WIMZ_PAIRING_CODE_TTL", "pairing-code-ttl", .recovery, \.pairingCodeSeconds, RelayConfiguration.pairingCodeRange,
+             "Seconds a pairing code stays valid: the robot's, the admin API's and the CLI's codes unless they ask for another."),
+    ]
+
+    static let push: [ServeOption] = [
+        .optional("WIMZ_APNS_KEY_FILE", "apns-key-file", .push, \.apnsKeyFile,
+                  "APNs .p8 key; without it no push is sent and push registrations answer 501. SIGHUP re-reads it."),
+        .optional("WIMZ_APNS_KEY_ID", "apns-key-id", .push, \.apnsKeyID, "The key's id (the JWT's kid), with a key."),
+        .optional("WIMZ_APNS_TEAM_ID", "apns-team-id", .push, \.apnsTeamID, "The Apple team id (the JWT's iss), with a key."),
+        .optional("WIMZ_APNS_TOPIC", "apns-topic", .push, \.apnsTopic, "The app's bundle id (apns-topic), with a key."),
+        .text("WIMZ_APNS_URL", "apns-url", .push, \.apnsURL, "APNs production base URL."),
+        .text("WIMZ_APNS_SANDBOX_URL", "apns-sandbox-url", .push, \.apnsSandboxURL, "APNs sandbox base URL."),
+        .optional("WIMZ_APNS_CA_FILE", "apns-ca-file", .push, \.apnsCAFile,
+                  "A CA certificate to trust for APNs besides the system's (a stand-in in tests)."),
+        .number("WIMZ_PUSH_INTERVAL", "push-interval", .push, \.pushIntervalSeconds, .positive,
+                "Seconds of one push window per registration and kind."),
+        .number("WIMZ_PUSH_OFFLINE_AFTER", "push-offline-after", .push, \.pushOfflineAfterSeconds, .atLeast(0),
+                "Seconds a robot must be gone before robot_offline is pushed."),
+    ]
+
+    static let cluster: [ServeOption] = [
+        .optional("WIMZ_NODE_ID", "node-id", .cluster, \.nodeID, "This node's id in the cluster ([A-Za-z0-9_.:-]{1,128}).",
+                  defaultText: "hostname:port", accept: NodeName.isValid, wants: "[A-Za-z0-9_.:-]{1,128}"),
+        .optional("WIMZ_NODE_ADDRESS", "node-address", .cluster, \.nodeAddress, "The address other nodes and operators see.",
+                  defaultText: "hostname:port", accept: NodeName.isValid, wants: "[A-Za-z0-9_.:-]{1,128}"),
+        .number("WIMZ_CLUSTER_LEASE", "cluster-lease", .cluster, \.clusterLeaseSeconds, .atLeast(2),
+                "Seconds a node stays a member without renewing its lease."),
+        .number("WIMZ_MOVE_DAMPING", "move-damping", .cluster, \.clusterMoveDampingSeconds, .atLeast(0),
+                "Seconds a device that moved to another node must stay away before it is claimed back."),
+        .number("WIMZ_DRAIN", "drain", .cluster, \.drainSeconds, .atLeast(0),
+                "SIGTERM with other nodes live: seconds /readyz says 503 before sockets are told 1012."),
+    ]
+
+    /// The option named `env`.
+    public static func option(_ env: String) -> ServeOption? { all.first { $0.env == env } }
+
+    /// The defaults with just the settings `names` taken from `environment` and range-checked:
+    /// for commands that act for the relay (the TURN realm, the pairing TTL) without serving.
+    public static func configuration(reading names: [String], environment: [String: String]) throws(ConfigurationError)
+        -> RelayConfiguration {
+        var config = RelayConfiguration.defaults
+        for option in all where names.contains(option.env) {
+            guard let text = environment[option.env], !text.isEmpty else { continue }
+            try option.apply(&config, text)
+            try option.checkRange(config)
+        }
+        return config
+    }
+
+    /// A comma-separated list, trimmed, without empty entries.
+    static func list(_ text: String) -> [String] {
+        text.split(separator: ",").map { String($0).trimmingASCIIWhitespace() }.filter { !$0.isEmpty }
+    }
+
+    /// The configuration `arguments` (`--flag value` or `--flag=value`) and `environment` say
+    /// (a flag wins over its variable; empty variables count as unset), validated.
+    public static func configuration(arguments: [String], environment: [String: String]) throws(ConfigurationError)
+        -> RelayConfiguration {
+        var given: [String: String] = [:]
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            guard argument.hasPrefix("--") else { throw ConfigurationError("unexpected argument '\(argument.prefix(80))'") }
+            var name = argument.dropFirst(2)
+            var value: String?
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = name[..<equals]
+            }
+            if name == "admin-token" {
+                throw ConfigurationError("--admin-token is not accepted (the command line shows in ps): "
+                                         + "set WIMZ_ADMIN_TOKEN or use --admin-token-file")
+            }
+            guard let option = all.first(where: { $0.flag.map { $0[...] == name } ?? false }) else {
+                throw ConfigurationError("unknown option --\(name.prefix(80)) (wimz-relay serve --help lists them)")
+            }
+            guard let text = value ?? rest.popFirst() else { throw ConfigurationError("--\(name) needs a value") }
+            given[option.env] = text
+        }
+        var config = RelayConfiguration.defaults
+        for option in all {
+            guard let text = given[option.env] ?? environment[option.env].flatMap({ $0.isEmpty ? nil : $0 }) else { continue }
+            try option.apply(&config, text)
+        }
+        try config.validate()
+        return config
+    }
+}
+
+extension String {
+    /// Without leading and trailing ASCII spaces, tabs and line ends (no Foundation).
+    func trimmingASCIIWhitespace() -> String {
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        let bytes = Array(utf8)
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) })
+        else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
+    }
+}
