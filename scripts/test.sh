@@ -76,6 +76,8 @@ if [ "$only" != swift ]; then
     WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
     say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks"
     (cd Tests/Cluster && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
+    say "type-checking the robot library (mypy --strict)"
+    (cd clients/python && "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) || python_status=$?
     say "running the Python tests"
     (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
 fi

@@ -28,15 +28,4 @@ public protocol CredentialState {
     var deviceDisabled: Bool { get }
 }
 
-extension AuthFailure {
-    /// The HTTP status the contract gives this failure.
-    public var httpStatus: Int {
-        switch self {
-        case .missingToken, .unknownToken, .expiredToken, .revokedToken: return 401
-        case .wrongDevice, .wrongRole, .deviceDisabled: return 403
-        case .rateLimited: return 429
-        case .storeUnavailable: return 503
-        case .badRequest: return 400
-        }
-    }
-}
+

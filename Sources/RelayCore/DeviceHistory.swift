@@ -117,14 +117,14 @@ public enum RecoveryRequest: Sendable, Equatable {
             guard parts.count == 2, (1...32).contains(parts[0].count),
                   parts[0].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x2D || $0 == 0x5F }),
                   let seq = UInt64(parts[1]) else {
-                throw RequestError(400, "bad_request", "since must be EPOCH:SEQ as device_status reported them")
+                throw RequestError(.badRequest, "since must be EPOCH:SEQ as device_status reported them")
             }
             return .resume(epoch: String(parts[0]), seq: seq)
         }
         switch recover {
         case nil, "0": return nil
         case "1": return .fresh
-        default: throw RequestError(400, "bad_request", "recover must be 1")
+        default: throw RequestError(.badRequest, "recover must be 1")
         }
     }
 }

@@ -17,7 +17,7 @@ extension DeviceHub {
                 // A dropped command always gets its error, with its id, so the app can fail that
                 // call; other messages get one error per burst, so a flooding app does not also
                 // flood itself (4029 ends either after limits.rateLimitCloseAfter drops in a row).
-                deliver(RelayMessages.error("rate_limited", "over \(Int(limits.appRate)) messages/s; message dropped",
+                deliver(RelayMessages.error(.rateLimited, "over \(Int(limits.appRate)) messages/s; message dropped",
                                             idToken: commandID), to: session)
             }
             return
@@ -27,18 +27,18 @@ extension DeviceHub {
         case .accepted: break
         case .malformed(let why):
             onDrop?(.badMessage)
-            deliver(RelayMessages.error("bad_message", why), to: session)
+            deliver(RelayMessages.error(.badMessage, why), to: session)
             return
         case .forbidden:
             // Only the relay speaks these: a forged http_request could answer another app's
             // request, a forged turn_credentials would steer the robot's video elsewhere.
             onDrop?(.forbiddenType)
-            deliver(RelayMessages.error("forbidden_type", "this type or event is the relay's own"), to: session)
+            deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
         guard let robot = device.robot else {
             onDrop?(.deviceOffline)
-            deliver(RelayMessages.error("device_offline", "the robot is not connected", idToken: commandID), to: session)
+            deliver(RelayMessages.error(.deviceOffline, "the robot is not connected", idToken: commandID), to: session)
             return
         }
         var forwarded = payload
@@ -60,7 +60,7 @@ extension DeviceHub {
         // An app can't push its robot off the relay: a full robot queue drops the app's message.
         guard robot.closing == nil, robot.enqueue(forwarded) else {
             onDrop?(.robotBusy)
-            deliver(RelayMessages.error("robot_busy", "the robot is not keeping up; message dropped", idToken: commandID), to: session)
+            deliver(RelayMessages.error(.robotBusy, "the robot is not keeping up; message dropped", idToken: commandID), to: session)
             return
         }
         if let relayID, let commandID { remember(relayID, app: session, idToken: commandID, in: device) }

@@ -67,7 +67,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public func argument(_ name: String) throws(RequestError) -> String? {
         var found: String?
         for argument in arguments where argument.name == name {
-            if found != nil { throw RequestError(400, "bad_request", "query argument '\(name)' is repeated") }
+            if found != nil { throw RequestError(.badRequest, "query argument '\(name)' is repeated") }
             found = argument.value
         }
         return found
@@ -113,19 +113,19 @@ public struct HTTPRequestHead: Sendable, Equatable {
             var byte = text[i]
             if byte == UInt8(ascii: "%") {
                 guard i + 2 < text.endIndex, let high = hexValue(text[i + 1]), let low = hexValue(text[i + 2])
-                else { throw RequestError(400, "bad_request", "malformed percent-encoding in \(what)") }
+                else { throw RequestError(.badRequest, "malformed percent-encoding in \(what)") }
                 byte = high << 4 | low
                 i += 3
             } else {
                 i += 1
             }
             if byte < 0x20 || byte == 0x7F {
-                throw RequestError(400, "bad_request", "control character in \(what)")
+                throw RequestError(.badRequest, "control character in \(what)")
             }
             out.append(byte)
         }
         guard let decoded = String(validating: out, as: UTF8.self) else {
-            throw RequestError(400, "bad_request", "\(what) is not valid UTF-8")
+            throw RequestError(.badRequest, "\(what) is not valid UTF-8")
         }
         return decoded
     }
@@ -152,12 +152,11 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
 /// A request the relay refuses before routing: the status and the contract's error body.
 public struct RequestError: Error, Sendable, Equatable {
-    public var status: Int
-    public var code: String
+    public var code: ErrorCode
     public var message: String
+    public var status: Int { code.httpStatus }
 
-    public init(_ status: Int, _ code: String, _ message: String) {
-        self.status = status
+    public init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
     }
@@ -183,11 +182,11 @@ private struct Parser {
             switch bytes[i] {
             case 0x0D:
                 guard i + 1 < bytes.count else { return nil }
-                guard bytes[i + 1] == 0x0A else { throw RequestError(400, "bad_request", "bare CR in the request head") }
+                guard bytes[i + 1] == 0x0A else { throw RequestError(.badRequest, "bare CR in the request head") }
                 guard i - position <= maximum else { throw tooLong }
                 return i
             case 0x0A:
-                throw RequestError(400, "bad_request", "bare LF in the request head")
+                throw RequestError(.badRequest, "bare LF in the request head")
             default:
                 i += 1
             }
@@ -197,12 +196,12 @@ private struct Parser {
     }
 
     mutating func run() throws(RequestError) -> HTTPRequestHead.ParseResult {
-        let lineTooLong = RequestError(414, "uri_too_long", "the request line is over \(limits.requestLine) bytes")
+        let lineTooLong = RequestError(.uriTooLong, "the request line is over \(limits.requestLine) bytes")
         guard let end = try lineEnd(maximum: limits.requestLine, tooLong: lineTooLong) else { return .incomplete }
         var head = try requestLine(bytes[position..<end])
         position = end + 2
         let headersStart = position
-        let headersTooLarge = RequestError(431, "headers_too_large",
+        let headersTooLarge = RequestError(.headersTooLarge,
                                            "the header section is over \(limits.headerBytes) bytes or \(limits.headerCount) fields")
         while true {
             let remaining = limits.headerBytes - (position - headersStart)
@@ -224,21 +223,21 @@ private struct Parser {
     private func requestLine(_ line: ArraySlice<UInt8>) throws(RequestError) -> HTTPRequestHead {
         let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
-            throw RequestError(400, "bad_request", "malformed request line")
+            throw RequestError(.badRequest, "malformed request line")
         }
-        guard parts[0].allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(400, "bad_request", "malformed method") }
+        guard parts[0].allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(.badRequest, "malformed method") }
         let version = String(decoding: parts[2], as: UTF8.self)
         guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
-            throw RequestError(505, "http_version_not_supported", "only HTTP/1.1 and HTTP/1.0 are served")
+            throw RequestError(.httpVersionNotSupported, "only HTTP/1.1 and HTTP/1.0 are served")
         }
         let target = parts[1]
         guard target.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw RequestError(400, "bad_request", "the request target has characters that must be percent-encoded")
+            throw RequestError(.badRequest, "the request target has characters that must be percent-encoded")
         }
         guard target.first == UInt8(ascii: "/") else {
-            throw RequestError(400, "bad_request", "the request target must be a path (origin-form)")
+            throw RequestError(.badRequest, "the request target must be a path (origin-form)")
         }
-        guard !target.contains(UInt8(ascii: "#")) else { throw RequestError(400, "bad_request", "fragment in the request target") }
+        guard !target.contains(UInt8(ascii: "#")) else { throw RequestError(.badRequest, "fragment in the request target") }
         let question = target.firstIndex(of: UInt8(ascii: "?"))
         let rawPath = target[..<(question ?? target.endIndex)]
         let path = try HTTPRequestHead.percentDecode(rawPath, what: "the path")
@@ -246,7 +245,7 @@ private struct Parser {
         if let question {
             let query = target[(question + 1)...]
             guard query.count <= limits.query else {
-                throw RequestError(414, "uri_too_long", "the query is over \(limits.query) bytes")
+                throw RequestError(.uriTooLong, "the query is over \(limits.query) bytes")
             }
             for pair in query.split(separator: UInt8(ascii: "&")) {
                 let equals = pair.firstIndex(of: UInt8(ascii: "="))
@@ -264,16 +263,16 @@ private struct Parser {
 
     private func field(_ line: ArraySlice<UInt8>) throws(RequestError) -> (name: String, value: String) {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex else {
-            throw RequestError(400, "bad_request", line.first == 0x20 || line.first == 0x09
+            throw RequestError(.badRequest, line.first == 0x20 || line.first == 0x09
                                ? "folded header lines are not accepted" : "malformed header field")
         }
         let name = line[..<colon]
-        guard name.allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(400, "bad_request", "malformed header name") }
+        guard name.allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(.badRequest, "malformed header name") }
         var value = line[(colon + 1)...]
         while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
         while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
         guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
-            throw RequestError(400, "bad_request", "control character in a header value")
+            throw RequestError(.badRequest, "control character in a header value")
         }
         // Values are Latin-1 by RFC; the relay reads only ASCII ones, so bytes map one to one.
         return (String(decoding: name, as: UTF8.self).lowercased(), String(value.map { Character(Unicode.Scalar($0)) }))
@@ -282,14 +281,14 @@ private struct Parser {
     /// Refuses heads two parsers could read differently (request smuggling).
     private func checkFraming(_ head: HTTPRequestHead) throws(RequestError) {
         if head.headers.filter({ $0.name == "host" }).count > 1 {
-            throw RequestError(400, "bad_request", "more than one Host header")
+            throw RequestError(.badRequest, "more than one Host header")
         }
         let lengths = Set(head.headers.filter { $0.name == "content-length" }.map(\.value))
         if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || $0.count > 18 || !$0.allSatisfy({ $0 >= "0" && $0 <= "9" }) }) {
-            throw RequestError(400, "bad_request", "invalid Content-Length")
+            throw RequestError(.badRequest, "invalid Content-Length")
         }
         if !lengths.isEmpty, head.header("transfer-encoding") != nil {
-            throw RequestError(400, "bad_request", "Content-Length together with Transfer-Encoding")
+            throw RequestError(.badRequest, "Content-Length together with Transfer-Encoding")
         }
     }
 }

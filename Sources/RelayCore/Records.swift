@@ -46,17 +46,7 @@ public struct TokenRecord: Sendable, Equatable {
     }
 }
 
-/// Why a presented token was not accepted. Also the `reason` of `auth_failed` audit events
-/// and of the auth-failure metrics.
-public enum AuthFailure: String, Sendable, Error {
-    case missingToken = "missing_token"
-    case unknownToken = "unknown_token"
-    case expiredToken = "expired_token"
-    case revokedToken = "revoked_token"
-    case wrongDevice = "wrong_device"
-    case wrongRole = "wrong_role"
-    case deviceDisabled = "device_disabled"
-    case storeUnavailable = "store_unavailable"
-    case rateLimited = "rate_limited"
-    case badRequest = "bad_request"
-}
+/// Why a presented token was not accepted: one of the protocol's credential codes
+/// (`missing_token` … `rate_limited`, and `bad_request` for a malformed upgrade). Also the
+/// `reason` of `auth_failed` audit events and of the auth-failure metrics.
+public typealias AuthFailure = ErrorCode

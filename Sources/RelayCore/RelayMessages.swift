@@ -1,3 +1,7 @@
+#if canImport(WimzProtocol)
+import WimzProtocol
+#endif
+
 /// Relay-originated frames (PROTOCOL.md "relay-originated messages").
 public enum RelayMessages {
     /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
@@ -19,8 +23,9 @@ public enum RelayMessages {
     }
 
     /// `{"type":"error","code":CODE,"message":TEXT,"id":ID?}`; `idToken` is the raw JSON id.
-    public static func error(_ code: String, _ message: String, idToken: [UInt8]? = nil) -> Payload {
-        var fields: [(String, JSONValue)] = [("type", "error"), ("code", .string(code)), ("message", .string(message))]
+    public static func error(_ code: ErrorCode, _ message: String, idToken: [UInt8]? = nil) -> Payload {
+        var fields: [(String, JSONValue)] = [("type", .string(WimzProtocol.MessageType.error)), ("code", .string(code.rawValue)),
+                                             ("message", .string(message))]
         if let idToken { fields.append(("id", .raw(String(decoding: idToken, as: UTF8.self)))) }
         return Payload(json: .object(fields))
     }

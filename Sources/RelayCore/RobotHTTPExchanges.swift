@@ -33,22 +33,9 @@ public final class RobotHTTPExchanges<Client: Hashable> {
         case unknown
     }
 
-    public enum Failure: String, Equatable, Sendable {
-        case robotTimeout = "robot_timeout"
-        case responseTooLarge = "response_too_large"
-        case robotDisconnected = "robot_disconnected"
-        case badRobotResponse = "bad_robot_response"
-
-        public var status: Int { self == .robotTimeout ? 504 : 502 }
-        public var message: String {
-            switch self {
-            case .robotTimeout: "the robot did not answer in time"
-            case .responseTooLarge: "the robot's response is over the relay's body limit"
-            case .robotDisconnected: "the robot disconnected before it answered"
-            case .badRobotResponse: "the robot's answer was malformed"
-            }
-        }
-    }
+    /// The relay's own answer when the robot's cannot be given: `robot_timeout`,
+    /// `response_too_large`, `robot_disconnected` or `bad_robot_response`.
+    public typealias Failure = ErrorCode
 
     private final class Exchange {
         let client: Client

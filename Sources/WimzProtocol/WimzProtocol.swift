@@ -134,10 +134,14 @@ public enum WimzProtocol {
     /// message limit once base64-encoded.
     public static let robotHTTPChunkBytes = 32 * 1024
 
-    /// Everything above as JSON (keys sorted), for clients in other languages to check against.
+    /// Everything above, error codes (with their HTTP status) and push kinds as JSON (keys
+    /// sorted): `wimz-relay protocol-constants` prints it, and the robot library ships it as
+    /// `wimz_robot/protocol-constants.json` (WimzProtocolTests keeps the two equal).
     public static var constantsJSON: String {
         let codes = CloseCode.allCases.map { #""\#($0)":{"code":\#($0.rawValue),"reconnect":"\#($0.reconnect.rawValue)"}"# }
         let replayed = replayedEvents.sorted().map { #""\#($0)""# }
+        let errors = ErrorCode.allCases.map(\.rawValue).sorted().map { #""\#($0)":\#(ErrorCode(rawValue: $0)!.httpStatus)"# }
+        let pushKinds = PushKind.allCases.map(\.rawValue).sorted().map { #""\#($0)""# }
         return "{"
             + #""close_codes":{\#(codes.joined(separator: ","))},"#
             + #""limits":{"max_message_bytes":\#(defaultMaxMessageBytes),"ping_interval_seconds":\#(defaultPingIntervalSeconds),"#
@@ -145,6 +149,8 @@ public enum WimzProtocol {
             + #""robot_http_chunk_bytes":\#(robotHTTPChunkBytes),"robot_http_max_body":\#(defaultRobotHTTPMaxBody)},"#
             + #""message_types":["\#([MessageType.command, MessageType.error, MessageType.event, MessageType.httpBody, MessageType.httpRequest, MessageType.httpResponse, MessageType.response].joined(separator: #"",""#))"],"#
             + #""paths":{"app_socket":"\#(Path.appSocket)","pairing":"\#(Path.pairing)","robot_socket":"\#(Path.robotSocket)","turn_credentials":"\#(Path.turnCredentials)"},"#
+            + #""error_codes":{\#(errors.joined(separator: ","))},"#
+            + #""push_kinds":[\#(pushKinds.joined(separator: ","))],"#
             + #""relay_events":["\#(RelayEvent.appPresence)","\#(RelayEvent.deviceStatus)","\#(RelayEvent.turnCredentials)"],"#
             + #""replayed_events":[\#(replayed.joined(separator: ","))]"#
             + "}"

@@ -279,7 +279,7 @@ public actor RelayClient {
                 let refusal = RelayClientError.refusal(status: refused.status, body: Data(text.utf8))
                 switch refusal {
                 case .unauthorized(let code, _):
-                    if ["expired_token", "unknown_token"].contains(code), await renewToken() { continue }
+                    if [ErrorCode.expiredToken, .unknownToken].map(\.rawValue).contains(code), await renewToken() { continue }
                     return finish(refusal)
                 case .forbidden: return finish(refusal)
                 default: await pause(backoff.nextDelay(slow: refused.status == 429))
@@ -416,16 +416,16 @@ public actor RelayClient {
         noteNumbering(message)
         let id = message["id"]?.stringValue
         switch message["type"]?.stringValue {
-        case "response":
+        case WimzProtocol.MessageType.response:
             guard let id else { return }
             resolve(id, .success(CommandResponse(id: id, ok: message["ok"]?.boolValue ?? true,
                                                  data: message["data"] ?? .null, error: message["error"], message: message)))
-        case "error" where id.map { pending[$0] != nil } ?? false:
+        case WimzProtocol.MessageType.error where id.map { pending[$0] != nil } ?? false:
             let text = message["message"]?.stringValue ?? ""
-            switch message["code"]?.stringValue {
-            case "device_offline": resolve(id!, .failure(.deviceOffline(message: text)))
-            case "rate_limited": resolve(id!, .failure(.rateLimited(message: text)))
-            case "robot_busy": resolve(id!, .failure(.robotBusy(message: text)))
+            switch message["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:)) {
+            case .deviceOffline?: resolve(id!, .failure(.deviceOffline(message: text)))
+            case .rateLimited?: resolve(id!, .failure(.rateLimited(message: text)))
+            case .robotBusy?: resolve(id!, .failure(.robotBusy(message: text)))
             default: resolve(id!, .failure(.invalidResponse(text)))
             }
         default:

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -178,7 +179,7 @@ public actor RobotAPI {
         guard (200..<300).contains(status) else {
             // The two answers an app acts on differently get their own cases.
             switch RelayClientError.refusal(status: status, body: data) {
-            case .http(503, "device_offline", let message): throw RelayClientError.deviceOffline(message: message)
+            case .http(_, ErrorCode.deviceOffline.rawValue, let message): throw RelayClientError.deviceOffline(message: message)
             case .http(429, _, let message): throw RelayClientError.rateLimited(message: message)
             case let refusal: throw refusal
             }

@@ -2,7 +2,7 @@ import ArgumentParser
 import RelayCore
 
 /// `wimz-relay options`: the documents made from serve's table of settings — the env example
-/// (`systemd/wimz-relay.env.example`) and the README's table (`scripts/options-docs.sh` writes both).
+/// (`systemd/wimz-relay.env.example`) and the README's table (`scripts/generate.sh` writes both).
 struct OptionsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "options",

@@ -9,7 +9,7 @@ import Testing
 
     func head(_ target: String, _ headers: String = "Host: relay\r\n") throws -> HTTPRequestHead {
         guard case .complete(let head, _) = parse("GET \(target) HTTP/1.1\r\n\(headers)\r\n") else {
-            throw RequestError(0, "test", "not complete: \(target)")
+            throw RequestError(.internalError, "not complete: \(target)")
         }
         return head
     }
@@ -85,7 +85,7 @@ import Testing
         limits.headerBytes = 60
         limits.headerCount = 3
         // A long request line: 414 as soon as the limit is passed, CRLF or not.
-        #expect(parse("GET /" + String(repeating: "a", count: 200), limits: limits) == .invalid(RequestError(414, "uri_too_long", "the request line is over 100 bytes")))
+        #expect(parse("GET /" + String(repeating: "a", count: 200), limits: limits) == .invalid(RequestError(.uriTooLong, "the request line is over 100 bytes")))
         guard case .invalid(let query) = parse("GET /a?" + String(repeating: "b", count: 60) + " HTTP/1.1\r\n\r\n", limits: limits)
         else { Issue.record("long query accepted"); return }
         #expect(query.status == 414)

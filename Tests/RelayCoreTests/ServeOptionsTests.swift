@@ -73,14 +73,14 @@ import Testing
     }
 
     /// The committed env example and the README's table are the table's (regenerate with
-    /// `scripts/options-docs.sh`).
+    /// `scripts/generate.sh`).
     @Test func theEnvExampleAndTheReadmeTableAreGeneratedFromTheTable() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let example = try String(contentsOf: root.appendingPathComponent("systemd/wimz-relay.env.example"), encoding: .utf8)
-        #expect(example == ServeOptions.envExample, "systemd/wimz-relay.env.example: run scripts/options-docs.sh")
+        #expect(example == ServeOptions.envExample, "systemd/wimz-relay.env.example: run scripts/generate.sh")
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let begin = "<!-- options:begin (scripts/options-docs.sh) -->\n", end = "<!-- options:end -->"
+        let begin = "<!-- options:begin (scripts/generate.sh) -->\n", end = "<!-- options:end -->"
         let start = try #require(readme.range(of: begin)), stop = try #require(readme.range(of: end))
-        #expect(String(readme[start.upperBound..<stop.lowerBound]) == ServeOptions.markdownTable, "README: run scripts/options-docs.sh")
+        #expect(String(readme[start.upperBound..<stop.lowerBound]) == ServeOptions.markdownTable, "README: run scripts/generate.sh")
     }
 }

@@ -22,6 +22,19 @@ import WimzProtocol
         }
         #expect(Set(json["replayed_events"] as? [String] ?? []) == WimzProtocol.replayedEvents)
         #expect((json["message_types"] as? [String])?.contains("http_request") == true)
+        let errors = try #require(json["error_codes"] as? [String: Int])
+        #expect(errors.count == ErrorCode.allCases.count && errors["device_offline"] == 503 && errors["wrong_role"] == 403)
+        #expect(Set(json["push_kinds"] as? [String] ?? []) == Set(PushKind.allCases.map(\.rawValue)))
+    }
+
+    /// The robot library ships the constants as a file of its own; it must say what the module
+    /// says (`scripts/generate.sh` rewrites it).
+    @Test func thePythonLibrarysCopyIsTheModules() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let shipped = try Data(contentsOf: root.appendingPathComponent("clients/python/wimz_robot/protocol-constants.json"))
+        let file = try #require(try JSONSerialization.jsonObject(with: shipped) as? NSDictionary)
+        let module = try #require(try JSONSerialization.jsonObject(with: Data(WimzProtocol.constantsJSON.utf8)) as? NSDictionary)
+        #expect(file == module, "clients/python/wimz_robot/protocol-constants.json: run scripts/generate.sh")
     }
 }
 

@@ -24,9 +24,12 @@ enum AdminAPI {
     }
 
     struct Failure: Error {
-        var status: Int
-        var code: String
+        var code: ErrorCode
         var message: String
+        init(_ code: ErrorCode, _ message: String) {
+            self.code = code
+            self.message = message
+        }
     }
 
     static let actor = "admin-api"
@@ -45,13 +48,13 @@ enum AdminAPI {
             case .addDevice:
                 let body = try Body(r.body)
                 guard let idText = try body.text("id"), let id = DeviceID(idText) else {
-                    throw Failure(status: 400, code: "bad_request", message: "id must match [A-Za-z0-9_.-]{1,64}")
+                    throw Failure(.badRequest, "id must match [A-Za-z0-9_.-]{1,64}")
                 }
                 return (201, device(try DeviceRepository(db).add(id, name: try body.text("name") ?? "", actor: actor)))
             case .device:
                 let id = try deviceID(r)
                 guard let record = try DeviceRepository(db).get(id) else {
-                    throw Failure(status: 404, code: "not_found", message: "unknown device \(id)")
+                    throw Failure(.notFound, "unknown device \(id)")
                 }
                 let online = try ClusterRepository(db).presence(of: [record.id])[record.id]?.online ?? false
                 return (200, device(record, online: online))
@@ -68,7 +71,7 @@ enum AdminAPI {
                 return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map(token)))]))
             case .revokeToken:
                 guard let id = r.id.flatMap({ Int64($0) }) else {
-                    throw Failure(status: 400, code: "bad_request", message: "token id must be a number")
+                    throw Failure(.badRequest, "token id must be a number")
                 }
                 return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token))
             case .turnSecrets:
@@ -85,7 +88,7 @@ enum AdminAPI {
             }
         } catch let error as StoreError where error.kind == .conflict {
             let notFound = error.message.hasPrefix("unknown")
-            throw Failure(status: notFound ? 404 : 409, code: notFound ? "not_found" : "conflict", message: error.message)
+            throw Failure(notFound ? .notFound : .conflict, error.message)
         }
     }
 
@@ -93,11 +96,11 @@ enum AdminAPI {
     static func issueToken(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
         let body = try Body(r.body)
         guard let roleText = try body.text("role"), let role = Role(rawValue: roleText) else {
-            throw Failure(status: 400, code: "bad_request", message: "role must be robot or app")
+            throw Failure(.badRequest, "role must be robot or app")
         }
         let expiresIn = try body.int("expires_in")
         if let e = expiresIn, !(1...maxTokenLifetime).contains(e) {
-            throw Failure(status: 400, code: "bad_request", message: "expires_in must be from 1 to \(maxTokenLifetime) seconds")
+            throw Failure(.badRequest, "expires_in must be from 1 to \(maxTokenLifetime) seconds")
         }
         let issued = try TokenRepository(db).issue(device: try deviceID(r), role: role, label: try body.text("label") ?? "",
                                                    expiresIn: expiresIn, actor: actor)
@@ -111,7 +114,7 @@ enum AdminAPI {
         let ttl = asked ?? Int64(configuration.pairingCodeSeconds)
         let range = RelayConfiguration.pairingCodeRange
         guard range.contains(Double(ttl)) else {
-            throw Failure(status: 400, code: "bad_request", message: "expires_in must be \(range.text) seconds")
+            throw Failure(.badRequest, "expires_in must be \(range.text) seconds")
         }
         let minted = try PairingRepository(db).create(device: try deviceID(r), ttl: Int(ttl), actor: actor, address: r.remoteAddress)
         return (201, .object([("code", .string(minted.code)), ("expires_at", .string(minted.expiresAt.iso8601)),
@@ -121,15 +124,15 @@ enum AdminAPI {
     /// `GET /admin/audit`.
     static func audit(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
         guard let limit = Int(r.query["limit"] ?? "100"), (1...1000).contains(limit) else {
-            throw Failure(status: 400, code: "bad_request", message: "limit must be an integer from 1 to 1000")
+            throw Failure(.badRequest, "limit must be an integer from 1 to 1000")
         }
         guard let after = Int64(r.query["after"] ?? "0"), after >= 0 else {
-            throw Failure(status: 400, code: "bad_request", message: "after must be a non-negative integer")
+            throw Failure(.badRequest, "after must be a non-negative integer")
         }
         func time(_ key: String) throws -> UnixTime? {
             guard let text = r.query[key] else { return nil }
             guard let t = UnixTime(iso8601: text) else {
-                throw Failure(status: 400, code: "bad_request", message: "\(key) must be an ISO 8601 time")
+                throw Failure(.badRequest, "\(key) must be an ISO 8601 time")
             }
             return t
         }
@@ -147,7 +150,7 @@ enum AdminAPI {
 
         init(_ bytes: [UInt8]) throws {
             guard !bytes.isEmpty, let value = try? JSONReader.parse(bytes), case .object = value else {
-                throw Failure(status: 400, code: "invalid_json", message: "the body must be a JSON object")
+                throw Failure(.invalidJSON, "the body must be a JSON object")
             }
             self.value = value
         }
@@ -158,7 +161,7 @@ enum AdminAPI {
             guard let member = value.member(key), member != .null else { return nil }
             guard let text = member.stringValue else { throw Body.wrongType }
             if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                throw Failure(status: 400, code: "bad_request", message: "names and labels must not contain control characters")
+                throw Failure(.badRequest, "names and labels must not contain control characters")
             }
             return text
         }
@@ -169,7 +172,7 @@ enum AdminAPI {
             return number
         }
 
-        static let wrongType = Failure(status: 400, code: "bad_request", message: "a body member has the wrong type")
+        static let wrongType = Failure(.badRequest, "a body member has the wrong type")
     }
 
     /// The longest token lifetime the API issues (ten years), far inside PostgreSQL's time range.
@@ -178,13 +181,13 @@ enum AdminAPI {
     /// A TURN realm: `[A-Za-z0-9_.-]{1,64}`, like the device ids (coturn takes it in its config).
     static func realm(_ text: String) throws -> String {
         guard DeviceID(text) != nil else {
-            throw Failure(status: 400, code: "bad_request", message: "realm must match [A-Za-z0-9_.-]{1,64}")
+            throw Failure(.badRequest, "realm must match [A-Za-z0-9_.-]{1,64}")
         }
         return text
     }
 
     static func deviceID(_ text: String) throws -> DeviceID {
-        guard let id = DeviceID(text) else { throw Failure(status: 400, code: "bad_request", message: "invalid device id") }
+        guard let id = DeviceID(text) else { throw Failure(.badRequest, "invalid device id") }
         return id
     }
 

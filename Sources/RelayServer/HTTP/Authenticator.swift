@@ -81,7 +81,7 @@ final class Authenticator {
     /// failure limit like any other. Nil: the token is good.
     func adminRefusal(_ request: HTTPRequest) -> HTTPResponse? {
         guard let adminToken = configuration.adminToken else {
-            return .error(404, "not_found", "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
+            return .error(.notFound, "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
         // (The admin API answers `unknown_token` with or without a token, as it always has.)
         guard let presented = bearerToken(request) else { return .authFailure(.unknownToken, message: "admin token required") }

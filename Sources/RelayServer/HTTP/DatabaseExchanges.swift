@@ -59,7 +59,7 @@ final class DatabaseExchanges {
             do throws(RequestError) {
                 if let v = try request.head.argument(key) { query[key] = v }
             } catch {
-                return .error(error.status, error.code, error.message)
+                return .error(error.code, error.message)
             }
         }
         let exchange = register(request, AdminAPI.Request(method: method, path: path, id: id, query: query, body: [],
@@ -81,7 +81,7 @@ final class DatabaseExchanges {
     func bodyChunk(_ client: HTTPClient, _ bytes: UnsafeRawBufferPointer) {
         guard let id = byClient[client], let exchange = exchanges[id] else { return }
         guard exchange.request.body.count + bytes.count <= HTTPGate.bodyLimit else {
-            finish(exchange, .error(413, "too_large", "admin request bodies are limited to 64 KiB"))
+            finish(exchange, .error(.tooLarge, "admin request bodies are limited to 64 KiB"))
             return
         }
         exchange.request.body += bytes
@@ -102,7 +102,7 @@ final class DatabaseExchanges {
                 let (status, body) = try AdminAPI.handle(endpoint, request, db: db, configuration: configuration)
                 return .json(status, body)
             } catch let failure as AdminAPI.Failure {
-                return .error(failure.status, failure.code, failure.message)
+                return .error(failure.code, failure.message)
             }
         }
     }
@@ -138,13 +138,13 @@ final class DatabaseExchanges {
         }, failed: { error in
             let isUnavailable = (error as? StoreError)?.kind == .unavailable
             mailbox.post(.databaseAnswer(id, isUnavailable
-                ? unavailable ?? .error(503, "store_unavailable", "database unreachable; retry shortly", headers: [("Retry-After", "1")])
-                : .error(500, "internal_error", "\(error)")))
+                ? unavailable ?? .error(.storeUnavailable, "database unreachable; retry shortly", headers: [("Retry-After", "1")])
+                : .error(.internalError, "\(error)")))
         })
         if !queued {
             env.counters.databaseQueueFull += 1
             // Answered on the next pass of the loop, like every deferred answer.
-            mailbox.post(.databaseAnswer(id, .error(503, "busy", "too many requests wait for the database; retry shortly",
+            mailbox.post(.databaseAnswer(id, .error(.busy, "too many requests wait for the database; retry shortly",
                                                     headers: [("Retry-After", "1")])))
         }
     }

@@ -212,7 +212,7 @@ final class HTTPGate {
             connection.bytes = []
             if head.isWebSocketUpgrade {
                 guard head.method == "GET" else {
-                    return refuse(wsi, connection, RequestError(400, "bad_request", "a WebSocket upgrade is a GET"))
+                    return refuse(wsi, connection, RequestError(.badRequest, "a WebSocket upgrade is a GET"))
                 }
                 if holdUpgrades?() == true {
                     // Nothing more to read until it is answered; stop polling it meanwhile.
@@ -225,14 +225,14 @@ final class HTTPGate {
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
             }
             if head.header("transfer-encoding") != nil {
-                return refuse(wsi, connection, RequestError(411, "length_required", "send the body with Content-Length"))
+                return refuse(wsi, connection, RequestError(.lengthRequired, "send the body with Content-Length"))
             }
             guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
-                return refuse(wsi, connection, RequestError(400, "bad_request", "Content-Length is not a number"))
+                return refuse(wsi, connection, RequestError(.badRequest, "Content-Length is not a number"))
             }
             let limit = bodyLimit(head)
             guard length <= limit else {
-                return refuse(wsi, connection, RequestError(413, "too_large", "request bodies are limited to \(limit) bytes here"))
+                return refuse(wsi, connection, RequestError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
             }
             if length > 0, let refusal = checkHead?(LWSHTTP.request(wsi, head: head)) {
                 connection.discarding = length
@@ -337,7 +337,7 @@ final class HTTPGate {
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError, allow: String? = nil) -> Int32 {
         onRefused?(error, LWSHTTP.peerAddress(of: wsi))
-        let response = HTTPResponse.error(error.status, error.code, error.message,
+        let response = HTTPResponse.error(error.code, error.message,
                                           headers: allow.map { [("Allow", $0)] } ?? [])
         return write(response, to: wsi, connection) ? -1 : 0
     }

@@ -72,8 +72,8 @@ struct HTTPResponse: Sendable {
     }
 
     /// The contract's error body: `{"error":CODE,"message":TEXT}`.
-    static func error(_ status: Int, _ code: String, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
-        json(status, .object([("error", .string(code)), ("message", .string(message))]), headers: headers)
+    static func error(_ code: ErrorCode, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        json(code.httpStatus, .object([("error", .string(code.rawValue)), ("message", .string(message))]), headers: headers)
     }
 
     /// A 401/403/429/503 for a failed authentication, with `WWW-Authenticate` on 401.
@@ -87,6 +87,6 @@ struct HTTPResponse: Sendable {
         default:
             break
         }
-        return error(failure.httpStatus, failure.rawValue, message, headers: headers)
+        return error(failure, message, headers: headers)
     }
 }

@@ -58,7 +58,7 @@ final class PairingEndpoint {
     /// `DELETE /api/devices/{id}/app-tokens/{token_id}` (robot token).
     func revokeAppToken(_ request: HTTPRequest, entry: CredentialEntry, tokenText: String) -> HTTPResponse? {
         guard let tokenID = Int64(tokenText), tokenID > 0 else {
-            return .error(400, "bad_request", "token id must be a positive number")
+            return .error(.badRequest, "token id must be a positive number")
         }
         return withRobot(entry) { revoke(request, entry: entry, tokenID: tokenID) }
     }
@@ -76,11 +76,11 @@ final class PairingEndpoint {
     /// `POST /api/pairing` (no token).
     func redeemPairingCode(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
         guard let json = try? JSONReader.parse(body), let code = json.member("code")?.stringValue else {
-            return .error(400, "bad_request", #"send {"code":"…","label":"…"} as JSON"#)
+            return .error(.badRequest, #"send {"code":"…","label":"…"} as JSON"#)
         }
         let label = json.member("label")?.stringValue ?? ""
         guard label.count <= 128, !label.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            return .error(400, "bad_request", "label: at most 128 characters, no control characters")
+            return .error(.badRequest, "label: at most 128 characters, no control characters")
         }
         let address = authenticator.clientAddress(request)
         let key = AddressKey.of(address)
@@ -104,14 +104,14 @@ final class PairingEndpoint {
                 return .json(201, .object([("device_id", .string(device.rawValue)), ("token", .string(issued.secret)),
                                            ("token_id", .int(issued.record.id))]))
             case .invalid:
-                return .error(404, "invalid_code", "no such pairing code, or it was used or has expired")
+                return .error(.invalidCode, "no such pairing code, or it was used or has expired")
             case .rateLimited:
                 return PairingEndpoint.tooManyFailures
             }
         }
     }
 
-    static let tooManyFailures = HTTPResponse.error(429, "rate_limited", "too many failed pairing attempts from this address; retry in a minute",
+    static let tooManyFailures = HTTPResponse.error(.rateLimited, "too many failed pairing attempts from this address; retry in a minute",
                                                     headers: [("Retry-After", "60")])
 
     private func appTokens(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse? {
@@ -126,7 +126,7 @@ final class PairingEndpoint {
         let device = entry.token.deviceID
         return database.answer(request) { db in
             guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })
-            else { return .error(404, "not_found", "no app token \(tokenID) on this device") }
+            else { return .error(.notFound, "no app token \(tokenID) on this device") }
             // Revoking fires the tokens NOTIFY: every node closes the token's sockets (4003) within a second.
             return .json(200, PairingEndpoint.appTokenJSON(try TokenRepository(db).revoke(id: tokenID, actor: "robot").token))
         }

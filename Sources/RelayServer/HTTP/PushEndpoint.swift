@@ -27,7 +27,7 @@ final class PushEndpoint {
     /// Runs `body` for an app token of the device (the router checked it); 501 without an APNs key.
     private func withApp(_ entry: CredentialEntry, _ body: (DeviceID, CredentialEntry) -> HTTPResponse?) -> HTTPResponse? {
         guard push.isEnabled else {
-            return .error(501, "push_not_configured", "this relay has no APNs key (WIMZ_APNS_KEY_FILE)")
+            return .error(.pushNotConfigured, "this relay has no APNs key (WIMZ_APNS_KEY_FILE)")
         }
         return body(entry.token.deviceID, entry)
     }
@@ -35,10 +35,10 @@ final class PushEndpoint {
     /// `PUT /api/devices/{id}/push`.
     func register(_ request: HTTPRequest, entry: CredentialEntry, body: [UInt8]?) -> HTTPResponse? {
         withApp(entry) { device, entry in
-            guard let body else { return .error(501, "not_supported", "push registration needs the relay's own HTTP front") }
+            guard let body else { return .error(.notSupported, "push registration needs the relay's own HTTP front") }
             let registration: PushRegistration
             switch Self.parse(body, device: device, appTokenID: entry.token.id) {
-            case .failure(let error): return .error(400, "bad_request", error.message)
+            case .failure(let error): return .error(.badRequest, error.message)
             case .success(let parsed): registration = parsed
             }
             let address = authenticator.clientAddress(request)
@@ -46,7 +46,7 @@ final class PushEndpoint {
                 switch try PushRepository(db).save(registration, address: address) {
                 case .saved(let saved): return .json(200, Self.json(saved))
                 case .tooMany:
-                    return .error(409, "too_many_registrations",
+                    return .error(.tooManyRegistrations,
                                   "this app token has \(PushRepository.perAppToken) push registrations; delete one first")
                 }
             }
@@ -66,11 +66,11 @@ final class PushEndpoint {
     /// `DELETE /api/devices/{id}/push/{token}`.
     func remove(_ request: HTTPRequest, entry: CredentialEntry, token: String) -> HTTPResponse? {
         withApp(entry) { device, entry in
-            guard let hex = Self.hexToken(token) else { return .error(404, "not_found", "no such registration") }
+            guard let hex = Self.hexToken(token) else { return .error(.notFound, "no such registration") }
             return database.answer(request) { db in
                 try PushRepository(db).remove(device: device, token: hex, appTokenID: entry.token.id, reason: "app")
                     ? HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
-                    : .error(404, "not_found", "no such registration for this app token")
+                    : .error(.notFound, "no such registration for this app token")
             }
         }
     }

@@ -72,11 +72,11 @@ final class RobotHTTPEndpoint {
         let method = request.head.method
         let device = entry.token.deviceID
         guard let body else {
-            return .error(501, "not_supported", "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
+            return .error(.notSupported, "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
         }
         let now = env.clock.monotonic()
         guard limiter.allow(entry.token.id, now: now) else {
-            return .error(429, "rate_limited", "over \(Int(env.configuration.robotHTTPRate)) requests/s for this token",
+            return .error(.rateLimited, "over \(Int(env.configuration.robotHTTPRate)) requests/s for this token",
                           headers: [("Retry-After", "1")])
         }
         guard let robot = env.hub.robot(of: device), robot.closing == nil else {
@@ -84,11 +84,11 @@ final class RobotHTTPEndpoint {
             // robot may still sit on another node: claim the device, as a first socket would, so
             // the robot reconnects here; the app's retry after a second finds it.
             cluster.claimIfClustered(device, now: now)
-            return .error(503, "device_offline", "the robot is not connected", headers: [("Retry-After", "1")])
+            return .error(.deviceOffline, "the robot is not connected", headers: [("Retry-After", "1")])
         }
         let client = RobotHTTPClient(client: request.client, method: method, path: request.head.path, peerAddress: request.peerAddress)
         guard let id = exchanges.begin(client: client, device: device, robot: robot.id, now: now) else {
-            return .error(429, "too_many_requests", "too many requests are waiting for this robot", headers: [("Retry-After", "1")])
+            return .error(.tooManyRequests, "too many requests are waiting for this robot", headers: [("Retry-After", "1")])
         }
         let frame = RobotHTTP.requestFrame(id: id, method: method, path: path, query: request.head.rawQuery,
                                            headers: RobotHTTP.forwardedRequestHeaders(request.head.headers),
@@ -97,10 +97,20 @@ final class RobotHTTPEndpoint {
         // the robot's socket (which every app of the device shares) stays up.
         guard robot.queue.fits(frame.count) else {
             exchanges.cancel(client: client)
-            return .error(429, "too_many_requests", "the robot's connection is busy; retry shortly", headers: [("Retry-After", "1")])
+            return .error(.tooManyRequests, "the robot's connection is busy; retry shortly", headers: [("Retry-After", "1")])
         }
         env.hub.deliver(Payload(frame), to: robot)
         return nil
+    }
+
+    /// What the app is told when the robot's answer cannot be given.
+    static func message(_ failure: RobotHTTPExchanges<RobotHTTPClient>.Failure) -> String {
+        switch failure {
+        case .robotTimeout: "the robot did not answer in time"
+        case .responseTooLarge: "the robot's response is over the relay's body limit"
+        case .robotDisconnected: "the robot disconnected before it answered"
+        default: "the robot's answer was malformed"
+        }
     }
 
     /// A robot's `http_response`/`http_body` frame (from the hub).
@@ -135,7 +145,7 @@ final class RobotHTTPEndpoint {
                                     body: client.method == "HEAD" ? [] : answer.body, noStore: false)
         case .failed(let c, let failure, let startedAt):
             (client, started) = (c, startedAt)
-            response = .error(failure.status, failure.rawValue, failure.message)
+            response = .error(failure, RobotHTTPEndpoint.message(failure))
         }
         env.counters.robotHTTPStatuses[response.status, default: 0] += 1
         env.metrics.robotHTTPSeconds.record(Double(env.clock.monotonic() - started) / 1e9)

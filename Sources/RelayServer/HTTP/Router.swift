@@ -56,7 +56,7 @@ final class Router {
     func resolve(_ request: HTTPRequest) -> Resolution {
         let (method, path) = request.methodAndPath
         if path == "/ws/robot" || path == "/ws/app" {
-            return .answer(.error(400, "upgrade_required", "this endpoint takes a WebSocket upgrade"))
+            return .answer(.error(.upgradeRequired, "this endpoint takes a WebSocket upgrade"))
         }
         // The admin API says which of its paths and methods exist only to the admin.
         if path.hasPrefix("/admin/"), let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
@@ -64,9 +64,9 @@ final class Router {
         case .found(let route, let parameters): return .route(route, parameters: parameters)
         case .methodNotAllowed(let allowed):
             let allow = allowed.joined(separator: ", ")
-            return .answer(.error(405, "method_not_allowed", "use \(allow)", headers: [("Allow", allow)]))
+            return .answer(.error(.methodNotAllowed, "use \(allow)", headers: [("Allow", allow)]))
         case .notFound:
-            return .answer(.error(404, "not_found", path.hasPrefix("/admin/") ? "no such admin endpoint" : "no such endpoint"))
+            return .answer(.error(.notFound, path.hasPrefix("/admin/") ? "no such admin endpoint" : "no such endpoint"))
         }
     }
 
@@ -86,7 +86,7 @@ final class Router {
         let wants = "Authorization: Bearer <\(route.auth == .robotOrApp ? "robot or app" : route.auth.rawValue) token> is required"
         let result: Result<CredentialEntry, Refusal>
         if let deviceText = parameters["device_id"] {
-            guard let device = DeviceID(deviceText) else { return .refused(.error(400, "bad_request", "invalid device id")) }
+            guard let device = DeviceID(deviceText) else { return .refused(.error(.badRequest, "invalid device id")) }
             result = authenticator.check(token: authenticator.bearerToken(request), device: device, role: role, wants: wants,
                                          messages: [.wrongRole: route.wrongRoleMessage])
         } else {
@@ -155,7 +155,7 @@ final class Router {
         case .mintPairingCode: return h.pairing.mintPairingCode(request, entry: entry)
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
-        default: return .error(500, "internal_error", "route without its handler")
+        default: return .error(.internalError, "route without its handler")
         }
     }
 
@@ -174,15 +174,15 @@ final class Router {
         case .metrics: return h.metrics.render()
         case .redeemPairingCode:
             guard let body else {
-                return .error(501, "not_supported", "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
+                return .error(.notSupported, "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
             }
             return h.pairing.redeemPairingCode(request, body: body)
         case .admin(let endpoint): return h.database.beginAdmin(request, endpoint, route: route, id: parameters["id"], body: body)
         case .adminPresence:
             // The cluster's view, merged with this node's own (fresher) one.
-            guard let id = DeviceID(parameters["id"] ?? "") else { return .error(400, "bad_request", "invalid device id") }
+            guard let id = DeviceID(parameters["id"] ?? "") else { return .error(.badRequest, "invalid device id") }
             return h.cluster.presence(of: id, request)
-        default: return .error(500, "internal_error", "route without its handler")
+        default: return .error(.internalError, "route without its handler")
         }
     }
 }

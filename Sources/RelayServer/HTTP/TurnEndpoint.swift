@@ -23,13 +23,13 @@ final class TurnEndpoint {
         }
         let requestedTTL: String?
         do throws(RequestError) { requestedTTL = try request.head.argument("ttl") } catch {
-            return .error(error.status, error.code, error.message)
+            return .error(error.code, error.message)
         }
         guard let minted = service.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id,
                                          ttl: service.policy.clampTTL(requestedTTL),
                                          clientAddress: authenticator.clientAddress(request), via: "http", now: env.clock.wall())
         else {
-            return .error(503, "turn_unavailable", "no TURN secret or URL is configured", headers: [("Retry-After", "5")])
+            return .error(.turnUnavailable, "no TURN secret or URL is configured", headers: [("Retry-After", "5")])
         }
         record(minted.issuance)
         // A robot that fetched its own credential: the next push is due at this one's refresh time.

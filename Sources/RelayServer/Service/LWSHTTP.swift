@@ -45,7 +45,7 @@ enum LWSHTTP {
         }
         let texts = [head.path] + head.arguments.flatMap { [$0.name, $0.value] } + head.headers.map(\.value)
         if texts.contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
-            return .failure(RequestError(400, "bad_request", "control character in the request"))
+            return .failure(RequestError(.badRequest, "control character in the request"))
         }
         return .success(head)
     }
@@ -109,7 +109,7 @@ struct RequestHeads {
     func head(of wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
         if let gate {
             guard let head = gate.head(of: wsi) else {
-                return .failure(RequestError(400, "bad_request", "one request per connection"))
+                return .failure(RequestError(.badRequest, "one request per connection"))
             }
             return .success(head)
         }

@@ -41,7 +41,7 @@ final class CallbackTargets {
         switch heads.head(of: wsi) {
         case .success(let head): request = LWSHTTP.request(wsi, head: head)
         case .failure(let error):
-            _ = LWSHTTP.send(.error(error.status, error.code, error.message), on: wsi)
+            _ = LWSHTTP.send(.error(error.code, error.message), on: wsi)
             return -1
         }
         guard let response = router.route(request) else { return 0 }  // answered later

@@ -81,7 +81,7 @@ final class WebSocketEndpoint {
         case "/ws/robot": role = .robot
         case "/ws/app": role = .app
         default:
-            return .failure(UpgradeRejection(response: .error(404, "not_found", "no such WebSocket endpoint"),
+            return .failure(UpgradeRejection(response: .error(.notFound, "no such WebSocket endpoint"),
                                              failure: nil, device: nil, address: address))
         }
         let deviceText: String?
@@ -93,12 +93,12 @@ final class WebSocketEndpoint {
             recovery = role == .app ? try RecoveryRequest.parse(recover: request.head.argument("recover"),
                                                                  since: request.head.argument("since")) : nil
         } catch {
-            return .failure(UpgradeRejection(response: .error(error.status, error.code, error.message),
+            return .failure(UpgradeRejection(response: .error(error.code, error.message),
                                              failure: .badRequest, device: nil, address: address))
         }
         guard let deviceText, let device = DeviceID(deviceText) else {
             return .failure(UpgradeRejection(
-                response: .error(400, "bad_request", "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
+                response: .error(.badRequest, "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
                 failure: .badRequest, device: nil, address: address))
         }
         let entry: CredentialEntry
@@ -112,7 +112,7 @@ final class WebSocketEndpoint {
         }
         if role == .app, !env.hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
-                response: .error(429, "too_many_connections",
+                response: .error(.tooManyConnections,
                                  "this device already has \(env.configuration.maxAppsPerDevice) app connections",
                                  headers: [("Retry-After", "1")]),
                 failure: nil, device: device, address: address))
@@ -138,10 +138,10 @@ final class WebSocketEndpoint {
         case .success(let head):
             request = LWSHTTP.request(wsi, head: head)
         case .failure(let error):
-            return LWSHTTP.send(.error(error.status, error.code, error.message), on: wsi, asHTTP11: true) ? 1 : -1
+            return LWSHTTP.send(.error(error.code, error.message), on: wsi, asHTTP11: true) ? 1 : -1
         }
         if stop.stopping {
-            let response = HTTPResponse.error(503, "shutting_down", "the relay is shutting down", headers: [("Retry-After", "1")])
+            let response = HTTPResponse.error(.shuttingDown, "the relay is shutting down", headers: [("Retry-After", "1")])
             env.logRequest(request, status: 503, startedAt: started)
             return LWSHTTP.send(response, on: wsi, asHTTP11: true) ? 1 : -1
         }

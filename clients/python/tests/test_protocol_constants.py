@@ -1,38 +1,36 @@
-"""The robot library's protocol constants are the relay's (WimzProtocol, printed by
-`wimz-relay protocol-constants`): close codes and what they mean for a reconnect, the replayed
-events, the quick-reconnect threshold, the bridge's chunk size."""
+"""The robot library's protocol constants come from ``protocol-constants.json`` (the relay's
+WimzProtocol, as ``wimz-relay protocol-constants`` prints it; a Swift test keeps the committed copy
+equal to the module). What is checked here needs no relay."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+from importlib import resources
 
-from wimz_robot import bridge, client
-
-
-def relay_constants() -> dict:
-    out = subprocess.run([os.environ["WIMZ_RELAY_BIN"], "protocol-constants"], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+from wimz_robot import bridge, client, protocol
+from wimz_robot.protocol import CloseCode
 
 
-def test_the_robot_library_agrees_with_the_relay():
-    constants = relay_constants()
-    codes = {name: entry["code"] for name, entry in constants["close_codes"].items()}
-    assert client.CLOSE_GOING_AWAY == codes["goingAway"]
-    assert client.CLOSE_RECONNECT_NOW == codes["reconnectNow"]
-    assert client.CLOSE_REPLACED == codes["replaced"]
-    assert client.CLOSE_REVOKED == codes["revoked"]
-    assert client.CLOSE_SLOW_CONSUMER == codes["slowConsumer"]
-    assert client.CLOSE_RATE_LIMITED == codes["rateLimited"]
-    reconnect = {entry["code"]: entry["reconnect"] for entry in constants["close_codes"].values()}
-    # The client's own reconnect rules, code by code, are the relay's classes.
-    assert {c for c, r in reconnect.items() if r == "at_once"} == {client.CLOSE_GOING_AWAY, client.CLOSE_RECONNECT_NOW}
-    assert {c for c, r in reconnect.items() if r == "slow_backoff"} == {client.CLOSE_SLOW_CONSUMER, client.CLOSE_RATE_LIMITED}
-    assert {c for c, r in reconnect.items() if r == "never"} == {client.CLOSE_REVOKED, client.CLOSE_REPLACED}
-    assert client.QUICK_RECONNECT_AFTER == constants["limits"]["quick_reconnect_after_seconds"]
+def shipped() -> dict:
+    return json.loads(resources.files("wimz_robot").joinpath("protocol-constants.json").read_text())
+
+
+def test_close_codes_are_the_relays_and_carry_its_reconnect_rule():
+    constants = shipped()
+    assert {code.value for code in CloseCode} == {entry["code"] for entry in constants["close_codes"].values()}
+    assert {c for c in CloseCode if c.reconnect == "at_once"} == {CloseCode.GOING_AWAY, CloseCode.RECONNECT_NOW}
+    assert {c for c in CloseCode if c.reconnect == "slow_backoff"} == {CloseCode.SLOW_CONSUMER, CloseCode.RATE_LIMITED}
+    assert {c for c in CloseCode if c.reconnect == "never"} == {CloseCode.REVOKED, CloseCode.REPLACED}
+    assert CloseCode.REVOKED == 4003 and CloseCode.RECONNECT_NOW == 1012
+
+
+def test_limits_events_and_error_codes_come_from_the_file():
+    constants = shipped()
+    assert protocol.QUICK_RECONNECT_AFTER == constants["limits"]["quick_reconnect_after_seconds"]
     assert client.REPLAYED_EVENTS == frozenset(constants["replayed_events"])
     assert bridge.CHUNK_BYTES == constants["limits"]["robot_http_chunk_bytes"]
+    assert bridge.RELAY_EVENTS == frozenset(constants["relay_events"])
+    assert protocol.ERROR_STATUS["device_offline"] == 503 and protocol.ERROR_STATUS["missing_token"] == 401
+    assert "robot_offline" in protocol.PUSH_KINDS
     # A request with the largest default body fits in one frame the client accepts.
-    assert client.MAX_MESSAGE_BYTES >= constants["limits"]["robot_http_max_body"] * 4 // 3 + 64 * 1024
-    assert set(bridge.RELAY_EVENTS) <= set(constants["relay_events"])
+    assert client.MAX_MESSAGE_BYTES >= protocol.ROBOT_HTTP_MAX_BODY * 4 // 3 + 64 * 1024

@@ -35,15 +35,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from .backoff import Backoff
 from .client import RobotClient
+from .protocol import RELAY_EVENTS, ROBOT_HTTP_CHUNK_BYTES
 from .turn import TurnCredentials
 
 log = logging.getLogger("wimz_robot.bridge")
 
 #: Body bytes per ``http_response``/``http_body`` frame: 32 KiB is ~44 KiB of base64, well under
 #: the relay's 64 KiB default message limit.
-CHUNK_BYTES = 32 * 1024
-#: Relay events meant for the robot library itself, not for the robot's own stack.
-RELAY_EVENTS = frozenset({"app_presence", "turn_credentials"})
+CHUNK_BYTES = ROBOT_HTTP_CHUNK_BYTES
 #: Not passed to the local API: hop-by-hop fields and the ones the bridge sets itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
                         "upgrade", "content-length", "host", "expect"})

@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -28,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .backoff import Backoff
+from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, CloseCode
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
 
 log = logging.getLogger("wimz_robot")
@@ -42,20 +44,6 @@ CredentialsHandler = Callable[[TurnCredentials], Any]
 #: base64 in one frame (4/3 of the relay's 1 MiB default body limit, plus its headers).
 MAX_MESSAGE_BYTES = 4 << 20
 
-# Close codes (PROTOCOL.md "close codes").
-CLOSE_GOING_AWAY = 1001
-CLOSE_RECONNECT_NOW = 1012
-
-#: Events the relay replays to apps that connect later (its default replay set). The client
-#: sends the latest of each again after every reconnect: the relay node it reaches then
-#: (another node after a crash or a move) may never have seen them.
-REPLAYED_EVENTS = frozenset({"mode_changed", "mission_progress", "audio_state", "program_progress"})
-CLOSE_REPLACED = 4001
-CLOSE_REVOKED = 4003
-CLOSE_SLOW_CONSUMER = 4008
-CLOSE_RATE_LIMITED = 4029
-# 1001/1012 reconnect at once only after a connection that lasted this long (seconds).
-QUICK_RECONNECT_AFTER = 2.0
 
 
 class RelayRefused(Exception):
@@ -69,6 +57,7 @@ class RelayRefused(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True, slots=True)
 class ConnectionState:
     """What the client's connection is doing, for ``RobotClient.on_state`` handlers.
 
@@ -77,18 +66,9 @@ class ConnectionState:
     ``"refused"`` (``code``: the HTTP status or close code, ``reason``: the relay's message; the
     client stops for good)."""
 
-    __slots__ = ("kind", "code", "reason")
-
-    def __init__(self, kind: str, code: int | None = None, reason: str = "") -> None:
-        self.kind = kind
-        self.code = code
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"ConnectionState({self.kind!r}, {self.code!r}, {self.reason!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ConnectionState) and (self.kind, self.code, self.reason) == (other.kind, other.code, other.reason)
+    kind: str
+    code: int | None = None
+    reason: str = ""
 
 
 class RobotClient:
@@ -385,17 +365,19 @@ class RobotClient:
             if self._closing:
                 self._state("disconnected", code, reason)
                 return
-            if code in (CLOSE_REVOKED, CLOSE_REPLACED):
-                self.refused = RelayRefused(code, reason or ("token revoked" if code == CLOSE_REVOKED else "replaced"))
+            # What the close means for a reconnect is the relay's (protocol-constants.json).
+            reconnect = CloseCode(code).reconnect if code is not None and code in CloseCode._value2member_map_ else "backoff"
+            if reconnect == "never" and code is not None:
+                self.refused = RelayRefused(code, reason or ("token revoked" if code == CloseCode.REVOKED else "replaced"))
                 log.error("%s", self.refused)
                 self._state("refused", code, self.refused.reason)
                 return
             self._state("disconnected", code, reason)
-            if code in (CLOSE_GOING_AWAY, CLOSE_RECONNECT_NOW) and lasted >= QUICK_RECONNECT_AFTER:
+            if reconnect == "at_once" and lasted >= QUICK_RECONNECT_AFTER:
                 log.info("relay asked us to reconnect (%s %s)", code, reason)
                 continue  # at once: the balancer sends us to a live node (a node that keeps
                 # closing fresh sockets at once falls through to the back-off below)
-            slow = code in (CLOSE_SLOW_CONSUMER, CLOSE_RATE_LIMITED)
+            slow = reconnect == "slow_backoff"
             log.warning("connection closed (%s %s)", code, reason)
             await asyncio.sleep(self.backoff.next_delay(slow=slow))
 
@@ -448,7 +430,7 @@ async def _call(handler: Callable[[Any], Any], argument: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
-def _error_message(body: bytes | None) -> str:
+def _error_message(body: bytes | bytearray | None) -> str:
     """The relay's JSON error body (``{"error":CODE,"message":TEXT}``) as one line."""
     try:
         parsed = json.loads(body or b"{}")

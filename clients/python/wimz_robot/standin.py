@@ -136,7 +136,8 @@ class StandInRobot:
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.seen.append(request.raw_path)
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def broadcast(self, message: dict[str, Any]) -> None:
         text = json.dumps(message)
@@ -169,7 +170,8 @@ class StandInRobot:
 
     async def answer(self, command: dict[str, Any]) -> dict[str, Any]:
         name = command.get("command")
-        data = command.get("data") if isinstance(command.get("data"), dict) else {}
+        given = command.get("data")
+        data: dict[str, Any] = given if isinstance(given, dict) else {}
         response: dict[str, Any] = {"type": "response", "id": command.get("id")}
         if name == "ping":
             response.update(ok=True, data={"pong": True})

@@ -1,0 +1,75 @@
+/// Every error code the relay answers with (PROTOCOL.md "Errors"): the `error` of an HTTP error
+/// body `{"error":CODE,"message":TEXT}` with its status, or the `error` of a WebSocket `error`
+/// frame. Server, Swift client and (through `protocol-constants.json`) the Python library use
+/// this one list.
+public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
+    // Credentials: HTTP routes and WebSocket upgrades alike.
+    case missingToken = "missing_token"
+    case unknownToken = "unknown_token"
+    case expiredToken = "expired_token"
+    case revokedToken = "revoked_token"
+    case wrongDevice = "wrong_device"
+    case wrongRole = "wrong_role"
+    case deviceDisabled = "device_disabled"
+    case storeUnavailable = "store_unavailable"
+    case rateLimited = "rate_limited"
+
+    // Requests.
+    case badRequest = "bad_request"
+    case invalidJSON = "invalid_json"
+    case upgradeRequired = "upgrade_required"
+    case notFound = "not_found"
+    case invalidCode = "invalid_code"
+    case methodNotAllowed = "method_not_allowed"
+    case conflict
+    case tooManyRegistrations = "too_many_registrations"
+    case lengthRequired = "length_required"
+    case tooLarge = "too_large"
+    case uriTooLong = "uri_too_long"
+    case headersTooLarge = "headers_too_large"
+    case tooManyConnections = "too_many_connections"
+    case tooManyRequests = "too_many_requests"
+    case internalError = "internal_error"
+    case notSupported = "not_supported"
+    case pushNotConfigured = "push_not_configured"
+    case busy
+    case deviceOffline = "device_offline"
+    case shuttingDown = "shutting_down"
+    case turnUnavailable = "turn_unavailable"
+    case httpVersionNotSupported = "http_version_not_supported"
+
+    // HTTP to the robot: the relay's own answers when the robot's cannot be given.
+    case robotTimeout = "robot_timeout"
+    case responseTooLarge = "response_too_large"
+    case robotDisconnected = "robot_disconnected"
+    case badRobotResponse = "bad_robot_response"
+
+    // WebSocket `error` frames only (an app's message that was not forwarded).
+    case badMessage = "bad_message"
+    case forbiddenType = "forbidden_type"
+    case robotBusy = "robot_busy"
+
+    /// The HTTP status of this code (for codes of WebSocket frames only: the status their
+    /// refusal would have over HTTP).
+    public var httpStatus: Int {
+        switch self {
+        case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
+        case .wrongDevice, .wrongRole, .deviceDisabled: 403
+        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType: 400
+        case .notFound, .invalidCode: 404
+        case .methodNotAllowed: 405
+        case .conflict, .tooManyRegistrations: 409
+        case .lengthRequired: 411
+        case .tooLarge: 413
+        case .uriTooLong: 414
+        case .headersTooLarge: 431
+        case .rateLimited, .tooManyConnections, .tooManyRequests, .robotBusy: 429
+        case .internalError: 500
+        case .notSupported, .pushNotConfigured: 501
+        case .responseTooLarge, .robotDisconnected, .badRobotResponse: 502
+        case .storeUnavailable, .busy, .deviceOffline, .shuttingDown, .turnUnavailable: 503
+        case .robotTimeout: 504
+        case .httpVersionNotSupported: 505
+        }
+    }
+}

@@ -1,0 +1,48 @@
+"""The relay protocol's constants, read from ``protocol-constants.json`` — the file
+``wimz-relay protocol-constants`` prints from the relay's own WimzProtocol module (the relay's
+tests keep the committed copy equal to it; ``scripts/generate.sh`` rewrites it)."""
+
+from __future__ import annotations
+
+import json
+from enum import IntEnum
+from importlib import resources
+from typing import Any
+
+_CONSTANTS: dict[str, Any] = json.loads(resources.files(__package__).joinpath("protocol-constants.json").read_text())
+_CLOSE: dict[str, dict[str, Any]] = _CONSTANTS["close_codes"]
+_LIMITS: dict[str, Any] = _CONSTANTS["limits"]
+
+
+class CloseCode(IntEnum):
+    """WebSocket close codes (PROTOCOL.md "close codes")."""
+
+    NORMAL = _CLOSE["normal"]["code"]
+    GOING_AWAY = _CLOSE["goingAway"]["code"]
+    TOO_LARGE = _CLOSE["tooLarge"]["code"]
+    RECONNECT_NOW = _CLOSE["reconnectNow"]["code"]
+    REPLACED = _CLOSE["replaced"]["code"]
+    REVOKED = _CLOSE["revoked"]["code"]
+    SLOW_CONSUMER = _CLOSE["slowConsumer"]["code"]
+    RATE_LIMITED = _CLOSE["rateLimited"]["code"]
+
+    @property
+    def reconnect(self) -> str:
+        """``at_once``, ``backoff``, ``slow_backoff`` or ``never``: how a client reconnects after it."""
+        return str(next(entry["reconnect"] for entry in _CLOSE.values() if entry["code"] == self.value))
+
+
+#: Every error code the relay answers with, and its HTTP status.
+ERROR_STATUS: dict[str, int] = dict(_CONSTANTS["error_codes"])
+#: Events the relay replays to apps that connect later (its default replay set).
+REPLAYED_EVENTS: frozenset[str] = frozenset(_CONSTANTS["replayed_events"])
+#: Events only the relay sends.
+RELAY_EVENTS: frozenset[str] = frozenset(_CONSTANTS["relay_events"])
+#: 1001/1012 reconnect at once only after a connection that lasted this long (seconds).
+QUICK_RECONNECT_AFTER: float = float(_LIMITS["quick_reconnect_after_seconds"])
+#: Body bytes per ``http_response``/``http_body`` frame.
+ROBOT_HTTP_CHUNK_BYTES: int = int(_LIMITS["robot_http_chunk_bytes"])
+#: The relay's default limit on a body to or from the robot's API.
+ROBOT_HTTP_MAX_BODY: int = int(_LIMITS["robot_http_max_body"])
+#: What a phone can be woken for.
+PUSH_KINDS: frozenset[str] = frozenset(_CONSTANTS["push_kinds"])
