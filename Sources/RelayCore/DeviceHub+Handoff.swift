@@ -13,7 +13,7 @@ extension DeviceHub {
     /// seen newer ones of, and the status time when the robot is still in transit (not here yet)
     /// or arrived after it was online there (the move is not an offline period).
     public func adoptHandoff(_ device: DeviceID, since: UnixTime, robotOnline: Bool, replay: [[UInt8]],
-                             history: HistoryHandoff? = nil, now: UInt64, wallClock: UnixTime = .now()) {
+                             history: HistoryHandoff? = nil, now: UInt64, wallClock: UnixTime) {
         let d = entry(for: device, wallClock: wallClock)
         // The numbering goes on where the other node left it, unless this node numbered
         // messages of its own meanwhile (then those apps' sequence wins).

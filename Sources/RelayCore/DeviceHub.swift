@@ -113,12 +113,17 @@ public final class DeviceHub {
     public var clustered = false
     /// Devices with parked resumes (see `Device.parked`).
     private var parkedDevices: Set<DeviceID> = []
-    public init(limits: Limits, now: UnixTime = .now()) {
+    /// The time of what the hub does on its own (closing a slow consumer, say); what callers do
+    /// comes with its time.
+    let clock: RelayClock
+
+    public init(limits: Limits, clock: RelayClock) {
+        self.clock = clock
         self.limits = limits
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
         pushNames = limits.pushEvents.sorted().map { Array($0.utf8) }
         missionProgressPushIndex = pushNames.firstIndex(of: Array("mission_progress".utf8))
-        startedAt = now
+        startedAt = clock.wall()
     }
 
     /// A session and its device entry refer to each other while attached (routing needs no
@@ -173,7 +178,7 @@ public final class DeviceHub {
     }
 
     /// Routes to a newly authenticated session and sends the greetings the contract requires.
-    public func attach(_ session: Session, now: UInt64, wallClock: UnixTime = .now()) {
+    public func attach(_ session: Session, now: UInt64, wallClock: UnixTime) {
         let device = entry(for: session.deviceID, wallClock: wallClock)
         let arrived = device.isEmpty
         session.device = device
@@ -279,7 +284,8 @@ public final class DeviceHub {
     }
 
     /// Stops routing to `session` (closed, culled, revoked). Idempotent.
-    public func detach(_ session: Session, wallClock: UnixTime = .now()) {
+    public func detach(_ session: Session) {
+        let now = clock.monotonic(), wallClock = clock.wall()
         guard let device = session.device else { return }
         session.device = nil
         switch session.role {
@@ -295,7 +301,7 @@ public final class DeviceHub {
         case .app:
             if let k = device.parked.firstIndex(where: { $0 === session }) {
                 device.parked.remove(at: k)
-                if device.parked.isEmpty { releaseParked(device, now: MonotonicClock.nanoseconds()) }
+                if device.parked.isEmpty { releaseParked(device, now: now) }
                 break
             }
             device.apps.removeAll { $0 === session }

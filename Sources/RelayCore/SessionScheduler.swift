@@ -24,7 +24,7 @@ public final class SessionScheduler {
     private var nextTick: UInt64 = 0
 
     /// `now`: monotonic nanoseconds at which tick 0 falls.
-    public init(now: UInt64, slotWidth: UInt64 = 1_000_000_000, slotCount: Int = 64) {
+    public init(now: UInt64, slotWidth: UInt64, slotCount: Int) {
         origin = now
         self.slotWidth = max(slotWidth, 1)
         self.slotCount = max(slotCount, 1)

@@ -62,6 +62,18 @@ final class RelayComponents {
         authenticator.failures.sweep(now: now)
     }
 
+    /// Every wheel interval (`WebSocketEndpoint.wheelInterval`, 10 ms): every deadline the relay
+    /// keeps — connections and requests past theirs, robot HTTP exchanges past their timeout,
+    /// parked resumes, the stop's deadline — then the sessions that are due. Tests drive it with
+    /// their own clock.
+    func tickWheel(now: UInt64) {
+        webSocket.expireConnections(now: now)
+        robotHTTP.expire(now: now)
+        env.hub.expireParked(now: now)
+        stop.checkDeadline(now: now)
+        webSocket.tickSessions(now: now, wall: env.clock.wall())
+    }
+
     /// Every 100 ms: the drain's end, the cluster's batches.
     func tickCluster() {
         stop.tick(now: env.clock.monotonic())

@@ -9,7 +9,7 @@ import RelayWorkers
 final class RelayEnvironment {
     let configuration: RelayConfiguration
     let hub: DeviceHub
-    let clock: ServiceClock
+    let clock: RelayClock
     let thread: ServiceThread
     let audit: AuditTrail
     let log = Logger(label: "wimz.relay")
@@ -19,7 +19,7 @@ final class RelayEnvironment {
     /// The Prometheus registry and the histograms observed into it.
     let metrics = RelayMetrics()
 
-    init(configuration: RelayConfiguration, hub: DeviceHub, clock: ServiceClock, thread: ServiceThread, audit: AuditTrail) {
+    init(configuration: RelayConfiguration, hub: DeviceHub, clock: RelayClock, thread: ServiceThread, audit: AuditTrail) {
         self.configuration = configuration
         self.hub = hub
         self.clock = clock

@@ -70,7 +70,7 @@ public final class RelayServer {
             mailbox.post(.store($0))
         }
         let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
-        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration)), clock: .system,
+        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: .system), clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: loop.gate,
                                      respond: loop.gate.map { gate in { client, response in gate.respond(client.handle, with: response) } })
@@ -104,6 +104,7 @@ public final class RelayServer {
             env.logRequest(request, status: refusal.status, startedAt: started)
             return refusal
         }
+        gate.clock = env.clock
         gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
             database.forget(HTTPClient(wsi))
             robotHTTP.cancel(HTTPClient(wsi))
@@ -129,7 +130,7 @@ public final class RelayServer {
         components.cluster.agent.start()
         components.state.writer.start()
         loop.run(every: [(1_000_000, { [unowned self] in tick() }),
-                         (WebSocketEndpoint.wheelInterval, { [webSocket = components.webSocket] in webSocket.tickWheel() }),
+                         (WebSocketEndpoint.wheelInterval, { [components, env] in components.tickWheel(now: env.clock.monotonic()) }),
                          (100_000, { [components] in components.tickCluster() })])
         let loopEnded = env.clock.monotonic()
         // Counted pushes go out now (nothing is lost to a restart); the sender gets 3 s.

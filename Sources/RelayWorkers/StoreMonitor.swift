@@ -53,7 +53,7 @@ public final class StoreMonitor: DatabaseWork {
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
     private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool)>((nil, false))
 
-    public init(conninfo: String, migrator: Migrator, turnRealm: String = "wimz",
+    public init(conninfo: String, migrator: Migrator, turnRealm: String,
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {
         self.migrator = migrator
         self.turnRealm = turnRealm

@@ -16,7 +16,7 @@ struct AllocationTests {
     func allocationsPerMessage(apps appCount: Int, messages: Int = 200, historyKept: Bool = false) -> Double {
         var limits = DeviceHub.Limits()
         limits.replayEvents = ["mode_changed", "mission_progress"]
-        let hub = DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+        let hub = DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
         func session(_ id: UInt64, _ role: Role) -> Session {
             Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
                     remoteAddress: "127.0.0.1", connectedAt: .now(), now: 0,
@@ -25,18 +25,18 @@ struct AllocationTests {
         let transport = RecordingTransport()
         let robot = session(1, .robot)
         robot.transport = transport
-        hub.attach(robot, now: 0)
+        hub.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         if historyKept {
             let recovering = session(1000, .app)
             recovering.transport = transport
             recovering.recovery = .fresh
-            hub.attach(recovering, now: 0)
+            hub.attach(recovering, now: 0, wallClock: UnixTime(seconds: 100))
             hub.detach(recovering)
         }
         let apps = (0..<appCount).map { i -> Session in
             let app = session(UInt64(2 + i), .app)
             app.transport = transport
-            hub.attach(app, now: 0)
+            hub.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
             return app
         }
         // Payloads are made before counting: each is the one receive buffer of its message.

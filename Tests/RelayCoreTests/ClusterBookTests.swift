@@ -49,7 +49,7 @@ import Testing
     @Test func aMovedRobotKeepsItsOnlineTimeAndTheAppsTheirReplay() {
         var limits = DeviceHub.Limits()
         limits.replayEvents = ["mode_changed"]
-        let hub = DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+        let hub = DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
         let device = DeviceID("d1")!
         let event = Array(#"{"type":"event","event":"mode_changed","data":{"mode":"x"}}"#.utf8)
         hub.adoptHandoff(device, since: UnixTime(seconds: 50), robotOnline: true, replay: [event], now: 0,

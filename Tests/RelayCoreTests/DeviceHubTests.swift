@@ -32,15 +32,15 @@ final class RecordingTransport: SessionTransport {
         var limits = DeviceHub.Limits()
         limits.replayEvents = ["mode_changed"]
         configure(&limits)
-        return DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+        return DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
     }
 
     @Test mutating func robotEventsShareOneBufferAcrossApps() {
         let h = hub()
         let robot = session(.robot)
         let apps = (0..<5).map { _ in session(.app) }
-        h.attach(robot, now: 0)
-        apps.forEach { h.attach($0, now: 0) }
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        apps.forEach { h.attach($0, now: 0, wallClock: UnixTime(seconds: 100)) }
         apps.forEach { _ = drain($0) }
         let payload = Payload(Array(#"{"type":"event","event":"x"}"#.utf8))
         h.receive(payload, from: robot, now: 0)
@@ -52,8 +52,8 @@ final class RecordingTransport: SessionTransport {
         let h = hub()
         let robot = session(.robot)
         let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         _ = drain(robot); _ = drain(app)
         return (h, robot, app)
     }
@@ -71,7 +71,7 @@ final class RecordingTransport: SessionTransport {
         let robot = session(.robot)
         let a = session(.app)
         let b = session(.app)
-        for s in [robot, a, b] { h.attach(s, now: 0) }
+        for s in [robot, a, b] { h.attach(s, now: 0, wallClock: UnixTime(seconds: 100)) }
         _ = drain(robot); _ = drain(a); _ = drain(b)
         h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: a, now: 0)
         h.receive(Payload(Array(#"{"type":"command","id":"1"}"#.utf8)), from: b, now: 0)
@@ -94,8 +94,8 @@ final class RecordingTransport: SessionTransport {
         let h = hub()
         let robot = session(.robot)
         let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         _ = drain(robot)
         for i in 0..<20 { h.receive(Payload(Array(#"{"type":"command","id":"\#(i)"}"#.utf8)), from: app, now: 0) }
         let ids = relayIDs(drain(robot)).compactMap { UInt64($0.dropFirst(), radix: 16) }
@@ -108,8 +108,8 @@ final class RecordingTransport: SessionTransport {
         let h = hub { $0.pendingCommandsPerDevice = 3 }
         let robot = session(.robot)
         let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         _ = drain(robot)
         for i in 0..<5 { h.receive(Payload(Array(#"{"type":"command","id":"\#(i)"}"#.utf8)), from: app, now: 0) }
         let ids = relayIDs(drain(robot))
@@ -124,9 +124,9 @@ final class RecordingTransport: SessionTransport {
         let robot = session(.robot, queue: 3)
         let app = session(.app)
         let other = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
-        h.attach(other, now: 0)  // the robot's queue holds three presences now: full
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(other, now: 0, wallClock: UnixTime(seconds: 100))  // the robot's queue holds three presences now: full
         _ = drain(app)
         var drops: [DropReason] = []
         h.onDrop = { drops.append($0) }
@@ -171,7 +171,7 @@ final class RecordingTransport: SessionTransport {
         let robot = session(.robot)
         let slow = session(.app, queue: 3)
         let fast = session(.app)
-        for s in [robot, slow, fast] { h.attach(s, now: 0) }
+        for s in [robot, slow, fast] { h.attach(s, now: 0, wallClock: UnixTime(seconds: 100)) }
         for _ in 0..<10 {
             h.receive(Payload(Array(#"{"type":"event","event":"e"}"#.utf8)), from: robot, now: 0)
             _ = drain(fast)
@@ -185,8 +185,8 @@ final class RecordingTransport: SessionTransport {
         let h = hub { $0.appRate = 1; $0.appBurst = 2; $0.rateLimitCloseAfter = 5 }
         let robot = session(.robot)
         let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         _ = drain(robot); _ = drain(app)
         for _ in 0..<4 { h.receive(Payload(Array("{}".utf8)), from: app, now: 0) }
         #expect(drain(robot) == ["{}", "{}"])
@@ -199,8 +199,8 @@ final class RecordingTransport: SessionTransport {
         let h = hub { $0.appRate = 1; $0.appBurst = 1; $0.rateLimitCloseAfter = 100 }
         let robot = session(.robot)
         let app = session(.app)
-        h.attach(robot, now: 0)
-        h.attach(app, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         _ = drain(robot); _ = drain(app)
         for i in 0..<4 { h.receive(Payload(Array(#"{"type":"command","id":"a\#(i)"}"#.utf8)), from: app, now: 0) }
         #expect(drain(robot).count == 1)
@@ -217,12 +217,12 @@ final class RecordingTransport: SessionTransport {
     @Test mutating func replayKeepsTheLatestPerNameAndOnlyConfiguredNames() {
         let h = hub()
         let robot = session(.robot)
-        h.attach(robot, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         h.receive(Payload(Array(#"{"type":"event","event":"mode_changed","v":1}"#.utf8)), from: robot, now: 0)
         h.receive(Payload(Array(#"{"type":"event","event":"mode_changed","v":2}"#.utf8)), from: robot, now: 0)
         h.receive(Payload(Array(#"{"type":"event","event":"bark","v":3}"#.utf8)), from: robot, now: 0)
         let app = session(.app)
-        h.attach(app, now: 0)
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         let got = drain(app)
         #expect(got.count == 2)
         #expect(got[0].contains("device_status") && got[1] == #"{"type":"event","event":"mode_changed","v":2}"#)
@@ -231,12 +231,12 @@ final class RecordingTransport: SessionTransport {
     @Test mutating func appCapAndPresence() {
         let h = hub { $0.maxAppsPerDevice = 2 }
         let robot = session(.robot)
-        h.attach(robot, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         let a = session(.app)
         let b = session(.app)
-        h.attach(a, now: 0)
+        h.attach(a, now: 0, wallClock: UnixTime(seconds: 100))
         #expect(h.hasRoomForApp(DeviceID("d1")!))
-        h.attach(b, now: 0)
+        h.attach(b, now: 0, wallClock: UnixTime(seconds: 100))
         #expect(!h.hasRoomForApp(DeviceID("d1")!))
         #expect(drain(robot).map { $0.contains("\"apps\":") } == [true, true, true])
         h.detach(a)
@@ -248,7 +248,7 @@ final class RecordingTransport: SessionTransport {
         var seen: [(String, UInt64)] = []
         h.onPushEvent = { _, name, _, place in seen.append((name, place.seq)) }
         let robot = session(.robot)
-        h.attach(robot, now: 0)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
         #expect(seen.isEmpty, "no phones registered: nothing")
         h.setPushWatched(DeviceID("d1")!, true)

@@ -64,12 +64,12 @@ import Testing
             var limits = DeviceHub.Limits()
             limits.replayEvents = ["mode_changed"]
             limits.history.maxMessages = messages
-            hub = DeviceHub(limits: limits, now: UnixTime(seconds: 100))
+            hub = DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
             hub.clustered = clustered
             robot = Session(id: 0, role: .robot, deviceID: DeviceID("d1")!, tokenID: 0, tokenExpiresAt: nil,
                             remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 10_000, maxBytes: 1 << 24))
             robot.transport = transport
-            hub.attach(robot, now: 0)
+            hub.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         }
         func app(_ recovery: RecoveryRequest?, now: UInt64 = 0) -> Session {
             next += 1
@@ -77,7 +77,7 @@ import Testing
                             remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 10_000, maxBytes: 1 << 24))
             s.transport = transport
             s.recovery = recovery
-            hub.attach(s, now: now)
+            hub.attach(s, now: now, wallClock: UnixTime(seconds: 100))
             return s
         }
         func send(_ text: String, now: UInt64 = 0) { hub.receive(Payload(Array(text.utf8)), from: robot, now: now) }
@@ -146,7 +146,7 @@ import Testing
         let carried = HistoryHandoff(epoch: "n1epoch", lastSeq: 5, entries: (1...5).map { n in
             (UInt64(n), 0, Array(#"{"type":"event","event":"bark_detected","data":{"n":\#(n)}}"#.utf8))
         })
-        h.hub.adoptHandoff(DeviceID("d1")!, since: .now(), robotOnline: true, replay: [], history: carried, now: 20)
+        h.hub.adoptHandoff(DeviceID("d1")!, since: .now(), robotOnline: true, replay: [], history: carried, now: 20, wallClock: UnixTime(seconds: 100))
         let got = h.drain(parked)
         #expect(status(got[0])! == ("n1epoch", 6, true))
         #expect(got.dropFirst().map { String($0.prefix(9)) } == [#"{"seq":4,"#, #"{"seq":5,"#, #"{"seq":6,"#])

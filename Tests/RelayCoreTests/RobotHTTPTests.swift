@@ -105,13 +105,13 @@ import Testing
 
 @Suite struct RobotLegOwnershipTests {
     @Test func anAppCannotSendTheRelaysHTTPRequestsToTheRobot() {
-        let hub = DeviceHub(limits: .init())
+        let hub = DeviceHub(limits: .init(), clock: .system)
         let transport = RecordingTransport()
         func session(_ id: UInt64, _ role: Role) -> Session {
             let s = Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
                             remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 100, maxBytes: 1 << 20))
             s.transport = transport
-            hub.attach(s, now: 0)
+            hub.attach(s, now: 0, wallClock: UnixTime(seconds: 100))
             return s
         }
         let robot = session(1, .robot)

@@ -9,13 +9,13 @@ import Testing
     func attached(_ id: UInt64, _ hub: DeviceHub, now: UInt64) -> Session {
         let s = Session(id: id, role: .app, deviceID: DeviceID("d\(id % 7)")!, tokenID: Int64(id), tokenExpiresAt: nil,
                         remoteAddress: "127.0.0.1", connectedAt: .now(), now: now, queue: SendQueue(maxMessages: 8, maxBytes: 1 << 16))
-        hub.attach(s, now: now)
+        hub.attach(s, now: now, wallClock: UnixTime(seconds: 100))
         return s
     }
 
     @Test func onlyDueSessionsComeBackEachOnce() {
-        let hub = DeviceHub(limits: { var l = DeviceHub.Limits(); l.maxAppsPerDevice = 10_000; return l }())
-        let wheel = SessionScheduler(now: origin)
+        let hub = DeviceHub(limits: { var l = DeviceHub.Limits(); l.maxAppsPerDevice = 10_000; return l }(), clock: .system)
+        let wheel = SessionScheduler(now: origin, slotWidth: 1_000_000_000, slotCount: 64)
         let sessions = (1...1_000).map { attached(UInt64($0), hub, now: origin) }
         for (i, s) in sessions.enumerated() { wheel.schedule(s, at: origin + UInt64(i % 20) * second) }
         var seen: [UInt64: Int] = [:]
@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func aFineWheelSpreadsWithinTheSecond() {
-        let hub = DeviceHub(limits: { var l = DeviceHub.Limits(); l.maxAppsPerDevice = 10_000; return l }())
+        let hub = DeviceHub(limits: { var l = DeviceHub.Limits(); l.maxAppsPerDevice = 10_000; return l }(), clock: .system)
         let ms: UInt64 = 1_000_000
         let wheel = SessionScheduler(now: origin, slotWidth: 10 * ms, slotCount: 2048)
         let sessions = (1...1_000).map { attached(UInt64($0), hub, now: origin) }
@@ -48,8 +48,8 @@ import Testing
     }
 
     @Test func reschedulingAndLeavingTheHubDropTheOldEntry() {
-        let hub = DeviceHub(limits: .init())
-        let wheel = SessionScheduler(now: origin)
+        let hub = DeviceHub(limits: .init(), clock: .system)
+        let wheel = SessionScheduler(now: origin, slotWidth: 1_000_000_000, slotCount: 64)
         let moved = attached(1, hub, now: origin)
         let gone = attached(2, hub, now: origin)
         wheel.schedule(moved, at: origin + 2 * second)
@@ -63,8 +63,8 @@ import Testing
     }
 
     @Test func farEntriesWaitForTheirRoundAndAStallCatchesUp() {
-        let hub = DeviceHub(limits: .init())
-        let wheel = SessionScheduler(now: origin)
+        let hub = DeviceHub(limits: .init(), clock: .system)
+        let wheel = SessionScheduler(now: origin, slotWidth: 1_000_000_000, slotCount: 64)
         let far = attached(1, hub, now: origin)
         let near = attached(2, hub, now: origin)
         wheel.schedule(far, at: origin + 200 * second)  // three revolutions ahead

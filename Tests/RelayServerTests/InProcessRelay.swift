@@ -5,24 +5,6 @@ import RelayStore
 import RelayWorkers
 @testable import RelayServer
 
-/// A clock the test moves by hand.
-final class ManualClock: ManualTimeSource, @unchecked Sendable {
-    private let lock = NSLock()
-    private var monotonicNanos: UInt64 = 1_000_000_000
-    private var wallMicros: Int64 = 1_795_000_000_000_000
-
-    var clock: ServiceClock { ServiceClock(manual: self) }
-    var monotonic: UInt64 { lock.withLock { monotonicNanos } }
-    var wall: UnixTime { lock.withLock { UnixTime(microseconds: wallMicros) } }
-
-    func advance(seconds: Double) {
-        lock.withLock {
-            monotonicNanos += UInt64(seconds * 1e9)
-            wallMicros += Int64(seconds * 1e6)
-        }
-    }
-}
-
 /// The loop the stop sequence ends, without lws.
 final class FakeLoop: LoopControl {
     private(set) var finished = false
@@ -47,7 +29,7 @@ final class InProcessRelay {
         var configuration = RelayConfiguration(databaseURL: "host=/nonexistent-wimz dbname=x", migrationsDirectory: "")
         configuration.spoolDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("wimz-inprocess-\(UUID())").path
         configure(&configuration)
-        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration)),
+        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: clock.clock),
                                    clock: clock.clock, thread: ServiceThread(),
                                    audit: AuditTrail(writer: AuditWriter(conninfo: configuration.databaseURL,
                                                                          spoolDirectory: configuration.spoolDirectory),

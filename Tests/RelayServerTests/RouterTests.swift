@@ -126,6 +126,31 @@ import Testing
         #expect(offline?.status == 503 && offline?.header("Retry-After") == "1")
         #expect(offline?.json["error"] as? String == "device_offline")
     }
+
+    /// The wheel's deadlines follow the relay's clock: a robot that never answers gets its app a
+    /// 504 once the manual clock passes the timeout, not a moment before.
+    @Test func theWheelsDeadlinesFollowTheRelaysClock() throws {
+        let relay = InProcessRelay { $0.robotHTTPTimeoutSeconds = 2 }
+        let robotToken = relay.token("d1", .robot)
+        let app = relay.token("d1", .app)
+        relay.storeReady([robotToken.entry, app.entry])
+        let robot = Session(id: 1, role: .robot, deviceID: DeviceID("d1")!, tokenID: robotToken.entry.token.id, tokenExpiresAt: nil,
+                            remoteAddress: "127.0.0.1", connectedAt: relay.clock.wall, now: relay.clock.monotonic,
+                            queue: SendQueue(maxMessages: 100, maxBytes: 1 << 20))
+        final class Silent: SessionTransport { func requestWrite() {} }
+        let transport = Silent()
+        robot.transport = transport
+        relay.components.env.hub.attach(robot, now: relay.clock.monotonic, wallClock: relay.clock.wall)
+        defer { relay.components.env.hub.detach(robot) }
+        #expect(relay.request("GET", "/api/devices/d1/robot/mode", token: app.secret) == nil)  // on its way to the robot
+        relay.clock.advance(seconds: 1.9)
+        relay.components.tickWheel(now: relay.clock.monotonic)
+        #expect(relay.deferred.isEmpty)
+        relay.clock.advance(seconds: 0.2)
+        relay.components.tickWheel(now: relay.clock.monotonic)
+        let answer = try #require(relay.deferred.first?.response)
+        #expect(answer.status == 504 && answer.json["error"] as? String == "robot_timeout")
+    }
 }
 
 @Suite struct MetricsEndpointTests {

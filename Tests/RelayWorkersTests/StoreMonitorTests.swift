@@ -31,7 +31,7 @@ final class EventLog: @unchecked Sendable {
         let first = try TokenRepository(db).issue(device: DeviceID("d1")!, role: .robot, label: "", expiresIn: nil, actor: "t")
 
         let log = EventLog()
-        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator()) { log.append($0) }
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
         monitor.start()
         defer { monitor.stop() }
 
@@ -60,7 +60,7 @@ final class EventLog: @unchecked Sendable {
         let database = try TestDatabase(migrated: false)
         defer { database.drop() }
         let log = EventLog()
-        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator()) { log.append($0) }
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
         monitor.start()
         let outdated = log.wait { if case .health(let h) = $0, h.state == .schemaOutdated { return h } else { return nil } }
         #expect(outdated?.reason.contains("pending migrations") == true)
@@ -70,7 +70,7 @@ final class EventLog: @unchecked Sendable {
 
         let downLog = EventLog()
         let down = StoreMonitor(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x",
-                                migrator: try TestEnvironment.migrator()) { downLog.append($0) }
+                                migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { downLog.append($0) }
         down.start()
         defer { down.stop() }
         #expect(downLog.wait { if case .health(let h) = $0, h.state == .unavailable { return h } else { return nil } } != nil)

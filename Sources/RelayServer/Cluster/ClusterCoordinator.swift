@@ -53,7 +53,7 @@ final class ClusterCoordinator {
             let now = env.clock.monotonic()
             for h in handoffs {
                 env.hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay,
-                                     history: h.history, now: now)
+                                     history: h.history, now: now, wallClock: env.clock.wall())
             }
         case .view(let live, let split):
             liveNodes = live

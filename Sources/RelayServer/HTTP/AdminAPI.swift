@@ -21,6 +21,8 @@ enum AdminAPI {
         var query: [String: String]
         var body: [UInt8]
         var remoteAddress: String
+        /// When the request came (the relay's clock): what "expired" means in listings.
+        var at: UnixTime
     }
 
     struct Failure: Error {
@@ -68,12 +70,12 @@ enum AdminAPI {
                 return (200, .object([("registrations", .array(registrations.map(pushRegistration)))]))
             case .listTokens:
                 let device = try r.query["device_id"].map(deviceID)
-                return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map(token)))]))
+                return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map { token($0, at: r.at) }))]))
             case .revokeToken:
                 guard let id = r.id.flatMap({ Int64($0) }) else {
                     throw Failure(.badRequest, "token id must be a number")
                 }
-                return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token))
+                return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token, at: r.at))
             case .turnSecrets:
                 let secrets = try TurnRepository(db).secrets(realm: try realm(r.query["realm"] ?? configuration.turnRealm))
                 return (200, .object([("secrets", .array(secrets.enumerated().map { secret($1, signing: $0 == 0) }))]))
@@ -104,7 +106,7 @@ enum AdminAPI {
         }
         let issued = try TokenRepository(db).issue(device: try deviceID(r), role: role, label: try body.text("label") ?? "",
                                                    expiresIn: expiresIn, actor: actor)
-        return (201, .object([("token", token(issued.record)), ("secret", .string(issued.secret))]))
+        return (201, .object([("token", token(issued.record, at: r.at)), ("secret", .string(issued.secret))]))
     }
 
     /// `POST /admin/devices/{id}/pairing-codes`: the relay's pairing TTL unless the body asks for
@@ -210,8 +212,8 @@ enum AdminAPI {
                  ("draining", .bool(n.draining)), ("sockets", .int(Int64(n.sockets))), ("devices", .int(Int64(n.devices)))])
     }
 
-    static func token(_ t: TokenRecord) -> JSONValue {
-        let status = t.revokedAt != nil ? "revoked" : t.isExpired(at: .now()) ? "expired" : "active"
+    static func token(_ t: TokenRecord, at now: UnixTime) -> JSONValue {
+        let status = t.revokedAt != nil ? "revoked" : t.isExpired(at: now) ? "expired" : "active"
         return .object([("id", .int(t.id)), ("device_id", .string(t.deviceID.rawValue)), ("role", .string(t.role.rawValue)),
                         ("label", .string(t.label)), ("status", .string(status)), ("created_at", .string(t.createdAt.iso8601)),
                         ("expires_at", .optional(t.expiresAt?.iso8601)), ("revoked_at", .optional(t.revokedAt?.iso8601)),

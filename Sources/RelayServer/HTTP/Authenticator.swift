@@ -8,9 +8,9 @@ final class Authenticator {
     let credentials = CredentialTable()
     let failures: AuthFailureLimiter
     private let configuration: RelayConfiguration
-    private let clock: ServiceClock
+    private let clock: RelayClock
 
-    init(configuration: RelayConfiguration, clock: ServiceClock) {
+    init(configuration: RelayConfiguration, clock: RelayClock) {
         self.configuration = configuration
         self.clock = clock
         failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)

@@ -63,7 +63,7 @@ final class DatabaseExchanges {
             }
         }
         let exchange = register(request, AdminAPI.Request(method: method, path: path, id: id, query: query, body: [],
-                                                          remoteAddress: authenticator.clientAddress(request)))
+                                                          remoteAddress: authenticator.clientAddress(request), at: env.clock.wall()))
         exchange.endpoint = endpoint
         if let body {
             // The gate read the whole body already.
@@ -114,7 +114,7 @@ final class DatabaseExchanges {
                 _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
         let (method, path) = request.methodAndPath
         let exchange = register(request, AdminAPI.Request(method: method, path: path, query: [:], body: [],
-                                                          remoteAddress: authenticator.clientAddress(request)))
+                                                          remoteAddress: authenticator.clientAddress(request), at: env.clock.wall()))
         exchange.onAnswer = onAnswer
         submit(exchange, unavailable: unavailable, job)
         return nil

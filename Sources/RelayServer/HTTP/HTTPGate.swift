@@ -40,6 +40,8 @@ final class HTTPGate {
     /// The largest body a request may carry (64 KiB unless the route says otherwise: HTTP to
     /// the robot takes more).
     var bodyLimit: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
+    /// The relay's clock (the server sets it; request deadlines follow it).
+    var clock = RelayClock.system
     /// Seconds a deferred request may wait for its answer before the connection is dropped.
     var deferredTimeoutSeconds: Int32 = 30
 
@@ -335,10 +337,9 @@ final class HTTPGate {
         return true
     }
 
-    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError, allow: String? = nil) -> Int32 {
+    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError) -> Int32 {
         onRefused?(error, LWSHTTP.peerAddress(of: wsi))
-        let response = HTTPResponse.error(error.code, error.message,
-                                          headers: allow.map { [("Allow", $0)] } ?? [])
+        let response = HTTPResponse.error(error.code, error.message)
         return write(response, to: wsi, connection) ? -1 : 0
     }
 
@@ -370,7 +371,7 @@ final class HTTPGate {
             nextSerial += 1
             connections[wsi] = GateConnection(serial: nextSerial)
             // A request must arrive within 10 s (slow-loris): see `expire(now:)`.
-            requestDeadlines.append((wsi, nextSerial), deadline: MonotonicClock.nanoseconds() + HTTPGate.requestTimeout)
+            requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
         }
     }
 

@@ -48,7 +48,7 @@ final class TurnService {
 
     /// A fresh credential: the JSON body, its times and the issuance record.
     func issue(device: DeviceID, role: Role, tokenID: Int64?, ttl: Int, clientAddress: String?, via: String,
-               now: UnixTime = .now()) -> (body: JSONValue, times: TurnPolicy.Times, issuance: TurnIssuance)? {
+               now: UnixTime) -> (body: JSONValue, times: TurnPolicy.Times, issuance: TurnIssuance)? {
         guard !policy.urls.isEmpty, let secret = signingSecret else { return nil }
         let times = policy.times(issuedAt: now, ttl: ttl)
         let userID = policy.userID(device: device, role: role)

@@ -22,30 +22,3 @@ final class ServiceThread: @unchecked Sendable {
     }
 }
 
-/// Time as the relay's components read it: monotonic nanoseconds for deadlines and rates, wall
-/// time for expiries. The system's clocks, called directly (the forwarding path reads the
-/// monotonic one per message); tests put in a time source they move by hand.
-struct ServiceClock: Sendable {
-    /// Nil: the system's clocks.
-    let manual: (any ManualTimeSource)?
-    /// `manual != nil`, kept apart so the system path never touches the existential.
-    private let isManual: Bool
-
-    init(manual: (any ManualTimeSource)?) {
-        self.manual = manual
-        isManual = manual != nil
-    }
-
-    @inline(__always)
-    func monotonic() -> UInt64 { isManual ? manual!.monotonic : MonotonicClock.nanoseconds() }
-
-    func wall() -> UnixTime { isManual ? manual!.wall : UnixTime.now() }
-
-    static let system = ServiceClock(manual: nil)
-}
-
-/// A clock a test moves by hand.
-protocol ManualTimeSource: AnyObject, Sendable {
-    var monotonic: UInt64 { get }
-    var wall: UnixTime { get }
-}

@@ -195,7 +195,7 @@ final class WebSocketEndpoint {
         session.transport = connection
         connection.store(in: user)
         openConnections += 1
-        env.hub.attach(session, now: now)
+        env.hub.attach(session, now: now, wallClock: env.clock.wall())
         if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
         session.nextPingAt = keepalive.firstPing(now: now, fraction: Double.random(in: 0...1))
         scheduleChecks(session, now: now, wall: env.clock.wall())
@@ -302,18 +302,16 @@ final class WebSocketEndpoint {
         scheduler.schedule(session, at: next)
     }
 
-    /// Every 10 ms: closes let out and cut off, overdue requests, the stop's deadline, then the
-    /// sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due), see
-    /// `SessionScheduler`), a few at a time, so keepalive never comes as a burst.
-    func tickWheel() {
-        env.thread.assertOnServiceThread()
-        let now = env.clock.monotonic()
+    /// Closes let out and cut off, and plain-HTTP requests that did not arrive in time.
+    func expireConnections(now: UInt64) {
         closeWatch.tick(now: now)
         heads.gate?.expire(now: now)
-        robotHTTP.expire(now: now)
-        env.hub.expireParked(now: now)
-        stop.checkDeadline(now: now)
-        let wall = env.clock.wall()
+    }
+
+    /// The sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due),
+    /// see `SessionScheduler`), a few at a time, so keepalive never comes as a burst.
+    func tickSessions(now: UInt64, wall: UnixTime) {
+        env.thread.assertOnServiceThread()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }
             if let expires = session.tokenExpiresAt, expires <= wall {
