@@ -51,7 +51,7 @@ let package = Package(
         // Optimised in debug builds too, so the test suite's allocation test measures the
         // forwarding code as it ships (unoptimised generic code allocates where -O does not).
         .target(name: "RelayCore", dependencies: ["WimzProtocol"], swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
-        .target(name: "RelayCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "RelayCrypto", dependencies: ["COpenSSL", "RelayCore"]),
         // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
         .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
         // swift-log's handler for the relay's JSON lines (token redaction included).
@@ -110,7 +110,7 @@ let package = Package(
         // Counts the test process's heap allocations (the forwarding-path allocation test).
         .target(name: "MallocCounter", path: "Tests/MallocCounter"),
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", "WimzProtocol"]),
-        .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto"]),
+        .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayCore"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),

@@ -4,7 +4,7 @@
 # (the invariants are Sources/RelayFuzzChecks). Each target runs for SECONDS (default 60) from
 # the seed corpus in Tests/Fuzz/corpus/<target>; what breaks an invariant is written to
 # Tests/Fuzz/crashers/<target>-crash-<sha1>, where the test suite keeps checking it.
-#   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: request envelope json config token robotleg appframe
+#   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: request envelope json config token robotleg appframe base64
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -13,7 +13,7 @@ if ! command -v swiftc >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PA
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request envelope json config token robotleg appframe)
+[ ${#targets[@]} -gt 0 ] || targets=(request envelope json config token robotleg appframe base64)
 
 out=.build-fuzz
 mkdir -p "$out" Tests/Fuzz/crashers

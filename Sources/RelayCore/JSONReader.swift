@@ -197,4 +197,5 @@ extension JSONValue {
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
     public var intValue: Int64? { if case .int(let n) = self { n } else { nil } }
     public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let items) = self { items } else { nil } }
 }

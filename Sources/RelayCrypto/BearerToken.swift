@@ -1,3 +1,4 @@
+import RelayCore
 /// Bearer tokens: `wimz_r_` (robot) or `wimz_a_` (app) followed by 43 base64url
 /// characters carrying 256 random bits. Only the SHA-256 digest is ever stored.
 public enum BearerToken {

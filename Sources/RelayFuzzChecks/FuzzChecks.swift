@@ -13,6 +13,7 @@ public enum FuzzChecks {
     public static let targets: [String: @Sendable ([UInt8]) -> String?] = [
         "request": { request($0) }, "envelope": { envelope($0) }, "json": { json($0) }, "config": { config($0) },
         "token": { token($0) }, "robotleg": { robotLeg($0) }, "appframe": { appFrame($0) },
+        "base64": { base64($0) },
     ]
 
     /// The strict request parser: a definite answer within the limits, a complete head that
@@ -40,6 +41,16 @@ public enum FuzzChecks {
             else { return "re-parse of the head differs" }
             return nil
         }
+    }
+
+    /// The strict Base64 decoder: what it accepts is the one encoding of what it returns, and
+    /// everything the encoder writes decodes back.
+    public static func base64(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        if let decoded = Base64.decode(text), Base64.encode(decoded) != text {
+            return "accepted a second encoding: \(text.debugDescription)"
+        }
+        return Base64.decode(Base64.encode(bytes)) == bytes ? nil : "round trip of \(bytes.count) bytes differs"
     }
 
     /// The forwarding path's envelope scanner: ranges inside the message, and deterministic.

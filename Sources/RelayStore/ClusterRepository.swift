@@ -152,7 +152,7 @@ public struct ClusterRepository {
             [node]
         ).rows.compactMap { row in
             guard let device = row[0].flatMap(DeviceID.init), let since = PGValue.time(row[1]) else { return nil }
-            let events = (try? JSONSerialization.jsonObject(with: Data((row[3] ?? "[]").utf8)) as? [String]) ?? []
+            let events = (try? JSONReader.parse(Array((row[3] ?? "[]").utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
             let history = row[4].flatMap { try? JSONReader.parse(Array($0.utf8)) }.flatMap(HistoryHandoff.init(json:))
             return DeviceHandoff(deviceID: device, toNode: node, statusSince: since, robotOnline: row[2] == "t",
                                  replay: events.map { Array($0.utf8) }, history: history)

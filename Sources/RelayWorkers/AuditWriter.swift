@@ -217,32 +217,33 @@ public final class AuditWriter: DatabaseWork {
         ]).encoded
     }
 
+    /// A spool line read back (the strict `JSONReader`, like every request the daemon reads).
     static func decode(_ line: String) -> SpoolRecord? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-        if let fields = object["issuance"] as? [String: Any] { return decodeIssuance(fields).map(SpoolRecord.issuance) }
+        guard let object = try? JSONReader.parse(Array(line.utf8), maxDepth: 64), case .object = object else { return nil }
+        if let fields = object.member("issuance") { return decodeIssuance(fields).map(SpoolRecord.issuance) }
         return decodeEvent(object).map(SpoolRecord.event)
     }
 
-    private static func decodeIssuance(_ o: [String: Any]) -> TurnIssuance? {
-        guard let device = (o["device_id"] as? String).flatMap(DeviceID.init), let role = (o["role"] as? String).flatMap(Role.init),
-              let userID = o["user_id"] as? String, let username = o["username"] as? String, let via = o["via"] as? String,
-              let issued = (o["issued_at_us"] as? NSNumber)?.int64Value, let expires = (o["expires_at_us"] as? NSNumber)?.int64Value
+    private static func decodeIssuance(_ o: JSONValue) -> TurnIssuance? {
+        func text(_ key: String) -> String? { o.member(key)?.stringValue }
+        func number(_ key: String) -> Int64? { o.member(key)?.intValue }
+        guard let device = text("device_id").flatMap(DeviceID.init), let role = text("role").flatMap(Role.init),
+              let userID = text("user_id"), let username = text("username"), let via = text("via"),
+              let issued = number("issued_at_us"), let expires = number("expires_at_us")
         else { return nil }
-        return TurnIssuance(id: o["id"] as? String, deviceID: device, tokenID: (o["token_id"] as? NSNumber)?.int64Value, role: role,
-                            userID: userID, username: username, secretID: (o["secret_id"] as? NSNumber)?.int64Value,
+        return TurnIssuance(id: text("id"), deviceID: device, tokenID: number("token_id"), role: role,
+                            userID: userID, username: username, secretID: number("secret_id"),
                             issuedAt: UnixTime(microseconds: issued), expiresAt: UnixTime(microseconds: expires),
-                            clientAddress: o["client_addr"] as? String, via: via)
+                            clientAddress: text("client_addr"), via: via)
     }
 
-    private static func decodeEvent(_ object: [String: Any]) -> AuditEvent? {
-        guard let id = object["id"] as? String, let at = (object["at_us"] as? NSNumber)?.int64Value,
-              let kind = (object["kind"] as? String).flatMap(AuditKind.init(rawValue:)),
-              let actor = object["actor"] as? String
+    private static func decodeEvent(_ o: JSONValue) -> AuditEvent? {
+        guard let id = o.member("id")?.stringValue, let at = o.member("at_us")?.intValue,
+              let kind = o.member("kind")?.stringValue.flatMap(AuditKind.init(rawValue:)),
+              let actor = o.member("actor")?.stringValue
         else { return nil }
-        let details = object["details"].flatMap { try? JSONSerialization.data(withJSONObject: $0) }
-            .map { JSONValue.raw(String(decoding: $0, as: UTF8.self)) } ?? .object([])
         return AuditEvent(id: id, at: UnixTime(microseconds: at), kind: kind, actor: actor,
-                          deviceID: object["device_id"] as? String, tokenID: (object["token_id"] as? NSNumber)?.int64Value,
-                          remoteAddress: object["remote_addr"] as? String, details: details)
+                          deviceID: o.member("device_id")?.stringValue, tokenID: o.member("token_id")?.intValue,
+                          remoteAddress: o.member("remote_addr")?.stringValue, details: o.member("details") ?? .object([]))
     }
 }

@@ -9,23 +9,21 @@ public enum Base64 {
     /// URL-safe alphabet without padding (bearer tokens: safe in query strings).
     public static func encodeURLSafe(_ bytes: [UInt8]) -> String { encode(bytes, alphabet: urlSafe, pad: false) }
 
-    /// Decodes either alphabet, padding optional. Nil on any other character.
+    /// Decodes standard Base64 strictly (RFC 4648 §4, like Python's `b64decode(validate=True)`
+    /// and stricter): only the standard alphabet, a length that is a multiple of 4, `=` only as
+    /// the last one or two characters, and no bits set past the data (one encoding per value).
+    /// Nil for anything else: a body the relay forwards has one meaning at both ends.
     public static func decode(_ text: String) -> [UInt8]? {
+        let chars = Array(text.utf8)
+        guard chars.count % 4 == 0 else { return nil }
+        let padding = chars.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding <= 2 else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count * 3 / 4)
+        out.reserveCapacity(chars.count / 4 * 3)
         var acc: UInt32 = 0
         var bits = 0
-        for c in text.utf8 {
-            let v: UInt32
-            switch c {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = UInt32(c - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = UInt32(c - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = UInt32(c - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "+"), UInt8(ascii: "-"): v = 62
-            case UInt8(ascii: "/"), UInt8(ascii: "_"): v = 63
-            case UInt8(ascii: "="): continue
-            default: return nil
-            }
+        for c in chars[..<(chars.count - padding)] {
+            guard let v = value(c) else { return nil }
             acc = (acc << 6) | v
             bits += 6
             if bits >= 8 {
@@ -33,7 +31,20 @@ public enum Base64 {
                 out.append(UInt8((acc >> UInt32(bits)) & 0xFF))
             }
         }
+        // Leftover bits must be zero and the padding must fill the last quantum exactly.
+        guard acc & ((1 << UInt32(bits)) - 1) == 0, padding == (bits == 4 ? 2 : bits == 2 ? 1 : 0) else { return nil }
         return out
+    }
+
+    private static func value(_ c: UInt8) -> UInt32? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): UInt32(c - UInt8(ascii: "a") + 26)
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0") + 52)
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
     }
 
     private static func encode(_ bytes: [UInt8], alphabet: [UInt8], pad: Bool) -> String {
