@@ -13,12 +13,12 @@ public enum RelayMessages {
                                            ("since", .string(since.iso8601))]
         if let history { data += [("epoch", .string(history.epoch)), ("seq", .int(Int64(history.seq)))] }
         if let recovered { data.append(("recovered", .bool(recovered))) }
-        return Payload(json: .object([("type", "event"), ("event", "device_status"), ("data", .object(data))]))
+        return Payload(json: .object([("type", .string(WimzProtocol.MessageType.event)), ("event", .string(WimzProtocol.RelayEventName.deviceStatus)), ("data", .object(data))]))
     }
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
     public static func appPresence(apps: Int) -> Payload {
-        Payload(json: .object([("type", "event"), ("event", "app_presence"),
+        Payload(json: .object([("type", .string(WimzProtocol.MessageType.event)), ("event", .string(WimzProtocol.RelayEventName.appPresence)),
                                ("data", .object([("apps", .int(Int64(apps)))]))]))
     }
 
@@ -32,6 +32,6 @@ public enum RelayMessages {
 
     /// `{"type":"event","event":"turn_credentials","data":BODY}` with BODY the HTTP endpoint's JSON.
     public static func turnCredentials(body: String) -> Payload {
-        Payload(json: .object([("type", "event"), ("event", "turn_credentials"), ("data", .raw(body))]))
+        Payload(json: .object([("type", .string(WimzProtocol.MessageType.event)), ("event", .string(WimzProtocol.RelayEventName.turnCredentials)), ("data", .raw(body))]))
     }
 }

@@ -1,3 +1,7 @@
+#if canImport(WimzProtocol)
+import WimzProtocol
+#endif
+
 /// HTTP to the robot through the relay (PROTOCOL.md v1.1 "HTTP to the robot through the relay"):
 /// the route, which headers cross, and the robot leg's frames.
 ///
@@ -49,7 +53,7 @@ public enum RobotHTTP {
     public static func requestFrame(id: UInt64, method: String, path: String, query: String?,
                                     headers: [(String, String)], bodyBase64: String?) -> [UInt8] {
         JSONValue.object([
-            ("type", "http_request"), ("id", .string(ExchangeID.text(UInt8(ascii: "h"), id))), ("method", .string(method)), ("path", .string(path)),
+            ("type", .string(WimzProtocol.MessageType.httpRequest)), ("id", .string(ExchangeID.text(UInt8(ascii: "h"), id))), ("method", .string(method)), ("path", .string(path)),
             ("query", .optional(query)), ("headers", .object(headers.map { ($0.0, .string($0.1)) })),
             ("body", .optional(bodyBase64)),
         ]).encodedBytes
@@ -113,9 +117,9 @@ public enum RobotHTTP {
         default: return failure("body must be a base64 string or null")
         }
         switch value.member("type")?.stringValue {
-        case "http_body":
+        case WimzProtocol.MessageType.httpBody:
             return .success(.body(id: id, body: body, more: more))
-        case "http_response":
+        case WimzProtocol.MessageType.httpResponse:
             guard let status = value.member("status")?.intValue, (200...599).contains(status) else {
                 return failure("status must be an integer 200…599")
             }

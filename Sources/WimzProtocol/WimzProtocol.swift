@@ -105,7 +105,7 @@ public enum WimzProtocol {
     }
 
     /// Relay-originated event names.
-    public enum RelayEvent {
+    public enum RelayEventName {
         public static let deviceStatus = "device_status"
         public static let appPresence = "app_presence"
         public static let turnCredentials = "turn_credentials"
@@ -115,8 +115,8 @@ public enum WimzProtocol {
     /// `type` is one of them, or whose `type` is `event` and whose `event` is one of them, is
     /// refused with `forbidden_type`.
     public static let relayOnlyNames: [String] = [
-        MessageType.httpRequest, MessageType.httpResponse, MessageType.httpBody, RelayEvent.deviceStatus,
-        RelayEvent.appPresence, RelayEvent.turnCredentials, MessageType.error,
+        MessageType.httpRequest, MessageType.httpResponse, MessageType.httpBody, RelayEventName.deviceStatus,
+        RelayEventName.appPresence, RelayEventName.turnCredentials, MessageType.error,
     ]
 
     /// Events the relay replays to apps that connect later, by default.
@@ -151,7 +151,7 @@ public enum WimzProtocol {
             + #""paths":{"app_socket":"\#(Path.appSocket)","pairing":"\#(Path.pairing)","robot_socket":"\#(Path.robotSocket)","turn_credentials":"\#(Path.turnCredentials)"},"#
             + #""error_codes":{\#(errors.joined(separator: ","))},"#
             + #""push_kinds":[\#(pushKinds.joined(separator: ","))],"#
-            + #""relay_events":["\#(RelayEvent.appPresence)","\#(RelayEvent.deviceStatus)","\#(RelayEvent.turnCredentials)"],"#
+            + #""relay_events":["\#(RelayEventName.appPresence)","\#(RelayEventName.deviceStatus)","\#(RelayEventName.turnCredentials)"],"#
             + #""replayed_events":[\#(replayed.joined(separator: ","))]"#
             + "}"
     }

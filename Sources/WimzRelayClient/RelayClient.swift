@@ -440,7 +440,7 @@ extension RelayClient {
     /// the relay's current number.
     private func noteNumbering(_ message: JSON) {
         if let seq = message["seq"]?.intValue, seq > 0 { lastSeq = max(lastSeq, UInt64(seq)) }
-        guard message["event"]?.stringValue == "device_status", let data = message["data"],
+        guard message["event"]?.stringValue == WimzProtocol.RelayEventName.deviceStatus, let data = message["data"],
               let newEpoch = data["epoch"]?.stringValue, let seq = data["seq"]?.intValue else { return }
         if newEpoch != epoch || data["recovered"]?.boolValue == false {
             epoch = newEpoch

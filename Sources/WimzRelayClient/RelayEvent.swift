@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 
 /// What the app receives: the robot's events as the guide's models (`MissionProgress`,
 /// `ModeChange`, …, see RobotModels.swift), the relay's `device_status`, and everything else
@@ -90,7 +91,7 @@ extension RelayEvent {
                        timestamp: message["timestamp"]?.stringValue, raw: text)
         }
         switch name {
-        case "device_status":
+        case WimzProtocol.RelayEventName.deviceStatus:
             let since = data["since"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
             return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
                                               online: data["online"]?.boolValue ?? false, since: since,

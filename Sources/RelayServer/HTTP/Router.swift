@@ -1,4 +1,5 @@
 import RelayCore
+import WimzProtocol
 
 /// Answers plain HTTP requests through `Routes.table`: the upgrade-only paths, the admin token,
 /// 404/405, then the route's handler. Health is answered here; every other route by its
@@ -55,7 +56,7 @@ final class Router {
     /// The route for `request`, or the 404/405 answer. The upgrade-only paths answer 400.
     func resolve(_ request: HTTPRequest) -> Resolution {
         let (method, path) = request.methodAndPath
-        if path == "/ws/robot" || path == "/ws/app" {
+        if path == WimzProtocol.Path.robotSocket || path == WimzProtocol.Path.appSocket {
             return .answer(.error(.upgradeRequired, "this endpoint takes a WebSocket upgrade"))
         }
         // The admin API says which of its paths and methods exist only to the admin.

@@ -1,4 +1,5 @@
 import RelayCore
+import WimzProtocol
 
 /// Every HTTP route the relay serves, in one table: method, path pattern (OpenAPI's, as in
 /// docs/openapi.json), who may call it, the query arguments it reads, its body limit and its
@@ -90,26 +91,28 @@ struct Route: Sendable {
 }
 
 enum Routes {
+    private static let devices = WimzProtocol.Path.devices
+
     static let table: [Route] = [
         Route(["GET", "HEAD"], "/healthz", .none, .healthz),
         Route(["GET", "HEAD"], "/readyz", .none, .readyz),
         Route(["GET"], "/metrics", .none, .metrics),
-        Route(["GET"], "/api/turn/credentials", .robotOrApp, query: ["ttl"], .turnCredentials),
-        Route(["GET"], "/api/devices/{device_id}/status", .robotOrApp, .deviceStatus),
+        Route(["GET"], WimzProtocol.Path.turnCredentials, .robotOrApp, query: ["ttl"], .turnCredentials),
+        Route(["GET"], devices + "/{device_id}/status", .robotOrApp, .deviceStatus),
         // The robot's last-known state (PROTOCOL.md v1.2).
-        Route(["GET"], "/api/devices/{device_id}/state", .robotOrApp, .deviceState),
+        Route(["GET"], devices + "/{device_id}/state", .robotOrApp, .deviceState),
         // HTTP to the robot (PROTOCOL.md v1.1): the path after /robot goes to the robot as sent.
-        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot", .app, bodyLimit: .robotHTTP, .robotHTTP),
-        Route(RobotHTTP.methods, "/api/devices/{device_id}/robot/{path+}", .app, bodyLimit: .robotHTTP, .robotHTTP),
+        Route(RobotHTTP.methods, devices + "/{device_id}/robot", .app, bodyLimit: .robotHTTP, .robotHTTP),
+        Route(RobotHTTP.methods, devices + "/{device_id}/robot/{path+}", .app, bodyLimit: .robotHTTP, .robotHTTP),
         // Push registrations (PROTOCOL.md v1.2).
-        Route(["PUT"], "/api/devices/{device_id}/push", .app, .registerPush),
-        Route(["GET"], "/api/devices/{device_id}/push", .app, .listPush),
-        Route(["DELETE"], "/api/devices/{device_id}/push/{token}", .app, .removePush),
+        Route(["PUT"], devices + "/{device_id}/push", .app, .registerPush),
+        Route(["GET"], devices + "/{device_id}/push", .app, .listPush),
+        Route(["DELETE"], devices + "/{device_id}/push/{token}", .app, .removePush),
         // Pairing (PROTOCOL.md v1.1).
-        Route(["POST"], "/api/devices/{device_id}/pairing-codes", .robot, .mintPairingCode),
-        Route(["POST"], "/api/pairing", .none, .redeemPairingCode),
-        Route(["GET"], "/api/devices/{device_id}/app-tokens", .robot, .listAppTokens),
-        Route(["DELETE"], "/api/devices/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
+        Route(["POST"], devices + "/{device_id}/pairing-codes", .robot, .mintPairingCode),
+        Route(["POST"], WimzProtocol.Path.pairing, .none, .redeemPairingCode),
+        Route(["GET"], devices + "/{device_id}/app-tokens", .robot, .listAppTokens),
+        Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin, .admin(.listDevices)),
         Route(["POST"], "/admin/devices", .admin, .admin(.addDevice)),

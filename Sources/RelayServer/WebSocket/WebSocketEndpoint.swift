@@ -2,6 +2,7 @@ import CLibWebSockets
 import Logging
 import RelayLogging
 import RelayCore
+import WimzProtocol
 
 /// An upgrade that passed every check: who it is.
 struct UpgradeGrant {
@@ -78,8 +79,8 @@ final class WebSocketEndpoint {
         let address = authenticator.clientAddress(request)
         let role: Role
         switch request.head.path {
-        case "/ws/robot": role = .robot
-        case "/ws/app": role = .app
+        case WimzProtocol.Path.robotSocket: role = .robot
+        case WimzProtocol.Path.appSocket: role = .app
         default:
             return .failure(UpgradeRejection(response: .error(.notFound, "no such WebSocket endpoint"),
                                              failure: nil, device: nil, address: address))
