@@ -15,8 +15,12 @@ let package = Package(
     products: [
         .executable(name: "wimz-relay", targets: ["wimz-relay"]),
         .executable(name: "wimz-bench", targets: ["wimz-bench"]),
-        /// The app's side: connect, reconnect, typed events, commands, TURN credentials.
+        /// The app's side of the relay protocol: connect, reconnect, events, commands, TURN
+        /// credentials, pairing, push, the last-known state.
         .library(name: "WimzRelayClient", targets: ["WimzRelayClient"]),
+        /// The robot on top of it: the guide's models, typed events, its REST API (LAN or relay),
+        /// the observable model a SwiftUI view binds to.
+        .library(name: "WimzRobot", targets: ["WimzRobot"]),
         .executable(name: "wimz-app-demo", targets: ["wimz-app-demo"]),
     ],
     dependencies: [
@@ -100,10 +104,12 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
             ]),
-        // A terminal app on WimzRelayClient: the live mission, the device's state, TURN expiry.
+        // What the app knows of the robot, on the relay client.
+        .target(name: "WimzRobot", dependencies: ["WimzRelayClient", "WimzProtocol"]),
+        // A terminal app on WimzRobot: the live mission, the device's state, TURN expiry.
         .executableTarget(
             name: "wimz-app-demo",
-            dependencies: ["WimzRelayClient", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["WimzRelayClient", "WimzRobot", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
         .target(name: "RelayTestSupport", dependencies: ["WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
@@ -114,7 +120,11 @@ let package = Package(
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "RelayCore", "RelayTestSupport"]),
+        // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
+        .testTarget(name: "WimzRelayClientUnitTests", dependencies: ["WimzRelayClient"]),
+        .testTarget(name: "WimzRobotTests", dependencies: ["WimzRobot", "WimzRelayClient"]),
+        // The client against the real relay.
+        .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "WimzRobot", "RelayCore", "RelayTestSupport"]),
         // In-process: the router, authentication and handlers with fake clients, a fake loop and a
         // clock the test moves; no socket, no database.
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayWorkers", "RelayTestSupport"]),

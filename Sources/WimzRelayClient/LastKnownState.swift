@@ -4,12 +4,12 @@ import FoundationNetworking
 #endif
 
 /// What the robot last said, kept by the relay while the robot is offline (PROTOCOL.md v1.2,
-/// `GET /api/devices/{device_id}/state`): the latest of each replayed event, typed as the live
-/// stream types it, and when the robot was last connected.
+/// `GET /api/devices/{device_id}/state`): the latest of each replayed event as the live stream
+/// delivers it, and when the robot was last connected.
 public struct LastKnownState: Sendable, Equatable {
     /// One kept event and when the relay received it.
     public struct KnownEvent: Sendable, Equatable {
-        public var event: RelayEvent
+        public var message: EventMessage
         public var receivedAt: Date?
     }
 
@@ -20,15 +20,6 @@ public struct LastKnownState: Sendable, Equatable {
     /// By event name (`mode_changed`, `mission_progress`, `audio_state`, `program_progress`).
     public var events: [String: KnownEvent]
 
-    public var mode: ModeChange? { if case .modeChanged(let e)? = events["mode_changed"]?.event { e.model } else { nil } }
-    public var missionProgress: MissionProgress? {
-        if case .missionProgress(let e)? = events["mission_progress"]?.event { e.model } else { nil }
-    }
-    public var audio: AudioState? { if case .audioState(let e)? = events["audio_state"]?.event { e.model } else { nil } }
-    public var programProgress: ProgramStatus? {
-        if case .programProgress(let e)? = events["program_progress"]?.event { e.model } else { nil }
-    }
-
     /// Reads the endpoint's body.
     public static func decode(_ data: Data) throws -> LastKnownState {
         let text = String(decoding: data, as: UTF8.self)
@@ -36,17 +27,17 @@ public struct LastKnownState: Sendable, Equatable {
         guard let deviceID = body["device_id"]?.stringValue, let online = body["online"]?.boolValue else {
             throw RelayClientError.invalidResponse("state: device_id and online are required")
         }
-        let dates = ISO8601DateFormatter()
         var events: [String: KnownEvent] = [:]
         if case .object(let members)? = body["events"] {
             for (name, entry) in members {
                 guard let message = entry["message"], case .object = message else { continue }
-                events[name] = KnownEvent(event: RelayEvent(message: message, raw: message.text),
-                                          receivedAt: entry["received_at"]?.stringValue.flatMap(dates.date(from:)))
+                events[name] = KnownEvent(message: EventMessage(name: name, data: message["data"] ?? .null,
+                                                                timestamp: message["timestamp"]?.stringValue, raw: message.text),
+                                          receivedAt: entry["received_at"]?.stringValue.flatMap(ISO8601.date))
             }
         }
         return LastKnownState(deviceID: deviceID, online: online,
-                              lastSeen: body["last_seen"]?.stringValue.flatMap(dates.date(from:)), events: events)
+                              lastSeen: body["last_seen"]?.stringValue.flatMap(ISO8601.date), events: events)
     }
 }
 

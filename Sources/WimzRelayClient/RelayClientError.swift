@@ -33,7 +33,7 @@ public enum RelayClientError: Error, Sendable, Equatable {
 extension RelayClientError {
     /// The relay's (or the robot's) refusal of an HTTP request, from its status and JSON body
     /// `{"error":CODE,"message":TEXT}`: 401 and 403 typed, anything else ``http(status:code:message:)``.
-    static func refusal(status: Int, body: Data) -> RelayClientError {
+    public static func refusal(status: Int, body: Data) -> RelayClientError {
         let json = (try? JSON(parsing: String(decoding: body, as: UTF8.self))) ?? .null
         let code = json["error"]?.stringValue ?? "http_\(status)"
         let message = json["message"]?.stringValue ?? json["error"]?.stringValue

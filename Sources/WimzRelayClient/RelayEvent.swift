@@ -1,21 +1,14 @@
 import Foundation
 import WimzProtocol
 
-/// What the app receives: the robot's events as the guide's models (`MissionProgress`,
-/// `ModeChange`, …, see RobotModels.swift), the relay's `device_status`, and everything else
-/// passed through raw. Each robot event keeps its `data` and the message as received.
+/// What the app receives: the relay's `device_status`, every event the robot sends (its name,
+/// `data` and the message as received; the robot's own product, WimzRobot, types them as the
+/// guide's models), anything else passed through raw, and this client's own connection state.
 public enum RelayEvent: Sendable, Equatable {
     /// The relay's view of the robot: online or not, since when (sent on connect and on every change).
     case deviceStatus(DeviceStatus)
-    case missionProgress(RobotEvent<MissionProgress>)
-    case modeChanged(RobotEvent<ModeChange>)
-    case audioState(RobotEvent<AudioState>)
-    case barkDetected(RobotEvent<BarkEvent>)
-    case dogDetected(RobotEvent<DogEvent>)
-    case treatDispensed(RobotEvent<TreatEvent>)
-    case programProgress(RobotEvent<ProgramStatus>)
-    /// An event this library has no model for: its name, its `data` and the message as received.
-    case other(name: String, data: JSON, raw: String)
+    /// An event from the robot.
+    case event(EventMessage)
     /// A message that is not an event (WebRTC signalling from the robot, …), as received.
     case message(raw: String)
     /// A binary message from the robot, as received.
@@ -24,13 +17,20 @@ public enum RelayEvent: Sendable, Equatable {
     case connection(ConnectionState)
 }
 
-/// One robot event: its model (nil when `data` did not decode as one, e.g. a field of another
-/// type), the `data` object, the robot's timestamp and the whole message as received.
-public struct RobotEvent<Model: Sendable & Equatable & Codable>: Sendable, Equatable {
-    public var model: Model?
+/// One event message: its name, its `data` object, the robot's timestamp and the message as
+/// received.
+public struct EventMessage: Sendable, Equatable {
+    public var name: String
     public var data: JSON
     public var timestamp: String?
     public var raw: String
+
+    public init(name: String, data: JSON, timestamp: String?, raw: String) {
+        self.name = name
+        self.data = data
+        self.timestamp = timestamp
+        self.raw = raw
+    }
 }
 
 /// The client's connection to the relay.
@@ -72,6 +72,11 @@ public struct DeviceStatus: Sendable, Equatable {
 }
 
 extension RelayEvent {
+    /// A message from the relay as text (an event kept elsewhere, a test's message).
+    public init(text: String) throws {
+        self.init(message: try JSON(parsing: text), raw: text)
+    }
+
     /// Reads a message from the relay that does not answer a command: an event, typed where this
     /// library has a model, or anything else as `.message`.
     init(message: JSON, raw text: String) {
@@ -85,30 +90,18 @@ extension RelayEvent {
     private static func event(_ message: JSON, raw text: String) -> RelayEvent {
         let name = message["event"]?.stringValue ?? ""
         let data = message["data"] ?? .null
-        func robotEvent<M>(_: M.Type) -> RobotEvent<M> {
-            // From the message as received, so numbers keep their exact text.
-            RobotEvent(model: try? JSONDecoder().decode(EventData<M>.self, from: Data(text.utf8)).data, data: data,
-                       timestamp: message["timestamp"]?.stringValue, raw: text)
+        guard name == WimzProtocol.RelayEventName.deviceStatus else {
+            return .event(EventMessage(name: name, data: data, timestamp: message["timestamp"]?.stringValue, raw: text))
         }
-        switch name {
-        case WimzProtocol.RelayEventName.deviceStatus:
-            let since = data["since"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
-            return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "",
-                                              online: data["online"]?.boolValue ?? false, since: since,
-                                              recovered: data["recovered"]?.boolValue))
-        case "mission_progress": return .missionProgress(robotEvent(MissionProgress.self))
-        case "mode_changed": return .modeChanged(robotEvent(ModeChange.self))
-        case "audio_state": return .audioState(robotEvent(AudioState.self))
-        case "bark_detected": return .barkDetected(robotEvent(BarkEvent.self))
-        case "dog_detected": return .dogDetected(robotEvent(DogEvent.self))
-        case "treat_dispensed": return .treatDispensed(robotEvent(TreatEvent.self))
-        case "program_progress": return .programProgress(robotEvent(ProgramStatus.self))
-        default: return .other(name: name, data: data, raw: text)
-        }
+        return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "", online: data["online"]?.boolValue ?? false,
+                                          since: data["since"]?.stringValue.flatMap(ISO8601.date),
+                                          recovered: data["recovered"]?.boolValue))
     }
 }
 
-/// An event message's `data` member, decoded as `M`.
-private struct EventData<M: Decodable>: Decodable {
-    let data: M
+/// The one reader of the relay's times (`2026-11-22T06:00:00Z`, fractions of a second allowed).
+enum ISO8601 {
+    static func date(_ text: String) -> Date? {
+        (try? Date(text, strategy: .iso8601)) ?? (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+    }
 }

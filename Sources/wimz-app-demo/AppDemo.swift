@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WimzRelayClient
+import WimzRobot
 
 /// A terminal stand-in for the iPhone app, on WimzRelayClient: the live mission as a progress
 /// bar, the robot's online state and mode, the TURN credential's expiry, and commands.
@@ -144,6 +145,14 @@ struct Screen {
         case .deviceStatus(let status):
             online = status.online ? "online" : "offline"
             if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
+        case .event(let message): apply(RobotEvent(message))
+        case .message(let raw): last = String(raw.prefix(60))
+        case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
+        }
+    }
+
+    private mutating func apply(_ event: RobotEvent) {
+        switch event {
         case .missionProgress(let event):
             guard let progress = event.model else { return }
             mission = [progress.trick, progress.status, progress.dogName].compactMap { $0 }.joined(separator: " · ")
@@ -151,15 +160,13 @@ struct Screen {
             fraction = progress.fraction
         case .modeChanged(let event):
             mode = (event.model?.mode ?? "?") + (event.model?.locked == true ? " (locked: \(event.model?.lockReason ?? ""))" : "")
-        case .other(let name, _, _): last = name
+        case .other(let message): last = message.name
         case .barkDetected(let event): last = "bark_detected \(event.model?.loudnessDb.map { "\($0) dB" } ?? "")"
         case .dogDetected(let event): last = "dog_detected \(event.model?.dogName ?? event.model?.dogId ?? "")"
         case .treatDispensed(let event):
             last = "treat_dispensed \(event.model?.dailyCount.map(String.init) ?? "?")/\(event.model?.dailyLimit.map(String.init) ?? "?") today"
         case .audioState(let event): last = "audio \(event.model?.state ?? "?") \(event.model?.track ?? "")"
         case .programProgress(let event): last = "program \(event.model?.programName ?? "") \(event.model?.currentMission ?? "")"
-        case .message(let raw): last = String(raw.prefix(60))
-        case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
         }
     }
 
@@ -191,17 +198,15 @@ struct EventLine {
     let text: String
 
     init?(_ event: RelayEvent) {
-        guard let (name, decoded) = EventLine.decoded(event) else { return nil }
+        guard let robotEvent = event.robotEvent, let (name, decoded) = EventLine.decoded(robotEvent) else { return nil }
         text = #"{"event":"\#(name)","decoded":\#(decoded)}"#
     }
 
     /// A robot event's name and its model re-encoded by its coding keys ("null" when it did not
     /// decode); nil for anything but the guide's events.
-    static func decoded(_ event: RelayEvent) -> (name: String, json: String)? {
-        func encoded<M>(_ name: String, _ e: RobotEvent<M>) -> (String, String) {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return (name, e.model.flatMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null")
+    static func decoded(_ event: RobotEvent) -> (name: String, json: String)? {
+        func encoded<M>(_ name: String, _ e: TypedEvent<M>) -> (String, String) {
+            (name, e.model.flatMap { try? RobotJSON.encoder().encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "null")
         }
         switch event {
         case .missionProgress(let e): return encoded("mission_progress", e)
@@ -221,14 +226,13 @@ struct StateLine {
     let text: String
 
     init(_ state: LastKnownState) {
-        let dates = ISO8601DateFormatter()
         let events = state.events.keys.sorted().map { name -> String in
             let known = state.events[name]!
-            let decoded = EventLine.decoded(known.event)?.json ?? "null"
-            let at = known.receivedAt.map { #""\#(dates.string(from: $0))""# } ?? "null"
+            let decoded = EventLine.decoded(RobotEvent(known.message))?.json ?? "null"
+            let at = known.receivedAt.map { #""\#($0.formatted(.iso8601))""# } ?? "null"
             return #""\#(name)":{"received_at":\#(at),"decoded":\#(decoded)}"#
         }
-        let seen = state.lastSeen.map { #""\#(dates.string(from: $0))""# } ?? "null"
+        let seen = state.lastSeen.map { #""\#($0.formatted(.iso8601))""# } ?? "null"
         text = #"{"device_id":"\#(state.deviceID)","online":\#(state.online),"last_seen":\#(seen),"events":{\#(events.joined(separator: ","))}}"#
     }
 }

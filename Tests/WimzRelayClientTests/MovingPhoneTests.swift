@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import RelayTestSupport
 @testable import WimzRelayClient
+import WimzRobot
 
 /// A connection the test can freeze: nothing more arrives and pings go unanswered, as when a
 /// NAT silently dropped the flow.
@@ -60,16 +61,16 @@ final class FreezableTransport: WebSocketTransport, @unchecked Sendable {
         await client.start()
         _ = try await log.waitFor(isOnline(true))
         try robot.send(#"{"type":"event","event":"bark_detected","data":{"n":0}}"#)
-        _ = try await log.waitFor { if case .barkDetected = $0 { true } else { false } }
+        _ = try await log.waitFor { if case .barkDetected? = $0.robotEvent { true } else { false } }
         await transport.severNewest()
         // Sent while the phone is away (the client waits 100–400 ms before it reconnects).
         for n in 1...5 { try robot.send(#"{"type":"event","event":"bark_detected","data":{"n":\#(n)}}"#) }
         let (resumed, at) = try await log.waitFor { if case .deviceStatus(let s) = $0 { s.recovered == true } else { false } }
         #expect(transport.count == 2, "\(resumed)")
         try robot.send(#"{"type":"event","event":"bark_detected","data":{"n":6}}"#)
-        _ = try await log.waitFor(after: at) { if case .barkDetected(let e) = $0 { e.data["n"]?.intValue == 6 } else { false } }
+        _ = try await log.waitFor(after: at) { if case .barkDetected(let e)? = $0.robotEvent { e.data["n"]?.intValue == 6 } else { false } }
         let barks = await log.events.compactMap { event -> Int? in
-            if case .barkDetected(let e) = event { e.data["n"]?.intValue } else { nil }
+            if case .barkDetected(let e)? = event.robotEvent { e.data["n"]?.intValue } else { nil }
         }
         #expect(barks == [0, 1, 2, 3, 4, 5, 6], "every event once, in order")
         await client.stop()

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import RelayTestSupport
 @testable import WimzRelayClient
+import WimzRobot
 
 /// Collects a client's events (the stream has one reader) so tests can wait for one.
 actor EventLog {
@@ -144,14 +145,14 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         await client.start()
         _ = try await log.waitFor(isOnline(true))
         try robot.send(#"{"type":"event","event":"mission_progress","data":{"status":"watching","trick":"sit","stage":3,"total_stages":5,"progress":3.0,"target_sec":5.0},"timestamp":"2026-11-22T10:00:00Z"}"#)
-        let (first, position) = try await log.waitFor { if case .missionProgress = $0 { true } else { false } }
+        let (first, position) = try await log.waitFor { if case .missionProgress? = $0.robotEvent { true } else { false } }
 
         await transport.severNewest()
         // The relay replays the latest mission_progress to the new socket, right after device_status.
-        let (replayed, _) = try await log.waitFor(after: position + 1) { if case .missionProgress = $0 { true } else { false } }
+        let (replayed, _) = try await log.waitFor(after: position + 1) { if case .missionProgress? = $0.robotEvent { true } else { false } }
         #expect(transport.count == 2)
         #expect(replayed == first)
-        guard case .missionProgress(let progress) = replayed else { return }
+        guard case .missionProgress(let progress)? = replayed.robotEvent else { return }
         #expect(progress.model?.trick == "sit" && progress.model?.stage == 3 && progress.model?.totalStages == 5
                 && progress.model?.fraction == 0.6)
         await client.stop()

@@ -1,4 +1,5 @@
 import Foundation
+import WimzRelayClient
 import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -185,7 +186,7 @@ public actor RobotAPI {
             }
         }
         do {
-            return try JSONDecoder().decode(T.self, from: data)
+            return try RobotJSON.decoder().decode(T.self, from: data)
         } catch {
             throw RelayClientError.invalidResponse("\(method) \(path): \(error)")
         }

@@ -1,5 +1,6 @@
 #if canImport(Observation)
 import Foundation
+import WimzRelayClient
 import Observation
 
 /// The robot as a SwiftUI view shows it, kept current from a ``RelayClient``'s events:
@@ -65,6 +66,13 @@ public final class RelayConnectionModel {
             robotOnline = status.online
             if !status.online, let since = status.since { lastSeen = since }
             if let recovered = status.recovered { lastResumeRecovered = recovered }
+        case .event(let message): apply(RobotEvent(message))
+        case .message, .binary: break
+        }
+    }
+
+    private func apply(_ event: RobotEvent) {
+        switch event {
         case .missionProgress(let e): missionProgress = e.model ?? missionProgress
         case .modeChanged(let e): mode = e.model ?? mode
         case .programProgress(let e): programProgress = e.model ?? programProgress
@@ -72,7 +80,7 @@ public final class RelayConnectionModel {
         case .barkDetected(let e): lastBark = e.model ?? lastBark
         case .dogDetected(let e): lastDog = e.model ?? lastDog
         case .treatDispensed(let e): lastTreat = e.model ?? lastTreat
-        case .other, .message, .binary: break
+        case .other: break
         }
     }
 }

@@ -1,36 +1,12 @@
 import Foundation
 import Testing
-@testable import WimzRelayClient
+import WimzRelayClient
+@testable import WimzRobot
 
-@Suite struct ClientUnitTests {
-    @Test func backoffIsCappedFullJitterAndSlowerWhenAsked() {
-        var backoff = Backoff(base: .milliseconds(500), cap: .seconds(8), slowFloor: .seconds(5), slowCap: .seconds(60))
-        var rng = SystemRandomNumberGenerator()
-        let delays = (0..<40).map { _ in backoff.nextDelay(using: &rng) }
-        #expect(delays.allSatisfy { $0 >= .zero && $0 <= .seconds(8) })
-        #expect(delays[0] <= .milliseconds(500) && delays[1] <= .seconds(1))
-        #expect(Set(delays).count > 30, "jittered, not lock-step")
-        let slow = (0..<20).map { _ in backoff.nextDelay(slow: true, using: &rng) }
-        #expect(slow.allSatisfy { $0 >= .seconds(5) && $0 <= .seconds(60) })
-        backoff.reset()
-        #expect(backoff.nextDelay(using: &rng) <= .milliseconds(500))
-    }
-
-    @Test func aPushsUserInfoDecodesIntoAResumablePushNotification() throws {
-        let body = #"{"aps":{"alert":{"loc-key":"WIMZ_BARK_DETECTED","loc-args":["Rex"]},"sound":"default","thread-id":"d1","mutable-content":1},"wimz":{"device_id":"d1","event":"bark_detected","count":5,"epoch":"abc","seq":42}}"#
-        // userInfo as iOS hands it over: Foundation objects from the JSON.
-        let userInfo = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [AnyHashable: Any])
-        let push = try #require(PushNotification(userInfo: userInfo))
-        #expect(push.kind == .barkDetected && push.deviceID == "d1" && push.count == 5 && push.epoch == "abc" && push.seq == 42)
-        #expect(push.resumePoint(lastSeen: 30) == ResumePoint(epoch: "abc", seq: 30))
-        #expect(push.resumePoint(lastSeen: nil) == ResumePoint(epoch: "abc", seq: 0))
-        let offline = try #require(PushNotification(userInfo: ["wimz": ["device_id": "d1", "event": "robot_offline", "count": 1]]))
-        #expect(offline.kind == .robotOffline && offline.epoch == nil && offline.resumePoint(lastSeen: 3) == nil)
-        #expect(PushNotification(userInfo: ["aps": [:]]) == nil && PushNotification(userInfo: ["wimz": ["event": "fire"]]) == nil)
-        #expect(Data([0x0a, 0xff, 0x00]).hexString == "0aff00")
-    }
-
-    @Test func theLastKnownStateDecodesIntoTheGuidesModels() throws {
+/// The robot's product: the guide's models, typed events, the observable model. No relay, no
+/// database.
+@Suite struct RobotModelTests {
+    @Test func theLastKnownStateTypesItsEventsAsTheGuidesModels() throws {
         let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle"}},"received_at":"2026-11-22T09:59:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":"not a bool"}},"received_at":"2026-11-22T09:58:00Z"},"bogus":{"message":"not an object"}}}"#
         let state = try LastKnownState.decode(Data(body.utf8))
         #expect(state.deviceID == "d" && !state.online && state.lastSeen == Date(timeIntervalSince1970: 1_795_341_600))
@@ -42,28 +18,24 @@ import Testing
     }
 
     @Test func eventsAreTypedAndUnknownOnesPassThroughRaw() throws {
-        func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
-        #expect(try event(#"{"type":"event","event":"device_status","data":{"device_id":"d","online":true,"since":"2026-11-22T10:00:00Z"}}"#)
-            == .deviceStatus(DeviceStatus(deviceID: "d", online: true, since: Date(timeIntervalSince1970: 1_795_341_600))))
-        guard case .modeChanged(let mode) = try event(#"{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle","extra":1}}"#)
+        func event(_ text: String) throws -> RobotEvent? { try RelayEvent(text: text).robotEvent }
+        guard case .modeChanged(let mode)? = try event(#"{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle","extra":1}}"#)
         else { Issue.record("not a mode_changed"); return }
         #expect(mode.model == ModeChange(mode: "coach", previousMode: "idle"), "missing fields are nil, unknown ones ignored")
-        guard case .treatDispensed(let treat) = try event(#"{"type":"event","event":"treat_dispensed","data":{"daily_count":"many"}}"#)
+        guard case .treatDispensed(let treat)? = try event(#"{"type":"event","event":"treat_dispensed","data":{"daily_count":"many"}}"#)
         else { Issue.record("not a treat_dispensed"); return }
         #expect(treat.model == nil && treat.data["daily_count"] == "many", "a field of another type: no model, the data kept")
         let unknownText = #"{"type":"event","event":"battery","data":{"level":0.5}}"#
-        #expect(try event(unknownText) == .other(name: "battery", data: ["level": 0.5], raw: unknownText))
-        let signalling = #"{"type":"webrtc_answer","sdp":"v=0"}"#
-        #expect(try event(signalling) == .message(raw: signalling))
+        #expect(try event(unknownText) == .other(EventMessage(name: "battery", data: ["level": 0.5], timestamp: nil, raw: unknownText)))
+        #expect(try event(#"{"type":"webrtc_answer","sdp":"v=0"}"#) == nil)
     }
 
     /// Every §7 example of the integration guide (Build 31), verbatim, as the robot sends it.
     @Test func theGuidesEventExamplesDecodeIntoItsModels() throws {
-        func decoded(_ data: String, _ name: String) throws -> RelayEvent {
-            let text = #"{"type":"event","event":"\#(name)","data":\#(data),"timestamp":"2026-01-30T10:15:30.123Z"}"#
-            return RelayEvent(message: try JSON(parsing: text), raw: text)
+        func decoded(_ data: String, _ name: String) throws -> RobotEvent? {
+            try RelayEvent(text: #"{"type":"event","event":"\#(name)","data":\#(data),"timestamp":"2026-01-30T10:15:30.123Z"}"#).robotEvent
         }
-        guard case .missionProgress(let mission) = try decoded("""
+        guard case .missionProgress(let mission)? = try decoded("""
             {
                 "status": "watching",
                 "trick": "sit",
@@ -79,7 +51,7 @@ import Testing
                                                  rewards: 1, progress: 2.5, targetSec: 5.0))
         #expect(mission.model?.fraction == 0.5, "2.5 s of 5 s held is half, not 250 %")
         #expect(mission.timestamp == "2026-01-30T10:15:30.123Z" && mission.raw.contains("target_sec"))
-        guard case .modeChanged(let mode) = try decoded("""
+        guard case .modeChanged(let mode)? = try decoded("""
             {
                 "mode": "mission",
                 "previous_mode": "idle",
@@ -88,7 +60,7 @@ import Testing
               }
             """, "mode_changed") else { Issue.record("mode_changed"); return }
         #expect(mode.model == ModeChange(mode: "mission", previousMode: "idle", locked: true, lockReason: "Mission active: sit_training"))
-        guard case .audioState(let audio) = try decoded("""
+        guard case .audioState(let audio)? = try decoded("""
             {
                 "state": "playing",
                 "track": "default/Wimz_theme.mp3",
@@ -98,7 +70,7 @@ import Testing
               }
             """, "audio_state") else { Issue.record("audio_state"); return }
         #expect(audio.model == AudioState(state: "playing", track: "default/Wimz_theme.mp3", playing: true, playlistIndex: 3, playlistLength: 14))
-        guard case .barkDetected(let bark) = try decoded("""
+        guard case .barkDetected(let bark)? = try decoded("""
             {
                 "emotion": "alert",
                 "confidence": 0.85,
@@ -108,7 +80,7 @@ import Testing
               }
             """, "bark_detected") else { Issue.record("bark_detected"); return }
         #expect(bark.model == BarkEvent(emotion: "alert", confidence: 0.85, loudnessDb: 75.2, dogId: "aruco_315", dogName: "Elsa"))
-        guard case .dogDetected(let dog) = try decoded("""
+        guard case .dogDetected(let dog)? = try decoded("""
             {
                 "dog_id": "aruco_315",
                 "dog_name": "Elsa",
@@ -117,7 +89,7 @@ import Testing
               }
             """, "dog_detected") else { Issue.record("dog_detected"); return }
         #expect(dog.model == DogEvent(dogId: "aruco_315", dogName: "Elsa", bbox: [100, 150, 400, 500], confidence: 0.92))
-        guard case .treatDispensed(let treat) = try decoded("""
+        guard case .treatDispensed(let treat)? = try decoded("""
             {
                 "dog_id": "aruco_315",
                 "dog_name": "Elsa",
@@ -131,28 +103,13 @@ import Testing
 
     /// The REST models read the guide's §3–§6 answers (a few, with nesting) by its snake_case keys.
     @Test func theGuidesRESTAnswersDecode() throws {
-        let status = try JSONDecoder().decode(MissionStatus.self, from: Data(#"{"active":true,"mission_id":42,"mission_name":"sit_training","current_stage":2,"total_stages":5,"stage_info":{"name":"Sit Practice 2","timeout":60.0,"elapsed":15.3,"success_event":"VisionEvent.Pose.Sit"},"rewards_given":1,"max_duration":1800}"#.utf8))
+        let status = try RobotJSON.decoder().decode(MissionStatus.self, from: Data(#"{"active":true,"mission_id":42,"mission_name":"sit_training","current_stage":2,"total_stages":5,"stage_info":{"name":"Sit Practice 2","timeout":60.0,"elapsed":15.3,"success_event":"VisionEvent.Pose.Sit"},"rewards_given":1,"max_duration":1800}"#.utf8))
         #expect(status.missionId == 42 && status.currentStage == 2 && status.stageInfo?.successEvent == "VisionEvent.Pose.Sit" && status.maxDuration == 1800)
-        let mode = try JSONDecoder().decode(ModeInfo.self, from: Data(#"{"mode":"mission","mode_info":{"locked":true,"lock_reason":"Mission active: sit_training","since":"2026-01-30T10:15:30"}}"#.utf8))
+        let mode = try RobotJSON.decoder().decode(ModeInfo.self, from: Data(#"{"mode":"mission","mode_info":{"locked":true,"lock_reason":"Mission active: sit_training","since":"2026-01-30T10:15:30"}}"#.utf8))
         #expect(mode.modeInfo?.locked == true && mode.modeInfo?.lockReason == "Mission active: sit_training")
-        let weekly = try JSONDecoder().decode(WeeklyReportResponse.self, from: Data(#"{"success":true,"report":{"week_number":5,"bark_stats":{"total":45,"avg_loudness":72.5,"by_emotion":{"alert":20}},"coaching":{"success_rate":0.75}}}"#.utf8))
+        let weekly = try RobotJSON.decoder().decode(WeeklyReportResponse.self, from: Data(#"{"success":true,"report":{"week_number":5,"bark_stats":{"total":45,"avg_loudness":72.5,"by_emotion":{"alert":20}},"coaching":{"success_rate":0.75}}}"#.utf8))
         #expect(weekly.report?.barkStats?.byEmotion == ["alert": 20] && weekly.report?.coaching?.successRate == 0.75)
-        #expect(try JSONDecoder().decode(MissionStatus.self, from: Data(#"{"active":false}"#.utf8)).missionId == nil)
-    }
-
-    @Test func urlsKeepThePathPrefixAndNeverCarryTheToken() {
-        let client = RelayClient(.init(url: URL(string: "https://api.wimzai.com/relay/")!, deviceID: "robot-42", token: "wimz_a_secret"))
-        #expect(client.socketURL.absoluteString == "wss://api.wimzai.com/relay/ws/app?device_id=robot-42")
-        #expect(client.httpBase.absoluteString == "https://api.wimzai.com/relay")
-    }
-
-    @Test func turnCredentialsDecodeTheEndpointBody() throws {
-        let body = #"{"urls":["turn:t:3478?transport=udp"],"username":"1795400000:d.app","credential":"c2VjcmV0","ttl":600,"expires_at":"2026-11-23T02:13:20Z","refresh_at":"2026-11-23T02:08:20Z","ice_servers":[{"urls":["stun:t:3478"]},{"urls":["turn:t:3478?transport=udp"],"username":"1795400000:d.app","credential":"c2VjcmV0"}]}"#
-        let credentials = try TurnCredentials.decode(Data(body.utf8))
-        #expect(credentials.expiresAt == Date(timeIntervalSince1970: 1_795_400_000))
-        #expect(credentials.iceServers.map(\.urls) == [["stun:t:3478"], ["turn:t:3478?transport=udp"]])
-        #expect(credentials.iceServers[0].username == nil && credentials.iceServers[1].credential == "c2VjcmV0")
-        #expect(!credentials.isFresh(at: Date(timeIntervalSince1970: 1_795_400_000 - 299)))
+        #expect(try RobotJSON.decoder().decode(MissionStatus.self, from: Data(#"{"active":false}"#.utf8)).missionId == nil)
     }
 }
 
@@ -164,7 +121,7 @@ import Testing
         // No relay here: the model is fed by hand (a cancelled URLSession task mid-flight upsets
         // swift-corelibs-foundation's task registry when the test ends).
         let model = RelayConnectionModel(client: client, loadsLastKnownState: false)
-        func event(_ text: String) throws -> RelayEvent { RelayEvent(message: try JSON(parsing: text), raw: text) }
+        func event(_ text: String) throws -> RelayEvent { try RelayEvent(text: text) }
         #expect(model.isModeSelectorEnabled)
         model.apply(try event(#"{"type":"event","event":"mode_changed","data":{"mode":"mission","locked":true,"lock_reason":"Mission active: sit_training"}}"#))
         #expect(!model.isModeSelectorEnabled && model.mode?.lockReason == "Mission active: sit_training")
@@ -179,8 +136,7 @@ import Testing
     @MainActor @Test func theLastKnownStateFillsOnlyWhatNoLiveEventDid() throws {
         let client = RelayClient(.init(url: URL(string: "http://127.0.0.1:1")!, deviceID: "d", token: "t"))
         let model = RelayConnectionModel(client: client, loadsLastKnownState: false)
-        model.apply(RelayEvent(message: try JSON(parsing: #"{"type":"event","event":"mode_changed","data":{"mode":"coach"}}"#),
-                               raw: #"{"type":"event","event":"mode_changed","data":{"mode":"coach"}}"#))
+        model.apply(try RelayEvent(text: #"{"type":"event","event":"mode_changed","data":{"mode":"coach"}}"#))
         let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"idle"}},"received_at":"2026-11-22T09:00:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":true,"track":"x.mp3"}},"received_at":"2026-11-22T09:00:00Z"}}}"#
         model.load(try LastKnownState.decode(Data(body.utf8)))
         #expect(model.mode?.mode == "coach", "a live event is fresher than the kept state")
