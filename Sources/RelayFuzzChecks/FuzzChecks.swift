@@ -102,8 +102,7 @@ public enum FuzzChecks {
             return "bearer token \(token.debugDescription)"
         }
         // Bytes, not Characters: "&" followed by a combining mark is one Character but still the
-        // separator on the wire (the first version of this check compared Characters and the
-        // fuzzer caught it).
+        // separator on the wire.
         let out = Array(Redaction.redactQuery(text).utf8)
         let marker = Array("token=".utf8)
         var i = 0
