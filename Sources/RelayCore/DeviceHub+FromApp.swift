@@ -8,7 +8,7 @@ extension DeviceHub {
         // The app's own id goes back with an error about its command (only from a frame that passed).
         let commandID = envelope?.kind == .command ? envelope?.id.map { Array(payload.bytes[$0]) } : nil
         if session.rateLimiter?.take(now: now) == false {
-            onDrop?(.rateLimited)
+            onDrop?(.refused(.rateLimited))
             session.consecutiveRateLimited += 1
             if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
                 session.close(.rateLimited, reason: "rate limited")
@@ -26,18 +26,18 @@ extension DeviceHub {
         switch verdict {
         case .accepted: break
         case .malformed(let why):
-            onDrop?(.badMessage)
+            onDrop?(.refused(.badMessage))
             deliver(RelayMessages.error(.badMessage, why), to: session)
             return
         case .forbidden:
             // Only the relay speaks these: a forged http_request could answer another app's
             // request, a forged turn_credentials would steer the robot's video elsewhere.
-            onDrop?(.forbiddenType)
+            onDrop?(.refused(.forbiddenType))
             deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
         guard let robot = device.robot else {
-            onDrop?(.deviceOffline)
+            onDrop?(.refused(.deviceOffline))
             deliver(RelayMessages.error(.deviceOffline, "the robot is not connected", idToken: commandID), to: session)
             return
         }
@@ -59,7 +59,7 @@ extension DeviceHub {
         }
         // An app can't push its robot off the relay: a full robot queue drops the app's message.
         guard robot.closing == nil, robot.enqueue(forwarded) else {
-            onDrop?(.robotBusy)
+            onDrop?(.refused(.robotBusy))
             deliver(RelayMessages.error(.robotBusy, "the robot is not keeping up; message dropped", idToken: commandID), to: session)
             return
         }

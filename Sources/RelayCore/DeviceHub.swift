@@ -427,7 +427,7 @@ public final class DeviceHub {
     /// closing the robot.
     private func tellPresence(_ device: Device) {
         guard let robot = device.robot, robot.closing == nil else { return }
-        if !robot.enqueue(RelayMessages.appPresence(apps: device.apps.count)) { onDrop?(.robotBusy) }
+        if !robot.enqueue(RelayMessages.appPresence(apps: device.apps.count)) { onDrop?(.refused(.robotBusy)) }
     }
 
     /// Queues `payload` for `session`; a full queue closes it as a slow consumer (4008) without

@@ -5,18 +5,26 @@
 @_exported import enum WimzProtocol.ErrorCode
 #endif
 
-/// Why a message was not delivered (feeds metrics).
-public enum DropReason: String, Sendable, CaseIterable {
-    case queueFull = "queue_full"
-    case rateLimited = "rate_limited"
-    case deviceOffline = "device_offline"
-    case unknownResponse = "unknown_response"
-    case noApps = "no_apps"
-    case forbiddenType = "forbidden_type"
-    /// An app frame that is not one strict JSON object (PROTOCOL.md v1.2).
-    case badMessage = "bad_message"
-    /// The robot's send queue was full: the app's message was dropped, the robot kept.
-    case robotBusy = "robot_busy"
+/// Why a message was not delivered (feeds metrics, labelled by `label`).
+public enum DropReason: Hashable, Sendable {
+    /// An app's message, refused with this error code (`rate_limited`, `device_offline`,
+    /// `forbidden_type`, `bad_message`, `robot_busy`: the robot's queue was full, the robot kept).
+    case refused(ErrorCode)
+    /// A slow consumer's queue overflowed (it is closed with 4008).
+    case queueFull
+    /// A robot's response to no command that is waiting.
+    case unknownResponse
+    /// A robot event while no app is connected.
+    case noApps
+
+    public var label: String {
+        switch self {
+        case .refused(let code): code.rawValue
+        case .queueFull: "queue_full"
+        case .unknownResponse: "unknown_response"
+        case .noApps: "no_apps"
+        }
+    }
 }
 
 /// How a session reaches its socket. Implemented by the server over libwebsockets; by a

@@ -134,7 +134,7 @@ final class RecordingTransport: SessionTransport {
         h.detach(other)  // its presence does not fit either
         #expect(robot.closing == nil && h.robot(of: DeviceID("d1")!) === robot)
         #expect(drain(app) == [#"{"type":"error","code":"robot_busy","message":"the robot is not keeping up; message dropped","id":"k1"}"#])
-        #expect(drops == [.robotBusy, .robotBusy])
+        #expect(drops == [.refused(.robotBusy), .refused(.robotBusy)])
         _ = drain(robot)
         h.receive(Payload(Array(#"{"type":"command","id":"k2"}"#.utf8)), from: app, now: 0)
         #expect(drain(robot).count == 1)

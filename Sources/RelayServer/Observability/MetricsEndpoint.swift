@@ -44,7 +44,7 @@ final class MetricsEndpoint {
             counter("wimz_auth_failures_total", "Rejected authentications by reason.", [("reason", reason.rawValue)], n)
         }
         for (reason, n) in counters.drops {
-            counter("wimz_drops_total", "Messages not delivered, by reason.", [("reason", reason.rawValue)], n)
+            counter("wimz_drops_total", "Messages not delivered, by reason.", [("reason", reason.label)], n)
         }
         for (code, n) in counters.closes {
             counter("wimz_closes_total", "Sockets closed by the relay, by close code.", [("code", String(code))], n)
