@@ -2,7 +2,7 @@
 /// takes the device over, and taking it over here.
 extension DeviceHub {
     /// What the apps of `device` must keep across a move to another node (see `DeviceHandoff`).
-    public func handoffState(of device: DeviceID, now: UInt64 = 0)
+    public func handoffState(of device: DeviceID, now: UInt64)
         -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]], history: HistoryHandoff?)? {
         guard let d = entry(device) else { return nil }
         let history = d.history.map { HistoryHandoff(epoch: $0.epoch, lastSeq: $0.lastSeq, entries: $0.snapshot(now: now)) }
@@ -18,8 +18,12 @@ extension DeviceHub {
         // The numbering goes on where the other node left it, unless this node numbered
         // messages of its own meanwhile (then those apps' sequence wins).
         if let history, (d.history?.lastSeq ?? 0) == 0 {
-            d.history = DeviceHistory.restore(epoch: history.epoch, lastSeq: history.lastSeq, entries: history.entries,
-                                              limits: limits.history, now: now)
+            if let old = d.history { historyMemory.release(device, old) }
+            let restored = DeviceHistory.restore(epoch: history.epoch, lastSeq: history.lastSeq, entries: history.entries,
+                                                 limits: limits.history, now: now, used: &historyMemory.used)
+            d.history = restored
+            historyMemory.resumed(device, restored)
+            if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
         defer { releaseParked(d, now: now) }
         for bytes in replay {

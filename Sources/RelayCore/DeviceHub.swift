@@ -21,6 +21,8 @@ public final class DeviceHub {
         public var pendingCommandsPerDevice = 1024
         /// Missed-event recovery's buffer per device (PROTOCOL.md v1.1).
         public var history = DeviceHistory.Limits()
+        /// Bytes every device's history may hold together (`HistoryMemory`).
+        public var historyMemory = RelayConfiguration.defaults.recoveryMemoryBytes
         /// How long a resume with an epoch this node does not hold waits for a hand-off from
         /// the node the device moved from (nanoseconds; only while other nodes are live).
         public var resumeWait: UInt64 = 1_500_000_000
@@ -117,9 +119,13 @@ public final class DeviceHub {
     /// comes with its time.
     let clock: RelayClock
 
+    /// The node's history budget: what every device's history holds, and what was dropped.
+    public internal(set) var historyMemory: HistoryMemory
+
     public init(limits: Limits, clock: RelayClock) {
         self.clock = clock
         self.limits = limits
+        historyMemory = HistoryMemory(limit: limits.historyMemory)
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
         pushNames = limits.pushEvents.sorted().map { Array($0.utf8) }
         missionProgressPushIndex = pushNames.firstIndex(of: Array("mission_progress".utf8))
@@ -223,6 +229,7 @@ public final class DeviceHub {
         if let recovery = session.recovery {
             let history = device.history ?? DeviceHistory(epoch: DeviceHistory.newEpoch(), limits: limits.history)
             device.history = history
+            historyMemory.resumed(device.id, history)
             device.recoveringApps += 1
             var missed: [(seq: UInt64, payload: Payload)]?
             if case .resume(let epoch, let seq) = recovery, epoch == history.epoch {
@@ -309,8 +316,17 @@ public final class DeviceHub {
             tellPresence(device)
             onPresenceChanged?(device.id, nil)
         }
-        if device.isEmpty && !device.hasReplay { devices[device.id] = nil }
+        if device.isEmpty && !device.hasReplay { remove(device) }
     }
+
+    /// Forgets `device`, and what its history held.
+    func remove(_ device: Device) {
+        if let history = device.history { historyMemory.release(device.id, history) }
+        devices[device.id] = nil
+    }
+
+    /// Drops history older than its age limit (idle devices keep nothing); once a second.
+    public func sweepHistories(now: UInt64) { historyMemory.sweep(now: now) }
 
     /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
     @discardableResult
@@ -334,7 +350,7 @@ public final class DeviceHub {
 
     /// Forgets `device` if no socket of it is left (its remembered events went to another node).
     public func forget(_ device: DeviceID) {
-        if devices[device]?.isEmpty == true { devices[device] = nil }
+        if let entry = devices[device], entry.isEmpty { remove(entry) }
     }
 
     // MARK: - Routing
@@ -379,7 +395,11 @@ public final class DeviceHub {
         if pushable != nil, device.history == nil {
             device.history = DeviceHistory(epoch: DeviceHistory.newEpoch(), limits: limits.history)
         }
-        if let history = device.history, envelope.kind != .opaque { seq = history.append(payload, now: now) }
+        if let history = device.history, envelope.kind != .opaque {
+            seq = history.append(payload, now: now, used: &historyMemory.used)
+            if !history.isListed { historyMemory.resumed(device.id, history) }
+            if historyMemory.used > historyMemory.limit { historyMemory.evict() }
+        }
         if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
         if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
             device.replay[index] = payload

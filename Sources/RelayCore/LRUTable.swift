@@ -57,23 +57,38 @@ public struct LRUTable<Key: Hashable, Value> {
         linkNewest(k)
     }
 
+    /// The least recently used entry's value.
+    public var oldestValue: Value? { oldest >= 0 ? slots[oldest].value : nil }
+
+    /// Calls `body` with every entry (in no particular order).
+    public func forEach(_ body: (Key, Value) -> Void) {
+        for slot in slots { body(slot.key, slot.value) }
+    }
+
+    /// Removes `key`'s entry.
+    public mutating func remove(_ key: Key) {
+        guard let k = index[key] else { return }
+        removeSlot(k)
+    }
+
     /// Removes the least recently used entries while `stale` says so (oldest first: it stops at
     /// the first entry that is not stale).
     public mutating func removeOldest(while stale: (Value) -> Bool) {
-        while oldest >= 0, stale(slots[oldest].value) {
-            let k = oldest
-            unlink(k)
-            index[slots[k].key] = nil
-            // Keep the array dense: move the last slot into the hole.
-            let last = slots.count - 1
-            if k != last {
-                slots[k] = slots[last]
-                index[slots[k].key] = k
-                if slots[k].newer >= 0 { slots[slots[k].newer].older = k } else { newest = k }
-                if slots[k].older >= 0 { slots[slots[k].older].newer = k } else { oldest = k }
-            }
-            slots.removeLast()
+        while oldest >= 0, stale(slots[oldest].value) { removeSlot(oldest) }
+    }
+
+    private mutating func removeSlot(_ k: Int) {
+        unlink(k)
+        index[slots[k].key] = nil
+        // Keep the array dense: move the last slot into the hole.
+        let last = slots.count - 1
+        if k != last {
+            slots[k] = slots[last]
+            index[slots[k].key] = k
+            if slots[k].newer >= 0 { slots[slots[k].newer].older = k } else { newest = k }
+            if slots[k].older >= 0 { slots[slots[k].older].newer = k } else { oldest = k }
         }
+        slots.removeLast()
     }
 
     private mutating func touch(_ k: Int) {

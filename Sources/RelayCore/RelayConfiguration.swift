@@ -68,6 +68,10 @@ public struct RelayConfiguration: Sendable {
     /// `WIMZ_RECOVERY_SECONDS`; PROTOCOL.md v1.1 "Missed events").
     public var recoveryMessages = WimzProtocol.defaultRecoveryMessages
     public var recoverySeconds = 120.0
+    /// Bytes the missed-event history of every device may hold together on this node
+    /// (`WIMZ_RECOVERY_MEMORY`, default 512 MiB: a quarter of a 2 GiB node); past it the least
+    /// recently resumed devices lose their oldest messages.
+    public var recoveryMemoryBytes = 512 << 20
     /// Seconds a pairing code stays valid (`WIMZ_PAIRING_CODE_TTL`), unless its minter asks for
     /// another lifetime within `pairingCodeRange`.
     public var pairingCodeSeconds = 600

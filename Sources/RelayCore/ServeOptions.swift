@@ -125,6 +125,8 @@ public enum ServeOptions {
              "Missed-event history: messages kept per device (apps that connect with recover=1)."),
         .number("WIMZ_RECOVERY_SECONDS", "recovery-seconds", .recovery, \.recoverySeconds, .positive(upTo: 3600),
                 "Missed-event history: seconds a message is kept."),
+        .int("WIMZ_RECOVERY_MEMORY", "recovery-memory", .recovery, \.recoveryMemoryBytes, .atLeast(1_048_576),
+             "Missed-event history: bytes every device's history may hold together on this node; past it the least recently resumed devices lose their oldest messages (their resume then gets recovered:false and the replay)."),
         .int("WIMZ_PAIRING_CODE_TTL", "pairing-code-ttl", .recovery, \.pairingCodeSeconds, RelayConfiguration.pairingCodeRange,
              "Seconds a pairing code stays valid: the robot's, the admin API's and the CLI's codes unless they ask for another."),
     ]

@@ -60,6 +60,7 @@ final class RelayComponents {
         push.tick(now: now)
         cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
         authenticator.failures.sweep(now: now)
+        env.hub.sweepHistories(now: now)
     }
 
     /// Every wheel interval (`WebSocketEndpoint.wheelInterval`, 10 ms): every deadline the relay

@@ -78,5 +78,6 @@ extension DeviceHub.Limits {
         pushEvents = Set(PushKind.allCases.compactMap(\.robotEvent))
         history.maxMessages = configuration.recoveryMessages
         history.maxAge = UInt64(configuration.recoverySeconds * 1e9)
+        historyMemory = configuration.recoveryMemoryBytes
     }
 }

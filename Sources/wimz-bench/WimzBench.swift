@@ -70,19 +70,20 @@ struct WimzBench: ParsableCommand {
             limits.maxMessages = messages
             let before = residentKB()
             var histories: [DeviceHistory] = []
+            var counted = 0
             for d in 0..<devices {
                 let history = DeviceHistory(epoch: "e\(d)", limits: limits)
                 // Each event its own buffer, as each received message is.
                 for n in 0..<(messages + 10) {
                     let head = Array(#"{"type":"event","event":"bark_detected","data":{"n":\#(n),"pad":""#.utf8)
                     let bytes = head + [UInt8](repeating: 120, count: max(0, size - head.count - 3)) + Array(#""}}"#.utf8)
-                    history.append(Payload(bytes), now: 0)
+                    history.append(Payload(bytes), now: 0, used: &counted)
                 }
                 histories.append(history)
             }
             let after = residentKB()
-            print(String(format: "history memory: %d devices x %d messages of %d bytes: %.1f KiB per device (resident, incl. the messages)",
-                         devices, messages, size, Double(after - before) / Double(devices)))
+            print(String(format: "history memory: %d devices x %d messages of %d bytes: %.1f KiB per device (resident, incl. the messages), %.1f KiB counted by the budget",
+                         devices, messages, size, Double(after - before) / Double(devices), Double(counted) / 1024 / Double(devices)))
             withExtendedLifetime(histories) {}
         }
 

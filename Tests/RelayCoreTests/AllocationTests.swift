@@ -39,8 +39,11 @@ struct AllocationTests {
             hub.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
             return app
         }
+        // Warm-up: queues reach their steady capacity, and a kept history's ring its full size
+        // (it grows by doubling up to `maxMessages`).
+        let warmUp = historyKept ? limits.history.maxMessages + 10 : 10
         // Payloads are made before counting: each is the one receive buffer of its message.
-        let events = (0..<(messages + 10)).map { i in
+        let events = (0..<(messages + warmUp)).map { i in
             Payload(Array(#"{"type":"event","event":"mission_progress","data":{"step":\#(i)}}"#.utf8))
         }
         // Index loops: this test module is built without optimisation, where a for-in over an
@@ -62,9 +65,9 @@ struct AllocationTests {
         }
         drainApps()
         while robot.queue.popFirst() != nil {}
-        forward(0, 10)  // warm-up: queues reach their steady capacity
+        forward(0, warmUp)
         let before = malloc_counter_thread_allocations()
-        forward(10, 10 + messages)
+        forward(warmUp, warmUp + messages)
         let after = malloc_counter_thread_allocations()
         return Double(after - before) / Double(messages)
     }
@@ -77,8 +80,8 @@ struct AllocationTests {
         #expect(one <= 1, "allocations per message with one app: \(one)")
     }
 
-    /// Apps that don't ask for recovery cost nothing more when the device keeps a history: the
-    /// ring holds a reference to the message's one buffer.
+    /// Apps that don't ask for recovery cost nothing more when the device keeps a history: once
+    /// the ring has its size it holds a reference to the message's one buffer.
     @Test func keepingTheRecoveryHistoryAddsNoAllocationForV1Apps() {
         let plain = allocationsPerMessage(apps: 4, messages: 400)
         let withHistory = allocationsPerMessage(apps: 4, messages: 400, historyKept: true)

@@ -58,6 +58,6 @@ import Testing
                             connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 10, maxBytes: 1 << 16))
         hub.attach(robot, now: 1, wallClock: UnixTime(seconds: 201))
         #expect(hub.status(of: device).since == UnixTime(seconds: 50))
-        #expect(hub.handoffState(of: device)?.replay == [event])
+        #expect(hub.handoffState(of: device, now: 0)?.replay == [event])
     }
 }

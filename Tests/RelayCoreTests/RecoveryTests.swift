@@ -30,7 +30,8 @@ import Testing
         limits.maxMessages = 4
         limits.maxAge = 1000
         let history = DeviceHistory(epoch: "e1", limits: limits)
-        for i in 1...6 { history.append(Payload(Array("{\"n\":\(i)}".utf8)), now: UInt64(i * 10)) }
+        var used = 0
+        for i in 1...6 { history.append(Payload(Array("{\"n\":\(i)}".utf8)), now: UInt64(i * 10), used: &used) }
         #expect(history.lastSeq == 6 && history.count == 4)
         #expect(history.messages(after: 2, now: 100)?.map(\.seq) == [3, 4, 5, 6])
         #expect(history.messages(after: 1, now: 100) == nil, "seq 2 was evicted")
@@ -40,9 +41,60 @@ import Testing
         #expect(history.messages(after: 2, now: 1035) == nil, "seq 3 is over the age limit")
         let carried = HistoryHandoff(epoch: "e1", lastSeq: 6, entries: history.snapshot(now: 100))
         #expect(HistoryHandoff(json: carried.json) == carried)
-        let restored = DeviceHistory.restore(epoch: "e1", lastSeq: 6, entries: carried.entries, limits: limits, now: 5000)
+        let restored = DeviceHistory.restore(epoch: "e1", lastSeq: 6, entries: carried.entries, limits: limits, now: 5000, used: &used)
         #expect(restored.messages(after: 2, now: 5000)?.map(\.seq) == [3, 4, 5, 6])
-        #expect(restored.append(Payload(Array("{}".utf8)), now: 5001) == 7)
+        #expect(restored.append(Payload(Array("{}".utf8)), now: 5001, used: &used) == 7)
+    }
+
+    /// Every byte in and out is counted: what the histories hold is what `used` says, and
+    /// dropping everything returns it to zero.
+    @Test func theHistoryCountsWhatItHolds() {
+        var limits = DeviceHistory.Limits()
+        limits.maxMessages = 20
+        limits.maxAge = 1000
+        let history = DeviceHistory(epoch: "e", limits: limits)
+        var used = 0
+        for i in 1...50 { history.append(Payload(Array(String(repeating: "x", count: i).utf8)), now: UInt64(i), used: &used) }
+        let held = (31...50).reduce(0) { $0 + $1 + 32 }
+        #expect(history.count == 20 && used == history.bytes && used == held + 20 * DeviceHistory.slotBytes, "the ring grew 8, 16, then 20 slots")
+        #expect(history.dropExpired(now: 1040, used: &used) == 9 && history.count == 11)
+        history.clear(used: &used)
+        #expect(used == 0 && history.bytes == 0 && history.count == 0)
+    }
+
+    /// Past the node's budget the least recently resumed devices lose their oldest messages
+    /// first: their resume gets recovered:false, a recently resumed device keeps all of its own.
+    @Test func theBudgetTakesFromTheLeastRecentlyResumedFirst() throws {
+        var limits = DeviceHub.Limits()
+        limits.history.maxMessages = 100
+        limits.historyMemory = 40_000
+        let hub = DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
+        let transport = RecordingTransport()
+        var next: UInt64 = 0
+        func session(_ role: Role, _ device: Int, _ recovery: RecoveryRequest?) -> Session {
+            next += 1
+            let s = Session(id: next, role: role, deviceID: DeviceID("d\(device)")!, tokenID: Int64(next), tokenExpiresAt: nil,
+                            remoteAddress: "", connectedAt: .now(), now: 0, queue: SendQueue(maxMessages: 10_000, maxBytes: 1 << 24))
+            s.transport = transport
+            s.recovery = recovery
+            hub.attach(s, now: 0, wallClock: UnixTime(seconds: 100))
+            return s
+        }
+        func drain(_ s: Session) -> [String] {
+            var out: [String] = []
+            while let p = s.queue.popFirst() { out.append(String(decoding: p.bytes, as: UTF8.self)) }
+            return out
+        }
+        let robots = (0..<3).map { session(.robot, $0, nil) }
+        // d0 resumed (connected with recovery) first, d2 last.
+        let epochs = (0..<3).map { d in status(drain(session(.app, d, .fresh))[0])!.epoch }
+        let event = #"{"type":"event","event":"bark_detected","data":{"pad":""# + String(repeating: "p", count: 400) + #""}}"#
+        // 30 events of ~500 bytes per device: ~45 KB held in all, over the 40 KB budget.
+        for d in 0..<3 { for _ in 0..<30 { hub.receive(Payload(Array(event.utf8)), from: robots[d], now: 10) } }
+        #expect(hub.historyMemory.used <= 40_000 && hub.historyMemory.evictions > 0)
+        func recovered(_ d: Int) -> Bool? { status(drain(session(.app, d, .resume(epoch: epochs[d], seq: 0)))[0])?.recovered }
+        #expect(recovered(0) == false, "the least recently resumed device lost its oldest messages")
+        #expect(recovered(2) == true, "the most recently resumed one kept everything")
     }
 
     @Test func sinceAndRecoverAreReadStrictly() throws {

@@ -175,6 +175,8 @@ import Testing
         #expect(first["wimz_http_requests_refused_total"] == 2)
         #expect(first["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)
         #expect(first["wimz_database_up"] == 1)
+        #expect(first["wimz_history_bytes"] == 0 && first["wimz_history_budget_bytes"] == Double(512 << 20))
+        #expect(first["wimz_history_evictions_total"] == 0)
         #expect(first["wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"libev\"}"] == 1)
         // A second scrape adds only what moved since the first.
         relay.components.env.counters.requestsRefused = 3

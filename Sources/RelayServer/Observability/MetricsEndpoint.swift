@@ -40,6 +40,10 @@ final class MetricsEndpoint {
                   sessions.filter { $0.role == role }.count)
         }
         gauge("wimz_devices_online", "Devices whose robot is connected.", sessions.filter { $0.role == .robot }.count)
+        let history = env.hub.historyMemory
+        gauge("wimz_history_bytes", "Bytes the missed-event history of every device holds.", history.used)
+        gauge("wimz_history_budget_bytes", "The node's missed-event history budget (WIMZ_RECOVERY_MEMORY).", history.limit)
+        counter("wimz_history_evictions_total", "History messages dropped to stay within the budget.", history.evictions)
         for (reason, n) in counters.authFailures {
             counter("wimz_auth_failures_total", "Rejected authentications by reason.", [("reason", reason.rawValue)], n)
         }
