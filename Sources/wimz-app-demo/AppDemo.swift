@@ -245,8 +245,7 @@ struct APICheck {
     func run() async throws {
         let route = await api.route().kind.rawValue
         func emit<M: Encodable>(_ name: String, _ call: () async throws -> M) async {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let encoder = RobotJSON.encoder()  // the guide's snake_case keys
             do {
                 let model = try await call()
                 let text = (try? encoder.encode(model)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
