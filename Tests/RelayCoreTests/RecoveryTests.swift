@@ -54,8 +54,9 @@ import Testing
         limits.maxAge = 1000
         let history = DeviceHistory(epoch: "e", limits: limits)
         var used = 0
-        for i in 1...50 { history.append(Payload(Array(String(repeating: "x", count: i).utf8)), now: UInt64(i), used: &used) }
-        let held = (31...50).reduce(0) { $0 + $1 + 32 }
+        let payloads = (1...50).map { Payload(Array(String(repeating: "x", count: $0).utf8)) }
+        for (i, payload) in payloads.enumerated() { history.append(payload, now: UInt64(i + 1), used: &used) }
+        let held = payloads[30...].reduce(0) { $0 + $1.bytes.capacity + 96 }
         #expect(history.count == 20 && used == history.bytes && used == held + 20 * DeviceHistory.slotBytes, "the ring grew 8, 16, then 20 slots")
         #expect(history.dropExpired(now: 1040, used: &used) == 9 && history.count == 11)
         history.clear(used: &used)
