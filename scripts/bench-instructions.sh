@@ -5,6 +5,10 @@
 #   scripts/bench-instructions.sh [OTHER_WIMZ_RELAY ...]
 # runs this tree's release relay and each other binary given, alternating, twice each:
 # 20 devices provisioned, 10 of them (robot + app) at 1,000 events/s for 10 s.
+#   scripts/bench-instructions.sh lws-relay:-b     # against the C reference relay
+#     an argument lws-relay[:FLAGS] is ../shared/bench/lws-relay (built here by its Makefile, in
+#     the scratch folder) run with FLAGS (-b: batched writes); it ignores tokens and has no
+#     /readyz, so it is waited for by any HTTP answer
 #   WIMZ_INSTRUCTIONS_PHASE=command scripts/bench-instructions.sh …   # the app → robot path
 #     instead: 1,000 commands/s from the apps, each answered by its robot, for 10 s
 #   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
@@ -32,6 +36,13 @@ export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
 
 # valgrind 3.19 cannot read the newest DWARF forms: count on copies without debug info.
 relays=("$bin/wimz-relay" "$@")
+reference=$(cd .. && pwd)/shared/bench/lws-relay
+for relay in "${relays[@]}"; do
+    [[ $relay == lws-relay* ]] || continue
+    cp -r "$reference" "$work/lws-relay-src"
+    make -s -C "$work/lws-relay-src" >/dev/null
+    break
+done
 push_args=()
 if [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ]; then
     relays=("$bin/wimz-relay" "$bin/wimz-relay")
@@ -50,16 +61,35 @@ registrations() {
                '{bark_detected,dog_detected,treat_dispensed,mission_completed,robot_offline}'
         FROM tokens t, generate_series(1, $per) g WHERE t.role = 'app'" >/dev/null
 }
-for k in "${!relays[@]}"; do objcopy --strip-debug "${relays[$k]}" "$work/relay$k"; done
+for k in "${!relays[@]}"; do
+    source_binary=${relays[$k]}
+    [[ $source_binary == lws-relay* ]] && source_binary="$work/lws-relay-src/lws-relay"
+    objcopy --strip-debug "$source_binary" "$work/relay$k"
+done
+# The command line of relay K on PORT.
+relay_command() {
+    local k=$1 port=$2
+    if [[ ${relays[$k]} == lws-relay* ]]; then
+        local flags=${relays[$k]#lws-relay}
+        flags=${flags#:}
+        # shellcheck disable=SC2086
+        echo "$work/relay$k" "$port" $flags
+    else
+        echo "$work/relay$k" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool$k" \
+            --app-rate-limit 1000000 --app-rate-burst 1000000 "${push_args[@]}"
+    fi
+}
 for round in 1 2; do
     for k in "${!relays[@]}"; do
         registrations "$k"
         port=$(( 20000 + RANDOM % 20000 ))
+        # shellcheck disable=SC2046
         valgrind --tool=callgrind --toggle-collect=lws_service_fd_tsi --callgrind-out-file="$work/cg" \
-            "$work/relay$k" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool$k" \
-            --app-rate-limit 1000000 --app-rate-burst 1000000 "${push_args[@]}" > "$work/relay.log" 2>&1 &
+            $(relay_command "$k" "$port") > "$work/relay.log" 2>&1 &
         pid=$!
-        for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.2; done
+        probe=(curl -sf -o /dev/null "http://127.0.0.1:$port/readyz")
+        [[ ${relays[$k]} == lws-relay* ]] && probe=(curl -s -o /dev/null "http://127.0.0.1:$port/")
+        for _ in $(seq 300); do "${probe[@]}" && break; sleep 0.2; done
         phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
         delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
                     --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
