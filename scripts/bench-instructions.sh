@@ -11,6 +11,8 @@
 #     /readyz, so it is waited for by any HTTP answer
 #   WIMZ_INSTRUCTIONS_PHASE=command scripts/bench-instructions.sh …   # the app → robot path
 #     instead: 1,000 commands/s from the apps, each answered by its robot, for 10 s
+#   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind
+#     output as /tmp/cg.K (callgrind_annotate reads it)
 #   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
 #     alternately without and with 1,000 push registrations (50 per device, phones never
 #     connected) on the devices under load: what registrations cost the forwarding path
@@ -90,11 +92,15 @@ for round in 1 2; do
         probe=(curl -sf -o /dev/null "http://127.0.0.1:$port/readyz")
         [[ ${relays[$k]} == lws-relay* ]] && probe=(curl -s -o /dev/null "http://127.0.0.1:$port/")
         for _ in $(seq 300); do "${probe[@]}" && break; sleep 0.2; done
+        # Count the workload only: not the start, nor the readiness probes (each a connection
+        # that lws closes, which costs it a scan of its descriptor table).
+        callgrind_control -z "$pid" >/dev/null
         phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
         delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
                     --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
         kill -TERM "$pid"; wait "$pid" || true
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
+        [ -n "${WIMZ_INSTRUCTIONS_KEEP:-}" ] && cp "$work/cg" "${WIMZ_INSTRUCTIONS_KEEP}.$k"
         label=${relays[$k]}
         [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
         printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -o 'n=[0-9]*')"
