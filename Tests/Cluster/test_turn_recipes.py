@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from turn_probe import TurnProbe, rest_credentials
-from wimz_testkit import free_port
+from wimz_testkit import free_port, listening_sockets
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "deploy/coturn").glob("turnserver-*.conf"))
@@ -55,10 +55,15 @@ def recipe_server(request):
     process = subprocess.Popen(["turnserver", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if subprocess.run(["ss", "-Hlnu", f"sport = :{port}"], capture_output=True, text=True).stdout.strip():
+        # UDP and TCP listeners open from different threads; the TCP-relay test needs the latter.
+        if {(protocol, address) for protocol in ("udp", "tcp") for address in ("127.0.0.1", "[::1]")} <= \
+                listening_sockets(port):
             break
         assert process.poll() is None, (directory / "turn.log").read_text(errors="replace")[-2000:]
         time.sleep(0.05)
+    else:
+        process.kill()
+        pytest.fail(f"coturn did not listen on {port}: " + (directory / "turn.log").read_text(errors="replace")[-2000:])
     yield port, secret, directory
     process.terminate()
     process.wait(timeout=10)

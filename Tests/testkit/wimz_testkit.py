@@ -35,6 +35,12 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
         return s.getsockname()[1]
 
 
+def listening_sockets(port: int) -> set[tuple[str, str]]:
+    """(protocol, address) of every TCP and UDP socket listening on ``port``, e.g. ("udp", "[::1]")."""
+    lines = subprocess.run(["ss", "-Hlnut", f"sport = :{port}"], capture_output=True, text=True).stdout.splitlines()
+    return {(fields[0], fields[4].rsplit(":", 1)[0]) for fields in map(str.split, lines) if len(fields) >= 5}
+
+
 def wait_for_port(port: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -384,10 +390,10 @@ class Coturn:
         raise RuntimeError("coturn did not start: " + Path(self.log).read_text(errors="replace")[-800:])
 
     def _listening(self) -> bool:
-        udp = subprocess.run(["ss", "-Hlnu", f"sport = :{self.port}"], capture_output=True, text=True).stdout
-        tcp = subprocess.run(["ss", "-Hlnt", f"sport = :{self.tls_port}"], capture_output=True,
-                             text=True).stdout if self.tls_port else "ok"
-        return bool(udp.strip()) and bool(tcp.strip())
+        # coturn opens its UDP and TCP listeners from different threads: wait for every one in use.
+        wanted = {("udp", "127.0.0.1"), ("tcp", "127.0.0.1")}
+        return wanted <= listening_sockets(self.port) and (
+            self.tls_port is None or ("tcp", "127.0.0.1") in listening_sockets(self.tls_port))
 
     def stop(self) -> None:
         if self.process.poll() is None:
