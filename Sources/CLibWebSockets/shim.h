@@ -27,7 +27,6 @@ static inline long CLibWebSockets_TLS_NO_LEGACY_PROTOCOLS(void) {
 static inline uint64_t CLibWebSockets_OPTION_LIBEV(void) { return LWS_SERVER_OPTION_LIBEV; }
 static inline uint64_t CLibWebSockets_OPTION_DISABLE_IPV6(void) { return LWS_SERVER_OPTION_DISABLE_IPV6; }
 static inline uint64_t CLibWebSockets_OPTION_DO_SSL_GLOBAL_INIT(void) { return LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT; }
-static inline uint64_t CLibWebSockets_OPTION_VALIDATE_UTF8(void) { return LWS_SERVER_OPTION_VALIDATE_UTF8; }
 static inline uint64_t CLibWebSockets_OPTION_EXPLICIT_VHOSTS(void) { return LWS_SERVER_OPTION_EXPLICIT_VHOSTS; }
 static inline uint64_t CLibWebSockets_OPTION_ALLOW_NON_SSL_ON_SSL_PORT(void) { return LWS_SERVER_OPTION_ALLOW_NON_SSL_ON_SSL_PORT; }
 

@@ -275,10 +275,12 @@ public enum AppFrame {
                     escaped = true
                     guard escape() else { return nil }
                 case 0x80...:
-                    guard utf8Sequence() else {
+                    let length = UTF8Text.sequenceLength(bytes, at: i)
+                    guard length > 0 else {
                         error = "text frames must be valid UTF-8"
                         return nil
                     }
+                    i += length
                 default:
                     error = "control characters must be escaped in JSON strings"
                     return nil
@@ -302,30 +304,6 @@ public enum AppFrame {
             default:
                 return false
             }
-        }
-
-        /// One multi-byte UTF-8 sequence starting at `i` (RFC 3629: no overlong forms, no
-        /// surrogates, nothing past U+10FFFF).
-        private mutating func utf8Sequence() -> Bool {
-            let lead = bytes[i]
-            let count: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: count = 2
-            case 0xE0: count = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: count = 3
-            case 0xED: count = 3; high = 0x9F
-            case 0xF0: count = 4; low = 0x90
-            case 0xF1...0xF3: count = 4
-            case 0xF4: count = 4; high = 0x8F
-            default: return false
-            }
-            guard bytes.count - i >= count else { return false }
-            guard bytes[i + 1] >= low && bytes[i + 1] <= high else { return false }
-            for k in 2..<count where bytes[i + k] & 0xC0 != 0x80 { return false }
-            i += count
-            return true
         }
     }
 }

@@ -42,6 +42,8 @@ public enum CloseCode: UInt16, Sendable, CaseIterable {
     case normal = 1000
     /// The relay is shutting down.
     case goingAway = 1001
+    /// A text frame that is not valid UTF-8 (RFC 6455 §8.1).
+    case invalidPayload = 1007
     case tooLarge = 1009
     /// This node is draining or the device moved to another node: reconnect at once.
     case reconnectNow = 1012
@@ -71,7 +73,7 @@ public enum CloseCode: UInt16, Sendable, CaseIterable {
         case .goingAway, .reconnectNow: .atOnce
         case .slowConsumer, .rateLimited: .slowBackoff
         case .revoked, .replaced: .never
-        case .normal, .tooLarge: .backoff
+        case .normal, .invalidPayload, .tooLarge: .backoff
         }
     }
 

@@ -22,6 +22,27 @@ import RelayTestSupport
         #expect(next.eventName == "app_presence")
     }
 
+    /// RFC 6455 §8.1, checked by the relay (not lws): a text message that is not UTF-8 closes
+    /// its socket with 1007, whole or fragmented, robot or app; non-ASCII text passes unchanged.
+    @Test func textThatIsNotUTF8ClosesWith1007() throws {
+        let f = try RelayFixture()
+        let robot = try f.robot()
+        _ = try robot.receiveJSON()
+        let app = try f.app()
+        _ = try app.receiveJSON()
+        _ = try robot.receiveJSON()
+        let accents = #"{"type":"event","event":"note","data":{"text":"Grüße, 🐕 — ½"}}"#
+        try robot.send(accents)
+        #expect(try app.receive().text == accents)
+        // An overlong '/' (C0 AF) in the second fragment, after valid ASCII.
+        let broken = Array(#"{"type":"command","command":"x","id":"1","text":""#.utf8) + [0xC0, 0xAF] + Array(#""}"#.utf8)
+        try app.sendFragmented(opcode: 1, payload: broken, parts: 2)
+        #expect(app.waitForClose() == 1007)
+        // A surrogate half (ED A0 80) in a whole event from the robot.
+        try robot.sendFrame(opcode: 1, payload: Array(#"{"type":"event","event":"note","data":""#.utf8) + [0xED, 0xA0, 0x80, 0x22, 0x7D])
+        #expect(robot.waitForClose() == 1007)
+    }
+
     @Test func floodingAppIsRateLimitedAndTheRobotSeesOnlyTheAllowance() throws {
         let f = try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "2", "WIMZ_APP_RATE_BURST": "5"])
         let robot = try f.robot()

@@ -81,7 +81,8 @@ final class ServiceLoop: LoopControl {
         info.user = Unmanaged.passUnretained(callbacks).toOpaque()
         info.pt_serv_buf_size = 16 * 1024
         info.fd_limit_per_thread = UInt32(FileDescriptorLimit.raise())
-        info.options = CLibWebSockets_OPTION_DISABLE_IPV6() | CLibWebSockets_OPTION_VALIDATE_UTF8()
+        // No LWS_SERVER_OPTION_VALIDATE_UTF8: the relay checks text messages itself (`UTF8Text`).
+        info.options = CLibWebSockets_OPTION_DISABLE_IPV6()
         if configuration.listenHost.contains(":") { info.options &= ~CLibWebSockets_OPTION_DISABLE_IPV6() }
         // libev's epoll costs O(active sockets) per wakeup; lws's poll() loop costs O(all sockets).
         if configuration.eventLoop == .libev { info.options |= CLibWebSockets_OPTION_LIBEV() }

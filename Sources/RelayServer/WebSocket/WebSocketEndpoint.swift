@@ -219,7 +219,7 @@ final class WebSocketEndpoint {
         // The common case, a whole message in one callback: one copy, straight into the payload.
         if first, complete, length <= maxMessageBytes {
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            hub.receive(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session, now: session.lastHeard)
+            deliver(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session)
             return 0
         }
         if first {
@@ -244,8 +244,20 @@ final class WebSocketEndpoint {
         guard complete else { return 0 }
         let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
         connection.receiving = []
-        hub.receive(payload, from: session, now: session.lastHeard)
+        deliver(payload, from: session)
         return 0
+    }
+
+    /// A whole received message to the hub; a text message that is not UTF-8 closes its socket
+    /// instead (1007: lws does not check, see `UTF8Text`).
+    private func deliver(_ payload: Payload, from session: Session) {
+        guard payload.isBinary || UTF8Text.isValid(payload.bytes) else {
+            env.counters.closes[CloseCode.invalidPayload.rawValue, default: 0] += 1
+            session.close(.invalidPayload, reason: "text frames must be valid UTF-8")
+            hub.detach(session)
+            return
+        }
+        hub.receive(payload, from: session, now: session.lastHeard)
     }
 
     /// Handles `LWS_CALLBACK_SERVER_WRITEABLE`: sends a pending close, else drains the queue.

@@ -19,6 +19,7 @@ class CloseCode(IntEnum):
 
     NORMAL = _CLOSE["normal"]["code"]
     GOING_AWAY = _CLOSE["goingAway"]["code"]
+    INVALID_PAYLOAD = _CLOSE["invalidPayload"]["code"]
     TOO_LARGE = _CLOSE["tooLarge"]["code"]
     RECONNECT_NOW = _CLOSE["reconnectNow"]["code"]
     REPLACED = _CLOSE["replaced"]["code"]
