@@ -274,8 +274,13 @@ private struct Parser {
         guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
             throw RequestError(.badRequest, "control character in a header value")
         }
-        // Values are Latin-1 by RFC; the relay reads only ASCII ones, so bytes map one to one.
-        return (String(decoding: name, as: UTF8.self).lowercased(), String(value.map { Character(Unicode.Scalar($0)) }))
+        // Names are ASCII tokens: lowercased byte by byte (String.lowercased() is Unicode's, and
+        // costs more than the rest of the field). Values are Latin-1 by RFC: ASCII ones (all the
+        // relay reads) decode as they are, others map byte to scalar.
+        let lowered = name.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        let text = value.allSatisfy { $0 < 0x80 } ? String(decoding: value, as: UTF8.self)
+            : String(String.UnicodeScalarView(value.map { Unicode.Scalar($0) }))
+        return (String(decoding: lowered, as: UTF8.self), text)
     }
 
     /// Refuses heads two parsers could read differently (request smuggling).

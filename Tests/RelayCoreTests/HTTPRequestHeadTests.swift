@@ -25,6 +25,17 @@ import Testing
         #expect(head.header("authorization") == "Bearer abc" && head.isWebSocketUpgrade)
     }
 
+    /// Names are case-insensitive (kept lowercased); a value's bytes are Latin-1 (RFC 9110 §5.5).
+    @Test func headerNamesLowercaseAndValuesAreLatin1() {
+        let bytes = Array("GET / HTTP/1.1\r\nX-MiXeD-Case_1: ok\r\nX-Latin: caf".utf8) + [0xE9, 0xFF] + Array("\r\n\r\n".utf8)
+        guard case .complete(let head, _) = HTTPRequestHead.parse(bytes, limits: .init()) else {
+            Issue.record("not complete")
+            return
+        }
+        #expect(head.header("x-mixed-case_1") == "ok")
+        #expect(head.header("x-latin") == "caf\u{E9}\u{FF}")
+    }
+
     @Test func whatLibwebsocketsMangledIsTakenAsSent() throws {
         // ';' is no separator: the id checked is "dev;1", which is not a valid id.
         #expect(try head("/ws/app?device_id=dev;1&token=t").argument("device_id") == "dev;1")
