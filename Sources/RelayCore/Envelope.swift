@@ -48,7 +48,8 @@ public struct Envelope: Equatable, Sendable {
         mutating func run() -> Envelope {
             skipSpace()
             guard consume(UInt8(ascii: "{")) else { return .opaque }
-            var type: Range<Int>?
+            // The type's kind is decided once, when its value is seen (nil: no `type` yet).
+            var kind: Kind?
             var event: Range<Int>?
             var id: Range<Int>?
             var first = true
@@ -56,59 +57,61 @@ public struct Envelope: Equatable, Sendable {
                 skipSpace()
                 if consume(UInt8(ascii: "}")) { break }
                 if !first {
-                    guard consume(UInt8(ascii: ",")) else { return envelope(type, event, id, complete: false) }
+                    guard consume(UInt8(ascii: ",")) else { return envelope(kind, event, id, complete: false) }
                     skipSpace()
                 }
                 first = false
-                guard let key = string() else { return envelope(type, event, id, complete: false) }
+                guard let key = string() else { return envelope(kind, event, id, complete: false) }
                 skipSpace()
-                guard consume(UInt8(ascii: ":")) else { return envelope(type, event, id, complete: false) }
+                guard consume(UInt8(ascii: ":")) else { return envelope(kind, event, id, complete: false) }
                 skipSpace()
                 let valueStart = i
-                guard skipValue() else { return envelope(type, event, id, complete: false) }
+                guard skipValue() else { return envelope(kind, event, id, complete: false) }
                 let value = valueStart..<i
-                if equals(key, "type") {
-                    type = value
-                } else if equals(key, "event") {
-                    event = value
-                } else if equals(key, "id") {
-                    id = value
+                switch key.count {
+                case 4 where equals(key, "type"): kind = Scanner.kind(ofType: value, in: bytes)
+                case 5 where equals(key, "event"): event = value
+                case 2 where equals(key, "id"): id = value
+                default: break
                 }
-                if let type, done(type, event, id) { return envelope(type, event, id, complete: true) }
+                guard let kind else { continue }
+                switch kind {
+                case .event: if event != nil { return envelope(kind, event, id, complete: true) }
+                case .command, .response, .httpResponse, .httpBody: if id != nil { return envelope(kind, event, id, complete: true) }
+                default: return envelope(kind, event, id, complete: true)
+                }
             }
-            return envelope(type, event, id, complete: true)
+            return envelope(kind, event, id, complete: true)
         }
 
-        /// Whether the fields the type needs have been seen.
-        func done(_ type: Range<Int>, _ event: Range<Int>?, _ id: Range<Int>?) -> Bool {
-            if isString(type, "event") { return event != nil }
-            if isString(type, "command") || isString(type, "response") || isString(type, "http_response")
-                || isString(type, "http_body") { return id != nil }
-            return true
+        /// The kind a `type` value token names: one of the known strings (no escapes), else `.other`.
+        static func kind(ofType value: Range<Int>, in bytes: UnsafeBufferPointer<UInt8>) -> Kind {
+            guard value.count >= 2, bytes[value.lowerBound] == UInt8(ascii: "\"") else { return .other }
+            let text = (value.lowerBound + 1)..<(value.upperBound - 1)
+            let scanner = Scanner(bytes: bytes)
+            switch text.count {
+            case 5 where scanner.equals(text, "event"): return .event
+            case 7 where scanner.equals(text, "command"): return .command
+            case 8 where scanner.equals(text, "response"): return .response
+            case 9 where scanner.equals(text, "http_body"): return .httpBody
+            case 12 where scanner.equals(text, "http_request"): return .httpRequest
+            case 13 where scanner.equals(text, "http_response"): return .httpResponse
+            default: return .other
+            }
         }
 
-        func envelope(_ type: Range<Int>?, _ event: Range<Int>?, _ id: Range<Int>?, complete: Bool) -> Envelope {
-            guard let type else { return complete ? Envelope(kind: .other, eventName: nil, id: nil) : .opaque }
-            if isString(type, "event") {
+        /// The envelope for what was seen; `complete` is false when the object broke off early.
+        func envelope(_ kind: Kind?, _ event: Range<Int>?, _ id: Range<Int>?, complete: Bool) -> Envelope {
+            guard let kind else { return complete ? Envelope(kind: .other, eventName: nil, id: nil) : .opaque }
+            switch kind {
+            case .event:
                 guard let event, bytes[event.lowerBound] == UInt8(ascii: "\"") else {
                     return Envelope(kind: .other, eventName: nil, id: nil)
                 }
                 return Envelope(kind: .event, eventName: (event.lowerBound + 1)..<(event.upperBound - 1), id: nil)
+            case .command, .response, .httpResponse, .httpBody: return Envelope(kind: kind, eventName: nil, id: id)
+            default: return Envelope(kind: kind, eventName: nil, id: nil)
             }
-            if isString(type, "command") { return Envelope(kind: .command, eventName: nil, id: id) }
-            if isString(type, "response") { return Envelope(kind: .response, eventName: nil, id: id) }
-            if isString(type, "http_response") { return Envelope(kind: .httpResponse, eventName: nil, id: id) }
-            if isString(type, "http_body") { return Envelope(kind: .httpBody, eventName: nil, id: id) }
-            if isString(type, "http_request") { return Envelope(kind: .httpRequest, eventName: nil, id: nil) }
-            return Envelope(kind: .other, eventName: nil, id: nil)
-        }
-
-        /// True if the token at `range` is the JSON string `"text"` (no escapes).
-        func isString(_ range: Range<Int>, _ text: StaticString) -> Bool {
-            guard range.count == text.utf8CodeUnitCount + 2, bytes[range.lowerBound] == UInt8(ascii: "\"") else {
-                return false
-            }
-            return equals((range.lowerBound + 1)..<(range.upperBound - 1), text)
         }
 
         func equals(_ range: Range<Int>, _ text: StaticString) -> Bool {
