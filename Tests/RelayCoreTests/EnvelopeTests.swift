@@ -90,4 +90,20 @@ import Testing
         for i in 300..<700 { #expect(q.popFirst()?.bytes == [UInt8(i & 0xff)]) }
         #expect(q.isEmpty && q.bytes == 0)
     }
+
+    /// Random pushes and pops against an array: order, count and bytes, across wraps and growth.
+    @Test func ringAgreesWithAnArray() {
+        var q = SendQueue(maxMessages: 300, maxBytes: 1 << 30)
+        var reference: [[UInt8]] = []
+        var generator = SystemRandomNumberGenerator()
+        for step in 0..<20_000 {
+            if Bool.random(using: &generator) || reference.isEmpty {
+                let bytes = [UInt8](repeating: UInt8(step & 0xff), count: Int.random(in: 0..<4, using: &generator))
+                if q.push(Payload(bytes)) { reference.append(bytes) } else { #expect(reference.count == 300) }
+            } else {
+                #expect(q.popFirst()?.bytes == reference.removeFirst())
+            }
+            #expect(q.count == reference.count && q.bytes == reference.reduce(0) { $0 + $1.count })
+        }
+    }
 }
