@@ -41,7 +41,7 @@ extension DeviceHub {
             deliver(RelayMessages.error(.deviceOffline, "the robot is not connected", idToken: commandID), to: session)
             return
         }
-        var forwarded = payload
+        var outgoing = payload
         var relayID: UInt64?
         if commandID != nil, let idRange = envelope?.id {
             // The robot sees an unguessable id of the relay's; its response is matched by it.
@@ -54,17 +54,17 @@ extension DeviceHub {
             ExchangeID.append(UInt8(ascii: "c"), id, to: &rewritten)
             rewritten.append(UInt8(ascii: "\""))
             rewritten += payload.bytes[idRange.upperBound...]
-            forwarded = Payload(rewritten)
+            outgoing = Payload(rewritten)
             relayID = id
         }
         // An app can't push its robot off the relay: a full robot queue drops the app's message.
-        guard robot.closing == nil, robot.enqueue(forwarded) else {
+        guard robot.closing == nil, robot.enqueue(outgoing) else {
             onDrop?(.refused(.robotBusy))
             deliver(RelayMessages.error(.robotBusy, "the robot is not keeping up; message dropped", idToken: commandID), to: session)
             return
         }
         if let relayID, let commandID { remember(relayID, app: session, idToken: commandID, in: device) }
-        onForward?(.app, payload.bytes.count)
+        forwarded.appToRobot.add(payload.bytes.count)
     }
 
     private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {

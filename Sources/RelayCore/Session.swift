@@ -27,6 +27,20 @@ public enum DropReason: Hashable, Sendable {
     }
 }
 
+/// Messages and bytes the hub accepted for forwarding, per direction (`wimz_*_forwarded_total`).
+public struct ForwardedCounts: Sendable {
+    public struct Count: Sendable {
+        public internal(set) var messages = 0
+        public internal(set) var bytes = 0
+        mutating func add(_ size: Int) {
+            messages += 1
+            bytes += size
+        }
+    }
+    public internal(set) var robotToApps = Count()
+    public internal(set) var appToRobot = Count()
+}
+
 /// How a session reaches its socket. Implemented by the server over libwebsockets; by a
 /// recorder in tests.
 public protocol SessionTransport: AnyObject {

@@ -26,11 +26,6 @@ final class RelayEnvironment {
         self.thread = thread
         self.audit = audit
         hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
-        hub.onForward = { [unowned self] role, bytes in
-            let direction = (role == .robot ? RelayCounters.Direction.robotToApps : .appToRobot).rawValue
-            counters.forwardedMessages[direction] += 1
-            counters.forwardedBytes[direction] += bytes
-        }
         hub.onRobotReplaced = { [unowned self] old, new in
             counters.robotsReplaced += 1
             self.audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,

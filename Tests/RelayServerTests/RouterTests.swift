@@ -1,5 +1,5 @@
 import Foundation
-import RelayCore
+@testable import RelayCore
 import RelayStore
 import Testing
 @testable import RelayServer
@@ -170,7 +170,7 @@ import Testing
         let relay = InProcessRelay()
         relay.storeReady()
         relay.components.env.counters.requestsRefused = 2
-        relay.components.env.counters.forwardedBytes[RelayCounters.Direction.robotToApps.rawValue] = 38
+        relay.components.env.hub.forwarded.robotToApps.bytes = 38
         let first = try scrape(relay)
         #expect(first["wimz_http_requests_refused_total"] == 2)
         #expect(first["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)

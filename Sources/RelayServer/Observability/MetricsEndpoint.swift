@@ -53,12 +53,11 @@ final class MetricsEndpoint {
         for (code, n) in counters.closes {
             counter("wimz_closes_total", "Sockets closed by the relay, by close code.", [("code", String(code))], n)
         }
-        for direction in [RelayCounters.Direction.robotToApps, .appToRobot] {
-            let label = [("direction", direction == .robotToApps ? "robot_to_apps" : "app_to_robot")]
-            counter("wimz_messages_forwarded_total", "Messages accepted for forwarding, by direction.", label,
-                    counters.forwardedMessages[direction.rawValue])
-            counter("wimz_bytes_forwarded_total", "Payload bytes accepted for forwarding, by direction.", label,
-                    counters.forwardedBytes[direction.rawValue])
+        for (direction, count) in [("robot_to_apps", env.hub.forwarded.robotToApps), ("app_to_robot", env.hub.forwarded.appToRobot)] {
+            counter("wimz_messages_forwarded_total", "Messages accepted for forwarding, by direction.",
+                    [("direction", direction)], count.messages)
+            counter("wimz_bytes_forwarded_total", "Payload bytes accepted for forwarding, by direction.",
+                    [("direction", direction)], count.bytes)
         }
         for (status, n) in counters.robotHTTPStatuses {
             counter("wimz_robot_http_requests_total", "HTTP requests to robots answered, by status (relay refusals included).",

@@ -20,14 +20,6 @@ struct RelayCounters {
     var databaseQueueFull = 0
     /// Pairing attempts refused from memory (the address was already over its failure limit).
     var pairingRefusedInMemory = 0
-    /// Messages and bytes accepted for forwarding, by the role that sent them.
-    /// Per direction, indexed by `Direction` (plain array slots: these move per message,
-    /// where a dictionary keyed by `Role` hashed its raw string twice per message).
-    var forwardedMessages = [0, 0]
-    var forwardedBytes = [0, 0]
-
-    /// Forwarding directions, by the sending role.
-    enum Direction: Int { case robotToApps = 0, appToRobot = 1 }
     /// HTTP requests to robots answered, by status (the relay's own refusals included).
     var robotHTTPStatuses: [Int: Int] = [:]
 }
