@@ -84,14 +84,15 @@ extension CallbackTargets {
         case LWS_CALLBACK_ESTABLISHED:
             return webSocket.established(wsi, user: user)
         case LWS_CALLBACK_RECEIVE:
-            guard let connection = Connection.from(user: user) else { return -1 }
-            return webSocket.receive(connection, input, length)
+            // The per-session data holds the connection until CLOSED: guaranteed for the call.
+            guard let connection = Connection.unmanaged(user: user) else { return -1 }
+            return connection._withUnsafeGuaranteedRef { webSocket.receive($0, input, length) }
         case LWS_CALLBACK_RECEIVE_PONG:
             if let connection = Connection.from(user: user) { webSocket.pong(connection) }
             return 0
         case LWS_CALLBACK_SERVER_WRITEABLE:
-            guard let connection = Connection.from(user: user) else { return 0 }
-            return webSocket.writeable(connection)
+            guard let connection = Connection.unmanaged(user: user) else { return 0 }
+            return connection._withUnsafeGuaranteedRef { webSocket.writeable($0) }
         case LWS_CALLBACK_CLOSED:
             webSocket.closed(user)
             return 0

@@ -38,9 +38,13 @@ final class Connection: SessionTransport {
     }
 
     /// The Connection stored in an lws per-session data block (nil for plain HTTP).
-    static func from(user: UnsafeMutableRawPointer?) -> Connection? {
+    static func from(user: UnsafeMutableRawPointer?) -> Connection? { unmanaged(user: user)?.takeUnretainedValue() }
+
+    /// The same, unmanaged: a callback that only uses it for the call's length reaches it
+    /// through `_withUnsafeGuaranteedRef`, without a retain and release (two per message).
+    static func unmanaged(user: UnsafeMutableRawPointer?) -> Unmanaged<Connection>? {
         guard let raw = user?.load(as: UnsafeMutableRawPointer?.self) else { return nil }
-        return Unmanaged<Connection>.fromOpaque(raw).takeUnretainedValue()
+        return Unmanaged<Connection>.fromOpaque(raw)
     }
 
     func store(in user: UnsafeMutableRawPointer) {
