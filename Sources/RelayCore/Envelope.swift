@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What the relay needs to know of a frame, found without decoding it: the top-level `type`,
 /// and for events the `event` name, for commands, responses and the robot's HTTP answers the
 /// `id` token's byte range.
@@ -31,8 +37,31 @@ public struct Envelope: Equatable, Sendable {
     /// Scans `bytes`. Never fails: malformed input is `.opaque` (or `.other` when the damage is
     /// after the fields the kind needs).
     public static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Envelope {
+        if let event = compactEvent(bytes) { return event }
         var scanner = Scanner(bytes: bytes)
         return scanner.run()
+    }
+
+    /// `{"type":"event","event":"`: how the robot library (and any compact JSON writer that keeps
+    /// key order) begins every event.
+    static let compactEventPrefix = Array(#"{"type":"event","event":""#.utf8)
+
+    /// The fast path for events written as the robot library writes them: the prefix, then a
+    /// name without escapes up to its closing quote — the same envelope the scanner finds (it
+    /// stops at the same place), for a third of its cost. Anything else: nil, and the scanner runs.
+    static func compactEvent(_ bytes: UnsafeBufferPointer<UInt8>) -> Envelope? {
+        let prefix = compactEventPrefix
+        guard bytes.count > prefix.count, let base = bytes.baseAddress,
+              prefix.withUnsafeBufferPointer({ memcmp(base, $0.baseAddress!, $0.count) }) == 0 else { return nil }
+        var i = prefix.count
+        while i < bytes.count {
+            switch bytes[i] {
+            case UInt8(ascii: "\""): return Envelope(kind: .event, eventName: prefix.count..<i, id: nil)
+            case UInt8(ascii: "\\"): return nil
+            default: i += 1
+            }
+        }
+        return nil
     }
 
     public static func scan(_ bytes: [UInt8]) -> Envelope {

