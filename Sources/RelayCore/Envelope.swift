@@ -43,20 +43,21 @@ public struct Envelope: Equatable, Sendable {
     }
 
     /// `{"type":"event","event":"`: how the robot library (and any compact JSON writer that keeps
-    /// key order) begins every event.
-    static let compactEventPrefix = Array(#"{"type":"event","event":""#.utf8)
+    /// key order) begins every event. A StaticString: its bytes are a constant, no array to reach.
+    static var compactEventPrefix: StaticString { #"{"type":"event","event":""# }
 
     /// The fast path for events written as the robot library writes them: the prefix, then a
     /// name without escapes up to its closing quote — the same envelope the scanner finds (it
     /// stops at the same place), for a third of its cost. Anything else: nil, and the scanner runs.
     static func compactEvent(_ bytes: UnsafeBufferPointer<UInt8>) -> Envelope? {
         let prefix = compactEventPrefix
-        guard bytes.count > prefix.count, let base = bytes.baseAddress,
-              prefix.withUnsafeBufferPointer({ memcmp(base, $0.baseAddress!, $0.count) }) == 0 else { return nil }
-        var i = prefix.count
+        guard bytes.count > prefix.utf8CodeUnitCount, let base = bytes.baseAddress,
+              memcmp(base, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0 else { return nil }
+        let start = prefix.utf8CodeUnitCount
+        var i = start
         while i < bytes.count {
             switch bytes[i] {
-            case UInt8(ascii: "\""): return Envelope(kind: .event, eventName: prefix.count..<i, id: nil)
+            case UInt8(ascii: "\""): return Envelope(kind: .event, eventName: start..<i, id: nil)
             case UInt8(ascii: "\\"): return nil
             default: i += 1
             }

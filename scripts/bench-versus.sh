@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# This tree's relay against the C reference relay on the same libwebsockets, in one sitting:
+# ../shared/bench/wsload drives ../shared/bench/lws-relay and wimz-relay alternately (each
+# pinned to CPU 0, the load to CPU 1, a fresh relay per run), and the medians and their ratio
+# are printed. Issue 25's yardsticks:
+#   fanout   --mode fanout --devices 100 --apps 1 --window 64 (200-byte events) against
+#            `lws-relay -b` (batched writes): msgs/s, target ≥ 0.8×
+#   connect  --mode connect --conns 5000 --concurrency 256 against plain `lws-relay`:
+#            handshakes/s, target ≥ 0.9×
+#   scripts/bench-versus.sh [fanout|connect …]     (default: both)
+#   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(fanout connect)
+rounds=${WIMZ_VERSUS_ROUNDS:-5}
+seconds=${WIMZ_VERSUS_SECONDS:-10}
+command -v gcc >/dev/null && command -v pkg-config >/dev/null || die "the C tools need gcc and pkg-config"
+ensure_packages
+build release --product wimz-relay
+build release --product wimz-bench
+bin=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d /tmp/wimz-versus.XXXXXX)
+chmod 755 "$work"
+relay_pid=
+cleanup() {
+    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+    pg_stop "$work/pg" immediate
+    rm -rf "$work"
+}
+trap cleanup EXIT
+for tool in wsload lws-relay; do
+    cp -r "../shared/bench/$tool" "$work/$tool"
+    make -s -C "$work/$tool" >/dev/null
+done
+url=$(pg_start "$work/pg")
+postmaster=$(head -1 "$work/pg/data/postmaster.pid")
+for p in $postmaster $(pgrep -P "$postmaster"); do taskset -p -c 1 "$p" >/dev/null; done
+export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
+"$bin/wimz-relay" migrate >/dev/null
+# 5,000 devices: one robot token per connect-mode socket, 100 of them for the fan-out.
+"$bin/wimz-bench" provision --database-url "$url" --devices 5000 --out "$work/tokens.csv" >/dev/null
+ulimit -n "$(ulimit -Hn)"
+
+# start_relay NAME PORT: NAME is wimz-relay, lws-relay or lws-relay-b; sets relay_pid.
+start_relay() {
+    local name=$1 port=$2 probe
+    case $name in
+        wimz-relay)
+            taskset -c 0 "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool" \
+                --app-rate-limit 1000000 --app-rate-burst 1000000 --auth-failure-burst 1000000 >> "$work/relay.log" 2>&1 &
+            probe="http://127.0.0.1:$port/readyz" ;;
+        lws-relay) taskset -c 0 "$work/lws-relay/lws-relay" "$port" >> "$work/relay.log" 2>&1 & probe="http://127.0.0.1:$port/" ;;
+        lws-relay-b) taskset -c 0 "$work/lws-relay/lws-relay" "$port" -b >> "$work/relay.log" 2>&1 & probe="http://127.0.0.1:$port/" ;;
+    esac
+    relay_pid=$!
+    for _ in $(seq 200); do
+        if [ "$name" = wimz-relay ]; then curl -sf -o /dev/null "$probe" && return 0
+        else curl -s -o /dev/null "$probe" && return 0; fi
+        sleep 0.05
+    done
+    die "$name did not start on $port"
+}
+
+stop_relay() {
+    kill -TERM "$relay_pid" 2>/dev/null || true
+    wait "$relay_pid" 2>/dev/null || true
+    relay_pid=
+}
+
+# run_load MODE PORT: one wsload run; prints its figure (msgs/s or handshakes/s).
+run_load() {
+    local mode=$1 port=$2 args json
+    case $mode in
+        fanout) args=(--mode fanout --devices 100 --apps 1 --window 64 --duration "$seconds") ;;
+        connect) args=(--mode connect --conns 5000 --concurrency 256 --duration "$seconds") ;;
+    esac
+    json=$(taskset -c 1 "$work/wsload/wsload" --tokens "$work/tokens.csv" --port "$port" --json "${args[@]}" | tail -1)
+    python3 -c 'import json, sys
+r = json.loads(sys.argv[1])
+bad = r.get("lost", 0) or r.get("errors") or not r.get("ok", False)
+figure = r["msgs_per_s"] if sys.argv[2] == "fanout" else r["handshake"]["per_s"]
+print(f"{figure:.0f}" + (" (lost or errors: " + json.dumps({k: r.get(k) for k in ("ok", "lost", "errors")}) + ")" if bad else ""))' \
+        "$json" "$mode"
+}
+
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+echo "machine: $(nproc) cores, $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null); relay on CPU 0, wsload on CPU 1"
+for mode in "${modes[@]}"; do
+    reference=lws-relay-b
+    [ "$mode" = connect ] && reference=lws-relay
+    : > "$work/$mode.wimz"; : > "$work/$mode.reference"
+    for round in $(seq "$rounds"); do
+        for name in "$reference" wimz-relay; do
+            port=$(( 20000 + RANDOM % 20000 ))
+            start_relay "$name" "$port"
+            figure=$(run_load "$mode" "$port")
+            stop_relay
+            echo "$mode round $round  $name  $figure"
+            file=$work/$mode.reference
+            [ "$name" = wimz-relay ] && file=$work/$mode.wimz
+            echo "${figure%% *}" >> "$file"
+        done
+    done
+    ours=$(median < "$work/$mode.wimz")
+    theirs=$(median < "$work/$mode.reference")
+    printf '%s: wimz-relay median %s, %s median %s, ratio %s\n' "$mode" "$ours" "$reference" "$theirs" \
+        "$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$ours" "$theirs")"
+done
