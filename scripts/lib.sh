@@ -1,6 +1,10 @@
 # Shared helpers for scripts/run.sh, scripts/test.sh and scripts/bench.sh. Sourced, not run.
 # shellcheck shell=bash
 
+# The relay's malloc setting, as the systemd units set it (see systemd/wimz-relay.service):
+# every script that starts a relay (run, test, benchmarks) runs it the way it is deployed.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.tcache_count=4096}
+
 # Debian packages the build, the tests and the run command need.
 WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
                    postgresql coturn wrk openssl python3 python3-venv curl iproute2 haproxy prometheus)
