@@ -1,4 +1,5 @@
 import Testing
+import WimzProtocol
 @testable import RelayCore
 
 @Suite struct EnvelopeTests {
@@ -63,6 +64,23 @@ import Testing
         var later = 0
         for _ in 0..<100 where bucket.take(now: 10_000_000_000) { later += 1 }
         #expect(later == 40)  // capped at burst
+    }
+}
+
+/// The scanner's type literals (StaticStrings, for the hot path) are WimzProtocol's names.
+@Suite struct EnvelopeVocabularyTests {
+    @Test func everyTypeTheScannerKnowsIsWimzProtocols() {
+        let expected: [(String, Envelope.Kind)] = [
+            (WimzProtocol.MessageType.event, .event), (WimzProtocol.MessageType.command, .command),
+            (WimzProtocol.MessageType.response, .response), (WimzProtocol.MessageType.httpRequest, .httpRequest),
+            (WimzProtocol.MessageType.httpResponse, .httpResponse), (WimzProtocol.MessageType.httpBody, .httpBody),
+            (WimzProtocol.MessageType.error, .other),
+        ]
+        for (type, kind) in expected {
+            let envelope = Envelope.scan(Array(#"{"type":"\#(type)","event":"e","id":"1"}"#.utf8))
+            #expect(envelope.kind == kind, "\(type)")
+        }
+        #expect(Envelope.compactEventPrefix.description == #"{"type":"\#(WimzProtocol.MessageType.event)","event":""#)
     }
 }
 
