@@ -6,11 +6,7 @@ import RelayTestSupport
 @Suite struct LimitsTests {
     @Test func oversizedAppMessageClosesItWith1009() throws {
         let f = try RelayFixture(environment: ["WIMZ_MAX_MESSAGE_BYTES": "1024"])
-        let robot = try f.robot()
-        _ = try robot.receiveJSON()
-        let app = try f.app()
-        _ = try app.receiveJSON()
-        _ = try robot.receiveJSON()
+        let (robot, app) = try f.robotAndApp()
         let limit = #"{"type":"note","text":""# + String(repeating: "x", count: 1024 - 25) + #""}"#
         #expect(limit.utf8.count == 1024)
         try app.send(limit)
@@ -26,11 +22,7 @@ import RelayTestSupport
     /// its socket with 1007, whole or fragmented, robot or app; non-ASCII text passes unchanged.
     @Test func textThatIsNotUTF8ClosesWith1007() throws {
         let f = try RelayFixture()
-        let robot = try f.robot()
-        _ = try robot.receiveJSON()
-        let app = try f.app()
-        _ = try app.receiveJSON()
-        _ = try robot.receiveJSON()
+        let (robot, app) = try f.robotAndApp()
         let accents = #"{"type":"event","event":"note","data":{"text":"Grüße, 🐕 — ½"}}"#
         try robot.send(accents)
         #expect(try app.receive().text == accents)

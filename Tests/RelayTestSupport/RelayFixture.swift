@@ -49,6 +49,17 @@ public final class RelayFixture: @unchecked Sendable {
         try WebSocketTestClient.connect(port: port, role: "app", device: device, token: appTokens[device])
     }
 
+    /// A robot and an app of `device`, their greetings read (the robot's TURN credential, the
+    /// app's `device_status`, the robot's `app_presence`): the next frame either reads is news.
+    public func robotAndApp(_ device: String = "dev1") throws -> (robot: WebSocketTestClient, app: WebSocketTestClient) {
+        let robot = try self.robot(device)
+        _ = try robot.receiveJSON()
+        let app = try self.app(device)
+        _ = try app.receiveJSON()
+        _ = try robot.receiveJSON()
+        return (robot, app)
+    }
+
     /// Rows of the audit log, oldest first: (event, device, details JSON).
     public func auditEvents() throws -> [(event: String, device: String?, details: String)] {
         try database.connect().execute("SELECT event, device_id, details::text FROM audit_log ORDER BY id").rows
