@@ -16,20 +16,7 @@ say "building (release)"
 build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
-work=$(mktemp -d /tmp/wimz-bench-history.XXXXXX)
-chmod 755 "$work"
-relay_pid=
-cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
-    pg_stop "$work/pg" immediate
-    rm -rf "$work"
-}
-trap cleanup EXIT
-url=$(pg_start "$work/pg")
-export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-"$bin/wimz-relay" migrate >/dev/null
-say "provisioning $devices devices"
-"$bin/wimz-bench" provision --database-url "$url" --devices "$devices" --out "$work/tokens.csv"
+bench_workspace bench-history "$devices"
 ulimit -n 20000
 
 rss() { awk '/VmRSS/ {print $2}' "/proc/$relay_pid/status"; }

@@ -27,14 +27,7 @@ build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 
-work=$(mktemp -d /tmp/wimz-instructions.XXXXXX)
-chmod 755 "$work"
-cleanup() { pg_stop "$work/pg" immediate; rm -rf "$work"; }
-trap cleanup EXIT
-url=$(pg_start "$work/pg")
-export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-"$bin/wimz-relay" migrate >/dev/null
-"$bin/wimz-bench" provision --database-url "$url" --devices 20 --out "$work/tokens.csv" >/dev/null
+bench_workspace instructions 20
 
 # valgrind 3.19 cannot read the newest DWARF forms: count on copies without debug info.
 relays=("$bin/wimz-relay" "$@")

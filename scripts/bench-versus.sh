@@ -23,26 +23,14 @@ build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 
-work=$(mktemp -d /tmp/wimz-versus.XXXXXX)
-chmod 755 "$work"
-relay_pid=
-cleanup() {
-    [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
-    pg_stop "$work/pg" immediate
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# 5,000 devices: one app token per connect-mode socket, 100 of them for the fan-out.
+bench_workspace versus 5000
 for tool in wsload lws-relay; do
     cp -r "../shared/bench/$tool" "$work/$tool"
     make -s -C "$work/$tool" >/dev/null
 done
-url=$(pg_start "$work/pg")
 postmaster=$(head -1 "$work/pg/data/postmaster.pid")
 for p in $postmaster $(pgrep -P "$postmaster"); do taskset -p -c 1 "$p" >/dev/null; done
-export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-"$bin/wimz-relay" migrate >/dev/null
-# 5,000 devices: one robot token per connect-mode socket, 100 of them for the fan-out.
-"$bin/wimz-bench" provision --database-url "$url" --devices 5000 --out "$work/tokens.csv" >/dev/null
 ulimit -n "$(ulimit -Hn)"
 
 # start_relay NAME PORT: NAME is wimz-relay, lws-relay or lws-relay-b; sets relay_pid.

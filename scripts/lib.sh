@@ -158,3 +158,25 @@ turn_start() {
     tail -20 "$dir/turnserver.log" >&2
     die "coturn did not start (log: $dir/turnserver.log)"
 }
+
+# bench_workspace NAME DEVICES: for a benchmark script (with $bin, the release binaries): a
+# scratch folder $work, a private PostgreSQL in it ($url, exported with the migrations as the
+# relay reads them), the schema migrated and DEVICES devices provisioned into $work/tokens.csv.
+# On exit the relay in $relay_pid (when set), the database and the folder go.
+bench_workspace() {
+    work=$(mktemp -d "/tmp/wimz-$1.XXXXXX")
+    chmod 755 "$work"  # the postgres user reaches its data folder inside
+    relay_pid=
+    trap bench_cleanup EXIT
+    url=$(pg_start "$work/pg")
+    export WIMZ_DATABASE_URL="$url" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
+    "$bin/wimz-relay" migrate >/dev/null
+    say "provisioning $2 devices"
+    "$bin/wimz-bench" provision --database-url "$url" --devices "$2" --out "$work/tokens.csv" >/dev/null
+}
+
+bench_cleanup() {
+    [ -n "${relay_pid:-}" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
+    pg_stop "$work/pg" immediate
+    rm -rf "$work"
+}
