@@ -99,7 +99,7 @@ public struct Envelope: Equatable, Sendable {
                 guard skipValue() else { return envelope(kind, event, id, complete: false) }
                 let value = valueStart..<i
                 switch key.count {
-                case 4 where equals(key, "type"): kind = Scanner.kind(ofType: value, in: bytes)
+                case 4 where equals(key, "type"): kind = self.kind(ofType: value)
                 case 5 where equals(key, "event"): event = value
                 case 2 where equals(key, "id"): id = value
                 default: break
@@ -115,17 +115,16 @@ public struct Envelope: Equatable, Sendable {
         }
 
         /// The kind a `type` value token names: one of the known strings (no escapes), else `.other`.
-        static func kind(ofType value: Range<Int>, in bytes: UnsafeBufferPointer<UInt8>) -> Kind {
+        func kind(ofType value: Range<Int>) -> Kind {
             guard value.count >= 2, bytes[value.lowerBound] == UInt8(ascii: "\"") else { return .other }
             let text = (value.lowerBound + 1)..<(value.upperBound - 1)
-            let scanner = Scanner(bytes: bytes)
             switch text.count {
-            case 5 where scanner.equals(text, "event"): return .event
-            case 7 where scanner.equals(text, "command"): return .command
-            case 8 where scanner.equals(text, "response"): return .response
-            case 9 where scanner.equals(text, "http_body"): return .httpBody
-            case 12 where scanner.equals(text, "http_request"): return .httpRequest
-            case 13 where scanner.equals(text, "http_response"): return .httpResponse
+            case 5 where equals(text, "event"): return .event
+            case 7 where equals(text, "command"): return .command
+            case 8 where equals(text, "response"): return .response
+            case 9 where equals(text, "http_body"): return .httpBody
+            case 12 where equals(text, "http_request"): return .httpRequest
+            case 13 where equals(text, "http_response"): return .httpResponse
             default: return .other
             }
         }
