@@ -22,9 +22,10 @@ final class RelayComponents {
     let heads: RequestHeads
 
     /// `respond` writes a deferred answer on its client's connection (the gate's); nil with TLS
-    /// served by lws, which writes it when the connection turns writeable.
+    /// served by lws, which writes it when the connection turns writeable. `webSocketIO` is the
+    /// WebSocket connections' socket layer (lws's, unless a test records).
     init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl, gate: HTTPGate?,
-         respond: ((HTTPClient, HTTPResponse) -> Void)?) {
+         webSocketIO: WebSocketIO, respond: ((HTTPClient, HTTPResponse) -> Void)?) {
         self.env = env
         authenticator = Authenticator(configuration: env.configuration, clock: env.clock)
         database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
@@ -35,7 +36,8 @@ final class RelayComponents {
         state = StateEndpoint(env: env, database: database)
         push = PushCoordinator(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         heads = RequestHeads(gate: gate)
-        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads)
+        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
+                                      io: webSocketIO)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,

@@ -73,6 +73,7 @@ public final class RelayServer {
         let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: .system), clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: loop.gate,
+                                     webSocketIO: LWSWebSocketIO(),
                                      respond: loop.gate.map { gate in { client, response in gate.respond(client.handle, with: response) } })
         targets = CallbackTargets(components: components) { [unowned components, unowned loop] in
             for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }

@@ -21,6 +21,8 @@ final class InProcessRelay {
     let loop = FakeLoop()
     let components: RelayComponents
     let mailbox = Mailbox<ServiceEvent>(wake: {})
+    /// The WebSocket connections' socket layer (see `upgrade(_:token:peer:)`).
+    let webSocketIO = RecordingWebSocketIO()
     private(set) var deferred: [(client: HTTPClient, response: HTTPResponse)] = []
     private var nextClient = 1
     private var nextTokenID: Int64 = 1
@@ -38,7 +40,7 @@ final class InProcessRelay {
                                  identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
                                  leaseSeconds: 10) { _ in }
         var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: nil,
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: nil, webSocketIO: webSocketIO,
                                      respond: { recorded($0, $1) })
         recorded = { [unowned self] in deferred.append(($0, $1)) }
     }
@@ -65,9 +67,16 @@ final class InProcessRelay {
         let lines = [("Host", "relay")] + (token.map { [("Authorization", "Bearer \($0)")] } ?? []) + headers
         let text = "\(method) \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
         guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
-        defer { nextClient += 1 }
-        let client = HTTPClient(OpaquePointer(bitPattern: nextClient)!)
+        let client = HTTPClient(newHandle())
         return components.router.route(HTTPRequest(client: client, head: head, peerAddress: peer), body: body)
+    }
+}
+
+extension InProcessRelay {
+    /// A handle no other client of this relay has (what lws's `wsi` is to the components).
+    func newHandle() -> OpaquePointer {
+        defer { nextClient += 1 }
+        return OpaquePointer(bitPattern: nextClient)!
     }
 }
 

@@ -3,10 +3,11 @@ import RelayCore
 import WimzProtocol
 
 /// A WebSocket's server-side state: the relay `Session` plus what only the socket layer needs
-/// (the lws handle and the message being reassembled). Retained by the lws per-session data
-/// from ESTABLISHED to CLOSED.
+/// (the lws handle, its socket layer and the message being reassembled). Retained by the lws
+/// per-session data from ESTABLISHED to CLOSED.
 final class Connection: SessionTransport {
     let wsi: OpaquePointer
+    let io: WebSocketIO
     let session: Session
     /// Bytes of the message being received (fragments and lws chunks appended).
     var receiving: [UInt8] = []
@@ -19,8 +20,9 @@ final class Connection: SessionTransport {
     private unowned let closeWatch: CloseWatch
     private var watched = false
 
-    init(wsi: OpaquePointer, session: Session, closeWatch: CloseWatch) {
+    init(wsi: OpaquePointer, io: WebSocketIO, session: Session, closeWatch: CloseWatch) {
         self.wsi = wsi
+        self.io = io
         self.session = session
         self.closeWatch = closeWatch
     }
@@ -34,7 +36,7 @@ final class Connection: SessionTransport {
             }
             return
         }
-        lws_callback_on_writable(wsi)
+        io.requestWritable(wsi)
     }
 
     /// The Connection stored in an lws per-session data block (nil for plain HTTP).
@@ -81,7 +83,7 @@ final class CloseWatch {
             let connection = waiting[waitingHead]
             waitingHead += 1
             guard !connection.isFinished else { continue }
-            lws_callback_on_writable(connection.wsi)
+            connection.io.requestWritable(connection.wsi)
             deadlines.append(connection, deadline: now + CloseWatch.grace)
             released += 1
         }
@@ -90,7 +92,7 @@ final class CloseWatch {
             waitingHead = 0
         }
         for connection in deadlines.popExpired(now: now) where !connection.isFinished {
-            lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            connection.io.drop(connection.wsi)
         }
     }
 }
@@ -152,6 +154,6 @@ final class FrameWriter {
             session.queue.dropFirst()
         }
         guard length > 0 else { return true }
-        return lws_write(connection.wsi, start, length, CLibWebSockets_LWS_WRITE_RAW()) >= length
+        return connection.io.writeFramed(connection.wsi, start, count: length)
     }
 }

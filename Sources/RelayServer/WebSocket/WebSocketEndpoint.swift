@@ -37,6 +37,8 @@ final class WebSocketEndpoint {
     private let heads: RequestHeads
     private let keepalive: KeepalivePolicy
     private let writer: FrameWriter
+    /// The socket layer: lws in the daemon, a recording one in the in-process tests.
+    private let io: WebSocketIO
     /// Which sessions need a look, and when: ticked every 10 ms (O(due) per tick).
     private let scheduler: SessionScheduler
     /// Closing sockets: let out a few per wheel tick, cut off if their close does not get out.
@@ -48,8 +50,9 @@ final class WebSocketEndpoint {
     private var nextSessionID: UInt64 = 0
 
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
-         heads: RequestHeads) {
+         heads: RequestHeads, io: WebSocketIO) {
         self.env = env
+        self.io = io
         hub = env.hub
         maxMessageBytes = env.configuration.maxMessageBytes
         self.authenticator = authenticator
@@ -132,28 +135,33 @@ final class WebSocketEndpoint {
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
     /// -1 to drop the connection.
     func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
-        let started = env.clock.monotonic()
         defer { heads.gate?.forget(wsi) }
-        let request: HTTPRequest
+        let refusal: HTTPResponse?
         switch heads.head(of: wsi) {
-        case .success(let head):
-            request = LWSHTTP.request(wsi, head: head)
-        case .failure(let error):
-            return LWSHTTP.send(.error(error.code, error.message), on: wsi, asHTTP11: true) ? 1 : -1
+        case .success(let head): refusal = confirmUpgrade(LWSHTTP.request(wsi, head: head), on: wsi)
+        case .failure(let error): refusal = .error(error.code, error.message)
         }
+        guard let refusal else { return 0 }
+        return LWSHTTP.send(refusal, on: wsi, asHTTP11: true) ? 1 : -1
+    }
+
+    /// The decision on an upgrade request arriving on `socket`: nil to go on (its grant waits
+    /// for the ESTABLISHED that follows), or the refusal to send (logged, and audited when a
+    /// credential failed).
+    func confirmUpgrade(_ request: HTTPRequest, on socket: OpaquePointer) -> HTTPResponse? {
+        let started = env.clock.monotonic()
         if stop.stopping {
-            let response = HTTPResponse.error(.shuttingDown, "the relay is shutting down", headers: [("Retry-After", "1")])
             env.logRequest(request, status: 503, startedAt: started)
-            return LWSHTTP.send(response, on: wsi, asHTTP11: true) ? 1 : -1
+            return .error(.shuttingDown, "the relay is shutting down", headers: [("Retry-After", "1")])
         }
         switch authorizeUpgrade(request) {
         case .success(let grant):
-            pendingGrant = (wsi, grant)
-            return 0
+            pendingGrant = (socket, grant)
+            return nil
         case .failure(let rejection):
             if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
             env.logRequest(request, status: rejection.response.status, startedAt: started)
-            return LWSHTTP.send(rejection.response, on: wsi, asHTTP11: true) ? 1 : -1
+            return rejection.response
         }
     }
 
@@ -168,9 +176,9 @@ final class WebSocketEndpoint {
 
     // MARK: - Established socket
 
-    /// Handles `LWS_CALLBACK_ESTABLISHED`: creates the session and attaches it.
+    /// Handles `LWS_CALLBACK_ESTABLISHED`: opens the connection its upgrade's grant allows and
+    /// hands it to the per-session data.
     func established(_ wsi: OpaquePointer, user: UnsafeMutableRawPointer?) -> Int32 {
-        env.thread.assertOnServiceThread()
         guard let user else { return -1 }
         let grant: UpgradeGrant
         if let pending = pendingGrant, pending.wsi == wsi {
@@ -181,6 +189,14 @@ final class WebSocketEndpoint {
             return -1
         }
         pendingGrant = nil
+        open(wsi, grant: grant).store(in: user)
+        return 0
+    }
+
+    /// Creates the session of an upgrade that was granted on `socket` and attaches it.
+    private func open(_ socket: OpaquePointer, grant: UpgradeGrant) -> Connection {
+        env.thread.assertOnServiceThread()
+        let wsi = socket
         let now = env.clock.monotonic()
         if let accepted = acceptedAt.removeValue(forKey: wsi) {
             env.metrics.handshakeSeconds.record(Double(now - accepted) / 1e9)
@@ -192,9 +208,8 @@ final class WebSocketEndpoint {
                               queue: SendQueue(maxMessages: env.configuration.sendQueueMaxMessages,
                                                maxBytes: env.configuration.sendQueueMaxBytes))
         session.recovery = grant.recovery
-        let connection = Connection(wsi: wsi, session: session, closeWatch: closeWatch)
+        let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)
         session.transport = connection
-        connection.store(in: user)
         openConnections += 1
         env.hub.attach(session, now: now, wallClock: env.clock.wall())
         if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
@@ -206,35 +221,34 @@ final class WebSocketEndpoint {
               details: [("connection", .int(Int64(session.id)))])
         env.log.info("ws_connected", metadata: ["role": "\(grant.role.rawValue)", "device": "\(grant.device.rawValue)",
                                                 "connection": .stringConvertible(session.id), "remote": "\(grant.remoteAddress)"])
-        return 0
+        return connection
     }
 
     /// Handles `LWS_CALLBACK_RECEIVE`: reassembles and routes whole messages.
     func receive(_ connection: Connection, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-        let wsi = connection.wsi
         let session = connection.session
         session.lastHeard = env.clock.monotonic()
-        let first = lws_is_first_fragment(wsi) != 0
-        let complete = lws_is_final_fragment(wsi) != 0 && lws_remaining_packet_payload(wsi) == 0
+        let fragment = io.fragment(connection.wsi)
+        let first = fragment.isFirst
+        let complete = fragment.isLast
         // The common case, a whole message in one callback: one copy, straight into the payload.
         if first, complete, length <= maxMessageBytes {
             // Array(_:) of a raw buffer: its copy is specialized in the standard library, where
             // init(unsafeUninitializedCapacity:) looks up generic metadata per call (2.5× the cost).
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            deliver(Payload(bytes, isBinary: lws_frame_is_binary(wsi) != 0), from: session)
+            deliver(Payload(bytes, isBinary: fragment.isBinary), from: session)
             return 0
         }
         if first {
             connection.receiving.removeAll(keepingCapacity: connection.receiving.capacity <= 65536)
-            connection.receivingBinary = lws_frame_is_binary(wsi) != 0
+            connection.receivingBinary = fragment.isBinary
             connection.rejected = false
         }
         if connection.rejected { return 0 }
-        let total = connection.receiving.count + length + Int(lws_remaining_packet_payload(wsi))
+        let total = connection.receiving.count + length + fragment.remaining
         if total > maxMessageBytes {
             connection.rejected = true
             connection.receiving = []
-            env.counters.closes[CloseCode.tooLarge.rawValue, default: 0] += 1
             session.close(.tooLarge, reason: "message too large")
             hub.detach(session)
             return 0
@@ -254,7 +268,6 @@ final class WebSocketEndpoint {
     /// instead (1007: lws does not check, see `UTF8Text`).
     private func deliver(_ payload: Payload, from session: Session) {
         guard payload.isBinary || UTF8Text.isValid(payload.bytes) else {
-            env.counters.closes[CloseCode.invalidPayload.rawValue, default: 0] += 1
             session.close(.invalidPayload, reason: "text frames must be valid UTF-8")
             hub.detach(session)
             return
@@ -266,8 +279,7 @@ final class WebSocketEndpoint {
     func writeable(_ connection: Connection) -> Int32 {
         let session = connection.session
         if let closing = session.closing {
-            var reason = Array(closing.reason.utf8.prefix(120))
-            lws_close_reason(connection.wsi, lws_close_status(UInt32(closing.code.rawValue)), &reason, reason.count)
+            io.setCloseReason(connection.wsi, code: closing.code, reason: closing.reason)
             return -1
         }
         guard writer.drain(connection) else { return -1 }
@@ -275,9 +287,16 @@ final class WebSocketEndpoint {
         return 0
     }
 
-    /// Handles `LWS_CALLBACK_CLOSED`: detaches, audits, frees.
+    /// Handles `LWS_CALLBACK_CLOSED`: the connection's end, then the per-session data's
+    /// reference goes.
     func closed(_ user: UnsafeMutableRawPointer?) {
         guard let connection = Connection.from(user: user) else { return }
+        finish(connection)
+        Connection.release(user: user)
+    }
+
+    /// A connection's end: detaches, audits, counts.
+    func finish(_ connection: Connection) {
         let session = connection.session
         env.hub.detach(session)
         if session.role == .robot { robotHTTP.robotGone(session) }
@@ -298,7 +317,6 @@ final class WebSocketEndpoint {
               tokenID: session.tokenID, address: session.remoteAddress, details: details)
         env.log.info("ws_disconnected", metadata: Logger.Metadata(fields: details)
             .merging(["role": "\(session.role.rawValue)", "device": "\(session.deviceID.rawValue)"]) { $1 })
-        Connection.release(user: user)
         stop.connectionClosed()
     }
 
@@ -341,7 +359,7 @@ final class WebSocketEndpoint {
                 env.log.info("keepalive_timeout", metadata: ["connection": .stringConvertible(session.id),
                                                              "silent_ms": .stringConvertible((now - session.lastHeard) / 1_000_000)])
                 env.hub.detach(session)
-                lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+                io.drop(connection.wsi)
                 continue
             case .ping:
                 session.pingDue = true

@@ -1,0 +1,149 @@
+import Foundation
+import RelayCore
+@testable import RelayServer
+import WimzProtocol
+
+/// The WebSocket endpoint's socket layer in a test: it records what the endpoint writes, asks
+/// for and closes, per made-up socket handle, and reports the fragment a test says is arriving.
+final class RecordingWebSocketIO: WebSocketIO {
+    /// One socket as the endpoint left it.
+    struct Socket {
+        /// Frames written, in order: opcode and payload (server frames, unmasked).
+        var frames: [(opcode: UInt8, payload: [UInt8])] = []
+        /// WRITEABLE callbacks asked for and not yet given.
+        var writablePending = false
+        var closeFrame: (code: CloseCode, reason: String)?
+        var dropped = false
+    }
+
+    private(set) var sockets: [OpaquePointer: Socket] = [:]
+    /// What `fragment(_:)` reports for the next received chunk.
+    var arriving = ReceivedFragment(isFirst: true, isLast: true, remaining: 0, isBinary: false)
+
+    func fragment(_ socket: OpaquePointer) -> ReceivedFragment { arriving }
+
+    func requestWritable(_ socket: OpaquePointer) { sockets[socket, default: Socket()].writablePending = true }
+
+    func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool {
+        var rest = UnsafeBufferPointer(start: bytes, count: count)
+        while let header = WebSocketFrame.readHeader(rest) {
+            precondition(!header.masked && header.fin && rest.count >= header.size + header.payloadLength, "not a whole server frame")
+            let payload = Array(rest[header.size..<header.size + header.payloadLength])
+            sockets[socket, default: Socket()].frames.append((header.opcode, payload))
+            rest = UnsafeBufferPointer(rebasing: rest[(header.size + header.payloadLength)...])
+        }
+        precondition(rest.isEmpty, "a write ended inside a frame")
+        return true
+    }
+
+    func setCloseReason(_ socket: OpaquePointer, code: CloseCode, reason: String) {
+        sockets[socket, default: Socket()].closeFrame = (code, reason)
+    }
+
+    func drop(_ socket: OpaquePointer) { sockets[socket, default: Socket()].dropped = true }
+
+    /// Takes the pending WRITEABLE request of `socket`, if there is one.
+    func takeWritable(_ socket: OpaquePointer) -> Bool {
+        guard sockets[socket]?.writablePending == true else { return false }
+        sockets[socket]?.writablePending = false
+        return true
+    }
+}
+
+/// A WebSocket connection of the in-process relay: the handle lws would have given it, its
+/// per-session data and what the relay has sent on it.
+final class InProcessSocket {
+    let handle: OpaquePointer
+    /// The per-session data block lws would own (the endpoint stores the connection in it).
+    let user = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<UnsafeMutableRawPointer?>.size, alignment: 8)
+    private(set) var closed = false
+    private unowned let relay: InProcessRelay
+
+    init(handle: OpaquePointer, relay: InProcessRelay) {
+        self.handle = handle
+        self.relay = relay
+        user.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+    }
+
+    deinit {
+        if !closed { relay.components.webSocket.closed(user) }
+        user.deallocate()
+    }
+
+    var connection: Connection? { Connection.from(user: user) }
+    private var io: RecordingWebSocketIO { relay.webSocketIO }
+    private var recorded: RecordingWebSocketIO.Socket { io.sockets[handle] ?? .init() }
+
+    /// Text messages received, decoded as JSON objects.
+    var messages: [[String: Any]] {
+        recorded.frames.filter { $0.opcode == WebSocketFrame.text }
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.payload)) as? [String: Any] }
+    }
+    var pings: Int { recorded.frames.filter { $0.opcode == WebSocketFrame.ping }.count }
+    var closeFrame: (code: CloseCode, reason: String)? { recorded.closeFrame }
+    var dropped: Bool { recorded.dropped }
+
+    /// Delivers `text` as one chunk with the given place in its message (a whole message by default).
+    func receive(_ text: String, first: Bool = true, last: Bool = true, remaining: Int = 0, binary: Bool = false) {
+        receive(Array(text.utf8), first: first, last: last, remaining: remaining, binary: binary)
+    }
+
+    func receive(_ bytes: [UInt8], first: Bool = true, last: Bool = true, remaining: Int = 0, binary: Bool = false) {
+        guard let connection else { return }
+        io.arriving = ReceivedFragment(isFirst: first, isLast: last, remaining: remaining, isBinary: binary)
+        var copy = bytes
+        let result = copy.withUnsafeMutableBytes { relay.components.webSocket.receive(connection, $0.baseAddress, $0.count) }
+        precondition(result == 0, "receive asked lws to close")
+    }
+
+    /// Gives the pending WRITEABLE callback, as lws would once the socket can take data; a -1
+    /// from it closes the connection (CLOSED follows).
+    func serviceWritable() {
+        guard !closed, io.takeWritable(handle), let connection else { return }
+        if relay.components.webSocket.writeable(connection) != 0 { close() }
+    }
+
+    /// lws's CLOSED: the connection ends.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        relay.components.webSocket.closed(user)
+    }
+}
+
+extension InProcessRelay {
+    /// What an upgrade to `target` came to: a socket, or the refusal sent instead of the 101.
+    enum Upgrade {
+        case open(InProcessSocket)
+        case refused(HTTPResponse)
+
+        var socket: InProcessSocket? { if case .open(let socket) = self { socket } else { nil } }
+        var refusal: HTTPResponse? { if case .refused(let response) = self { response } else { nil } }
+    }
+
+    /// An upgrade request to `target` on a new socket, through the endpoint's callbacks in lws's
+    /// order (accepted, CONFIRM_UPGRADE, ESTABLISHED).
+    func upgrade(_ target: String, token: String? = nil, peer: String = "198.51.100.7") -> Upgrade {
+        var lines = [("Host", "relay"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                     ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
+        if let token { lines.append(("Authorization", "Bearer \(token)")) }
+        let text = "GET \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
+        guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test upgrade \(text)") }
+        let handle = newHandle()
+        let endpoint = components.webSocket
+        endpoint.accepted(handle)
+        if let refusal = endpoint.confirmUpgrade(HTTPRequest(client: HTTPClient(handle), head: head, peerAddress: peer), on: handle) {
+            endpoint.forget(handle)
+            return .refused(refusal)
+        }
+        let socket = InProcessSocket(handle: handle, relay: self)
+        precondition(endpoint.established(handle, user: socket.user) == 0, "ESTABLISHED refused a granted upgrade")
+        return .open(socket)
+    }
+
+    /// One pass of the 10 ms wheel at the clock's time, then every WRITEABLE it asked for.
+    func tick(_ sockets: InProcessSocket...) {
+        components.tickWheel(now: clock.monotonic)
+        for socket in sockets { socket.serviceWritable() }
+    }
+}
