@@ -20,13 +20,20 @@ final class RelayComponents {
     let router: Router
     /// How a request's head is read on an lws connection (the gate's parse, or lws's).
     let heads: RequestHeads
+    /// The plain-HTTP front door on `gateListener`'s sockets (nil with TLS served by lws).
+    let gate: HTTPGate?
 
-    /// `respond` writes a deferred answer on its client's connection (the gate's); nil with TLS
-    /// served by lws, which writes it when the connection turns writeable. `webSocketIO` is the
-    /// WebSocket connections' socket layer (lws's, unless a test records).
-    init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl, gate: HTTPGate?,
-         webSocketIO: WebSocketIO, respond: ((HTTPClient, HTTPResponse) -> Void)?) {
+    /// A deferred answer is written on its client's connection by the gate (`gateListener`'s
+    /// sockets), by `respond` in tests that have no gate, and with TLS served by lws (neither)
+    /// when the connection turns writeable. `webSocketIO` is the WebSocket connections' socket
+    /// layer (lws's, unless a test records).
+    init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl,
+         gateListener: GateListener?, webSocketIO: WebSocketIO, respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
         self.env = env
+        let gate = gateListener.map { HTTPGate(io: $0, clock: env.clock) }
+        self.gate = gate
+        let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
+            ?? testResponder
         authenticator = Authenticator(configuration: env.configuration, clock: env.clock)
         database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
         cluster = ClusterCoordinator(env: env, agent: agent, database: database)
@@ -35,7 +42,7 @@ final class RelayComponents {
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, database: database)
         push = PushCoordinator(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
-        heads = RequestHeads(gate: gate)
+        heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
@@ -71,6 +78,7 @@ final class RelayComponents {
     /// their own clock.
     func tickWheel(now: UInt64) {
         webSocket.expireConnections(now: now)
+        gate?.expire(now: now)
         robotHTTP.expire(now: now)
         env.hub.expireParked(now: now)
         stop.checkDeadline(now: now)

@@ -72,9 +72,8 @@ public final class RelayServer {
         let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: .system), clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: loop.gate,
-                                     webSocketIO: LWSWebSocketIO(),
-                                     respond: loop.gate.map { gate in { client, response in gate.respond(client.handle, with: response) } })
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
+                                     webSocketIO: LWSWebSocketIO())
         targets = CallbackTargets(components: components) { [unowned components, unowned loop] in
             for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }
         }
@@ -89,7 +88,7 @@ public final class RelayServer {
 
     /// The plain-HTTP front door: every request through the router, refusals counted and logged.
     private func connectGate() {
-        guard let gate = loop.gate else { return }
+        guard let gate = components.gate else { return }
         let env = self.env, configuration = self.configuration
         let (router, database, robotHTTP, authenticator) = (components.router, components.database, components.robotHTTP,
                                                             components.authenticator)
@@ -105,7 +104,6 @@ public final class RelayServer {
             env.logRequest(request, status: refusal.status, startedAt: started)
             return refusal
         }
-        gate.clock = env.clock
         gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
             database.forget(HTTPClient(wsi))
             robotHTTP.cancel(HTTPClient(wsi))
@@ -166,7 +164,7 @@ public final class RelayServer {
         let now = env.clock.monotonic()
         components.tick(now: now)
         // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
-        if let gate = loop.gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
+        if let gate = components.gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)
     }
 }

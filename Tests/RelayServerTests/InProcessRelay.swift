@@ -40,7 +40,7 @@ final class InProcessRelay {
                                  identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
                                  leaseSeconds: 10) { _ in }
         var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gate: nil, webSocketIO: webSocketIO,
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: nil, webSocketIO: webSocketIO,
                                      respond: { recorded($0, $1) })
         recorded = { [unowned self] in deferred.append(($0, $1)) }
     }

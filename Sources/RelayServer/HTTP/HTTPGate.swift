@@ -1,16 +1,12 @@
-import CLibWebSockets
 import RelayCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// The relay's front door for plain HTTP: it owns the listening socket, reads each
-/// connection's request head itself and parses it with ``HTTPRequestHead`` (exact bytes, strict
-/// rules, size limits), and answers what is malformed with a real status and JSON body.
-/// WebSocket upgrades go on to lws with a canonical head (`GET / HTTP/1.1` and only the headers
-/// lws needs); every other request the gate serves itself — body, routing through the server,
-/// response — one request per connection (`Connection: close`).
+/// The relay's front door for plain HTTP: it reads each connection's request head itself and
+/// parses it with ``HTTPRequestHead`` (exact bytes, strict rules, size limits), and answers what
+/// is malformed with a real status and JSON body. WebSocket upgrades go on to lws with a
+/// canonical head (`GET / HTTP/1.1` and only the headers lws needs); every other request the
+/// gate serves itself — body, routing through the server, response — one request per connection
+/// (`Connection: close`). Its sockets are ``GateIO``'s (``GateListener`` in the daemon); the gate
+/// is the request's state machine, service thread only.
 ///
 /// Why: lws 4.1.6 decodes the request target while it parses it — `;` splits arguments, a
 /// decoded CR ends the request line, `%00` and an over-long head drop the connection without
@@ -20,11 +16,7 @@ import Glibc
 /// Not with TLS served by lws itself (`WIMZ_TLS_CERT`): the gate cannot read ciphertext, so
 /// lws listens and parses, and the server rebuilds the head from what lws reports.
 final class HTTPGate {
-    /// Protocol name the gate's raw descriptors are bound to (an entry of the vhost's list).
-    static let protocolName = "wimz-gate"
-
     let limits: HTTPRequestHead.Limits
-    let port: Int
     /// Called for every refused head (status, peer) so the server can log and count it.
     var onRefused: ((RequestError, String) -> Void)?
     /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
@@ -40,29 +32,16 @@ final class HTTPGate {
     /// The largest body a request may carry (64 KiB unless the route says otherwise: HTTP to
     /// the robot takes more).
     var bodyLimit: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
-    /// The relay's clock (the server sets it; request deadlines follow it).
-    var clock = RelayClock.system
     /// Seconds a deferred request may wait for its answer before the connection is dropped.
     var deferredTimeoutSeconds: Int32 = 30
 
-    private var listenFD: Int32
-    private var listener: OpaquePointer?
-    private var vhost: OpaquePointer?
-    private var context: OpaquePointer?
+    private let io: GateIO
+    /// The relay's clock: request deadlines follow it.
+    private let clock: RelayClock
     /// Upgrades waiting for `releaseHeldUpgrades()`, by raw wsi.
     private var held: [OpaquePointer: HTTPRequestHead] = [:]
-    /// Upgrades to hand to lws (duplicated descriptor, head) on the loop's next pass. Adopting
-    /// with a buffer services the new connection at once; doing that inside another socket's
-    /// callback let a nested close reorder lws's descriptor table under the outer one (an lws
-    /// assertion with ~20,000 sockets during a stop), so it happens from a timer instead.
-    private var handovers: [(fd: Int32, head: HTTPRequestHead)] = []
-    private var eventLoop = EventLoopRegistration()
-    private var stopped = false
-    private lazy var handoverTimer = LWSTimer(repeats: false) { [unowned self] in adoptHandovers() }
     /// Connections the gate serves, by their raw wsi.
     private var connections: [OpaquePointer: GateConnection] = [:]
-    /// Parsed heads of upgrades handed to lws, by socket descriptor, until confirmed.
-    private var heads: [Int32: HTTPRequestHead] = [:]
 
     /// Connections that must have sent their request by a deadline (slow-loris), with the
     /// serial of the connection (lws reuses wsi addresses).
@@ -94,52 +73,17 @@ final class HTTPGate {
     /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
-    /// Binds and listens on `host:port` (port 0 picks a free one).
-    init(host: String, port: Int, limits: HTTPRequestHead.Limits = .init()) throws {
+    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init()) {
+        self.io = io
+        self.clock = clock
         self.limits = limits
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST
-        var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else {
-            throw ServerError(description: "cannot listen on \(host):\(port): not a numeric address")
-        }
-        defer { freeaddrinfo(result) }
-        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ServerError(description: "socket(): \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 4096) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw ServerError(description: "cannot listen on \(host):\(port): \(reason)")
-        }
-        var bound = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        withUnsafeMutablePointer(to: &bound) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
-        }
-        self.port = Int(UInt16(bigEndian: withUnsafeBytes(of: bound) { $0.load(fromByteOffset: 2, as: UInt16.self) }))
-        listenFD = fd
     }
 
-    deinit {
-        // Once adopted, lws owns (and closes) the listening descriptor.
-        if listener == nil, listenFD >= 0 { close(listenFD) }
-    }
-
-    /// Puts the listening socket into the lws loop.
-    func attach(to vhost: OpaquePointer) throws {
-        var descriptor = lws_sock_file_fd_type()
-        descriptor.filefd = listenFD
-        guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, HTTPGate.protocolName, nil) else {
-            listenFD = -1  // lws closed it
-            throw ServerError(description: "lws could not adopt the listening socket")
-        }
-        listener = wsi
-        self.vhost = vhost
-        context = lws_get_context(wsi)
+    /// A connection accepted: its request must arrive within 10 s (slow-loris, see `expire(now:)`).
+    func accepted(_ wsi: OpaquePointer) {
+        nextSerial += 1
+        connections[wsi] = GateConnection(serial: nextSerial)
+        requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
     }
 
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
@@ -147,26 +91,8 @@ final class HTTPGate {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {
             guard let connection = connections[wsi], connection.serial == serial, !connection.answered,
                   !connection.deferred, held[wsi] == nil else { continue }
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+            io.closeSoon(wsi)
         }
-    }
-
-    /// Stops accepting connections (the listening socket closes; clients get "refused" and go
-    /// elsewhere or retry) while the ones already accepted are still served.
-    func stopAccepting() {
-        guard let listener else { return }
-        lws_set_timeout(listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // lws closes listenFD
-        self.listener = nil
-        listenFD = -1
-    }
-
-    /// Before the context goes: no more adoptions, and no timer may outlive it.
-    func stop() {
-        stopped = true
-        stopAccepting()
-        handoverTimer.cancel()
-        for handover in handovers { close(handover.fd) }
-        handovers.removeAll()
     }
 
     /// Hands every held upgrade on to lws (its checks answer them now).
@@ -175,42 +101,39 @@ final class HTTPGate {
         let waiting = held
         held.removeAll()
         for (wsi, head) in waiting {
-            queueHandover(fd: lws_get_socket_fd(wsi), head: head)
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // the raw wsi goes
+            io.handOver(wsi, head: head)
+            io.closeSoon(wsi)  // the raw wsi goes
         }
     }
 
-    /// `LWS_CALLBACK_RAW_RX_FILE`: a connection to accept, or request bytes to read.
+    /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read.
     /// Returns -1 to have lws close that descriptor.
-    func readable(_ wsi: OpaquePointer, vhost: OpaquePointer) -> Int32 {
-        if stopped { return -1 }  // the listener and half-read requests go with the context
-        if wsi == listener {
-            acceptPending(vhost: vhost)
-            return 0
-        }
+    func readable(_ wsi: OpaquePointer) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
-        let fd = lws_get_socket_fd(wsi)
-        if connection.discarding > 0 { return discard(connection, fd: fd) }
+        if connection.discarding > 0 { return discard(wsi, connection) }
         guard !connection.answered else { return -1 }
-        if connection.head != nil { return readBody(wsi, connection, fd: fd) }
+        if connection.head != nil { return readBody(wsi, connection) }
         // Peek, then consume only the head's bytes: the body (or, for an upgrade, the first
         // frames) stays in the socket for whoever reads next.
         var chunk = [UInt8](repeating: 0, count: 4096)
-        let n = recv(fd, &chunk, chunk.count, Int32(MSG_PEEK))
-        if n < 0 { return errno == EAGAIN || errno == EINTR ? 0 : -1 }
-        if n == 0 { return -1 }  // closed before a whole head arrived
+        let n: Int
+        switch chunk.withUnsafeMutableBytes({ io.peek(wsi, into: $0) }) {
+        case .bytes(let count): n = count
+        case .wouldBlock: return 0
+        case .ended, .failed: return -1  // closed before a whole head arrived
+        }
         let before = connection.bytes.count
         connection.bytes += chunk[..<n]
         switch HTTPRequestHead.parse(connection.bytes, limits: limits) {
         case .incomplete:
-            return consume(fd, n) ? 0 : -1
+            return consume(wsi, n) ? 0 : -1
         case .invalid(let error):
             // Take what was read off the socket first: closing with unread bytes sends a reset,
             // and the client may lose the answer with it.
-            _ = consume(fd, n)
+            _ = consume(wsi, n)
             return refuse(wsi, connection, error)
         case .complete(let head, let length):
-            guard consume(fd, length - before) else { return -1 }
+            guard consume(wsi, length - before) else { return -1 }
             connection.bytes = []
             if head.isWebSocketUpgrade {
                 guard head.method == "GET" else {
@@ -220,10 +143,10 @@ final class HTTPGate {
                     // Nothing more to read until it is answered; stop polling it meanwhile.
                     connection.answered = true
                     held[wsi] = head
-                    lws_rx_flow_control(wsi, 0)
+                    io.pauseReading(wsi)
                     return 0
                 }
-                queueHandover(fd: fd, head: head)
+                io.handOver(wsi, head: head)
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
             }
             if head.header("transfer-encoding") != nil {
@@ -236,61 +159,70 @@ final class HTTPGate {
             guard length <= limit else {
                 return refuse(wsi, connection, RequestError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
             }
-            if length > 0, let refusal = checkHead?(LWSHTTP.request(wsi, head: head)) {
+            if length > 0, let refusal = checkHead?(request(wsi, head)) {
                 connection.discarding = length
-                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, HTTPGate.discardSeconds)
-                return write(refusal, to: wsi, connection) ? halfClose(fd) : 0
+                io.closeAfter(wsi, seconds: HTTPGate.discardSeconds)
+                return write(refusal, to: wsi, connection) ? halfClose(wsi) : 0
             }
             connection.head = head
             connection.bodyLength = length
-            return length == 0 ? serve(wsi, connection) : readBody(wsi, connection, fd: fd)
+            return length == 0 ? serve(wsi, connection) : readBody(wsi, connection)
         }
     }
 
-    /// Reads and discards `count` bytes already seen with MSG_PEEK.
-    private func consume(_ fd: Int32, _ count: Int) -> Bool {
+    private func request(_ wsi: OpaquePointer, _ head: HTTPRequestHead) -> HTTPRequest {
+        HTTPRequest(client: HTTPClient(wsi), head: head, peerAddress: io.peerAddress(wsi))
+    }
+
+    /// Reads and discards `count` bytes already seen with a peek.
+    private func consume(_ wsi: OpaquePointer, _ count: Int) -> Bool {
         guard count > 0 else { return true }
         var sink = [UInt8](repeating: 0, count: count)
-        return read(fd, &sink, count) == count
+        guard case .bytes(let n) = sink.withUnsafeMutableBytes({ io.read(wsi, into: $0) }) else { return false }
+        return n == count
     }
 
     /// Reads and drops what is left of a refused request's body; -1 (close) once it is all in.
-    private func discard(_ connection: GateConnection, fd: Int32) -> Int32 {
-        let n = withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 8) {
-            read(fd, $0.baseAddress, min($0.count, connection.discarding))
+    private func discard(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
+        let outcome = withUnsafeTemporaryAllocation(byteCount: min(16 * 1024, connection.discarding), alignment: 8) {
+            io.read(wsi, into: $0)
         }
-        if n < 0 { return errno == EAGAIN || errno == EINTR ? 0 : -1 }
-        if n == 0 { return -1 }
-        connection.discarding -= n
-        return connection.discarding > 0 ? 0 : -1
+        switch outcome {
+        case .bytes(let n):
+            connection.discarding -= n
+            return connection.discarding > 0 ? 0 : -1
+        case .wouldBlock: return 0
+        case .ended, .failed: return -1
+        }
     }
 
     /// The answer is out but the body is still coming: tell the client we are done writing.
-    private func halfClose(_ fd: Int32) -> Int32 {
-        shutdown(fd, Int32(SHUT_WR))
+    private func halfClose(_ wsi: OpaquePointer) -> Int32 {
+        io.shutdownWrites(wsi)
         return 0
     }
 
-    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, fd: Int32) -> Int32 {
+    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         let wanted = connection.bodyLength - connection.body.count
         guard wanted > 0 else { return 0 }
         var chunk = [UInt8](repeating: 0, count: min(wanted, 16 * 1024))
-        let n = read(fd, &chunk, chunk.count)
-        if n < 0 { return errno == EAGAIN || errno == EINTR ? 0 : -1 }
-        if n == 0 { return -1 }
-        connection.body += chunk[..<n]
+        switch chunk.withUnsafeMutableBytes({ io.read(wsi, into: $0) }) {
+        case .bytes(let n): connection.body += chunk[..<n]
+        case .wouldBlock: return 0
+        case .ended, .failed: return -1
+        }
         return connection.body.count == connection.bodyLength ? serve(wsi, connection) : 0
     }
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         guard let head = connection.head, let onRequest else { return -1 }
-        guard let response = onRequest(LWSHTTP.request(wsi, head: head), connection.body) else {
+        guard let response = onRequest(request(wsi, head), connection.body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
-            lws_rx_flow_control(wsi, 0)
+            io.pauseReading(wsi)
             connection.deferred = true
-            lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, deferredTimeoutSeconds)
+            io.closeAfter(wsi, seconds: deferredTimeoutSeconds)
             return 0
         }
         return write(response, to: wsi, connection) ? -1 : 0
@@ -299,16 +231,14 @@ final class HTTPGate {
     /// Sends a response that was deferred (from the service thread, outside the wsi's callbacks).
     func respond(_ wsi: OpaquePointer, with response: HTTPResponse) {
         guard let connection = connections[wsi], !connection.answered else { return }
-        if write(response, to: wsi, connection) {
-            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-        }
+        if write(response, to: wsi, connection) { io.closeSoon(wsi) }
     }
 
     /// `LWS_CALLBACK_RAW_WRITEABLE_FILE`: the rest of a response. -1 once it is all out.
     func writeable(_ wsi: OpaquePointer) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
         guard flush(wsi, connection) else { return 0 }
-        return connection.discarding > 0 ? halfClose(lws_get_socket_fd(wsi)) : -1
+        return connection.discarding > 0 ? halfClose(wsi) : -1
     }
 
     /// Writes what the socket takes now; true when the response is all out (close it then).
@@ -321,99 +251,59 @@ final class HTTPGate {
     }
 
     private func flush(_ wsi: OpaquePointer, _ connection: GateConnection) -> Bool {
-        let fd = lws_get_socket_fd(wsi)
         while !connection.output.isEmpty {
-            let n = connection.output.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN {
-                    lws_callback_on_writable(wsi)
-                    return false
-                }
-                return true  // the peer is gone: close
+            switch connection.output.withUnsafeBytes({ io.write(wsi, $0) }) {
+            case .bytes(let n): connection.output.removeFirst(n)
+            case .wouldBlock:
+                io.requestWritable(wsi)
+                return false
+            case .ended, .failed: return true  // the peer is gone: close
             }
-            connection.output.removeFirst(n)
         }
         return true
     }
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError) -> Int32 {
-        onRefused?(error, LWSHTTP.peerAddress(of: wsi))
+        onRefused?(error, io.peerAddress(wsi))
         let response = HTTPResponse.error(error.code, error.message)
         return write(response, to: wsi, connection) ? -1 : 0
     }
 
-    /// `LWS_CALLBACK_RAW_CLOSE_FILE`.
+    /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
     func closed(_ wsi: OpaquePointer) {
         held[wsi] = nil
         if connections.removeValue(forKey: wsi) != nil { onClosed?(wsi) }
-        if wsi == listener { listener = nil }
     }
+}
 
-    /// The parsed head of an upgrade handed to lws (nil for ones the gate never saw).
-    func head(of wsi: OpaquePointer) -> HTTPRequestHead? { heads[lws_get_socket_fd(wsi)] }
+/// What the gate asks of a connection's socket (`socket` is its raw lws handle): reads, writes
+/// and lws's timeouts and flow control. ``GateListener`` in the daemon; a scripted one in tests.
+protocol GateIO: AnyObject {
+    /// Copies what has arrived into `buffer` without taking it off the socket.
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead
+    /// Ends the sending side (the client still sends; we read and drop it).
+    func shutdownWrites(_ socket: OpaquePointer)
+    /// Closes the socket from the loop's next pass.
+    func closeSoon(_ socket: OpaquePointer)
+    /// Closes the socket `seconds` from now unless it closes first.
+    func closeAfter(_ socket: OpaquePointer, seconds: Int32)
+    /// No more readable callbacks for the socket.
+    func pauseReading(_ socket: OpaquePointer)
+    /// Asks for a writeable callback.
+    func requestWritable(_ socket: OpaquePointer)
+    func peerAddress(_ socket: OpaquePointer) -> String
+    /// Hands an upgrade on to lws as a WebSocket with `head`; the raw socket closes after.
+    func handOver(_ socket: OpaquePointer, head: HTTPRequestHead)
+}
 
-    /// Drops the head once the upgrade is confirmed or refused.
-    func forget(_ wsi: OpaquePointer) { heads[lws_get_socket_fd(wsi)] = nil }
-
-    private func acceptPending(vhost: OpaquePointer) {
-        for _ in 0..<256 {
-            let fd = accept(listenFD, nil, nil)
-            guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            var descriptor = lws_sock_file_fd_type()
-            descriptor.filefd = fd
-            guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, HTTPGate.protocolName, nil)
-            else { continue }  // lws closed it
-            nextSerial += 1
-            connections[wsi] = GateConnection(serial: nextSerial)
-            // A request must arrive within 10 s (slow-loris): see `expire(now:)`.
-            requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
-        }
-    }
-
-    /// Keeps a duplicate of the connection for `adoptHandovers()` (the raw one closes now).
-    private func queueHandover(fd: Int32, head: HTTPRequestHead) {
-        guard !stopped else { return }
-        let duplicate = dup(fd)
-        guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
-        eventLoop.remove(fd, listener: listenFD)  // the raw descriptor closes; the duplicate stays
-        handovers.append((duplicate, head))
-        if handovers.count == 1 {
-            handoverTimer.schedule(context: context, after: 0)
-        }
-    }
-
-    /// Gives lws each queued connection with a canonical upgrade head; the client's first
-    /// frames, if any, are still unread in the socket.
-    private func adoptHandovers() {
-        guard let vhost else { return }
-        let batch = handovers
-        handovers.removeAll()
-        for (fd, head) in batch {
-            var canonical = "GET / HTTP/1.1\r\n"
-            for (name, value) in head.headers where HTTPGate.forwardedHeaders.contains(name) {
-                canonical += "\(name): \(value)\r\n"
-            }
-            canonical += "\r\n"
-            let bytes = Array(canonical.utf8)
-            heads[fd] = head
-            let adopted = bytes.withUnsafeBufferPointer { buffer in
-                buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                    lws_adopt_socket_vhost_readbuf(vhost, fd, $0, buffer.count)
-                }
-            }
-            if adopted == nil { heads[fd] = nil }  // lws closed the descriptor
-        }
-    }
-
-    /// What lws needs to upgrade to WebSocket; everything else the server reads from the
-    /// gate's parse.
-    static let forwardedHeaders: Set<String> = [
-        "host", "connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
-        "sec-websocket-extensions", "origin",
-    ]
+/// The outcome of one read or write on a gate socket.
+enum GateRead: Equatable {
+    case bytes(Int)
+    /// Nothing now (EAGAIN).
+    case wouldBlock
+    /// The peer closed its side (a read of 0).
+    case ended
+    case failed
 }

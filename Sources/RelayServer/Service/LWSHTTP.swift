@@ -104,15 +104,18 @@ extension String {
 /// The head of the request on an lws connection: the gate's exact parse, or (TLS served by lws)
 /// lws's view of it.
 struct RequestHeads {
-    let gate: HTTPGate?
+    let listener: GateListener?
 
     func head(of wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
-        if let gate {
-            guard let head = gate.head(of: wsi) else {
+        if let listener {
+            guard let head = listener.head(of: wsi) else {
                 return .failure(RequestError(.badRequest, "one request per connection"))
             }
             return .success(head)
         }
         return LWSHTTP.rebuiltHead(wsi)
     }
+
+    /// Drops the gate's head of `wsi` once its request is answered or upgraded.
+    func forget(_ wsi: OpaquePointer) { listener?.forget(wsi) }
 }

@@ -19,6 +19,7 @@ final class CallbackTargets {
     let database: DatabaseExchanges
     let robotHTTP: RobotHTTPEndpoint
     let heads: RequestHeads
+    let gate: HTTPGate?
     /// Drains the mailbox (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
     let mailbox: () -> Void
 
@@ -29,6 +30,7 @@ final class CallbackTargets {
         database = components.database
         robotHTTP = components.robotHTTP
         heads = components.heads
+        gate = components.gate
         self.mailbox = mailbox
     }
 
@@ -36,7 +38,7 @@ final class CallbackTargets {
     /// requests never reach lws as HTTP).
     func http(_ wsi: OpaquePointer) -> Int32 {
         let started = env.clock.monotonic()
-        defer { heads.gate?.forget(wsi) }
+        defer { heads.forget(wsi) }
         let request: HTTPRequest
         switch heads.head(of: wsi) {
         case .success(let head): request = LWSHTTP.request(wsi, head: head)
@@ -52,7 +54,7 @@ final class CallbackTargets {
 
     /// `LWS_CALLBACK_CLOSED_HTTP`: whatever waited on this connection is dropped.
     func closedHTTP(_ wsi: OpaquePointer) {
-        heads.gate?.forget(wsi)
+        heads.forget(wsi)
         database.forget(HTTPClient(wsi))
         robotHTTP.cancel(HTTPClient(wsi))
         webSocket.forget(wsi)
@@ -107,12 +109,17 @@ extension CallbackTargets {
         case LWS_CALLBACK_HTTP_WRITEABLE:
             return database.writeable(HTTPClient(wsi))
         case LWS_CALLBACK_RAW_RX_FILE:
-            guard let gate = heads.gate, let vhost = lws_get_vhost(wsi) else { return -1 }
-            return gate.readable(wsi, vhost: vhost)
+            guard let gate, let listener = heads.listener, !listener.isStopped else { return -1 }
+            if listener.isListening(wsi) {
+                listener.acceptPending(gate.accepted)
+                return 0
+            }
+            return gate.readable(wsi)
         case LWS_CALLBACK_RAW_WRITEABLE_FILE:
-            return heads.gate?.writeable(wsi) ?? -1
+            return gate?.writeable(wsi) ?? -1
         case LWS_CALLBACK_RAW_CLOSE_FILE:
-            heads.gate?.closed(wsi)
+            heads.listener?.closed(wsi)
+            gate?.closed(wsi)
             return 0
         case LWS_CALLBACK_CLOSED_HTTP:
             closedHTTP(wsi)

@@ -24,7 +24,7 @@ final class ServiceLoop: LoopControl {
     let thread = ServiceThread()
     let waker = ServiceWaker()
     /// The plain-HTTP front door (nil when lws serves TLS itself and listens).
-    let gate: HTTPGate?
+    let gateListener: GateListener?
     /// The port actually bound (differs from the configuration when it asked for 0).
     private(set) var boundPort = 0
     /// Set once the loop is to end; `run` returns soon after.
@@ -50,13 +50,13 @@ final class ServiceLoop: LoopControl {
     init(configuration: RelayConfiguration, callbacks: ServiceCallbacks) throws {
         self.configuration = configuration
         let servesTLS = configuration.tlsCertificatePath != nil && configuration.tlsKeyPath != nil
-        gate = servesTLS ? nil : try HTTPGate(host: configuration.listenHost, port: configuration.listenPort)
+        gateListener = servesTLS ? nil : try GateListener(host: configuration.listenHost, port: configuration.listenPort)
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
         // the relay pings from its own session wheel instead, so both lws timers are off.
         retryPolicy = .allocate(capacity: 1)
         retryPolicy.initialize(to: lws_retry_bo_t())
         protocolName = strdup("wimz-relay")
-        gateProtocolName = strdup(HTTPGate.protocolName)
+        gateProtocolName = strdup(GateListener.protocolName)
         listenHost = strdup(configuration.listenHost)
         // [0] HTTP and WebSocket (the vhost's default), [1] the gate's raw descriptors, [2] end.
         protocols = .allocate(capacity: 3)
@@ -73,7 +73,7 @@ final class ServiceLoop: LoopControl {
 
         var info = lws_context_creation_info()
         // With the gate, lws does not listen: it serves the connections the gate hands over.
-        info.port = gate == nil ? Int32(configuration.listenPort) : -2  // CONTEXT_PORT_NO_LISTEN_SERVER
+        info.port = gateListener == nil ? Int32(configuration.listenPort) : -2  // CONTEXT_PORT_NO_LISTEN_SERVER
         // Room for the largest head the gate lets through (it forwards only a few headers).
         info.max_http_header_data = UInt16(HTTPRequestHead.Limits().headerBytes + 1024)
         info.iface = UnsafePointer(listenHost)
@@ -112,9 +112,9 @@ final class ServiceLoop: LoopControl {
         self.context = context
         waker.attach(context)
         if let vhost = lws_get_vhost_by_name(context, protocolName) {
-            if let gate {
-                try gate.attach(to: vhost)
-                boundPort = gate.port
+            if let gateListener {
+                try gateListener.attach(to: vhost)
+                boundPort = gateListener.port
             } else {
                 boundPort = Int(lws_get_vhost_listen_port(vhost))
             }
@@ -155,17 +155,17 @@ final class ServiceLoop: LoopControl {
         finished = true
         // Nothing new may enter a context that is being destroyed (connections still arriving
         // would be adopted into it by the gate's timer).
-        gate?.stop()
+        gateListener?.stop()
         // An event library's loop ends only through lws_context_destroy (deferred while inside
         // the service; `destroy` completes it). lws's own loop just needs waking.
         if configuration.eventLoop == .libev { lws_context_destroy(context) } else { lws_cancel_service(context) }
     }
 
-    func stopAccepting() { gate?.stopAccepting() }
+    func stopAccepting() { gateListener?.stopAccepting() }
 
     /// Destroys the context: every remaining connection gets its CLOSED callback now.
     func destroy() {
-        gate?.stop()
+        gateListener?.stop()
         waker.detach()
         if let context { lws_context_destroy(context) }
         context = nil

@@ -135,7 +135,7 @@ final class WebSocketEndpoint {
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
     /// -1 to drop the connection.
     func confirmUpgrade(_ wsi: OpaquePointer) -> Int32 {
-        defer { heads.gate?.forget(wsi) }
+        defer { heads.forget(wsi) }
         let refusal: HTTPResponse?
         switch heads.head(of: wsi) {
         case .success(let head): refusal = confirmUpgrade(LWSHTTP.request(wsi, head: head), on: wsi)
@@ -335,11 +335,8 @@ final class WebSocketEndpoint {
         scheduler.schedule(session, at: next)
     }
 
-    /// Closes let out and cut off, and plain-HTTP requests that did not arrive in time.
-    func expireConnections(now: UInt64) {
-        closeWatch.tick(now: now)
-        heads.gate?.expire(now: now)
-    }
+    /// Closes let out and cut off.
+    func expireConnections(now: UInt64) { closeWatch.tick(now: now) }
 
     /// The sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due),
     /// see `SessionScheduler`), a few at a time, so keepalive never comes as a burst.

@@ -1,0 +1,216 @@
+import CLibWebSockets
+import RelayCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The HTTP gate's sockets (see ``HTTPGate``): the listening socket, the accepted connections as
+/// raw lws descriptors, their reads and writes, and the handover of each WebSocket upgrade to lws
+/// with a canonical head. Owns the listening descriptor until lws adopts it.
+final class GateListener: GateIO {
+    /// Protocol name the gate's raw descriptors are bound to (an entry of the vhost's list).
+    static let protocolName = "wimz-gate"
+
+    let port: Int
+    private var listenFD: Int32
+    private var listener: OpaquePointer?
+    private var vhost: OpaquePointer?
+    private var context: OpaquePointer?
+    /// Set once the context is going: no more adoptions, and the listener and half-read
+    /// requests go with it.
+    private(set) var isStopped = false
+    /// Upgrades to hand to lws (duplicated descriptor, head) on the loop's next pass. Adopting
+    /// with a buffer services the new connection at once; doing that inside another socket's
+    /// callback let a nested close reorder lws's descriptor table under the outer one (an lws
+    /// assertion with ~20,000 sockets during a stop), so it happens from a timer instead.
+    private var handovers: [(fd: Int32, head: HTTPRequestHead)] = []
+    private var eventLoop = EventLoopRegistration()
+    private lazy var handoverTimer = LWSTimer(repeats: false) { [unowned self] in adoptHandovers() }
+    /// Parsed heads of upgrades handed to lws, by socket descriptor, until confirmed.
+    private var heads: [Int32: HTTPRequestHead] = [:]
+
+    /// Binds and listens on `host:port` (port 0 picks a free one).
+    init(host: String, port: Int) throws {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else {
+            throw ServerError(description: "cannot listen on \(host):\(port): not a numeric address")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ServerError(description: "socket(): \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 4096) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw ServerError(description: "cannot listen on \(host):\(port): \(reason)")
+        }
+        var bound = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
+        }
+        self.port = Int(UInt16(bigEndian: withUnsafeBytes(of: bound) { $0.load(fromByteOffset: 2, as: UInt16.self) }))
+        listenFD = fd
+    }
+
+    deinit {
+        // Once adopted, lws owns (and closes) the listening descriptor.
+        if listener == nil, listenFD >= 0 { close(listenFD) }
+    }
+
+    /// Puts the listening socket into the lws loop.
+    func attach(to vhost: OpaquePointer) throws {
+        var descriptor = lws_sock_file_fd_type()
+        descriptor.filefd = listenFD
+        guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil) else {
+            listenFD = -1  // lws closed it
+            throw ServerError(description: "lws could not adopt the listening socket")
+        }
+        listener = wsi
+        self.vhost = vhost
+        context = lws_get_context(wsi)
+    }
+
+    /// Whether `wsi` is the listening socket (readable: connections to accept).
+    func isListening(_ wsi: OpaquePointer) -> Bool { wsi == listener }
+
+    /// Stops accepting connections (the listening socket closes; clients get "refused" and go
+    /// elsewhere or retry) while the ones already accepted are still served.
+    func stopAccepting() {
+        guard let listener else { return }
+        lws_set_timeout(listener, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)  // lws closes listenFD
+        self.listener = nil
+        listenFD = -1
+    }
+
+    /// Before the context goes: no more adoptions, and no timer may outlive it.
+    func stop() {
+        isStopped = true
+        stopAccepting()
+        handoverTimer.cancel()
+        for handover in handovers { close(handover.fd) }
+        handovers.removeAll()
+    }
+
+    /// Accepts what is waiting (up to 256 a pass) as raw lws descriptors; `accepted` gets each.
+    func acceptPending(_ accepted: (OpaquePointer) -> Void) {
+        guard let vhost else { return }
+        for _ in 0..<256 {
+            let fd = accept(listenFD, nil, nil)
+            guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            var descriptor = lws_sock_file_fd_type()
+            descriptor.filefd = fd
+            guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
+            else { continue }  // lws closed it
+            accepted(wsi)
+        }
+    }
+
+    /// `LWS_CALLBACK_RAW_CLOSE_FILE` of any of its descriptors.
+    func closed(_ wsi: OpaquePointer) {
+        if wsi == listener { listener = nil }
+    }
+
+    /// The parsed head of an upgrade handed to lws (nil for ones the gate never saw).
+    func head(of wsi: OpaquePointer) -> HTTPRequestHead? { heads[lws_get_socket_fd(wsi)] }
+
+    /// Drops the head once the upgrade is confirmed or refused.
+    func forget(_ wsi: OpaquePointer) { heads[lws_get_socket_fd(wsi)] = nil }
+
+    // MARK: - GateIO
+
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+        GateRead(recv(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count, Int32(MSG_PEEK)))
+    }
+
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+        GateRead(Glibc.read(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count))
+    }
+
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead {
+        while true {
+            let n = Glibc.write(lws_get_socket_fd(socket), bytes.baseAddress, bytes.count)
+            if n < 0, errno == EINTR { continue }
+            return GateRead(n)
+        }
+    }
+
+    func shutdownWrites(_ socket: OpaquePointer) { shutdown(lws_get_socket_fd(socket), Int32(SHUT_WR)) }
+
+    func closeSoon(_ socket: OpaquePointer) { lws_set_timeout(socket, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+
+    func closeAfter(_ socket: OpaquePointer, seconds: Int32) { lws_set_timeout(socket, PENDING_TIMEOUT_USER_OK, seconds) }
+
+    func pauseReading(_ socket: OpaquePointer) { lws_rx_flow_control(socket, 0) }
+
+    func requestWritable(_ socket: OpaquePointer) { lws_callback_on_writable(socket) }
+
+    func peerAddress(_ socket: OpaquePointer) -> String { LWSHTTP.peerAddress(of: socket) }
+
+    /// Keeps a duplicate of the connection for `adoptHandovers()` (the raw one closes as the
+    /// gate lets it go).
+    func handOver(_ socket: OpaquePointer, head: HTTPRequestHead) {
+        guard !isStopped else { return }
+        let fd = lws_get_socket_fd(socket)
+        let duplicate = dup(fd)
+        guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
+        eventLoop.remove(fd, listener: listenFD)  // the raw descriptor closes; the duplicate stays
+        handovers.append((duplicate, head))
+        if handovers.count == 1 {
+            handoverTimer.schedule(context: context, after: 0)
+        }
+    }
+
+    /// Gives lws each queued connection with a canonical upgrade head; the client's first
+    /// frames, if any, are still unread in the socket.
+    private func adoptHandovers() {
+        guard let vhost else { return }
+        let batch = handovers
+        handovers.removeAll()
+        for (fd, head) in batch {
+            var canonical = "GET / HTTP/1.1\r\n"
+            for (name, value) in head.headers where GateListener.forwardedHeaders.contains(name) {
+                canonical += "\(name): \(value)\r\n"
+            }
+            canonical += "\r\n"
+            let bytes = Array(canonical.utf8)
+            heads[fd] = head
+            let adopted = bytes.withUnsafeBufferPointer { buffer in
+                buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    lws_adopt_socket_vhost_readbuf(vhost, fd, $0, buffer.count)
+                }
+            }
+            if adopted == nil { heads[fd] = nil }  // lws closed the descriptor
+        }
+    }
+
+    /// What lws needs to upgrade to WebSocket; everything else the server reads from the
+    /// gate's parse.
+    static let forwardedHeaders: Set<String> = [
+        "host", "connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
+        "sec-websocket-extensions", "origin",
+    ]
+}
+
+extension GateRead {
+    /// The outcome of a read, recv or write call that returned `n` (errno read when negative).
+    init(_ n: Int) {
+        if n > 0 {
+            self = .bytes(n)
+        } else if n == 0 {
+            self = .ended
+        } else {
+            self = errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? .wouldBlock : .failed
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import RelayCore
+@testable import RelayServer
+import Testing
+
+/// The gate's sockets in a test: what each client has sent and not yet had read, what the gate
+/// wrote back, and the lws calls it made. Writes take `writeCapacity` bytes at a time.
+final class ScriptedGateIO: GateIO {
+    struct Socket {
+        var incoming: [UInt8] = []
+        var clientDone = false
+        var output: [UInt8] = []
+        var writesShut = false
+        var closingSoon = false
+        var closeAfter: Int32?
+        var paused = false
+        var wantsWritable = false
+        var handedOver: HTTPRequestHead?
+    }
+
+    var sockets: [OpaquePointer: Socket] = [:]
+    /// Bytes a write takes before the socket would block (until the test raises it again).
+    var writeCapacity = Int.max
+
+    private func take(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, removing: Bool) -> GateRead {
+        let incoming = sockets[socket]?.incoming ?? []
+        guard !incoming.isEmpty else { return sockets[socket]?.clientDone == true ? .ended : .wouldBlock }
+        let n = min(buffer.count, incoming.count)
+        buffer.copyBytes(from: incoming[..<n])
+        if removing { sockets[socket]?.incoming.removeFirst(n) }
+        return .bytes(n)
+    }
+
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+        take(socket, into: buffer, removing: false)
+    }
+
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+        take(socket, into: buffer, removing: true)
+    }
+
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead {
+        let n = min(bytes.count, writeCapacity)
+        guard n > 0 else { return .wouldBlock }
+        sockets[socket, default: Socket()].output += bytes.prefix(n)
+        writeCapacity -= n
+        return .bytes(n)
+    }
+
+    func shutdownWrites(_ socket: OpaquePointer) { sockets[socket, default: Socket()].writesShut = true }
+    func closeSoon(_ socket: OpaquePointer) { sockets[socket, default: Socket()].closingSoon = true }
+    func closeAfter(_ socket: OpaquePointer, seconds: Int32) { sockets[socket, default: Socket()].closeAfter = seconds }
+    func pauseReading(_ socket: OpaquePointer) { sockets[socket, default: Socket()].paused = true }
+    func requestWritable(_ socket: OpaquePointer) { sockets[socket, default: Socket()].wantsWritable = true }
+    func peerAddress(_ socket: OpaquePointer) -> String { "203.0.113.9" }
+    func handOver(_ socket: OpaquePointer, head: HTTPRequestHead) { sockets[socket, default: Socket()].handedOver = head }
+}
+
+/// The gate in process: bytes in as a client sends them (in any pieces), the gate's answers and
+/// lws calls out, deadlines on the manual clock. (Over real sockets: HostileInputTests.)
+@Suite struct HTTPGateTests {
+    final class Harness {
+        let io = ScriptedGateIO()
+        let clock = ManualClock()
+        let gate: HTTPGate
+        /// Requests the gate handed to the server: head and body.
+        var served: [(head: HTTPRequestHead, body: [UInt8])] = []
+        var refused: [(RequestError, String)] = []
+        /// What the server answers (nil: later, through `respond`).
+        var answer: HTTPResponse? = .json(200, .object([("ok", true)]))
+        private var nextSocket = 1
+
+        init() {
+            gate = HTTPGate(io: io, clock: clock.clock)
+            gate.onRequest = { [unowned self] request, body in
+                served.append((request.head, body))
+                return answer
+            }
+            gate.onRefused = { [unowned self] in refused.append(($0, $1)) }
+        }
+
+        /// A newly accepted connection.
+        func connect() -> OpaquePointer {
+            defer { nextSocket += 1 }
+            let socket = OpaquePointer(bitPattern: nextSocket)!
+            gate.accepted(socket)
+            return socket
+        }
+
+        /// `text` arrives on `socket`; the gate reads (as lws calls it while the socket is
+        /// readable). True while the socket is open.
+        @discardableResult
+        func send(_ text: String, on socket: OpaquePointer, thenHangUp: Bool = false) -> Bool {
+            io.sockets[socket, default: .init()].incoming += Array(text.utf8)
+            io.sockets[socket]?.clientDone = thenHangUp
+            while io.sockets[socket]?.paused != true {
+                let before = io.sockets[socket]?.incoming.count
+                if gate.readable(socket) != 0 {
+                    gate.closed(socket)
+                    return false
+                }
+                if io.sockets[socket]?.incoming.count == before { break }  // nothing more it can take now
+            }
+            return true
+        }
+
+        func response(_ socket: OpaquePointer) -> (status: Int, headers: String, body: [String: Any]) {
+            let text = String(decoding: io.sockets[socket]?.output ?? [], as: UTF8.self)
+            let parts = text.components(separatedBy: "\r\n\r\n")
+            let status = Int(parts[0].split(separator: " ").dropFirst().first ?? "") ?? 0
+            let body = (try? JSONSerialization.jsonObject(with: Data((parts.dropFirst().first ?? "").utf8))) as? [String: Any]
+            return (status, parts[0], body ?? [:])
+        }
+    }
+
+    @Test func aRequestInPiecesIsServedOnceWhole() {
+        let h = Harness()
+        let socket = h.connect()
+        #expect(h.send("POST /admin/dev", on: socket))
+        #expect(h.send("ices HTTP/1.1\r\nHost: relay\r\nContent-Le", on: socket))
+        #expect(h.send("ngth: 11\r\n\r\nhello", on: socket))
+        #expect(h.served.isEmpty)
+        #expect(!h.send(" world", on: socket))  // answered and closed
+        #expect(h.served.count == 1)
+        #expect(h.served.first?.head.path == "/admin/devices" && h.served.first?.body == Array("hello world".utf8))
+        let response = h.response(socket)
+        #expect(response.status == 200 && response.headers.contains("connection: close"))
+    }
+
+    @Test func malformedHeadsAndBodiesGetTheirStatus() {
+        let h = Harness()
+        func status(_ request: String) -> (Int, String?) {
+            let socket = h.connect()
+            #expect(!h.send(request, on: socket), "closed after the answer")
+            let response = h.response(socket)
+            return (response.status, response.body["error"] as? String)
+        }
+        #expect(status("GET /a\u{1}b HTTP/1.1\r\n\r\n") == (400, "bad_request"))
+        #expect(status("GET /\(String(repeating: "a", count: 5000)) HTTP/1.1\r\n\r\n") == (414, "uri_too_long"))
+        #expect(status("GET / HTTP/1.1\r\n" + String(repeating: "X-Filler: 0123456789\r\n", count: 500) + "\r\n")
+            == (431, "headers_too_large"))
+        #expect(status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == (411, "length_required"))
+        #expect(status("POST /x HTTP/1.1\r\nContent-Length: ten\r\n\r\n") == (400, "bad_request"))
+        #expect(status("POST /x HTTP/1.1\r\nContent-Length: 70000\r\n\r\n") == (413, "too_large"))
+        #expect(status("POST /ws/app HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n") == (400, "bad_request"))
+        #expect(h.refused.count == 7 && h.refused.allSatisfy { $0.1 == "203.0.113.9" })
+        #expect(h.served.isEmpty)
+        // A route's own limit applies.
+        h.gate.bodyLimit = { $0.path == "/big" ? 100_000 : HTTPGate.bodyLimit }
+        let socket = h.connect()
+        #expect(h.send("POST /big HTTP/1.1\r\nContent-Length: 70000\r\n\r\n", on: socket))
+        #expect(h.io.sockets[socket]?.output.isEmpty == true)  // waiting for the body
+    }
+
+    @Test func aRefusalBeforeTheBodyIsSentAtOnceAndTheBodyDropped() {
+        let h = Harness()
+        h.gate.checkHead = { _ in .error(.unknownToken, "no such token") }
+        let socket = h.connect()
+        #expect(h.send("POST /admin/devices HTTP/1.1\r\nContent-Length: 20000\r\n\r\n", on: socket))
+        #expect(h.response(socket).status == 401)
+        #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.discardSeconds)
+        #expect(h.send(String(repeating: "x", count: 19_999), on: socket))  // read and dropped
+        #expect(h.io.sockets[socket]?.incoming.isEmpty == true)
+        #expect(!h.send("x", on: socket))  // the last byte: closed now
+        #expect(h.served.isEmpty)
+    }
+
+    @Test func upgradesAreHandedToLwsOrHeldUntilTheTokensAreIn() throws {
+        let h = Harness()
+        let upgrade = "GET /ws/app?device_id=d1 HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+        let first = h.connect()
+        #expect(!h.send(upgrade + "FRAME", on: first))  // the raw socket goes; lws takes it over
+        #expect(h.io.sockets[first]?.handedOver?.path == "/ws/app")
+        #expect(h.io.sockets[first]?.incoming == Array("FRAME".utf8))  // the client's frames stay for lws
+
+        var holding = true
+        h.gate.holdUpgrades = { holding }
+        let held = h.connect()
+        #expect(h.send(upgrade, on: held))
+        #expect(h.io.sockets[held]?.paused == true && h.io.sockets[held]?.handedOver == nil)
+        h.clock.advance(seconds: 11)
+        h.gate.expire(now: h.clock.monotonic)
+        #expect(h.io.sockets[held]?.closingSoon == false)  // a held upgrade is not a slow client
+        holding = false
+        h.gate.releaseHeldUpgrades()
+        #expect(try h.io.sockets[held]?.handedOver?.argument("device_id") == "d1")
+        #expect(h.io.sockets[held]?.closingSoon == true)
+    }
+
+    @Test func aRequestMustArriveWithinTenSecondsOnTheRelaysClock() {
+        let h = Harness()
+        let slow = h.connect()
+        #expect(h.send("GET /healthz HTTP/1.1\r\n", on: slow))
+        h.clock.advance(seconds: 9.9)
+        h.gate.expire(now: h.clock.monotonic)
+        #expect(h.io.sockets[slow]?.closingSoon == false)
+        h.answer = nil  // the next request waits for the database
+        let deferred = h.connect()
+        #expect(h.send("GET /admin/devices HTTP/1.1\r\n\r\n", on: deferred))
+        #expect(h.io.sockets[deferred]?.paused == true && h.io.sockets[deferred]?.closeAfter == 30)
+        h.clock.advance(seconds: 0.2)
+        h.gate.expire(now: h.clock.monotonic)
+        #expect(h.io.sockets[slow]?.closingSoon == true)
+        h.clock.advance(seconds: 10)
+        h.gate.expire(now: h.clock.monotonic)
+        #expect(h.io.sockets[deferred]?.closingSoon == false)  // its own, longer timeout applies
+    }
+
+    @Test func aDeferredAnswerGoesOutThroughASlowSocket() {
+        let h = Harness()
+        h.answer = nil
+        let socket = h.connect()
+        #expect(h.send("GET /admin/devices HTTP/1.1\r\n\r\n", on: socket))
+        h.io.writeCapacity = 10
+        h.gate.respond(socket, with: .json(200, .object([("devices", [])])))
+        #expect(h.io.sockets[socket]?.output.count == 10 && h.io.sockets[socket]?.wantsWritable == true)
+        var turns = 0
+        while true {
+            turns += 1
+            h.io.writeCapacity = 10
+            if h.gate.writeable(socket) != 0 { break }
+        }
+        #expect(turns > 5)
+        #expect(h.response(socket).status == 200 && h.response(socket).body["devices"] != nil)
+        h.gate.respond(socket, with: .json(500, .object([])))  // answered once only
+        #expect(h.response(socket).status == 200)
+    }
+}
