@@ -38,15 +38,11 @@ public struct TypedEvent<Model: Sendable & Equatable & Codable>: Sendable, Equat
     public var timestamp: String? { message.timestamp }
     public var raw: String { message.raw }
 
-    /// `message`'s `data` decoded as `Model` (from the message as received, so numbers keep
-    /// their exact text).
+    /// `message`'s `data` decoded as `Model`, from the value the client parsed (the text is
+    /// not read again).
     public init(_ message: EventMessage) {
         self.message = message
-        model = try? RobotJSON.decoder().decode(EventData.self, from: Data(message.raw.utf8)).data
-    }
-
-    private struct EventData: Decodable {
-        let data: Model
+        model = try? message.data.decode(Model.self, snakeCaseKeys: true)
     }
 }
 

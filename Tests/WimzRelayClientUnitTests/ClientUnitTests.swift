@@ -67,3 +67,58 @@ import Testing
         #expect(!credentials.isFresh(at: Date(timeIntervalSince1970: 1_795_400_000 - 299)))
     }
 }
+
+/// `JSON.decode`: a parsed message typed from its tree agrees with `JSONDecoder` reading the text.
+@Suite struct JSONTreeDecoderTests {
+    /// Collects the keys a decoder presents, converted.
+    struct Keys: Decodable, Equatable {
+        struct AnyKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        let names: Set<String>
+        init(from decoder: any Decoder) throws { names = Set(try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)) }
+    }
+
+    struct Sample: Codable, Equatable {
+        struct Stage: Codable, Equatable { var stageNumber: Int; var label: String? }
+        var dogName: String?
+        var totalStages: Int
+        var targetSec: Double
+        var locked: Bool
+        var stages: [Stage]
+        var tags: [String]?
+        var ratio: Float?
+        var smallCount: UInt8?
+        var extra: JSON?
+    }
+
+    private func both<T: Decodable & Equatable>(_ type: T.Type, _ text: String) throws -> (tree: T?, foundation: T?) {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return (try? JSON(parsing: text).decode(type, snakeCaseKeys: true), try? decoder.decode(type, from: Data(text.utf8)))
+    }
+
+    @Test func keysConvertAsJSONDecodersSnakeCaseStrategy() throws {
+        let keys = ["dog_name", "_leading", "trailing_", "__both__ends__", "a__b", "dog_ID", "already", "HTTP_status", "x_1y", "_", "", "ünï_côde"]
+        let text = "{" + keys.map { "\"\($0)\":0" }.joined(separator: ",") + "}"
+        let result = try both(Keys.self, text)
+        #expect(result.tree != nil && result.tree == result.foundation)
+    }
+
+    @Test func valuesDecodeAndFailAsWithJSONDecoder() throws {
+        let good = #"{"dog_name":"Elsa","total_stages":5,"target_sec":5,"locked":true,"stages":[{"stage_number":1},{"stage_number":2,"label":"sit"}],"ratio":0.5,"small_count":200,"extra":{"a":[1,"b",null]}}"#
+        let decoded = try both(Sample.self, good)
+        #expect(decoded.tree != nil && decoded.tree == decoded.foundation)
+        for bad in [#"{"total_stages":5.5,"target_sec":1,"locked":true,"stages":[]}"#,
+                    #"{"total_stages":5,"target_sec":1,"locked":"yes","stages":[]}"#,
+                    #"{"total_stages":5,"target_sec":1,"locked":true,"stages":[],"small_count":300}"#,
+                    #"{"total_stages":5,"target_sec":1,"locked":true}"#,
+                    #"{"total_stages":5,"target_sec":1,"locked":true,"stages":{}}"#] {
+            let result = try both(Sample.self, bad)
+            #expect(result.tree == nil && result.foundation == nil, "\(bad)")
+        }
+    }
+}
