@@ -57,7 +57,8 @@ final class InProcessSocket {
     /// The per-session data block lws would own (the endpoint stores the connection in it).
     let user = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<UnsafeMutableRawPointer?>.size, alignment: 8)
     private(set) var closed = false
-    private unowned let relay: InProcessRelay
+    /// Held strongly: a socket outliving its relay in a test must still close through it.
+    private let relay: InProcessRelay
 
     init(handle: OpaquePointer, relay: InProcessRelay) {
         self.handle = handle
