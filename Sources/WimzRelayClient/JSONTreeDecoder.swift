@@ -34,6 +34,8 @@ private struct TreeDecoder: Decoder {
 extension TreeDecoder: SingleValueDecodingContainer {
     func decodeNil() -> Bool { value == .null }
 
+    /// Being generic, it also stands for each primitive `decode` requirement (as `Keyed`'s
+    /// generic `decode(_:forKey:)` does for its own).
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
         switch type {
         case is Bool.Type:
@@ -57,24 +59,6 @@ extension TreeDecoder: SingleValueDecodingContainer {
             return try T(from: self)
         }
     }
-
-    // The container's primitive requirements, through the one generic path above.
-    func decode(_ type: Bool.Type) throws -> Bool { try primitive(type) }
-    func decode(_ type: String.Type) throws -> String { try primitive(type) }
-    func decode(_ type: Double.Type) throws -> Double { try primitive(type) }
-    func decode(_ type: Float.Type) throws -> Float { try primitive(type) }
-    func decode(_ type: Int.Type) throws -> Int { try primitive(type) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try primitive(type) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try primitive(type) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try primitive(type) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try primitive(type) }
-    func decode(_ type: UInt.Type) throws -> UInt { try primitive(type) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try primitive(type) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try primitive(type) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try primitive(type) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try primitive(type) }
-
-    private func primitive<T: Decodable>(_ type: T.Type) throws -> T { try decode(type) }
 }
 
 private struct Keyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -94,20 +78,6 @@ private struct Keyed<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeNil(forKey key: Key) throws -> Bool { try member(key).decodeNil() }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try member(key).decode(type) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try member(key).decode(type) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try member(key).decode(type) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try member(key).decode(type) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try member(key).decode(type) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try member(key).decode(type) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try member(key).decode(type) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try member(key).decode(type) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try member(key).decode(type) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try member(key).decode(type) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try member(key).decode(type) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try member(key).decode(type) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try member(key).decode(type) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try member(key).decode(type) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try member(key).decode(type) }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
         -> KeyedDecodingContainer<NestedKey> { try member(key).container(keyedBy: type) }

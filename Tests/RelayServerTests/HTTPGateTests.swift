@@ -22,7 +22,7 @@ final class ScriptedGateIO: GateIO {
     /// Bytes a write takes before the socket would block (until the test raises it again).
     var writeCapacity = Int.max
 
-    private func take(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, removing: Bool) -> GateRead {
+    private func take(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer, removing: Bool) -> GateIOResult {
         let incoming = sockets[socket]?.incoming ?? []
         guard !incoming.isEmpty else { return sockets[socket]?.clientDone == true ? .ended : .wouldBlock }
         let n = min(buffer.count, incoming.count)
@@ -31,15 +31,15 @@ final class ScriptedGateIO: GateIO {
         return .bytes(n)
     }
 
-    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult {
         take(socket, into: buffer, removing: false)
     }
 
-    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult {
         take(socket, into: buffer, removing: true)
     }
 
-    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead {
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateIOResult {
         let n = min(bytes.count, writeCapacity)
         guard n > 0 else { return .wouldBlock }
         sockets[socket, default: Socket()].output += bytes.prefix(n)

@@ -129,19 +129,19 @@ final class GateListener: GateIO {
 
     // MARK: - GateIO
 
-    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
-        GateRead(recv(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count, Int32(MSG_PEEK)))
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult {
+        GateIOResult(recv(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count, Int32(MSG_PEEK)))
     }
 
-    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead {
-        GateRead(Glibc.read(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count))
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult {
+        GateIOResult(Glibc.read(lws_get_socket_fd(socket), buffer.baseAddress, buffer.count))
     }
 
-    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead {
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateIOResult {
         while true {
             let n = Glibc.write(lws_get_socket_fd(socket), bytes.baseAddress, bytes.count)
             if n < 0, errno == EINTR { continue }
-            return GateRead(n)
+            return GateIOResult(n)
         }
     }
 
@@ -202,7 +202,7 @@ final class GateListener: GateIO {
     ]
 }
 
-extension GateRead {
+extension GateIOResult {
     /// The outcome of a read, recv or write call that returned `n` (errno read when negative).
     init(_ n: Int) {
         if n > 0 {

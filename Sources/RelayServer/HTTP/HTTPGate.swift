@@ -280,9 +280,9 @@ final class HTTPGate {
 /// and lws's timeouts and flow control. ``GateListener`` in the daemon; a scripted one in tests.
 protocol GateIO: AnyObject {
     /// Copies what has arrived into `buffer` without taking it off the socket.
-    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead
-    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateRead
-    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateRead
+    func peek(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult
+    func read(_ socket: OpaquePointer, into buffer: UnsafeMutableRawBufferPointer) -> GateIOResult
+    func write(_ socket: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> GateIOResult
     /// Ends the sending side (the client still sends; we read and drop it).
     func shutdownWrites(_ socket: OpaquePointer)
     /// Closes the socket from the loop's next pass.
@@ -299,7 +299,7 @@ protocol GateIO: AnyObject {
 }
 
 /// The outcome of one read or write on a gate socket.
-enum GateRead: Equatable {
+enum GateIOResult: Equatable {
     case bytes(Int)
     /// Nothing now (EAGAIN).
     case wouldBlock

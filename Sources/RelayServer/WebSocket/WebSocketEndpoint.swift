@@ -193,10 +193,9 @@ final class WebSocketEndpoint {
         return 0
     }
 
-    /// Creates the session of an upgrade that was granted on `socket` and attaches it.
-    private func open(_ socket: OpaquePointer, grant: UpgradeGrant) -> Connection {
+    /// Creates the session of an upgrade that was granted on `wsi` and attaches it.
+    private func open(_ wsi: OpaquePointer, grant: UpgradeGrant) -> Connection {
         env.thread.assertOnServiceThread()
-        let wsi = socket
         let now = env.clock.monotonic()
         if let accepted = acceptedAt.removeValue(forKey: wsi) {
             env.metrics.handshakeSeconds.record(Double(now - accepted) / 1e9)
@@ -229,17 +228,15 @@ final class WebSocketEndpoint {
         let session = connection.session
         session.lastHeard = env.clock.monotonic()
         let fragment = io.fragment(connection.wsi)
-        let first = fragment.isFirst
-        let complete = fragment.isLast
         // The common case, a whole message in one callback: one copy, straight into the payload.
-        if first, complete, length <= maxMessageBytes {
+        if fragment.isFirst, fragment.isLast, length <= maxMessageBytes {
             // Array(_:) of a raw buffer: its copy is specialized in the standard library, where
             // init(unsafeUninitializedCapacity:) looks up generic metadata per call (2.5× the cost).
             let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
             deliver(Payload(bytes, isBinary: fragment.isBinary), from: session)
             return 0
         }
-        if first {
+        if fragment.isFirst {
             connection.receiving.removeAll(keepingCapacity: connection.receiving.capacity <= 65536)
             connection.receivingBinary = fragment.isBinary
             connection.rejected = false
@@ -257,7 +254,7 @@ final class WebSocketEndpoint {
         if let input, length > 0 {
             connection.receiving.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
         }
-        guard complete else { return 0 }
+        guard fragment.isLast else { return 0 }
         let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
         connection.receiving = []
         deliver(payload, from: session)
