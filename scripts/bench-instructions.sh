@@ -11,6 +11,10 @@
 #     /readyz, so it is waited for by any HTTP answer
 #   WIMZ_INSTRUCTIONS_PHASE=command scripts/bench-instructions.sh …   # the app → robot path
 #     instead: 1,000 commands/s from the apps, each answered by its robot, for 10 s
+#   WIMZ_INSTRUCTIONS_PHASE=saturated scripts/bench-instructions.sh lws-relay:-b   # saturated
+#     fan-out instead: ../shared/bench/wsload, 100 devices × 1 app, 200-byte events, window 64,
+#     10 s; prints instructions per message received (the figure behind a throughput ratio)
+#   WIMZ_INSTRUCTIONS_ROUNDS=1 …   # rounds (default 2)
 #   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind
 #     output as /tmp/cg.K (callgrind_annotate reads it)
 #   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
@@ -27,7 +31,14 @@ build release --product wimz-relay
 build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 
-bench_workspace instructions 20
+phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
+devices=20
+[ "$phase" = saturated ] && devices=100
+bench_workspace instructions "$devices"
+if [ "$phase" = saturated ]; then
+    cp -r ../shared/bench/wsload "$work/wsload"
+    make -s -C "$work/wsload" >/dev/null
+fi
 
 # valgrind 3.19 cannot read the newest DWARF forms: count on copies without debug info.
 relays=("$bin/wimz-relay" "$@")
@@ -74,7 +85,7 @@ relay_command() {
             --app-rate-limit 1000000 --app-rate-burst 1000000 "${push_args[@]}"
     fi
 }
-for round in 1 2; do
+for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
     for k in "${!relays[@]}"; do
         registrations "$k"
         port=$(( 20000 + RANDOM % 20000 ))
@@ -88,14 +99,20 @@ for round in 1 2; do
         # Count the workload only: not the start, nor the readiness probes (each a connection
         # that lws closes, which costs it a scan of its descriptor table).
         callgrind_control -z "$pid" >/dev/null
-        phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
-        delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
-                    --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
+        if [ "$phase" = saturated ]; then
+            received=$("$work/wsload/wsload" --mode fanout --tokens "$work/tokens.csv" --port "$port" --devices 100 --apps 1 \
+                       --window 64 --duration 10 --setup-timeout 60 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["received"])')
+            delivered="n=$received"
+        else
+            delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
+                        --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
+        fi
         kill -TERM "$pid"; wait "$pid" || true
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
+        [ "$phase" = saturated ] && delivered="$delivered, $(( total / ${delivered#n=} )) per message"
         [ -n "${WIMZ_INSTRUCTIONS_KEEP:-}" ] && cp "$work/cg" "${WIMZ_INSTRUCTIONS_KEEP}.$k"
         label=${relays[$k]}
         [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
-        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -o 'n=[0-9]*')"
+        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per message)?')"
     done
 done

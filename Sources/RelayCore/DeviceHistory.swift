@@ -55,11 +55,10 @@ public final class DeviceHistory {
                       as: UTF8.self)
     }
 
-    /// What one held message costs besides its ring slot: its buffer as allocated (capacity and
-    /// header), the `Payload` object around it, and malloc's rounding — 96 bytes besides the
-    /// capacity puts the count within 1 % of the resident size, on the high side
-    /// (`wimz-bench history-memory`, docs/performance.md).
-    static func cost(_ payload: Payload) -> Int { payload.bytes.capacity + 96 }
+    /// What one held message costs besides its ring slot: its one heap object as malloc holds it
+    /// (`Payload.allocatedBytes`; `wimz-bench history-memory` compares the count with the
+    /// resident size, docs/performance.md).
+    static func cost(_ payload: Payload) -> Int { payload.allocatedBytes }
     /// One ring slot.
     static let slotBytes = MemoryLayout<Entry?>.stride
 

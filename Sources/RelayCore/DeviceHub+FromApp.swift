@@ -3,10 +3,10 @@
 /// that drops the app's message instead of being closed.
 extension DeviceHub {
     func fromApp(_ payload: Payload, session: Session, device: Device, now: UInt64) {
-        let verdict = payload.isBinary ? .accepted(.opaque) : AppFrame.check(payload.bytes)
+        let verdict = payload.isBinary ? .accepted(.opaque) : payload.withBytes(AppFrame.check)
         let envelope: Envelope? = if case .accepted(let envelope) = verdict { envelope } else { nil }
         // The app's own id goes back with an error about its command (only from a frame that passed).
-        let commandID = envelope?.kind == .command ? envelope?.id.map { Array(payload.bytes[$0]) } : nil
+        let commandID = envelope?.kind == .command ? envelope?.id.map { id in payload.withBytes { Array($0[id]) } } : nil
         if session.rateLimiter?.take(now: now) == false {
             onDrop?(.refused(.rateLimited))
             session.consecutiveRateLimited += 1
@@ -48,12 +48,14 @@ extension DeviceHub {
             var id = ExchangeID.random()
             while device.pending[id] != nil { id = ExchangeID.random() }
             var rewritten = [UInt8]()
-            rewritten.reserveCapacity(payload.bytes.count - idRange.count + ExchangeID.textLength + 2)
-            rewritten += payload.bytes[..<idRange.lowerBound]
-            rewritten.append(UInt8(ascii: "\""))
-            ExchangeID.append(UInt8(ascii: "c"), id, to: &rewritten)
-            rewritten.append(UInt8(ascii: "\""))
-            rewritten += payload.bytes[idRange.upperBound...]
+            rewritten.reserveCapacity(payload.count - idRange.count + ExchangeID.textLength + 2)
+            payload.withBytes { bytes in
+                rewritten += bytes[..<idRange.lowerBound]
+                rewritten.append(UInt8(ascii: "\""))
+                ExchangeID.append(UInt8(ascii: "c"), id, to: &rewritten)
+                rewritten.append(UInt8(ascii: "\""))
+                rewritten += bytes[idRange.upperBound...]
+            }
             outgoing = Payload(rewritten)
             relayID = id
         }
@@ -64,7 +66,7 @@ extension DeviceHub {
             return
         }
         if let relayID, let commandID { remember(relayID, app: session, idToken: commandID, in: device) }
-        forwarded.appToRobot.add(payload.bytes.count)
+        forwarded.appToRobot.add(payload.count)
     }
 
     private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {
@@ -81,11 +83,9 @@ extension DeviceHub {
     }
 
     /// `"c…"` (quoted, see `ExchangeID`) → its id.
-    static func parseRelayID(_ token: ArraySlice<UInt8>) -> UInt64? {
+    static func parseRelayID(_ token: UnsafeBufferPointer<UInt8>) -> UInt64? {
         guard token.count == ExchangeID.textLength + 2, token.first == UInt8(ascii: "\""), token.last == UInt8(ascii: "\"")
         else { return nil }
-        return token.withUnsafeBufferPointer {
-            ExchangeID.parse(UnsafeBufferPointer(rebasing: $0[1..<(ExchangeID.textLength + 1)]), prefix: UInt8(ascii: "c"))
-        }
+        return ExchangeID.parse(UnsafeBufferPointer(rebasing: token[1..<(ExchangeID.textLength + 1)]), prefix: UInt8(ascii: "c"))
     }
 }

@@ -6,7 +6,7 @@ extension DeviceHub {
         -> (since: UnixTime, robotOnline: Bool, replay: [[UInt8]], history: HistoryHandoff?)? {
         guard let d = entry(device) else { return nil }
         let history = d.history.map { HistoryHandoff(epoch: $0.epoch, lastSeq: $0.lastSeq, entries: $0.snapshot(now: now)) }
-        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.isBinary ? nil : $0.bytes } }, history)
+        return (d.statusSince, d.robot != nil, d.replay.compactMap { $0.flatMap { $0.payload.isBinary ? nil : $0.payload.bytes } }, history)
     }
 
     /// Takes over what the node that gave `device` up left: replayed events this node has not
@@ -28,9 +28,8 @@ extension DeviceHub {
         defer { releaseParked(d, now: now) }
         for bytes in replay {
             let envelope = Envelope.scan(bytes)
-            if let name = envelope.eventName, let index = replayIndex(of: bytes, name), d.replay[index] == nil {
-                d.replay[index] = Payload(bytes)
-                d.replayAt[index] = now  // (the hand-off does not carry arrival times)
+            if let name = envelope.eventName, let index = bytes.withUnsafeBufferPointer({ replayIndex(of: $0, name) }), d.replay[index] == nil {
+                d.replay[index] = Replayed(payload: Payload(bytes), seq: 0, at: now)  // (the hand-off does not carry arrival times)
             }
         }
         if d.robot != nil {

@@ -17,19 +17,17 @@ extension DeviceHub {
     }
 
     /// The event's name when it may become a push, else nil.
-    func pushableName(_ bytes: [UInt8], _ envelope: Envelope) -> String? {
+    func pushableName(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> String? {
         guard let range = envelope.eventName else { return nil }
-        return bytes.withUnsafeBufferPointer { b -> String? in
-            let start = b.baseAddress! + range.lowerBound
-            for (k, name) in pushNames.enumerated()
-            where name.count == range.count && name.withUnsafeBufferPointer({ memcmp(start, $0.baseAddress!, $0.count) }) == 0 {
-                if k == missionProgressPushIndex {
-                    return DeviceHub.contains(b, completedNeedle) ? "mission_progress" : nil
-                }
-                return String(decoding: name, as: UTF8.self)
+        let start = bytes.baseAddress! + range.lowerBound
+        for (k, name) in pushNames.enumerated()
+        where name.count == range.count && name.withUnsafeBufferPointer({ memcmp(start, $0.baseAddress!, $0.count) }) == 0 {
+            if k == missionProgressPushIndex {
+                return DeviceHub.contains(bytes, completedNeedle) ? "mission_progress" : nil
             }
-            return nil
+            return String(decoding: name, as: UTF8.self)
         }
+        return nil
     }
 
     /// Whether `needle` occurs in `haystack`: `memchr` to each candidate first byte, then `memcmp`.

@@ -35,10 +35,10 @@ extension DeviceHub {
 
     private func knownEvents(_ device: Device, now: UInt64, wallClock: UnixTime) -> [KnownEvent] {
         var out: [KnownEvent] = []
-        for (k, payload) in device.replay.enumerated() {
-            guard let payload, !payload.isBinary else { continue }
-            let age = now >= device.replayAt[k] ? now - device.replayAt[k] : 0
-            out.append(KnownEvent(name: String(decoding: replayNames[k], as: UTF8.self), message: payload.bytes,
+        for (k, event) in device.replay.enumerated() {
+            guard let event, !event.payload.isBinary else { continue }
+            let age = now >= event.at ? now - event.at : 0
+            out.append(KnownEvent(name: String(decoding: replayNames[k], as: UTF8.self), message: event.payload.bytes,
                                   receivedAt: UnixTime(microseconds: wallClock.microseconds - Int64(age / 1000))))
         }
         return out

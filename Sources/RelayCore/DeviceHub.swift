@@ -15,12 +15,9 @@ public final class DeviceHub {
         var apps: [Session] = []
         /// When the robot last came online or went offline (for `device_status.since`).
         var statusSince: UnixTime
-        /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`), verbatim,
-        /// and its number in `history` (0: none).
-        var replay: [Payload?]
-        var replaySeq: [UInt64]
-        /// When each replayed event arrived (monotonic nanoseconds), for the last-known state.
-        var replayAt: [UInt64]
+        /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`). One array of
+        /// slots, so that remembering an event is one write (one uniqueness check, not three).
+        var replay: [Replayed?]
         /// A replayed event changed since the state was last taken (see `takeChangedState`).
         var stateChanged = false
         /// Phones are registered for pushes of this device (see `DeviceHub+Push.swift`).
@@ -44,8 +41,6 @@ public final class DeviceHub {
             self.id = id
             statusSince = since
             replay = Array(repeating: nil, count: replayCount)
-            replaySeq = Array(repeating: 0, count: replayCount)
-            replayAt = Array(repeating: 0, count: replayCount)
         }
 
         var isEmpty: Bool { robot == nil && apps.isEmpty && parked.isEmpty }
@@ -54,6 +49,14 @@ public final class DeviceHub {
         /// Something apps that connect later must get: replayed events, or a numbering that a
         /// resume may continue (even with nothing in it yet: a resume then has missed nothing).
         var hasReplay: Bool { replay.contains { $0 != nil } || history != nil }
+    }
+
+    /// A remembered event: the message, its number in the history (0: none) and when it arrived
+    /// (monotonic nanoseconds, for the last-known state).
+    struct Replayed {
+        var payload: Payload
+        let seq: UInt64
+        let at: UInt64
     }
 
     public let limits: Limits
@@ -99,6 +102,10 @@ public final class DeviceHub {
     /// The time of what the hub does on its own (closing a slow consumer, say); what callers do
     /// comes with its time.
     let clock: RelayClock
+
+    /// Message buffers for reuse: the receive path copies messages into them; the writer and the
+    /// replay slots give back the ones they held last (service thread).
+    public let payloads = PayloadPool()
 
     /// The node's history budget: what every device's history holds, and what was dropped.
     public internal(set) var historyMemory: HistoryMemory
@@ -222,16 +229,14 @@ public final class DeviceHub {
             if let missed {
                 for m in missed { deliver(m.payload, numbering: Numbering.of(m.payload, seq: m.seq), to: session) }
             } else {
-                for (k, event) in device.replay.enumerated() {
-                    guard let event else { continue }
-                    let seq = device.replaySeq[k]
-                    deliver(event, numbering: seq > 0 ? Numbering.of(event, seq: seq) : nil, to: session)
+                for case let event? in device.replay {
+                    deliver(event.payload, numbering: event.seq > 0 ? Numbering.of(event.payload, seq: event.seq) : nil, to: session)
                 }
             }
         } else {
             deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince),
                     to: session)
-            for case let event? in device.replay { deliver(event, to: session) }
+            for case let event? in device.replay { deliver(event.payload, to: session) }
         }
         tellPresence(device)
     }
@@ -245,7 +250,7 @@ public final class DeviceHub {
         device.parked = []
         device.held = []
         parkedDevices.remove(device.id)
-        for payload in held { broadcast(payload, envelope: Envelope.scan(payload.bytes), device: device, now: now) }
+        for payload in held { broadcast(payload, envelope: payload.withBytes(Envelope.scan), device: device, now: now) }
         for session in parked where session.device === device { greet(session, device: device, now: now) }
     }
 
@@ -339,7 +344,7 @@ public final class DeviceHub {
     /// Routes one complete message received from `session`. `now` is monotonic nanoseconds.
     public func receive(_ payload: Payload, from session: Session, now: UInt64) {
         session.messagesIn += 1
-        session.bytesIn += payload.bytes.count
+        session.bytesIn += payload.count
         guard let device = session.device else { return }
         switch session.role {
         case .robot: fromRobot(payload, session: session, device: device, now: now)
@@ -348,7 +353,7 @@ public final class DeviceHub {
     }
 
     private func fromRobot(_ payload: Payload, session: Session, device: Device, now: UInt64) {
-        let envelope = payload.isBinary ? .opaque : Envelope.scan(payload.bytes)
+        let envelope = payload.isBinary ? .opaque : payload.withBytes(Envelope.scan)
         switch envelope.kind {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
@@ -370,7 +375,7 @@ public final class DeviceHub {
     /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
-        let pushable = device.pushWatched && envelope.kind == .event ? pushableName(payload.bytes, envelope) : nil
+        let pushable = device.pushWatched && envelope.kind == .event ? payload.withBytes { pushableName($0, envelope) } : nil
         // A phone woken for an event resumes from its number: from its first push-worthy event
         // on, the device is numbered (as for a recovering app).
         if pushable != nil, device.history == nil {
@@ -382,10 +387,10 @@ public final class DeviceHub {
             if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
         if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
-        if envelope.kind == .event, let name = envelope.eventName, let index = replayIndex(of: payload.bytes, name) {
-            device.replay[index] = payload
-            device.replaySeq[index] = seq
-            device.replayAt[index] = now
+        if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
+            let replaced = device.replay[index].take()
+            device.replay[index] = Replayed(payload: payload, seq: seq, at: now)
+            if var replaced { payloads.recycle(&replaced.payload) }
             if !device.stateChanged {
                 device.stateChanged = true
                 changedState.append(device)
@@ -393,32 +398,44 @@ public final class DeviceHub {
         }
         if device.apps.isEmpty { onDrop?(.noApps); return }
         let numbering = seq > 0 && device.recoveringApps > 0 ? Numbering.of(payload, seq: seq) : nil
-        for app in device.apps { deliver(payload, numbering: app.recovers ? numbering : nil, to: app) }
-        forwarded.robotToApps.add(payload.bytes.count)
+        // The local copy of the list keeps every app alive (a slow consumer detached by `deliver`
+        // changes `device.apps`, not this copy), so each is used without a retain and release of
+        // its own (two per app and message otherwise).
+        let apps = device.apps
+        apps.withUnsafeBufferPointer { list in
+            for k in list.indices {
+                Unmanaged.passUnretained(list[k])._withUnsafeGuaranteedRef { app in
+                    deliver(payload, numbering: app.recovers ? numbering : nil, to: app)
+                }
+            }
+        }
+        forwarded.robotToApps.add(payload.count)
     }
 
     private func routeResponse(_ payload: Payload, envelope: Envelope, device: Device) {
-        guard let idRange = envelope.id, let relayID = DeviceHub.parseRelayID(payload.bytes[idRange]),
+        guard let idRange = envelope.id, let relayID = payload.withBytes({ DeviceHub.parseRelayID(UnsafeBufferPointer(rebasing: $0[idRange])) }),
               let pending = device.pending.removeValue(forKey: relayID), pending.app.attached
         else {
             onDrop?(.unknownResponse)
             return
         }
         var restored = [UInt8]()
-        restored.reserveCapacity(payload.bytes.count + pending.idToken.count)
-        restored += payload.bytes[..<idRange.lowerBound]
-        restored += pending.idToken
-        restored += payload.bytes[idRange.upperBound...]
+        restored.reserveCapacity(payload.count + pending.idToken.count)
+        payload.withBytes { bytes in
+            restored += bytes[..<idRange.lowerBound]
+            restored += pending.idToken
+            restored += bytes[idRange.upperBound...]
+        }
         deliver(Payload(restored), to: pending.app)
         forwarded.robotToApps.add(restored.count)
     }
 
     /// The index of the replayed name equal to `bytes[range]`, if any.
-    func replayIndex(of bytes: [UInt8], _ range: Range<Int>) -> Int? {
+    func replayIndex(of bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
         for (index, name) in replayNames.enumerated() where name.count == range.count {
-            if bytes.withUnsafeBufferPointer({ b in
-                name.withUnsafeBufferPointer { n in memcmp(b.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }
-            }) { return index }
+            if name.withUnsafeBufferPointer({ n in memcmp(bytes.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }) {
+                return index
+            }
         }
         return nil
     }

@@ -1,15 +1,156 @@
+import WimzProtocol
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One message to deliver: its bytes and opcode. A robot event goes to N apps as N queue
 /// entries sharing this one buffer (reference-counted by Swift, never copied per app).
-public final class Payload: Sendable {
-    public let bytes: [UInt8]
-    public let isBinary: Bool
+///
+/// One heap object per message: the count, the opcode and the bytes in one allocation
+/// (`PayloadStorage`, tail-allocated), filled by one copy from lws's receive buffer. A class
+/// holding a `[UInt8]` was two objects — two mallocs, two frees and a deinit chain per message,
+/// ~800 instructions of saturated fan-out under callgrind (docs/performance.md, session 12). On
+/// the forwarding path the objects come from, and go back to, a `PayloadPool`.
+///
+/// Sendable: a storage is written only while nothing else refers to it (when it is made, and
+/// by its pool once it came back), and only read while it is shared.
+public struct Payload: @unchecked Sendable {
+    @usableFromInline var storage: PayloadStorage
 
-    public init(_ bytes: [UInt8], isBinary: Bool = false) {
-        self.bytes = bytes
-        self.isBinary = isBinary
+    /// A copy of `bytes`.
+    public init(_ bytes: UnsafeRawBufferPointer, isBinary: Bool = false) {
+        storage = PayloadStorage.make(capacity: bytes.count)
+        storage.fill(bytes, isBinary: isBinary)
     }
 
-    public convenience init(json: JSONValue) { self.init(json.encodedBytes) }
+    /// A copy of `bytes`.
+    public init(_ bytes: [UInt8], isBinary: Bool = false) {
+        self = bytes.withUnsafeBytes { Payload($0, isBinary: isBinary) }
+    }
+
+    public init(json: JSONValue) { self.init(json.encodedBytes) }
+
+    init(storage: PayloadStorage) { self.storage = storage }
+
+    /// Bytes on the wire (before framing).
+    @inlinable public var count: Int { storage.header.count }
+    @inlinable public var isBinary: Bool { storage.header.isBinary }
+
+    /// The bytes, for as long as `body` runs (no copy). Inlinable, so that callers in other
+    /// modules get it specialized (a generic call costs ~80 instructions a message).
+    @inlinable
+    public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try storage.withUnsafeMutablePointerToElements { try body(UnsafeBufferPointer(start: $0, count: count)) }
+    }
+
+    /// A copy of the bytes (off the forwarding path: tests, the push logic, hand-offs).
+    public var bytes: [UInt8] { withBytes { Array($0) } }
+
+    /// The same message (one buffer), not just equal bytes.
+    public static func === (a: Payload, b: Payload) -> Bool { a.storage === b.storage }
+
+    /// What the message occupies on the heap: the object as Swift asks malloc for it (object
+    /// header, `PayloadStorage.Header`, the capacity) as malloc rounds it (8 bytes of its own,
+    /// 16-byte steps, 32 at the least).
+    public var allocatedBytes: Int { max(32, (PayloadStorage.elementOffset + storage.header.capacity + 8 + 15) & ~15) }
+}
+
+/// The heap object behind a `Payload`: its header, then the bytes.
+@usableFromInline
+final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
+    @usableFromInline
+    struct Header {
+        @usableFromInline var count: Int
+        /// Bytes it has room for (a pool's size class, or exactly the message).
+        @usableFromInline let capacity: Int
+        @usableFromInline var isBinary: Bool
+    }
+
+    /// Where the bytes begin: after Swift's object header (16 bytes) and `Header` (the bytes
+    /// need no alignment).
+    static let elementOffset = 16 + MemoryLayout<Header>.size
+
+    static func make(capacity: Int) -> PayloadStorage {
+        let buffer = create(minimumCapacity: capacity) { _ in Header(count: 0, capacity: capacity, isBinary: false) }
+        return unsafeDowncast(buffer, to: PayloadStorage.self)
+    }
+
+    /// Writes the message (`bytes.count` ≤ capacity). Only while nothing else refers to it.
+    func fill(_ bytes: UnsafeRawBufferPointer, isBinary: Bool) {
+        header.count = bytes.count
+        header.isBinary = isBinary
+        if let source = bytes.baseAddress, bytes.count > 0 {
+            withUnsafeMutablePointerToElements { _ = memcpy($0, source, bytes.count) }
+        }
+    }
+}
+
+/// Message buffers for reuse on the service thread: what the receive path copies a message into,
+/// and where the writer gives back a buffer it held the last reference to — so forwarding a
+/// message costs no malloc and no free once the pool has its size (~300 instructions a message
+/// under callgrind, docs/performance.md session 12). A buffer still held elsewhere (a replay slot,
+/// a history, another app's queue) is never taken back: `isKnownUniquelyReferenced` decides.
+///
+/// Size classes of 64 << k bytes up to 4 KiB (larger messages are allocated as they come and
+/// freed); each class keeps at most 1 MiB or 1,024 buffers, so an idle relay holds at most ~4 MiB.
+public final class PayloadPool {
+    static let smallest = 64
+    static let classCount = 7
+    /// Per class, a stack of kept buffers (each held by one retained reference) and its size:
+    /// plain memory, so a push or pop has no array to check for uniqueness.
+    private let stacks: [UnsafeMutablePointer<Unmanaged<PayloadStorage>>]
+    private let counts = UnsafeMutablePointer<Int>.allocate(capacity: PayloadPool.classCount)
+    private let keep: [Int] = (0..<PayloadPool.classCount).map { min(8192, (4 << 20) / (PayloadPool.smallest << $0)) }
+
+    public init() {
+        stacks = keep.map { UnsafeMutablePointer<Unmanaged<PayloadStorage>>.allocate(capacity: $0) }
+        counts.initialize(repeating: 0, count: PayloadPool.classCount)
+    }
+
+    deinit {
+        for k in 0..<PayloadPool.classCount {
+            for i in 0..<counts[k] { stacks[k][i].release() }
+            stacks[k].deallocate()
+        }
+        counts.deallocate()
+    }
+
+    /// Buffers kept, all classes (for tests).
+    public var kept: Int { (0..<PayloadPool.classCount).reduce(0) { $0 + counts[$1] } }
+
+    /// The size class of a message of `count` bytes (nil: too large to pool).
+    @inline(__always)
+    static func sizeClass(_ count: Int) -> Int? {
+        if count <= smallest { return 0 }
+        let k = Int.bitWidth - (count - 1).leadingZeroBitCount - 6
+        return k < classCount ? k : nil
+    }
+
+    /// A copy of `bytes`, in a kept buffer when one of its class is free.
+    public func payload(copying bytes: UnsafeRawBufferPointer, isBinary: Bool) -> Payload {
+        guard let k = PayloadPool.sizeClass(bytes.count) else { return Payload(bytes, isBinary: isBinary) }
+        let storage: PayloadStorage
+        if counts[k] > 0 {
+            counts[k] -= 1
+            storage = stacks[k][counts[k]].takeRetainedValue()
+        } else {
+            storage = PayloadStorage.make(capacity: PayloadPool.smallest << k)
+        }
+        storage.fill(bytes, isBinary: isBinary)
+        return Payload(storage: storage)
+    }
+
+    /// Takes `payload`'s buffer back if this was its last reference and it is of a class size.
+    func recycle(_ payload: inout Payload) {
+        guard isKnownUniquelyReferenced(&payload.storage) else { return }
+        let capacity = payload.storage.header.capacity
+        guard let k = PayloadPool.sizeClass(capacity), PayloadPool.smallest << k == capacity, counts[k] < keep[k] else { return }
+        stacks[k][counts[k]] = .passRetained(payload.storage)
+        counts[k] += 1
+    }
 }
 
 /// Where a recovering app's copy of a message gets its number (PROTOCOL.md v1.1): `"seq":N`
@@ -38,7 +179,10 @@ public struct Numbering: Sendable, Equatable {
     /// Where `payload` (a JSON object, possibly after white space) takes its number; nil for
     /// anything else (sent unnumbered).
     public static func of(_ payload: Payload, seq: UInt64) -> Numbering? {
-        let bytes = payload.bytes
+        payload.withBytes { of($0, seq: seq) }
+    }
+
+    static func of(_ bytes: UnsafeBufferPointer<UInt8>, seq: UInt64) -> Numbering? {
         var i = 0
         while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
         guard i < bytes.count, bytes[i] == UInt8(ascii: "{") else { return nil }
@@ -67,16 +211,29 @@ public struct Numbering: Sendable, Equatable {
             writeInsertion(to: buffer.baseAddress!)
             count = insertionCount
         }
-        return Array(payload.bytes[..<at]) + insertion + Array(payload.bytes[at...])
+        let bytes = payload.bytes
+        return Array(bytes[..<at]) + insertion + Array(bytes[at...])
+    }
+}
+
+/// What `SendQueue.writeFrames` wrote: bytes of frames, and the messages and payload bytes in them.
+public struct FramedBatch: Sendable, Equatable {
+    public var length = 0
+    public var messages = 0
+    public var payloadBytes = 0
+    public init(length: Int = 0, messages: Int = 0, payloadBytes: Int = 0) {
+        self.length = length
+        self.messages = messages
+        self.payloadBytes = payloadBytes
     }
 }
 
 /// One queued message: the shared buffer, and for a recovering app where its number goes.
 public struct QueuedMessage: Sendable {
-    public let payload: Payload
+    public internal(set) var payload: Payload
     public let numbering: Numbering?
     /// Bytes on the wire (before framing).
-    public var count: Int { payload.bytes.count + (numbering?.insertionCount ?? 0) }
+    public var count: Int { payload.count + (numbering?.insertionCount ?? 0) }
 }
 
 /// A bounded FIFO of messages (per socket). Bounded by count and by bytes; `push` refuses
@@ -118,31 +275,60 @@ public struct SendQueue: Sendable {
     /// Whether a message of `size` bytes would be accepted now.
     public func fits(_ size: Int) -> Bool { count < maxMessages && (bytes + size <= maxBytes || isEmpty) }
 
-    /// The next message to write.
-    public var firstMessage: QueuedMessage? { isEmpty ? nil : slots[head] }
+    /// The next message's size on the wire (nil when the queue is empty), read in place.
+    public var firstCount: Int? { isEmpty ? nil : slots[head]?.count }
 
     /// The next message's shared buffer (unnumbered).
-    public var first: Payload? { firstMessage?.payload }
+    public var first: Payload? { isEmpty ? nil : slots[head]?.payload }
 
-    /// Drops the next message (written).
-    public mutating func dropFirst() {
-        guard let message = firstMessage else { return }
+    /// Takes the next message out of its slot (moved: the writer's release is the queue's last).
+    public mutating func takeFirst() -> QueuedMessage? {
+        guard !isEmpty, let message = slots[head].take() else { return nil }
         bytes -= message.count
-        slots[head] = nil
         head = (head + 1) & (slots.count - 1)
         count -= 1
         if count == 0 {
             head = 0
             if slots.count > SendQueue.keptSlots { slots = [] }
         }
+        return message
     }
 
     /// The next message as the app gets it (a numbered one rendered into a new buffer), removed.
     public mutating func popFirst() -> Payload? {
-        guard let message = firstMessage else { return nil }
-        dropFirst()
+        guard let message = takeFirst() else { return nil }
         guard let numbering = message.numbering else { return message.payload }
         return Payload(numbering.rendered(message.payload), isBinary: message.payload.isBinary)
+    }
+
+    /// Writes queued messages into `buffer` as RFC 6455 server frames (unmasked, one frame each;
+    /// a recovering app's copy with its number put in), in order and while they fit in
+    /// `capacity` bytes, and removes them. Pure, so the writer's framing is tested without a socket.
+    /// Buffers written for the last time go back to `pool`.
+    public mutating func writeFrames(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int, recycling pool: PayloadPool) -> FramedBatch {
+        var batch = FramedBatch()
+        while let size = firstCount {
+            let header = WebSocketFrame.headerSize(payloadLength: size)
+            guard batch.length + header + size <= capacity, var message = takeFirst() else { break }
+            let p = buffer + batch.length + WebSocketFrame.writeHeader(
+                opcode: message.payload.isBinary ? WebSocketFrame.binary : WebSocketFrame.text, payloadLength: size,
+                to: buffer + batch.length)
+            message.payload.withBytes { source in
+                guard let base = source.baseAddress else { return }
+                if let numbering = message.numbering {
+                    p.update(from: base, count: numbering.at)
+                    numbering.writeInsertion(to: p + numbering.at)
+                    (p + numbering.at + numbering.insertionCount).update(from: base + numbering.at, count: source.count - numbering.at)
+                } else {
+                    p.update(from: base, count: size)
+                }
+            }
+            batch.length += header + size
+            batch.messages += 1
+            batch.payloadBytes += size
+            pool.recycle(&message.payload)
+        }
+        return batch
     }
 
     public mutating func removeAll() {

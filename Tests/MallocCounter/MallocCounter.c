@@ -1,3 +1,4 @@
+#include <malloc.h>
 // Counting pass-through allocator for tests that assert how many allocations a code path
 // makes (the relay's forwarding path). Symbols defined in the executable take precedence over
 // libc's for every library in the process; glibc exports its own implementations as
@@ -36,3 +37,5 @@ void *realloc(void *pointer, size_t size) {
 #endif
 
 unsigned long malloc_counter_thread_allocations(void) { return allocations; }
+
+unsigned long malloc_counter_usable_size(void *block) { return malloc_usable_size(block); }

@@ -88,6 +88,16 @@ struct AllocationTests {
         #expect(withHistory == plain, "allocations per message: \(plain) without history, \(withHistory) with")
     }
 
+    /// What the history budget counts per message is what malloc holds for it: the usable size
+    /// plus malloc's own 8 bytes, for every size up to past a 16-byte step or two.
+    @Test func aPayloadsCountedSizeIsWhatMallocHolds() {
+        for size in 0...300 {
+            let payload = Payload([UInt8](repeating: 0x61, count: size))
+            let held = Int(malloc_counter_usable_size(Unmanaged.passUnretained(payload.storage).toOpaque())) + 8
+            #expect(payload.allocatedBytes == held, "\(size) bytes: counted \(payload.allocatedBytes), malloc holds \(held)")
+        }
+    }
+
     /// The counter itself works: a fresh array of N buffers is N + 1 allocations.
     @Test func counterSeesAllocations() {
         let before = malloc_counter_thread_allocations()

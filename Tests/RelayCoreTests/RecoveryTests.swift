@@ -56,7 +56,7 @@ import Testing
         var used = 0
         let payloads = (1...50).map { Payload(Array(String(repeating: "x", count: $0).utf8)) }
         for (i, payload) in payloads.enumerated() { history.append(payload, now: UInt64(i + 1), used: &used) }
-        let held = payloads[30...].reduce(0) { $0 + $1.bytes.capacity + 96 }
+        let held = payloads[30...].reduce(0) { $0 + $1.allocatedBytes }
         #expect(history.count == 20 && used == history.bytes && used == held + 20 * DeviceHistory.slotBytes, "the ring grew 8, 16, then 20 slots")
         #expect(history.dropExpired(now: 1040, used: &used) == 9 && history.count == 11)
         history.clear(used: &used)

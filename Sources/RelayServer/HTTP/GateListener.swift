@@ -45,6 +45,11 @@ final class GateListener: GateIO {
         guard fd >= 0 else { throw ServerError(description: "socket(): \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // Accept a connection once its first bytes are in (or after a few seconds): the request
+        // head is then usually whole at accept, so an upgrade skips the raw descriptor (see
+        // `HTTPGate.upgradeOnArrival`), and a client that connects and says nothing costs no accept.
+        var deferSeconds = GateListener.deferAcceptSeconds
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferSeconds, socklen_t(MemoryLayout<Int32>.size))
         guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 4096) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
@@ -98,8 +103,12 @@ final class GateListener: GateIO {
         handovers.removeAll()
     }
 
-    /// Accepts what is waiting (up to 256 a pass) as raw lws descriptors; `accepted` gets each.
-    func acceptPending(_ accepted: (OpaquePointer) -> Void) {
+    /// Seconds the kernel holds a connection that has sent nothing before accept sees it.
+    static let deferAcceptSeconds: Int32 = 5
+
+    /// Accepts what is waiting (up to 256 a pass): an upgrade whose head is already whole goes
+    /// to lws directly; every other connection becomes a raw lws descriptor the gate reads.
+    func acceptPending(for gate: HTTPGate) {
         guard let vhost else { return }
         for _ in 0..<256 {
             let fd = accept(listenFD, nil, nil)
@@ -108,12 +117,34 @@ final class GateListener: GateIO {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            if handOverOnArrival(fd, gate) { continue }
             var descriptor = lws_sock_file_fd_type()
             descriptor.filefd = fd
             guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
             else { continue }  // lws closed it
-            accepted(wsi)
+            gate.accepted(wsi)
         }
+    }
+
+    /// Queues `fd` for lws if its whole upgrade head is waiting in the socket (that head read
+    /// off it, the client's first frames left behind); false when the gate must read it.
+    private func handOverOnArrival(_ fd: Int32, _ gate: HTTPGate) -> Bool {
+        guard !isStopped, let context else { return false }
+        var waiting = [UInt8](repeating: 0, count: 4096)
+        let n = waiting.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
+        guard n > 0, let (head, length) = gate.upgradeOnArrival(Array(waiting[..<n])) else { return false }
+        let consumed = waiting.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, length) }
+        guard consumed == length else {  // the peeked bytes were there: only a failing socket
+            close(fd)
+            return true
+        }
+        queueHandover(fd, head, context: context)
+        return true
+    }
+
+    private func queueHandover(_ fd: Int32, _ head: HTTPRequestHead, context: OpaquePointer) {
+        handovers.append((fd, head))
+        if handovers.count == 1 { handoverTimer.schedule(context: context, after: 0) }
     }
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of any of its descriptors.
@@ -165,10 +196,7 @@ final class GateListener: GateIO {
         let duplicate = dup(fd)
         guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
         eventLoop.remove(fd, listener: listenFD)  // the raw descriptor closes; the duplicate stays
-        handovers.append((duplicate, head))
-        if handovers.count == 1 {
-            handoverTimer.schedule(context: context, after: 0)
-        }
+        queueHandover(duplicate, head, context: context)
     }
 
     /// Gives lws each queued connection with a canonical upgrade head; the client's first

@@ -86,6 +86,18 @@ final class HTTPGate {
         requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
     }
 
+    /// An upgrade whose whole head came with the connection (`bytes`: what the socket holds at
+    /// accept): its head and length when it may go to lws at once, without the gate reading it as
+    /// a raw descriptor first (one lws descriptor and one close less per WebSocket: lws 4.1.6 scans
+    /// its whole descriptor table on every close). Nil for anything the gate must read as usual —
+    /// an incomplete or malformed head, a request that is not a GET upgrade, or upgrades on hold —
+    /// so every refusal and wait still happens where it always did.
+    func upgradeOnArrival(_ bytes: [UInt8]) -> (head: HTTPRequestHead, length: Int)? {
+        guard case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
+              head.isWebSocketUpgrade, head.method == "GET", holdUpgrades?() != true else { return nil }
+        return (head, length)
+    }
+
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {

@@ -111,7 +111,7 @@ extension CallbackTargets {
         case LWS_CALLBACK_RAW_RX_FILE:
             guard let gate, let listener = heads.listener, !listener.isStopped else { return -1 }
             if listener.isListening(wsi) {
-                listener.acceptPending(gate.accepted)
+                listener.acceptPending(for: gate)
                 return 0
             }
             return gate.readable(wsi)

@@ -105,9 +105,12 @@ final class FrameWriter {
     let headroom = CLibWebSockets_LWS_PRE()
     let capacity: Int
     private let buffer: UnsafeMutablePointer<UInt8>
+    /// Where buffers written for the last time go (the receive path takes them from there).
+    private let payloads: PayloadPool
 
     /// `capacity` must hold the largest message plus its 10-byte header and a ping frame.
-    init(capacity: Int) {
+    init(capacity: Int, payloads: PayloadPool) {
+        self.payloads = payloads
         self.capacity = capacity
         buffer = .allocate(capacity: headroom + capacity)
     }
@@ -129,30 +132,10 @@ final class FrameWriter {
             }
             session.pingDue = false
         }
-        while let message = session.queue.firstMessage {
-            let payload = message.payload
-            let count = message.count
-            let header = WebSocketFrame.headerSize(payloadLength: count)
-            guard length + header + count <= capacity else { break }
-            var p = start + length
-            p += WebSocketFrame.writeHeader(opcode: payload.isBinary ? WebSocketFrame.binary : WebSocketFrame.text,
-                                            payloadLength: count, to: p)
-            payload.bytes.withUnsafeBufferPointer { src in
-                guard let base = src.baseAddress else { return }
-                if let numbering = message.numbering {
-                    // A recovering app's copy: `"seq":N,` right after the opening `{`.
-                    p.update(from: base, count: numbering.at)
-                    numbering.writeInsertion(to: p + numbering.at)
-                    (p + numbering.at + numbering.insertionCount).update(from: base + numbering.at, count: src.count - numbering.at)
-                } else {
-                    p.update(from: base, count: count)
-                }
-            }
-            length += header + count
-            session.messagesOut += 1
-            session.bytesOut += count
-            session.queue.dropFirst()
-        }
+        let batch = session.queue.writeFrames(into: start + length, capacity: capacity - length, recycling: payloads)
+        length += batch.length
+        session.messagesOut += batch.messages
+        session.bytesOut += batch.payloadBytes
         guard length > 0 else { return true }
         return connection.io.writeFramed(connection.wsi, start, count: length)
     }

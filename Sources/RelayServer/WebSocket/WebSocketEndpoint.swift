@@ -37,6 +37,8 @@ final class WebSocketEndpoint {
     private let heads: RequestHeads
     private let keepalive: KeepalivePolicy
     private let writer: FrameWriter
+    /// The hub's message buffers (see `PayloadPool`), held directly: taken per received message.
+    private let payloads: PayloadPool
     /// The socket layer: lws in the daemon, a recording one in the in-process tests.
     private let io: WebSocketIO
     /// Which sessions need a look, and when: ticked every 10 ms (O(due) per tick).
@@ -62,10 +64,11 @@ final class WebSocketEndpoint {
         let configuration = env.configuration
         keepalive = KeepalivePolicy(interval: UInt64(configuration.pingIntervalSeconds) * 1_000_000_000)
         scheduler = SessionScheduler(now: env.clock.monotonic(), slotWidth: UInt64(Self.wheelInterval) * 1000, slotCount: 2048)
+        payloads = hub.payloads
         // One write buffer holds any single frame: the largest message, or an `http_request`
         // carrying the largest robot HTTP body (base64: 4/3 of it, plus the head's headers).
         writer = FrameWriter(capacity: max(64 * 1024, configuration.maxMessageBytes + 16,
-                                           (configuration.robotHTTPMaxBody + 2) / 3 * 4 + 32 * 1024))
+                                           (configuration.robotHTTPMaxBody + 2) / 3 * 4 + 32 * 1024), payloads: hub.payloads)
     }
 
     // MARK: - Upgrade (before the 101)
@@ -230,10 +233,8 @@ final class WebSocketEndpoint {
         let fragment = io.fragment(connection.wsi)
         // The common case, a whole message in one callback: one copy, straight into the payload.
         if fragment.isFirst, fragment.isLast, length <= maxMessageBytes {
-            // Array(_:) of a raw buffer: its copy is specialized in the standard library, where
-            // init(unsafeUninitializedCapacity:) looks up generic metadata per call (2.5× the cost).
-            let bytes = input.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-            deliver(Payload(bytes, isBinary: fragment.isBinary), from: session)
+            deliver(payloads.payload(copying: UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length),
+                                     isBinary: fragment.isBinary), from: session)
             return 0
         }
         if fragment.isFirst {
@@ -264,7 +265,7 @@ final class WebSocketEndpoint {
     /// A whole received message to the hub; a text message that is not UTF-8 closes its socket
     /// instead (1007: lws does not check, see `UTF8Text`).
     private func deliver(_ payload: Payload, from session: Session) {
-        guard payload.isBinary || UTF8Text.isValid(payload.bytes) else {
+        guard payload.isBinary || payload.withBytes(UTF8Text.isValid) else {
             session.close(.invalidPayload, reason: "text frames must be valid UTF-8")
             hub.detach(session)
             return

@@ -1,0 +1,78 @@
+import Testing
+@testable import RelayCore
+
+/// The writer's framing (`SendQueue.writeFrames`) and the buffers it gives back (`PayloadPool`).
+struct PayloadPoolTests {
+    func queue() -> SendQueue { SendQueue(maxMessages: 100, maxBytes: 1 << 20) }
+
+    func bytes(_ text: String) -> UnsafeRawBufferPointer {
+        let array = Array(text.utf8)
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: array.count, alignment: 1)
+        copy.copyBytes(from: array)
+        return UnsafeRawBufferPointer(copy)
+    }
+
+    /// Frames as RFC 6455 server frames: FIN + opcode, unmasked length, the bytes; a numbered
+    /// copy with `"seq":N,` after its `{`; as many as fit, the rest left queued.
+    @Test func framesAreWrittenInOrderWhileTheyFit() {
+        let pool = PayloadPool()
+        var q = queue()
+        let text = Payload(Array(#"{"a":1}"#.utf8))
+        let binary = Payload([1, 2, 3], isBinary: true)
+        _ = q.push(text)
+        _ = q.push(binary)
+        _ = q.push(text, numbering: Numbering.of(text, seq: 7))
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
+        defer { buffer.deallocate() }
+        let first = q.writeFrames(into: buffer, capacity: 14, recycling: pool)  // 9 + 5 bytes: two frames
+        #expect(first == FramedBatch(length: 14, messages: 2, payloadBytes: 10))
+        #expect(Array(UnsafeBufferPointer(start: buffer, count: 14)) == [0x81, 7] + Array(#"{"a":1}"#.utf8) + [0x82, 3, 1, 2, 3])
+        let second = q.writeFrames(into: buffer, capacity: 64, recycling: pool)
+        #expect(second.messages == 1 && q.isEmpty)
+        #expect(Array(UnsafeBufferPointer(start: buffer, count: second.length)) == [0x81, 15] + Array(#"{"seq":7,"a":1}"#.utf8))
+    }
+
+    /// A buffer comes back only from its last holder, and the next message of its size class is
+    /// copied into it; one still held elsewhere (a replay slot, another app) is left alone.
+    @Test func onlyTheLastReferenceIsTakenBackAndReused() {
+        let pool = PayloadPool()
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 1024)
+        defer { buffer.deallocate() }
+        var q = queue()
+
+        var kept: Payload? = pool.payload(copying: bytes(#"{"type":"event","event":"a"}"#), isBinary: false)
+        _ = q.push(kept!)
+        _ = q.writeFrames(into: buffer, capacity: 1024, recycling: pool)
+        #expect(pool.kept == 0, "still held by `kept`")
+        #expect(kept!.bytes == Array(#"{"type":"event","event":"a"}"#.utf8), "and untouched")
+
+        let identity = ObjectIdentifier(kept!.storage)
+        _ = q.push(kept!)
+        kept = nil
+        _ = q.writeFrames(into: buffer, capacity: 1024, recycling: pool)
+        #expect(pool.kept == 1, "the queue held the last reference")
+
+        let next = pool.payload(copying: bytes(#"{"b":2}"#), isBinary: true)
+        #expect(ObjectIdentifier(next.storage) == identity && pool.kept == 0, "the same buffer, refilled")
+        #expect(next.bytes == Array(#"{"b":2}"#.utf8) && next.isBinary && next.count == 7)
+    }
+
+    /// Size classes: 64 << k bytes up to 4 KiB; larger messages are not pooled, and a buffer made
+    /// to a message's exact size (not a class size) is not taken back.
+    @Test func sizeClasses() {
+        #expect(PayloadPool.sizeClass(0) == 0 && PayloadPool.sizeClass(64) == 0 && PayloadPool.sizeClass(65) == 1)
+        #expect(PayloadPool.sizeClass(4096) == 6 && PayloadPool.sizeClass(4097) == nil)
+        let pool = PayloadPool()
+        var exact = Payload(Array(repeating: 0x20, count: 100))
+        pool.recycle(&exact)
+        #expect(pool.kept == 0)
+        var large = pool.payload(copying: bytes(String(repeating: "x", count: 5000)), isBinary: false)
+        #expect(large.count == 5000)
+        pool.recycle(&large)
+        #expect(pool.kept == 0)
+        var pooled = pool.payload(copying: bytes(String(repeating: "x", count: 100)), isBinary: false)
+        #expect(pooled.allocatedBytes == max(32, (PayloadStorage.elementOffset + 128 + 8 + 15) & ~15))
+        pool.recycle(&pooled)
+        #expect(pool.kept == 1)
+    }
+}
