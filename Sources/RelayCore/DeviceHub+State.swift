@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"): the latest message of
 /// each replayed event, with when it arrived. The hub keeps it as the replay; this is how it
 /// is read out — for the write-behind store (changed devices, once a tick) and for the
@@ -42,5 +48,23 @@ extension DeviceHub {
                                   receivedAt: UnixTime(microseconds: wallClock.microseconds - Int64(age / 1000))))
         }
         return out
+    }
+
+    /// The index of the replayed name equal to `bytes[range]`, if any.
+    func replayIndex(of bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        for (index, name) in replayNames.enumerated() where name.count == range.count {
+            if name.withUnsafeBufferPointer({ n in memcmp(bytes.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }) {
+                return index
+            }
+        }
+        return nil
+    }
+
+    /// A remembered event: the message, its number in the history (0: none) and when it arrived
+    /// (monotonic nanoseconds, for the last-known state).
+    struct Replayed {
+        var payload: Payload
+        let seq: UInt64
+        let at: UInt64
     }
 }

@@ -51,13 +51,6 @@ public final class DeviceHub {
         var hasReplay: Bool { replay.contains { $0 != nil } || history != nil }
     }
 
-    /// A remembered event: the message, its number in the history (0: none) and when it arrived
-    /// (monotonic nanoseconds, for the last-known state).
-    struct Replayed {
-        var payload: Payload
-        let seq: UInt64
-        let at: UInt64
-    }
 
     public let limits: Limits
     /// How long a handed-over online time waits for the moving robot (nanoseconds).
@@ -428,16 +421,6 @@ public final class DeviceHub {
         }
         deliver(Payload(restored), to: pending.app)
         forwarded.robotToApps.add(restored.count)
-    }
-
-    /// The index of the replayed name equal to `bytes[range]`, if any.
-    func replayIndex(of bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
-        for (index, name) in replayNames.enumerated() where name.count == range.count {
-            if name.withUnsafeBufferPointer({ n in memcmp(bytes.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }) {
-                return index
-            }
-        }
-        return nil
     }
 
     /// `app_presence` for the robot after an app came or went. Apps cause it, so a full robot

@@ -11,8 +11,9 @@ import Darwin
 ///
 /// One heap object per message: the count, the opcode and the bytes in one allocation
 /// (`PayloadStorage`, tail-allocated), filled by one copy from lws's receive buffer. A class
-/// holding a `[UInt8]` was two objects — two mallocs, two frees and a deinit chain per message,
-/// ~800 instructions of saturated fan-out under callgrind (docs/performance.md, session 12). On
+/// holding a `[UInt8]` was two objects — two mallocs, two frees, a deinit chain and a generic
+/// array copy per message: 327 instructions more of saturated fan-out under callgrind
+/// (docs/performance.md, session 12). On
 /// the forwarding path the objects come from, and go back to, a `PayloadPool`.
 ///
 /// Sendable: a storage is written only while nothing else refers to it (when it is made, and
@@ -89,13 +90,15 @@ final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
 }
 
 /// Message buffers for reuse on the service thread: what the receive path copies a message into,
-/// and where the writer gives back a buffer it held the last reference to — so forwarding a
-/// message costs no malloc and no free once the pool has its size (~300 instructions a message
-/// under callgrind, docs/performance.md session 12). A buffer still held elsewhere (a replay slot,
-/// a history, another app's queue) is never taken back: `isKnownUniquelyReferenced` decides.
+/// and where the writer and the replay slots give back a buffer they held the last reference to
+/// — so forwarding a message costs no malloc and no free once the pool has its size (net −110
+/// instructions a message of saturated fan-out under callgrind, docs/performance.md session 12).
+/// A buffer still held elsewhere (a replay slot, a history, another app's queue) is never taken
+/// back: `isKnownUniquelyReferenced` decides.
 ///
 /// Size classes of 64 << k bytes up to 4 KiB (larger messages are allocated as they come and
-/// freed); each class keeps at most 1 MiB or 1,024 buffers, so an idle relay holds at most ~4 MiB.
+/// freed); each class keeps at most 8,192 buffers or 4 MiB — enough for saturated fan-out's
+/// ~6,400 messages in flight — so a relay holds at most ~20 MiB of them after a burst.
 public final class PayloadPool {
     static let smallest = 64
     static let classCount = 7
