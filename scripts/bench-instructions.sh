@@ -14,6 +14,9 @@
 #   WIMZ_INSTRUCTIONS_PHASE=saturated scripts/bench-instructions.sh lws-relay:-b   # saturated
 #     fan-out instead: ../shared/bench/wsload, 100 devices × 1 app, 200-byte events, window 64,
 #     10 s; prints instructions per message received (the figure behind a throughput ratio)
+#   WIMZ_INSTRUCTIONS_PHASE=handshakes scripts/bench-instructions.sh lws-relay   # handshakes
+#     instead: wsload --mode connect, 2,000 app sockets (64 in flight), then all closed; prints
+#     instructions per connection (its handshake and its close)
 #   WIMZ_INSTRUCTIONS_ROUNDS=1 …   # rounds (default 2)
 #   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind
 #     output as /tmp/cg.K (callgrind_annotate reads it)
@@ -34,8 +37,9 @@ bin=$(swift build -c release --show-bin-path)
 phase=${WIMZ_INSTRUCTIONS_PHASE:-latency}
 devices=20
 [ "$phase" = saturated ] && devices=100
+[ "$phase" = handshakes ] && devices=2000
 bench_workspace instructions "$devices"
-if [ "$phase" = saturated ]; then
+if [ "$phase" = saturated ] || [ "$phase" = handshakes ]; then
     cp -r ../shared/bench/wsload "$work/wsload"
     make -s -C "$work/wsload" >/dev/null
 fi
@@ -103,6 +107,10 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
             received=$("$work/wsload/wsload" --mode fanout --tokens "$work/tokens.csv" --port "$port" --devices 100 --apps 1 \
                        --window 64 --duration 10 --setup-timeout 60 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["received"])')
             delivered="n=$received"
+        elif [ "$phase" = handshakes ]; then
+            opened=$("$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" --conns 2000 --concurrency 64 \
+                     --duration 120 --setup-timeout 120 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["handshake"]["ok"])')
+            delivered="n=$opened"
         else
             delivered=$("$bin/wimz-bench" run --port "$port" --tokens "$work/tokens.csv" --devices 10 --phases "$phase" \
                         --rate 1000 --command-rate 1000 --duration 10 | awk '/^(rate|command rate)/ {print $0}')
@@ -110,9 +118,10 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
         kill -TERM "$pid"; wait "$pid" || true
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
         [ "$phase" = saturated ] && delivered="$delivered, $(( total / ${delivered#n=} )) per message"
+        [ "$phase" = handshakes ] && delivered="$delivered, $(( total / ${delivered#n=} )) per connection"
         [ -n "${WIMZ_INSTRUCTIONS_KEEP:-}" ] && cp "$work/cg" "${WIMZ_INSTRUCTIONS_KEEP}.$k"
         label=${relays[$k]}
         [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
-        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per message)?')"
+        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per (message|connection))?')"
     done
 done

@@ -1,4 +1,5 @@
 import COpenSSL
+import Synchronization
 
 /// Errors from OpenSSL, turned into Swift values at the boundary.
 public enum CryptoError: Error, CustomStringConvertible {
@@ -87,9 +88,9 @@ public enum Crypto {
 }
 
 extension Crypto {
-    /// A random (version 4) UUID in its canonical text form.
+    /// A random (version 4) UUID in its canonical text form (audit events, node incarnations).
     public static func uuidV4() throws -> String {
-        var b = try randomBytes(16)
+        var b = try IdentifierRandomness.shared.take16()
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
         // Formatted byte by byte: this runs for every audit event.
@@ -143,5 +144,31 @@ public final class HMACSHA1Key {
         }
         precondition(ok && length == 20, "HMAC-SHA1 failed")
         return out
+    }
+}
+
+/// Random bytes for identifiers, drawn from OpenSSL's CSPRNG 4 KiB at a time: one `RAND_bytes`
+/// call costs ~6,600 instructions of OpenSSL's own however few bytes it returns, and every
+/// WebSocket connection makes two audit rows, each with a UUID (docs/performance.md, session 12).
+/// Only identifiers come from here; secrets (tokens, TURN secrets, pairing codes) call
+/// `randomBytes` themselves, so none ever sits in this buffer.
+final class IdentifierRandomness: Sendable {
+    static let shared = IdentifierRandomness()
+    /// The drawn bytes and how many are used (audit rows are made on the service thread and on workers).
+    private let state = Mutex((buffer: [UInt8](repeating: 0, count: 4096), used: 4096))
+
+    /// The next 16 bytes.
+    func take16() throws -> [UInt8] {
+        try state.withLock { state throws -> [UInt8] in
+            if state.used + 16 > state.buffer.count {
+                let ok = state.buffer.withUnsafeMutableBytes {
+                    RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32($0.count))
+                }
+                guard ok == 1 else { throw CryptoError.randomUnavailable }
+                state.used = 0
+            }
+            defer { state.used += 16 }
+            return Array(state.buffer[state.used..<(state.used + 16)])
+        }
     }
 }

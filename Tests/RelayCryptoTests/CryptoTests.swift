@@ -112,4 +112,15 @@ import RelayCore
         #expect(Array(id)[14] == "4")
         #expect("89ab".contains(Array(id)[19]))
     }
+
+    /// UUIDs drawn from the buffered randomness stay distinct across its refills (4 KiB: 256 a
+    /// buffer) and from several threads at once.
+    @Test func uuidsAreDistinctAcrossRefillsAndThreads() async throws {
+        let ids = try await withThrowingTaskGroup(of: [String].self) { group in
+            for _ in 0..<4 { group.addTask { try (0..<600).map { _ in try Crypto.uuidV4() } } }
+            return try await group.reduce(into: [String]()) { $0 += $1 }
+        }
+        #expect(Set(ids).count == 2400)
+        #expect(ids.allSatisfy { Array($0)[14] == "4" && "89ab".contains(Array($0)[19]) })
+    }
 }
