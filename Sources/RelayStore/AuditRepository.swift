@@ -7,7 +7,7 @@ public struct AuditRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// Most rows one INSERT carries (8 parameters each, well under libpq's 65535).
+    /// Most rows one INSERT carries (one transaction's worth for the writer).
     public static let maxBatch = 500
 
     /// A new event with a fresh id and the current time.
@@ -25,18 +25,17 @@ public struct AuditRepository {
         var start = 0
         while start < events.count {
             let batch = events[start..<min(start + AuditRepository.maxBatch, events.count)]
-            var values: [String] = []
-            var params: [String?] = []
-            for event in batch {
-                let n = params.count
-                values.append("($\(n + 1)::uuid, $\(n + 2)::timestamptz, $\(n + 3), $\(n + 4), $\(n + 5), "
-                    + "$\(n + 6)::bigint, $\(n + 7), $\(n + 8)::jsonb)")
-                params += [event.id, PGValue.timeText(event.at), event.kind.rawValue, event.actor, event.deviceID,
-                           event.tokenID.map { String($0) }, event.remoteAddress, event.details.encoded]
-            }
             inserted += try db.execute(
-                "INSERT INTO audit_log (event_id, at, event, actor, device_id, token_id, remote_addr, details) VALUES "
-                    + values.joined(separator: ", ") + " ON CONFLICT (event_id) DO NOTHING", params).affected
+                """
+                INSERT INTO audit_log (event_id, at, event, actor, device_id, token_id, remote_addr, details)
+                SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+                                     $7::text[], $8::jsonb[])
+                ON CONFLICT (event_id) DO NOTHING
+                """,
+                [PGValue.arrayLiteral(batch.map(\.id)), PGValue.arrayLiteral(batch.map { PGValue.timeText($0.at) }),
+                 PGValue.arrayLiteral(batch.map(\.kind.rawValue)), PGValue.arrayLiteral(batch.map(\.actor)),
+                 PGValue.arrayLiteral(batch.map(\.deviceID)), PGValue.arrayLiteral(batch.map { $0.tokenID.map { String($0) } }),
+                 PGValue.arrayLiteral(batch.map(\.remoteAddress)), PGValue.arrayLiteral(batch.map(\.details.encoded))]).affected
             start += batch.count
         }
         return inserted

@@ -87,14 +87,14 @@ public struct ClusterRepository {
                     ON CONFLICT (device_id, node_id) DO UPDATE
                     SET robot_since = EXCLUDED.robot_since, apps = EXCLUDED.apps, updated_at = now()
                     """,
-                    [node, Self.array(held.map { Self.quoted($0.deviceID.rawValue) }),
-                     Self.array(held.map { $0.robotSince.map { String($0.microseconds) } ?? "NULL" }),
-                     Self.array(held.map { String($0.apps) })])
+                    [node, PGValue.arrayLiteral(held.map(\.deviceID.rawValue)),
+                     PGValue.arrayLiteral(held.map { $0.robotSince.map { String($0.microseconds) } }),
+                     PGValue.arrayLiteral(held.map { String($0.apps) })])
                 statements += 1
             }
             if !gone.isEmpty {
                 try db.execute("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
-                               [node, Self.array(gone.map { Self.quoted($0.deviceID.rawValue) })])
+                               [node, PGValue.arrayLiteral(gone.map(\.deviceID.rawValue))])
                 statements += 1
             }
             if !left.isEmpty {
@@ -104,7 +104,7 @@ public struct ClusterRepository {
                     SELECT d, to_timestamp(t / 1e6) FROM unnest($1::text[], $2::bigint[]) AS x (d, t)
                     ON CONFLICT (device_id) DO UPDATE SET left_at = GREATEST(device_robot_left.left_at, EXCLUDED.left_at)
                     """,
-                    [Self.array(left.map { Self.quoted($0.0.rawValue) }), Self.array(left.map { String($0.1.microseconds) })])
+                    [PGValue.arrayLiteral(left.map(\.0.rawValue)), PGValue.arrayLiteral(left.map { String($0.1.microseconds) })])
                 statements += 1
             }
         }
@@ -210,7 +210,7 @@ public struct ClusterRepository {
               AND NOT EXISTS (SELECT 1 FROM device_presence q JOIN relay_nodes m USING (node_id)
                               WHERE q.device_id = p.device_id AND m.lease_expires_at > now())
             GROUP BY p.device_id
-            """, [devices.map { Self.array($0.map { Self.quoted($0.rawValue) }) }])
+            """, [devices.map { PGValue.arrayLiteral($0.map(\.rawValue)) }])
         var out: [DeviceID: ClusterPresence] = [:]
         for row in rows.rows {
             guard let device = row[0].flatMap(DeviceID.init) else { continue }
@@ -237,9 +237,4 @@ public struct ClusterRepository {
             """
         ).first?[0] ?? "0") ?? 0
     }
-
-    /// A PostgreSQL array literal of already-safe elements.
-    static func array(_ elements: [String]) -> String { "{" + elements.joined(separator: ",") + "}" }
-    /// Device ids are `[A-Za-z0-9_.-]`: quoting keeps `NULL` a string.
-    static func quoted(_ id: String) -> String { "\"" + id + "\"" }
 }

@@ -201,6 +201,26 @@ enum PGValue {
         t?.iso8601Microseconds
     }
 
+    /// A PostgreSQL array literal (`{"a","b",NULL}`): every element quoted, `"` and `\` inside
+    /// escaped with a backslash, `nil` as NULL. Any text, JSON included, fits one `$n::type[]`
+    /// parameter this way: one statement text whatever the batch size, so the server parses it
+    /// once (a `VALUES` list of 8 × 500 parameters cost more to plan than to insert).
+    static func arrayLiteral(_ elements: [String?]) -> String {
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        for (index, element) in elements.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            guard let element else { out += "NULL".utf8; continue }
+            out.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// `\x…` hex form of bytea.
     static func byteaText(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
 

@@ -116,6 +116,11 @@ import RelayTestSupport
         let when = UnixTime(seconds: UnixTime.now().seconds)
         try tokens.touch([issued.record.id: when])
         #expect(try tokens.list().first?.lastUsedAt == when)
+        // To the minute: a use 30 s later leaves the row alone, one a minute later moves it.
+        try tokens.touch([issued.record.id: UnixTime(seconds: when.seconds + 30)])
+        #expect(try tokens.list().first?.lastUsedAt == when)
+        try tokens.touch([issued.record.id: UnixTime(seconds: when.seconds + 60)])
+        #expect(try tokens.list().first?.lastUsedAt == UnixTime(seconds: when.seconds + 60))
     }
 }
 
@@ -135,6 +140,26 @@ import RelayTestSupport
         #expect(stored.first?.detailsJSON.contains("unknown_token") == true)
         #expect(throws: StoreError.self) { try db.execute("UPDATE audit_log SET actor = 'x'") }
         #expect(throws: StoreError.self) { try db.execute("DELETE FROM audit_log") }
+    }
+
+    /// Rows travel as array literals: quotes, backslashes, commas, braces, the word NULL and
+    /// non-ASCII text must arrive as sent, absent fields as NULL.
+    @Test func everyFieldSurvivesTheArrayEncoding() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let audit = AuditRepository(try database.connect())
+        let awkward = #"a "quoted" \ back\slash, {brace} NULL é ✓"#
+        let full = try AuditRepository.event(.authFailed, actor: awkward, deviceID: "NULL", tokenID: 42,
+                                             remoteAddress: "::1", details: .object([("reason", .string(awkward))]))
+        let bare = try AuditRepository.event(.appConnected, actor: "relay")
+        #expect(try audit.append([full, bare]) == 2)
+        let stored = try audit.query()
+        #expect(stored.map(\.event.id) == [full.id, bare.id])
+        let first = try #require(stored.first?.event), second = try #require(stored.last?.event)
+        #expect(first.actor == awkward && first.deviceID == "NULL" && first.tokenID == 42 && first.remoteAddress == "::1")
+        #expect(first.at == full.at && first.kind == .authFailed)
+        #expect(stored.first?.detailsJSON == #"{"reason": "a \"quoted\" \\ back\\slash, {brace} NULL é ✓"}"#)
+        #expect(second.deviceID == nil && second.tokenID == nil && second.remoteAddress == nil)
     }
 
     @Test func queryPagesAndFiltersByTime() throws {
