@@ -1,3 +1,4 @@
+import CEpoll
 import CLibWebSockets
 import RelayCore
 
@@ -111,10 +112,8 @@ final class GateListener: GateIO {
     func acceptPending(for gate: HTTPGate) {
         guard let vhost else { return }
         for _ in 0..<256 {
-            let fd = accept(listenFD, nil, nil)
+            let fd = CEpoll_acceptNonBlocking(listenFD)
             guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if handOverOnArrival(fd, gate) { continue }

@@ -215,7 +215,10 @@ final class WebSocketEndpoint {
         openConnections += 1
         env.hub.attach(session, now: now, wallClock: env.clock.wall())
         if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
-        session.nextPingAt = keepalive.firstPing(now: now, fraction: Double.random(in: 0...1))
+        // First pings spread over the interval by the golden-ratio sequence of session ids: even
+        // for sessions opened together, and no random-number syscall per connection.
+        session.nextPingAt = keepalive.firstPing(now: now, fraction: (Double(session.id) * 0.618_033_988_749_895)
+            .truncatingRemainder(dividingBy: 1))
         scheduleChecks(session, now: now, wall: env.clock.wall())
         env.audit.writer.touch(tokenID: grant.entry.token.id, at: env.clock.wall())
         env.audit.record(grant.role == .robot ? .robotConnected : .appConnected, device: grant.device.rawValue,
