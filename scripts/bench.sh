@@ -86,8 +86,15 @@ if [[ $sections == *,ws,* ]]; then
     sleep 5
 fi
 
-# wrk's figures on one line: requests/s, p50, p99, non-2xx.
-wrk_line() { awk -v label="$1" '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "%-16s %s req/s  p50 %s  p99 %s  non-2xx %s\n", label, rps, p50, p99, (bad == "" ? 0 : bad)}'; }
+# wrk's figures on one line: requests/s, p50, p99, non-2xx, and the relay's CPU time per request
+# (user + system, from /proc: steadier than requests/s on a VM whose speed drifts).
+relay_ticks() { awk '{print $14 + $15}' "/proc/$(relay_now)/stat"; }
+wrk_line() {
+    local label=$1 before after out
+    shift
+    before=$(relay_ticks); out=$("$@"); after=$(relay_ticks)
+    awk -v label="$label" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "%-16s %s req/s  p50 %s  p99 %s  non-2xx %s  relay CPU %.0f us/request\n", label, rps, p50, p99, (bad == "" ? 0 : bad), (n ? ticks * 1e6 / hz / n : 0)}' <<< "$out"
+}
 
 # GET /api/turn/credentials (one request per connection: the relay closes after each answer).
 token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
@@ -96,7 +103,7 @@ device=$(sed -n 2p "$work/tokens.csv" | cut -d, -f1)
     wrk_cmd=("${pin_load[@]}" wrk -t1 "-c$connections" -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/turn/credentials")
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
     echo "turn:    ${wrk_cmd[*]/$token/<app token>}"
-    "${wrk_cmd[@]}" | wrk_line "turn credentials"
+    wrk_line "turn credentials" "${wrk_cmd[@]}"
 done
 
 # HTTP to the robot: a small GET through the relay to a robot leg that answers at once (wimz-bench
@@ -117,7 +124,7 @@ if [[ $sections == *,robothttp,* ]]; then
             path=/healthz; [ "$target" = robot ] && path="/api/devices/$device/robot/ping"
             wrk_cmd=("${pin_load[@]}" wrk -t1 -c32 -d10s --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path")
             [ "$round" = 1 ] && echo "$target:  ${wrk_cmd[*]/$token/<app token>}"
-            "${wrk_cmd[@]}" | wrk_line "$target (round $round)"
+            wrk_line "$target (round $round)" "${wrk_cmd[@]}"
         done
     done
     kill "$leg_pid" 2>/dev/null; wait "$leg_pid" 2>/dev/null || true

@@ -187,6 +187,29 @@ final class ScriptedGateIO: GateIO {
         #expect(h.io.sockets[held]?.closingSoon == true)
     }
 
+    /// What the listener peeked at accept: an upgrade goes to lws at once, anything else is read
+    /// from those bytes (no second peek), a part of a head waits for the rest as usual.
+    @Test func theBytesFoundAtAcceptAreReadOnce() {
+        let h = Harness()
+        let upgrade = "GET /ws/app?device_id=d1 HTTP/1.1\r\nHost: relay\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\n\r\n"
+        #expect(h.gate.upgradeOnArrival(Array(upgrade.utf8))?.head.path == "/ws/app")
+        #expect(h.gate.upgradeOnArrival(Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)) == nil)
+        #expect(h.gate.upgradeOnArrival(Array(upgrade.utf8.dropLast(2))) == nil)  // not whole yet
+
+        let whole = h.connect()
+        h.io.sockets[whole, default: .init()].incoming = Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)
+        #expect(h.gate.readable(whole, peeked: h.io.sockets[whole]!.incoming[...]) == -1)  // answered: close
+        #expect(h.served.map(\.head.path) == ["/healthz"] && h.response(whole).status == 200)
+        #expect(h.io.sockets[whole]?.incoming.isEmpty == true)  // the head was read off the socket
+
+        let partial = h.connect()
+        h.io.sockets[partial, default: .init()].incoming = Array("GET /heal".utf8)
+        #expect(h.gate.readable(partial, peeked: h.io.sockets[partial]!.incoming[...]) == 0)
+        #expect(h.served.count == 1)
+        #expect(!h.send("thz HTTP/1.1\r\nHost: relay\r\n\r\n", on: partial))  // answered and closed
+        #expect(h.served.map(\.head.path) == ["/healthz", "/healthz"] && h.response(partial).status == 200)
+    }
+
     @Test func aRequestMustArriveWithinTenSecondsOnTheRelaysClock() {
         let h = Harness()
         let slow = h.connect()

@@ -1,6 +1,8 @@
 """Cluster figures (issue 9): how long a device takes to be whole again after its node
 returns (p50/p99, seen by a fresh app through the balancer), and presence writes per 1,000
-connects. Run by scripts/bench-cluster.sh."""
+connects; and what the cluster asks of PostgreSQL per 1,000 devices (issue 25): transactions,
+rows written per table and the server's CPU, for the fleet connecting and for a node's
+return (hand-offs). Run by scripts/bench-cluster.sh."""
 
 from __future__ import annotations
 
@@ -29,6 +31,50 @@ def metric_sum(cluster: Cluster, name: str) -> float:
     return total
 
 
+def postgres_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL process on the machine (the bench's private server
+    is the only one running)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        try:
+            if not pid.isdigit() or os.stat(f"/proc/{pid}").st_uid != POSTGRES_UID:
+                continue
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+POSTGRES_UID = next((int(line.split(":")[2]) for line in open("/etc/passwd") if line.startswith("postgres:")), -1)
+
+# PostgreSQL 15 publishes a backend's counters when it goes idle, at the latest 10 s later.
+STATS_SETTLE_SECONDS = 11
+
+
+class DatabaseLoad:
+    """Counters of the cluster's database at one moment: transactions, rows per table, CPU."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.commits = int(cluster.psql("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"))
+        self.rows: dict[str, tuple[int, int, int]] = {}
+        for line in cluster.psql("SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables").splitlines():
+            name, ins, upd, dele = line.split("|")
+            self.rows[name] = (int(ins), int(upd), int(dele))
+        self.cpu = postgres_cpu_seconds()
+
+    def report(self, earlier: "DatabaseLoad", label: str, devices: int) -> None:
+        per = 1000 / devices
+        changed = []
+        for name, now in sorted(self.rows.items()):
+            then = earlier.rows.get(name, (0, 0, 0))
+            delta = [(a - b) * per for a, b in zip(now, then)]
+            if any(delta):
+                changed.append(f"{name} +{delta[0]:.0f}/~{delta[1]:.0f}/-{delta[2]:.0f}")
+        print(f"postgres per 1,000 devices, {label}: {(self.commits - earlier.commits) * per:.0f} transactions, "
+              f"{(self.cpu - earlier.cpu) * per:.2f} s CPU; rows inserted/updated/deleted: {', '.join(changed) or 'none'}")
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -47,6 +93,8 @@ async def main() -> None:
     try:
         devices = cluster.add_devices(args.devices, prefix="bench")
         fleet = Fleet(cluster.haproxy.url, devices)
+        time.sleep(STATS_SETTLE_SECONDS)
+        idle = DatabaseLoad(cluster)
         before = {m: metric_sum(cluster, m) for m in ("wimz_cluster_presence_rows_total",
                                                       "wimz_cluster_presence_statements_total",
                                                       "wimz_handshake_seconds_count")}
@@ -61,6 +109,9 @@ async def main() -> None:
         print(f"presence writes: {connects:.0f} connects (robots + apps) -> {rows:.0f} rows in {statements:.0f} "
               f"statements = {1000 * rows / connects:.0f} rows and {1000 * statements / connects:.1f} statements "
               f"per 1,000 connects")
+        await asyncio.sleep(STATS_SETTLE_SECONDS)
+        connected = DatabaseLoad(cluster)
+        connected.report(idle, f"connecting (each robot once, {args.devices} apps checking in)", args.devices)
 
         cluster.nodes["node2"].kill()
         await asyncio.sleep(4)  # lease (3 s) expired; its robots reconnected elsewhere
@@ -82,6 +133,9 @@ async def main() -> None:
         if moved:
             print(f"  time to whole, the {len(moved)} devices that had to move to node2: "
                   f"p50 {1000 * statistics.median(moved):.0f} ms, p99 {1000 * percentile(moved, 99):.0f} ms")
+        await asyncio.sleep(STATS_SETTLE_SECONDS)
+        DatabaseLoad(cluster).report(connected, "a node's death and return (robots moving, hand-offs, apps checking)",
+                                     args.devices)
         await fleet.stop()
     finally:
         cluster.close()

@@ -116,23 +116,28 @@ final class GateListener: GateIO {
             guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            if handOverOnArrival(fd, gate) { continue }
+            // With TCP_DEFER_ACCEPT the request is usually in the socket already: one peek serves
+            // both the upgrade fast path and the gate's first read.
+            var waiting = [UInt8](repeating: 0, count: 4096)
+            let n = waiting.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
+            if n > 0 { waiting.removeSubrange(n...) } else { waiting = [] }
+            if handOverOnArrival(fd, waiting, gate) { continue }
             var descriptor = lws_sock_file_fd_type()
             descriptor.filefd = fd
             guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
             else { continue }  // lws closed it
             gate.accepted(wsi)
+            // Read what is there now rather than after a trip through the event loop.
+            if !waiting.isEmpty, gate.readable(wsi, peeked: waiting[...]) < 0 { closeSoon(wsi) }
         }
     }
 
-    /// Queues `fd` for lws if its whole upgrade head is waiting in the socket (that head read
-    /// off it, the client's first frames left behind); false when the gate must read it.
-    private func handOverOnArrival(_ fd: Int32, _ gate: HTTPGate) -> Bool {
-        guard !isStopped, let context else { return false }
-        var waiting = [UInt8](repeating: 0, count: 4096)
-        let n = waiting.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
-        guard n > 0, let (head, length) = gate.upgradeOnArrival(Array(waiting[..<n])) else { return false }
-        let consumed = waiting.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, length) }
+    /// Queues `fd` for lws if `waiting` (what is in its socket) holds a whole upgrade head (that
+    /// head read off it, the client's first frames left behind); false when the gate must read it.
+    private func handOverOnArrival(_ fd: Int32, _ waiting: [UInt8], _ gate: HTTPGate) -> Bool {
+        guard !isStopped, let context, !waiting.isEmpty, let (head, length) = gate.upgradeOnArrival(waiting) else { return false }
+        var sink = [UInt8](repeating: 0, count: length)
+        let consumed = sink.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, length) }
         guard consumed == length else {  // the peeked bytes were there: only a failing socket
             close(fd)
             return true

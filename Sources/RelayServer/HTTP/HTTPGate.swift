@@ -93,9 +93,22 @@ final class HTTPGate {
     /// an incomplete or malformed head, a request that is not a GET upgrade, or upgrades on hold —
     /// so every refusal and wait still happens where it always did.
     func upgradeOnArrival(_ bytes: [UInt8]) -> (head: HTTPRequestHead, length: Int)? {
-        guard case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
+        guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
+              case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
               head.isWebSocketUpgrade, head.method == "GET", holdUpgrades?() != true else { return nil }
         return (head, length)
+    }
+
+    /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must).
+    static func mentionsWebSocket(_ bytes: [UInt8]) -> Bool {
+        let word = Array("websocket".utf8)
+        guard bytes.count >= word.count else { return false }
+        for start in 0...(bytes.count - word.count) where bytes[start] | 0x20 == word[0] {
+            var i = 1
+            while i < word.count, bytes[start + i] | 0x20 == word[i] { i += 1 }
+            if i == word.count { return true }
+        }
+        return false
     }
 
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
@@ -118,24 +131,30 @@ final class HTTPGate {
         }
     }
 
-    /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read.
+    /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read; or, with `peeked` (what
+    /// a peek at accept found in the socket), right after `accepted`, before any event.
     /// Returns -1 to have lws close that descriptor.
-    func readable(_ wsi: OpaquePointer) -> Int32 {
+    func readable(_ wsi: OpaquePointer, peeked: ArraySlice<UInt8>? = nil) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
         if connection.discarding > 0 { return discard(wsi, connection) }
         guard !connection.answered else { return -1 }
         if connection.head != nil { return readBody(wsi, connection) }
         // Peek, then consume only the head's bytes: the body (or, for an upgrade, the first
         // frames) stays in the socket for whoever reads next.
-        var chunk = [UInt8](repeating: 0, count: 4096)
         let n: Int
-        switch chunk.withUnsafeMutableBytes({ io.peek(wsi, into: $0) }) {
-        case .bytes(let count): n = count
-        case .wouldBlock: return 0
-        case .ended, .failed: return -1  // closed before a whole head arrived
-        }
         let before = connection.bytes.count
-        connection.bytes += chunk[..<n]
+        if let peeked {
+            n = peeked.count
+            connection.bytes += peeked
+        } else {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            switch chunk.withUnsafeMutableBytes({ io.peek(wsi, into: $0) }) {
+            case .bytes(let count): n = count
+            case .wouldBlock: return 0
+            case .ended, .failed: return -1  // closed before a whole head arrived
+            }
+            connection.bytes += chunk[..<n]
+        }
         switch HTTPRequestHead.parse(connection.bytes, limits: limits) {
         case .incomplete:
             return consume(wsi, n) ? 0 : -1
