@@ -17,6 +17,9 @@
 #   WIMZ_INSTRUCTIONS_PHASE=handshakes scripts/bench-instructions.sh lws-relay   # handshakes
 #     instead: wsload --mode connect, 2,000 app sockets (64 in flight), then all closed; prints
 #     instructions per connection (its handshake and its close)
+#   WIMZ_INSTRUCTIONS_PHASE=robothttp scripts/bench-instructions.sh OTHER_WIMZ_RELAY   # HTTP to
+#     the robot instead: wrk, 8 connections for 10 s, GET /api/devices/ID/robot/ping answered by
+#     wimz-bench robot-leg at once; prints instructions per request (its TCP handshake included)
 #   WIMZ_INSTRUCTIONS_ROUNDS=1 …   # rounds (default 2)
 #   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind
 #     output as /tmp/cg.K (callgrind_annotate reads it)
@@ -86,7 +89,8 @@ relay_command() {
         echo "$work/relay$k" "$port" $flags
     else
         echo "$work/relay$k" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool$k" \
-            --app-rate-limit 1000000 --app-rate-burst 1000000 "${push_args[@]}"
+            --app-rate-limit 1000000 --app-rate-burst 1000000 --robot-http-rate 1000000 --robot-http-burst 1000000 \
+            --robot-http-max-pending 10000 "${push_args[@]}"
     fi
 }
 for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
@@ -103,7 +107,17 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
         # Count the workload only: not the start, nor the readiness probes (each a connection
         # that lws closes, which costs it a scan of its descriptor table).
         callgrind_control -z "$pid" >/dev/null
-        if [ "$phase" = saturated ]; then
+        if [ "$phase" = robothttp ]; then
+            "$bin/wimz-bench" robot-leg --port "$port" --tokens "$work/tokens.csv" --devices 1 > "$work/leg.log" 2>&1 &
+            leg=$!
+            device=$(sed -n 2p "$work/tokens.csv" | cut -d, -f1); token=$(sed -n 2p "$work/tokens.csv" | cut -d, -f3)
+            ping=(-H "Authorization: Bearer $token" "http://127.0.0.1:$port/api/devices/$device/robot/ping")
+            for _ in $(seq 300); do [ "$(curl -s -o /dev/null -w '%{http_code}' "${ping[@]}")" = 200 ] && break; sleep 0.2; done
+            callgrind_control -z "$pid" >/dev/null
+            served=$(wrk -t1 -c8 -d10s "${ping[@]}" | awk '/requests in/ {n=$1} /Non-2xx/ {bad=$NF} END {print (bad ? "non-2xx " bad : n)}')
+            kill "$leg"; wait "$leg" 2>/dev/null || true
+            delivered="n=$served"
+        elif [ "$phase" = saturated ]; then
             received=$("$work/wsload/wsload" --mode fanout --tokens "$work/tokens.csv" --port "$port" --devices 100 --apps 1 \
                        --window 64 --duration 10 --setup-timeout 60 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["received"])')
             delivered="n=$received"
@@ -119,9 +133,10 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
         total=$(awk '/^summary:/ {print $2}' "$work/cg")
         [ "$phase" = saturated ] && delivered="$delivered, $(( total / ${delivered#n=} )) per message"
         [ "$phase" = handshakes ] && delivered="$delivered, $(( total / ${delivered#n=} )) per connection"
+        [ "$phase" = robothttp ] && delivered="$delivered, $(( total / ${delivered#n=} )) per request"
         [ -n "${WIMZ_INSTRUCTIONS_KEEP:-}" ] && cp "$work/cg" "${WIMZ_INSTRUCTIONS_KEEP}.$k"
         label=${relays[$k]}
         [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
-        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per (message|connection))?')"
+        printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per (message|connection|request))?')"
     done
 done
