@@ -33,14 +33,14 @@ def metric_sum(cluster: Cluster, name: str) -> float:
 
 def postgres_cpu_seconds() -> float:
     """User + system CPU of every PostgreSQL process on the machine (the bench's private server
-    is the only one running)."""
+    is the only one running), with the exited backends' (the postmaster's reaped children)."""
     total = 0
     for pid in os.listdir("/proc"):
         try:
             if not pid.isdigit() or os.stat(f"/proc/{pid}").st_uid != POSTGRES_UID:
                 continue
             fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
         except OSError:
             continue
     return total / os.sysconf("SC_CLK_TCK")
