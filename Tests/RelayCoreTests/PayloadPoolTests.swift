@@ -5,11 +5,9 @@ import Testing
 struct PayloadPoolTests {
     func queue() -> SendQueue { SendQueue(maxMessages: 100, maxBytes: 1 << 20) }
 
-    func bytes(_ text: String) -> UnsafeRawBufferPointer {
-        let array = Array(text.utf8)
-        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: array.count, alignment: 1)
-        copy.copyBytes(from: array)
-        return UnsafeRawBufferPointer(copy)
+    /// A message as the pool receives it: bytes that live only for the copy.
+    func payload(_ pool: PayloadPool, copying text: String, isBinary: Bool) -> Payload {
+        Array(text.utf8).withUnsafeBytes { pool.payload(copying: $0, isBinary: isBinary) }
     }
 
     /// Frames as RFC 6455 server frames: FIN + opcode, unmasked length, the bytes; a numbered
@@ -40,7 +38,7 @@ struct PayloadPoolTests {
         defer { buffer.deallocate() }
         var q = queue()
 
-        var kept: Payload? = pool.payload(copying: bytes(#"{"type":"event","event":"a"}"#), isBinary: false)
+        var kept: Payload? = payload(pool, copying: #"{"type":"event","event":"a"}"#, isBinary: false)
         _ = q.push(kept!)
         _ = q.writeFrames(into: buffer, capacity: 1024, recycling: pool)
         #expect(pool.kept == 0, "still held by `kept`")
@@ -52,7 +50,7 @@ struct PayloadPoolTests {
         _ = q.writeFrames(into: buffer, capacity: 1024, recycling: pool)
         #expect(pool.kept == 1, "the queue held the last reference")
 
-        let next = pool.payload(copying: bytes(#"{"b":2}"#), isBinary: true)
+        let next = payload(pool, copying: #"{"b":2}"#, isBinary: true)
         #expect(ObjectIdentifier(next.storage) == identity && pool.kept == 0, "the same buffer, refilled")
         #expect(next.bytes == Array(#"{"b":2}"#.utf8) && next.isBinary && next.count == 7)
     }
@@ -66,11 +64,11 @@ struct PayloadPoolTests {
         var exact = Payload(Array(repeating: 0x20, count: 100))
         pool.recycle(&exact)
         #expect(pool.kept == 0)
-        var large = pool.payload(copying: bytes(String(repeating: "x", count: 5000)), isBinary: false)
+        var large = payload(pool, copying: String(repeating: "x", count: 5000), isBinary: false)
         #expect(large.count == 5000)
         pool.recycle(&large)
         #expect(pool.kept == 0)
-        var pooled = pool.payload(copying: bytes(String(repeating: "x", count: 100)), isBinary: false)
+        var pooled = payload(pool, copying: String(repeating: "x", count: 100), isBinary: false)
         #expect(pooled.allocatedBytes == max(32, (PayloadStorage.elementOffset + 128 + 8 + 15) & ~15))
         pool.recycle(&pooled)
         #expect(pool.kept == 1)
