@@ -8,6 +8,8 @@
 #   connect  --mode connect --conns 5000 --concurrency 256 against plain `lws-relay`:
 #            handshakes/s, target ≥ 0.9×
 #   scripts/bench-versus.sh [fanout|connect …]     (default: both)
+# Each run also prints the relay's CPU and PostgreSQL's (wimz-relay's audit and presence rows;
+# it shares the load's core) per handshake or message, from /proc.
 #   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +77,11 @@ print(f"{figure:.0f}" + (" (lost or errors: " + json.dumps({k: r.get(k) for k in
         "$json" "$mode"
 }
 
+# CPU ticks so far: of the relay (all its threads), and of PostgreSQL (every process of the bench's
+# private server, exited backends included): what each spends per handshake or message.
+relay_ticks() { awk '{print $14 + $15}' "/proc/$relay_pid/stat"; }
+postgres_ticks() { local p t=0; for p in $(pgrep -u postgres); do t=$((t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 echo "machine: $(nproc) cores, $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null); relay on CPU 0, wsload on CPU 1"
@@ -86,9 +93,15 @@ for mode in "${modes[@]}"; do
         for name in "$reference" wimz-relay; do
             port=$(( 20000 + RANDOM % 20000 ))
             start_relay "$name" "$port"
+            relay_before=$(relay_ticks); postgres_before=$(postgres_ticks)
             figure=$(run_load "$mode" "$port")
+            relay_spent=$(( $(relay_ticks) - relay_before )); postgres_spent=$(( $(postgres_ticks) - postgres_before ))
             stop_relay
-            echo "$mode round $round  $name  $figure"
+            units=5000; unit=handshake
+            [ "$mode" = fanout ] && units=$(( ${figure%%[. ]*} * seconds )) && unit=message
+            cpu=$(awk -v r="$relay_spent" -v p="$postgres_spent" -v n="$units" -v hz="$(getconf CLK_TCK)" -v u="$unit" \
+                  'BEGIN {printf "relay CPU %.2f us, PostgreSQL %.2f us a %s", r * 1e6 / hz / n, p * 1e6 / hz / n, u}')
+            echo "$mode round $round  $name  $figure  ($cpu)"
             file=$work/$mode.reference
             [ "$name" = wimz-relay ] && file=$work/$mode.wimz
             echo "${figure%% *}" >> "$file"
