@@ -77,11 +77,6 @@ print(f"{figure:.0f}" + (" (lost or errors: " + json.dumps({k: r.get(k) for k in
         "$json" "$mode"
 }
 
-# CPU ticks so far: of the relay (all its threads), and of PostgreSQL (every process of the bench's
-# private server, exited backends included): what each spends per handshake or message.
-relay_ticks() { awk '{print $14 + $15}' "/proc/$relay_pid/stat"; }
-postgres_ticks() { local p t=0; for p in $(pgrep -u postgres); do t=$((t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
-
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 echo "machine: $(nproc) cores, $(uname -sr), lws $(dpkg-query -W -f='${Version}' libwebsockets17 2>/dev/null); relay on CPU 0, wsload on CPU 1"
@@ -93,9 +88,9 @@ for mode in "${modes[@]}"; do
         for name in "$reference" wimz-relay; do
             port=$(( 20000 + RANDOM % 20000 ))
             start_relay "$name" "$port"
-            relay_before=$(relay_ticks); postgres_before=$(postgres_ticks)
+            relay_before=$(cpu_ticks "$relay_pid"); postgres_before=$(postgres_ticks)
             figure=$(run_load "$mode" "$port")
-            relay_spent=$(( $(relay_ticks) - relay_before )); postgres_spent=$(( $(postgres_ticks) - postgres_before ))
+            relay_spent=$(( $(cpu_ticks "$relay_pid") - relay_before )); postgres_spent=$(( $(postgres_ticks) - postgres_before ))
             stop_relay
             units=5000; unit=handshake
             [ "$mode" = fanout ] && units=$(( ${figure%%[. ]*} * seconds )) && unit=message

@@ -88,11 +88,10 @@ fi
 
 # wrk's figures on one line: requests/s, p50, p99, non-2xx, and the relay's CPU time per request
 # (user + system, from /proc: steadier than requests/s on a VM whose speed drifts).
-relay_ticks() { awk '{print $14 + $15}' "/proc/$(relay_now)/stat"; }
 wrk_line() {
     local label=$1 before after out
     shift
-    before=$(relay_ticks); out=$("$@"); after=$(relay_ticks)
+    before=$(cpu_ticks "$(relay_now)"); out=$("$@"); after=$(cpu_ticks "$(relay_now)")
     awk -v label="$label" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '/requests in/ {n=$1} /Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /Non-2xx/ {bad=$NF} END {printf "%-16s %s req/s  p50 %s  p99 %s  non-2xx %s  relay CPU %.0f us/request\n", label, rps, p50, p99, (bad == "" ? 0 : bad), (n ? ticks * 1e6 / hz / n : 0)}' <<< "$out"
 }
 

@@ -159,6 +159,16 @@ turn_start() {
     die "coturn did not start (log: $dir/turnserver.log)"
 }
 
+# cpu_ticks PID: the user + system CPU of process PID (all its threads) so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# postgres_ticks: the same for every PostgreSQL process (a benchmark's private server is the only
+# one running), with the backends that already exited (reaped into their parent's count).
+postgres_ticks() {
+    local p t=0
+    for p in $(pgrep -u postgres); do t=$((t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+    echo "$t"
+}
+
 # bench_workspace NAME DEVICES: for a benchmark script (with $bin, the release binaries): a
 # scratch folder $work, a private PostgreSQL in it ($url, exported with the migrations as the
 # relay reads them), the schema migrated and DEVICES devices provisioned into $work/tokens.csv.

@@ -51,7 +51,6 @@ public final class DeviceHub {
         var hasReplay: Bool { replay.contains { $0 != nil } || history != nil }
     }
 
-
     public let limits: Limits
     /// How long a handed-over online time waits for the moving robot (nanoseconds).
     static let handoffValidity: UInt64 = 30_000_000_000

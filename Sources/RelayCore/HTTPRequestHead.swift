@@ -106,14 +106,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// Percent-decodes `text` exactly: `%XX` only, nothing else changes. The result must be valid
     /// UTF-8 without NUL or control characters.
     public static func percentDecode(_ text: ArraySlice<UInt8>, what: String) throws(RequestError) -> String {
-        if !text.contains(UInt8(ascii: "%")) {
-            // Nothing to decode (most paths and arguments): the same checks, no copy in between.
-            if text.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw RequestError(.badRequest, "control character in \(what)") }
-            guard let decoded = String(validating: text, as: UTF8.self) else {
-                throw RequestError(.badRequest, "\(what) is not valid UTF-8")
-            }
-            return decoded
-        }
+        // Nothing to decode (most paths and arguments): checked as it is, no copy in between.
+        if !text.contains(UInt8(ascii: "%")) { return try checkedText(text, what: what) }
         var out: [UInt8] = []
         out.reserveCapacity(text.count)
         var i = text.startIndex
@@ -132,7 +126,13 @@ public struct HTTPRequestHead: Sendable, Equatable {
             }
             out.append(byte)
         }
-        guard let decoded = String(validating: out, as: UTF8.self) else {
+        return try checkedText(out, what: what)
+    }
+
+    /// `bytes` as text: valid UTF-8 without NUL or control characters.
+    private static func checkedText(_ bytes: some Collection<UInt8>, what: String) throws(RequestError) -> String {
+        if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw RequestError(.badRequest, "control character in \(what)") }
+        guard let decoded = String(validating: bytes, as: UTF8.self) else {
             throw RequestError(.badRequest, "\(what) is not valid UTF-8")
         }
         return decoded

@@ -101,7 +101,7 @@ final class HTTPGate {
 
     /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must).
     static func mentionsWebSocket(_ bytes: [UInt8]) -> Bool {
-        let word = Array("websocket".utf8)
+        let word = webSocketWord
         guard bytes.count >= word.count else { return false }
         for start in 0...(bytes.count - word.count) where bytes[start] | 0x20 == word[0] {
             var i = 1
@@ -110,6 +110,8 @@ final class HTTPGate {
         }
         return false
     }
+
+    private static let webSocketWord = Array("websocket".utf8)
 
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
