@@ -380,9 +380,11 @@ public final class DeviceHub {
         }
         if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
         if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
-            let replaced = device.replay[index].take()
+            var replaced = device.replay[index].take()
             device.replay[index] = Replayed(payload: payload, seq: seq, at: now)
-            if var replaced { payloads.recycle(&replaced.payload) }
+            // In place: a copy (`if var replaced`) is a second reference, and the pool, seeing
+            // the buffer shared, would never take it back.
+            if replaced != nil { payloads.recycle(&replaced!.payload) }
             if !device.stateChanged {
                 device.stateChanged = true
                 changedState.append(device)

@@ -55,6 +55,38 @@ struct PayloadPoolTests {
         #expect(next.bytes == Array(#"{"b":2}"#.utf8) && next.isBinary && next.count == 7)
     }
 
+    /// At a low rate a replayed event is last held by its device's replay slot (its apps wrote it
+    /// long ago): the next event of that name hands the old buffer back to the hub's pool.
+    @Test func aReplacedReplayEventGoesBackToThePool() {
+        var limits = DeviceHub.Limits()
+        limits.replayEvents = ["mission_progress"]
+        let hub = DeviceHub(limits: limits, clock: ManualClock(wall: UnixTime(seconds: 100)).clock)
+        let transport = RecordingTransport()
+        func session(_ id: UInt64, _ role: Role) -> Session {
+            let s = Session(id: id, role: role, deviceID: DeviceID("d1")!, tokenID: Int64(id), tokenExpiresAt: nil,
+                            remoteAddress: "", connectedAt: .now(), now: 0, queue: queue())
+            s.transport = transport
+            hub.attach(s, now: 0, wallClock: UnixTime(seconds: 100))
+            return s
+        }
+        let robot = session(1, .robot)
+        let app = session(2, .app)
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 4096)
+        defer { buffer.deallocate() }
+        func sendAndWrite(_ step: Int) {
+            hub.receive(payload(hub.payloads, copying: #"{"type":"event","event":"mission_progress","data":{"step":\#(step)}}"#,
+                                isBinary: false), from: robot, now: 0)
+            while !app.queue.isEmpty { _ = app.queue.writeFrames(into: buffer, capacity: 4096, recycling: hub.payloads) }
+        }
+        sendAndWrite(1)
+        #expect(hub.payloads.kept == 0, "the replay slot holds the first event")
+        sendAndWrite(2)
+        #expect(hub.payloads.kept == 1, "replaced: its buffer is back in the pool")
+        sendAndWrite(3)
+        #expect(hub.payloads.kept == 1, "the second's buffer came back, the first was reused for the third")
+        withExtendedLifetime((robot, transport)) {}
+    }
+
     /// Size classes: 64 << k bytes up to 4 KiB; larger messages are not pooled, and a buffer made
     /// to a message's exact size (not a class size) is not taken back.
     @Test func sizeClasses() {
