@@ -113,7 +113,8 @@ public final class RobotHTTPExchanges<Client: Hashable> {
 
     /// Robot session `robot` is gone (closed or replaced): its exchanges fail with 502.
     public func robotGone(_ robot: UInt64) -> [Outcome] {
-        exchanges.filter { $0.value.robot == robot }.keys.sorted().map { fail($0, .robotDisconnected) }
+        guard !exchanges.isEmpty else { return [] }  // the common case: no generic filter and sort per robot
+        return exchanges.filter { $0.value.robot == robot }.keys.sorted().map { fail($0, .robotDisconnected) }
     }
 
     /// The client hung up: its exchange is dropped (a late answer is then `.unknown`).

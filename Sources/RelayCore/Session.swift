@@ -57,7 +57,11 @@ public final class Session {
     public let tokenExpiresAt: UnixTime?
     public let remoteAddress: String
     public let connectedAt: UnixTime
-    public weak var transport: SessionTransport?
+    /// Unowned and unchecked: the server clears it when the socket closes, before the transport
+    /// can go (its debug builds check that in the transport's deinit); tests keep theirs alive.
+    /// A weak reference gave the connection a side table: every message paid a weak load and
+    /// the slow path of a release (~130 instructions, docs/performance.md, session 14).
+    public unowned(unsafe) var transport: SessionTransport?
 
     public var queue: SendQueue
     /// Set when the session must close: the next write opportunity sends this close frame.

@@ -27,6 +27,11 @@ final class Connection: SessionTransport {
         self.closeWatch = closeWatch
     }
 
+    deinit {
+        // The session's unowned link must be gone before the connection is (`finish` clears it).
+        assert(session.transport.map { $0 !== self } ?? true, "connection freed while its session still points at it")
+    }
+
     func requestWrite() {
         // A close is let out by the close watch (paced, and bounded in time).
         if session.closing != nil {
