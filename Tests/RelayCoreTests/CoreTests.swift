@@ -76,6 +76,17 @@ import Testing
         #expect(Redaction.redactQuery("/ws/app?token=") == "/ws/app?token=REDACTED")
         #expect(Redaction.redactQuery("/ü?token=sécret#x&a=é") == "/ü?token=REDACTED&a=é")
     }
+
+    /// The scheme in any case, spaces around the token skipped; anything else is no bearer token.
+    @Test func bearerTokenOfAnAuthorizationValue() {
+        for (value, token) in [("Bearer abc", "abc"), ("bearer  abc", "abc"), ("BeArEr wimz_a_x y", "wimz_a_x y"),
+                               (" Bearer abc", "abc")] {
+            #expect(Redaction.bearerToken(fromAuthorization: value) == token, "\(value)")
+        }
+        for value in ["Basic abc", "Bearer", "Bearer ", "Bearerx abc", "Bear abc", "", "Bearer\tabc", "Bëarer abc"] {
+            #expect(Redaction.bearerToken(fromAuthorization: value) == nil, "\(value)")
+        }
+    }
 }
 
 @Suite struct ConfigurationTests {
