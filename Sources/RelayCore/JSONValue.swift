@@ -78,6 +78,11 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         out.append(UInt8(ascii: "\""))
         var s = s
         s.withUTF8 { bytes in
+            // Most strings need no escape at all: one pass to see, one copy.
+            if !bytes.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 || $0 == 0xE2 }) {
+                out.append(contentsOf: bytes)
+                return
+            }
             var plainStart = 0
             var i = 0
             while i < bytes.count {

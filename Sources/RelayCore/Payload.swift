@@ -44,7 +44,11 @@ public struct Payload: @unchecked Sendable {
     /// modules get it specialized (a generic call costs ~80 instructions a message).
     @inlinable
     public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
-        try storage.withUnsafeMutablePointerToElements { try body(UnsafeBufferPointer(start: $0, count: count)) }
+        // This payload holds the storage for the call: no retain and release of it (which
+        // `withUnsafeMutablePointerToElements` pays, ~40 instructions a call, several a message).
+        try withExtendedLifetime(storage) { storage throws -> R in
+            try body(UnsafeBufferPointer(start: storage.bytes.assumingMemoryBound(to: UInt8.self), count: storage.header.count))
+        }
     }
 
     /// A copy of the bytes (off the forwarding path: tests, the push logic, hand-offs).
@@ -72,11 +76,17 @@ final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
 
     /// Where the bytes begin: after Swift's object header (16 bytes) and `Header` (the bytes
     /// need no alignment).
-    static let elementOffset = 16 + MemoryLayout<Header>.size
+    @usableFromInline static var elementOffset: Int { 16 + MemoryLayout<Header>.size }
+
+    /// The first byte, found from the object's address (what `withUnsafeMutablePointerToElements`
+    /// computes, without its retain and release; `make` checks the two agree).
+    @inlinable var bytes: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() + PayloadStorage.elementOffset }
 
     static func make(capacity: Int) -> PayloadStorage {
         let buffer = create(minimumCapacity: capacity) { _ in Header(count: 0, capacity: capacity, isBinary: false) }
-        return unsafeDowncast(buffer, to: PayloadStorage.self)
+        let storage = unsafeDowncast(buffer, to: PayloadStorage.self)
+        assert(storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } == storage.bytes, "element offset")
+        return storage
     }
 
     /// Writes the message (`bytes.count` ≤ capacity). Only while nothing else refers to it.
@@ -84,7 +94,7 @@ final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
         header.count = bytes.count
         header.isBinary = isBinary
         if let source = bytes.baseAddress, bytes.count > 0 {
-            withUnsafeMutablePointerToElements { _ = memcpy($0, source, bytes.count) }
+            self.bytes.copyMemory(from: source, byteCount: bytes.count)
         }
     }
 }

@@ -7,19 +7,52 @@ public enum RelayMessages {
     /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
     /// For a recovering app (PROTOCOL.md v1.1) `data` also carries `"epoch":E,"seq":LAST`, and
     /// `"recovered":BOOL` when it resumed with `since`.
+    ///
+    /// Written straight into bytes (a `JSONValue` tree cost ~5,000 instructions a message, and
+    /// every connect and disconnect sends one to each app); `RelayMessagesTests` holds it to the
+    /// tree's encoding.
     public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
                                     history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
-        var data: [(String, JSONValue)] = [("device_id", .string(device.rawValue)), ("online", .bool(online)),
-                                           ("since", .string(since.iso8601))]
-        if let history { data += [("epoch", .string(history.epoch)), ("seq", .int(Int64(history.seq)))] }
-        if let recovered { data.append(("recovered", .bool(recovered))) }
-        return Payload(json: .object([("type", .string(WimzProtocol.MessageType.event)), ("event", .string(WimzProtocol.RelayEventName.deviceStatus)), ("data", .object(data))]))
+        var out = eventHead(WimzProtocol.RelayEventName.deviceStatus, capacity: 192)
+        out += #"{"device_id":"#.utf8
+        JSONValue.appendQuoted(device.rawValue, to: &out)
+        out += #","online":"#.utf8
+        out += (online ? "true" : "false").utf8
+        out += #","since":"#.utf8
+        JSONValue.appendQuoted(since.iso8601, to: &out)
+        if let history {
+            out += #","epoch":"#.utf8
+            JSONValue.appendQuoted(history.epoch, to: &out)
+            out += #","seq":"#.utf8
+            out += String(history.seq).utf8
+        }
+        if let recovered {
+            out += #","recovered":"#.utf8
+            out += (recovered ? "true" : "false").utf8
+        }
+        out += "}}".utf8
+        return Payload(out)
     }
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
     public static func appPresence(apps: Int) -> Payload {
-        Payload(json: .object([("type", .string(WimzProtocol.MessageType.event)), ("event", .string(WimzProtocol.RelayEventName.appPresence)),
-                               ("data", .object([("apps", .int(Int64(apps)))]))]))
+        var out = eventHead(WimzProtocol.RelayEventName.appPresence, capacity: 64)
+        out += #"{"apps":"#.utf8
+        out += String(apps).utf8
+        out += "}}".utf8
+        return Payload(out)
+    }
+
+    /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
+    private static func eventHead(_ name: String, capacity: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(capacity)
+        out += #"{"type":"#.utf8
+        JSONValue.appendQuoted(WimzProtocol.MessageType.event, to: &out)
+        out += #","event":"#.utf8
+        JSONValue.appendQuoted(name, to: &out)
+        out += #","data":"#.utf8
+        return out
     }
 
     /// `{"type":"error","code":CODE,"message":TEXT,"id":ID?}`; `idToken` is the raw JSON id.

@@ -41,11 +41,13 @@ public struct ForwardedCounts: Sendable {
     public internal(set) var appToRobot = Count()
 }
 
-/// How a session reaches its socket. Implemented by the server over libwebsockets; by a
-/// recorder in tests.
-public protocol SessionTransport: AnyObject {
+/// How a session reaches its socket: subclassed by the server over libwebsockets, by a recorder
+/// in tests. A class, not a protocol, so the session can call it through an unmanaged reference
+/// (no retain and release per message).
+open class SessionTransport {
+    public init() {}
     /// Ask for a write opportunity (the socket will drain the queue or send the close).
-    func requestWrite()
+    open func requestWrite() {}
 }
 
 /// One authenticated WebSocket: a robot or an app of one device. Owned by the service thread.
@@ -57,11 +59,20 @@ public final class Session {
     public let tokenExpiresAt: UnixTime?
     public let remoteAddress: String
     public let connectedAt: UnixTime
-    /// Unowned and unchecked: the server clears it when the socket closes, before the transport
-    /// can go (its debug builds check that in the transport's deinit); tests keep theirs alive.
-    /// A weak reference gave the connection a side table: every message paid a weak load and
-    /// the slow path of a release (~130 instructions, docs/performance.md, session 14).
-    public unowned(unsafe) var transport: SessionTransport?
+    /// Not retained: the server clears it when the socket closes, before the transport can go
+    /// (its debug builds check that in the transport's deinit); tests keep theirs alive. A weak
+    /// reference gave the connection a side table, and every message paid a weak load and the
+    /// slow path of a release; a strong one a retain and release (docs/performance.md, session 14).
+    public var transport: SessionTransport? {
+        get { transportLink?.takeUnretainedValue() }
+        set { transportLink = newValue.map { Unmanaged.passUnretained($0) } }
+    }
+    private var transportLink: Unmanaged<SessionTransport>?
+
+    /// `transport.requestWrite()`, without a reference count.
+    @inline(__always) private func requestWrite() {
+        transportLink?._withUnsafeGuaranteedRef { $0.requestWrite() }
+    }
 
     public var queue: SendQueue
     /// Set when the session must close: the next write opportunity sends this close frame.
@@ -118,7 +129,7 @@ public final class Session {
         guard closing == nil else { return true }
         let wasEmpty = queue.isEmpty
         guard queue.push(payload, numbering: numbering) else { return false }
-        if wasEmpty { transport?.requestWrite() }
+        if wasEmpty { requestWrite() }
         return true
     }
 
@@ -127,6 +138,6 @@ public final class Session {
         guard closing == nil else { return }
         closing = (code, reason)
         queue.removeAll()
-        transport?.requestWrite()
+        requestWrite()
     }
 }

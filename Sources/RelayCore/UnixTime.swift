@@ -37,31 +37,34 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
         let days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400
         let secondOfDay = Int(secs - days * 86400)
         let (year, month, day) = UnixTime.civilFromDays(Int(days))
-        var out = [UInt8](repeating: 0, count: withMicroseconds ? 27 : 20)
-        func put(_ value: Int, at offset: Int, width: Int) {
-            var v = value
-            for k in stride(from: offset + width - 1, through: offset, by: -1) {
-                out[k] = UInt8(48 + v % 10)
-                v /= 10
+        let length = withMicroseconds ? 27 : 20
+        // Written into the string's own storage (no array to fill and copy).
+        return String(unsafeUninitializedCapacity: length) { out in
+            func put(_ value: Int, at offset: Int, width: Int) {
+                var v = value
+                for k in stride(from: offset + width - 1, through: offset, by: -1) {
+                    out[k] = UInt8(48 + v % 10)
+                    v /= 10
+                }
             }
+            put(year, at: 0, width: 4)
+            out[4] = UInt8(ascii: "-")
+            put(month, at: 5, width: 2)
+            out[7] = UInt8(ascii: "-")
+            put(day, at: 8, width: 2)
+            out[10] = UInt8(ascii: "T")
+            put(secondOfDay / 3600, at: 11, width: 2)
+            out[13] = UInt8(ascii: ":")
+            put(secondOfDay / 60 % 60, at: 14, width: 2)
+            out[16] = UInt8(ascii: ":")
+            put(secondOfDay % 60, at: 17, width: 2)
+            if withMicroseconds {
+                out[19] = UInt8(ascii: ".")
+                put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
+            }
+            out[length - 1] = UInt8(ascii: "Z")
+            return length
         }
-        put(year, at: 0, width: 4)
-        out[4] = UInt8(ascii: "-")
-        put(month, at: 5, width: 2)
-        out[7] = UInt8(ascii: "-")
-        put(day, at: 8, width: 2)
-        out[10] = UInt8(ascii: "T")
-        put(secondOfDay / 3600, at: 11, width: 2)
-        out[13] = UInt8(ascii: ":")
-        put(secondOfDay / 60 % 60, at: 14, width: 2)
-        out[16] = UInt8(ascii: ":")
-        put(secondOfDay % 60, at: 17, width: 2)
-        if withMicroseconds {
-            out[19] = UInt8(ascii: ".")
-            put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
-        }
-        out[out.count - 1] = UInt8(ascii: "Z")
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).

@@ -11,6 +11,7 @@ extern void *__libc_calloc(size_t count, size_t size);
 extern void *__libc_realloc(void *pointer, size_t size);
 
 static __thread unsigned long allocations;
+static __thread size_t last_request;
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -21,6 +22,7 @@ static __thread unsigned long allocations;
 #ifndef MALLOC_COUNTER_DISABLED
 void *malloc(size_t size) {
     allocations++;
+    last_request = size;
     return __libc_malloc(size);
 }
 
@@ -37,5 +39,7 @@ void *realloc(void *pointer, size_t size) {
 #endif
 
 unsigned long malloc_counter_thread_allocations(void) { return allocations; }
+
+unsigned long malloc_counter_last_request(void) { return last_request; }
 
 unsigned long malloc_counter_usable_size(void *block) { return malloc_usable_size(block); }

@@ -4,7 +4,7 @@ import Testing
 /// Records write requests instead of touching a socket.
 final class RecordingTransport: SessionTransport {
     var writeRequests = 0
-    func requestWrite() { writeRequests += 1 }
+    override func requestWrite() { writeRequests += 1 }
 }
 
 @Suite struct DeviceHubTests {

@@ -137,7 +137,7 @@ import Testing
         let robot = Session(id: 1, role: .robot, deviceID: DeviceID("d1")!, tokenID: robotToken.entry.token.id, tokenExpiresAt: nil,
                             remoteAddress: "127.0.0.1", connectedAt: relay.clock.wall, now: relay.clock.monotonic,
                             queue: SendQueue(maxMessages: 100, maxBytes: 1 << 20))
-        final class Silent: SessionTransport { func requestWrite() {} }
+        final class Silent: SessionTransport {}
         let transport = Silent()
         robot.transport = transport
         relay.components.env.hub.attach(robot, now: relay.clock.monotonic, wallClock: relay.clock.wall)

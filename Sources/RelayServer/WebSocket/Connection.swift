@@ -32,7 +32,7 @@ final class Connection: SessionTransport {
         assert(session.transport.map { $0 !== self } ?? true, "connection freed while its session still points at it")
     }
 
-    func requestWrite() {
+    override func requestWrite() {
         // A close is let out by the close watch (paced, and bounded in time).
         if session.closing != nil {
             if !watched {
