@@ -44,11 +44,10 @@ public struct Payload: @unchecked Sendable {
     /// modules get it specialized (a generic call costs ~80 instructions a message).
     @inlinable
     public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
-        // This payload holds the storage for the call: no retain and release of it (which
-        // `withUnsafeMutablePointerToElements` pays, ~40 instructions a call, several a message).
-        try withExtendedLifetime(storage) { storage throws -> R in
-            try body(UnsafeBufferPointer(start: storage.bytes.assumingMemoryBound(to: UInt8.self), count: storage.header.count))
-        }
+        // The caller's payload, borrowed for the call, holds the storage: no retain and release
+        // of it (which `withUnsafeMutablePointerToElements` pays, ~40 instructions a call, and
+        // a message has several).
+        try body(UnsafeBufferPointer(start: storage.bytes.assumingMemoryBound(to: UInt8.self), count: storage.header.count))
     }
 
     /// A copy of the bytes (off the forwarding path: tests, the push logic, hand-offs).
@@ -276,12 +275,13 @@ public struct SendQueue: Sendable {
     /// False (and nothing queued) when the message would exceed a bound. A single message
     /// larger than `maxBytes` is accepted into an empty queue, so big messages still flow.
     public mutating func push(_ payload: Payload, numbering: Numbering? = nil) -> Bool {
-        let message = QueuedMessage(payload: payload, numbering: numbering)
-        guard fits(message.count) else { return false }
+        let size = payload.count + (numbering?.insertionCount ?? 0)
+        guard fits(size) else { return false }
         if count == slots.count { grow() }
-        slots[(head + count) & (slots.count - 1)] = message
+        // Made in its slot: a local message first cost a second retain and a release per push.
+        slots[(head + count) & (slots.count - 1)] = QueuedMessage(payload: payload, numbering: numbering)
         count += 1
-        bytes += message.count
+        bytes += size
         return true
     }
 
