@@ -90,19 +90,26 @@ public enum Crypto {
 extension Crypto {
     /// A random (version 4) UUID in its canonical text form (audit events, node incarnations).
     public static func uuidV4() throws -> String {
-        var b = try IdentifierRandomness.shared.take16()
-        b[6] = (b[6] & 0x0F) | 0x40
-        b[8] = (b[8] & 0x3F) | 0x80
-        // Formatted byte by byte: this runs for every audit event.
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(36)
-        for (i, byte) in b.enumerated() {
-            if i == 4 || i == 6 || i == 8 || i == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
+        var bits = try IdentifierRandomness.shared.take16()
+        return withUnsafeMutableBytes(of: &bits) { b in
+            b[6] = (b[6] & 0x0F) | 0x40
+            b[8] = (b[8] & 0x3F) | 0x80
+            // Written into the string's storage byte by byte: this runs for every audit event.
+            let digits: StaticString = "0123456789abcdef"
+            return String(unsafeUninitializedCapacity: 36) { text in
+                var o = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        text[o] = UInt8(ascii: "-")
+                        o += 1
+                    }
+                    text[o] = digits.utf8Start[Int(b[i] >> 4)]
+                    text[o + 1] = digits.utf8Start[Int(b[i] & 0x0F)]
+                    o += 2
+                }
+                return o
+            }
         }
-        return String(decoding: text, as: UTF8.self)
     }
 }
 
@@ -157,9 +164,9 @@ final class IdentifierRandomness: Sendable {
     /// The drawn bytes and how many are used (audit rows are made on the service thread and on workers).
     private let state = Mutex((buffer: [UInt8](repeating: 0, count: 4096), used: 4096))
 
-    /// The next 16 bytes.
-    func take16() throws -> [UInt8] {
-        try state.withLock { state throws -> [UInt8] in
+    /// The next 16 bytes (as two words: no array per identifier).
+    func take16() throws -> (UInt64, UInt64) {
+        try state.withLock { state throws -> (UInt64, UInt64) in
             if state.used + 16 > state.buffer.count {
                 let ok = state.buffer.withUnsafeMutableBytes {
                     RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32($0.count))
@@ -168,7 +175,10 @@ final class IdentifierRandomness: Sendable {
                 state.used = 0
             }
             defer { state.used += 16 }
-            return Array(state.buffer[state.used..<(state.used + 16)])
+            return state.buffer.withUnsafeBytes {
+                ($0.loadUnaligned(fromByteOffset: state.used, as: UInt64.self),
+                 $0.loadUnaligned(fromByteOffset: state.used + 8, as: UInt64.self))
+            }
         }
     }
 }
