@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One HTTP/1.x request head exactly as the client sent it, parsed strictly (RFC 9112 §2–5,
 /// RFC 3986 percent-encoding). The relay's gate parses every request's raw bytes with it before
 /// libwebsockets sees anything, so the device id that is checked is the one that was sent:
@@ -131,7 +137,13 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// `bytes` as text: valid UTF-8 without NUL or control characters.
     private static func checkedText(_ bytes: some Collection<UInt8>, what: String) throws(RequestError) -> String {
-        if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw RequestError(.badRequest, "control character in \(what)") }
+        var ascii = true
+        for byte in bytes {
+            if byte < 0x20 || byte == 0x7F { throw RequestError(.badRequest, "control character in \(what)") }
+            if byte >= 0x80 { ascii = false }
+        }
+        // ASCII is valid UTF-8 as it stands (almost every path and argument).
+        if ascii { return String(decoding: bytes, as: UTF8.self) }
         guard let decoded = String(validating: bytes, as: UTF8.self) else {
             throw RequestError(.badRequest, "\(what) is not valid UTF-8")
         }
@@ -186,24 +198,24 @@ private struct Parser {
     }
 
     /// The index of the next CRLF at or after `position`, nil if not there yet; a bare LF or CR
-    /// before it is an error.
-    /// `tooLong` is made only when thrown (its message is an interpolation: ~5,000 instructions
-    /// a request when both were built up front).
+    /// before it is an error. `tooLong` is made only when thrown (its message is an
+    /// interpolation: ~5,000 instructions a request when both were built up front).
     func lineEnd(maximum: Int, tooLong: @autoclosure () -> RequestError) throws(RequestError) -> Int? {
-        var i = position
         let limit = min(bytes.count, position + maximum + 2)
-        while i < limit {
-            switch bytes[i] {
-            case 0x0D:
-                guard i + 1 < bytes.count else { return nil }
-                guard bytes[i + 1] == 0x0A else { throw RequestError(.badRequest, "bare CR in the request head") }
-                guard i - position <= maximum else { throw tooLong() }
-                return i
-            case 0x0A:
-                throw RequestError(.badRequest, "bare LF in the request head")
-            default:
-                i += 1
-            }
+        // The first CR or LF, found with memchr (vectorised) rather than a byte-by-byte switch.
+        let found: Int? = bytes.withUnsafeBufferPointer { all in
+            guard let base = all.baseAddress, limit > position else { return nil }
+            let cr = memchr(base + position, 0x0D, limit - position).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) }
+            let lfLimit = cr ?? limit
+            let lf = memchr(base + position, 0x0A, lfLimit - position).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) }
+            return lf ?? cr
+        }
+        if let i = found {
+            guard bytes[i] == 0x0D else { throw RequestError(.badRequest, "bare LF in the request head") }
+            guard i + 1 < bytes.count else { return nil }
+            guard bytes[i + 1] == 0x0A else { throw RequestError(.badRequest, "bare CR in the request head") }
+            guard i - position <= maximum else { throw tooLong() }
+            return i
         }
         if bytes.count - position > maximum { throw tooLong() }
         return nil
@@ -312,16 +324,33 @@ private struct Parser {
         return (lowered, text)
     }
 
-    /// Refuses heads two parsers could read differently (request smuggling).
+    /// Refuses heads two parsers could read differently (request smuggling). One pass over the
+    /// fields (filtered arrays and a set cost ~1,800 instructions a request).
     private func checkFraming(_ head: HTTPRequestHead) throws(RequestError) {
-        if head.headers.filter({ $0.name == "host" }).count > 1 {
-            throw RequestError(.badRequest, "more than one Host header")
+        var hosts = 0
+        var length: String?
+        var lengthInvalid = false
+        var transferEncoding = false
+        for field in head.headers {
+            switch field.name {
+            case "host":
+                hosts += 1
+            case "content-length":
+                let value = field.value
+                if value.isEmpty || value.utf8.count > 18 || !value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+                    || (length != nil && length != value) {
+                    lengthInvalid = true
+                }
+                length = value
+            case "transfer-encoding":
+                transferEncoding = true
+            default:
+                break
+            }
         }
-        let lengths = Set(head.headers.filter { $0.name == "content-length" }.map(\.value))
-        if lengths.count > 1 || lengths.contains(where: { $0.isEmpty || $0.count > 18 || !$0.allSatisfy({ $0 >= "0" && $0 <= "9" }) }) {
-            throw RequestError(.badRequest, "invalid Content-Length")
-        }
-        if !lengths.isEmpty, head.header("transfer-encoding") != nil {
+        if hosts > 1 { throw RequestError(.badRequest, "more than one Host header") }
+        if lengthInvalid { throw RequestError(.badRequest, "invalid Content-Length") }
+        if length != nil, transferEncoding {
             throw RequestError(.badRequest, "Content-Length together with Transfer-Encoding")
         }
     }
