@@ -10,7 +10,18 @@ public enum UTF8Text {
         guard let base = bytes.baseAddress else { return true }
         let count = bytes.count
         let raw = UnsafeRawPointer(base)
+        @inline(__always) func ascii32(_ at: Int) -> Bool {
+            (raw.loadUnaligned(fromByteOffset: at, as: UInt64.self) | raw.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self)
+                | raw.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self)
+                | raw.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self)) & 0x8080_8080_8080_8080 == 0
+        }
         var i = 0
+        // All ASCII, the usual message: whole 32-byte blocks, then the last 32 bytes (overlapping
+        // the block before) instead of a tail checked a word and a byte at a time.
+        if count >= 32 {
+            while count - i >= 32, ascii32(i) { i += 32 }
+            if count - i < 32, ascii32(count - 32) { return true }
+        }
         while i < count {
             // ASCII four words, then a word, at a time: no byte has its high bit set.
             while count - i >= 32 {

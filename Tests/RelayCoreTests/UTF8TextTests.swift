@@ -24,6 +24,23 @@ import Testing
         }
     }
 
+    /// Messages longer than a block: one bad byte, or one good two-byte character, anywhere —
+    /// in a whole block, in the overlapping last 32 bytes, or at the very end.
+    @Test func oneByteAnywhereInALongMessage() {
+        for length in 32...100 {
+            for position in 0..<length {
+                var bad = [UInt8](repeating: 0x61, count: length)
+                bad[position] = 0x80
+                #expect(!UTF8Text.isValid(bad), "0x80 at \(position) of \(length)")
+                guard position + 1 < length else { continue }
+                var good = bad
+                good[position] = 0xC3
+                good[position + 1] = 0xA9
+                #expect(UTF8Text.isValid(good), "é at \(position) of \(length)")
+            }
+        }
+    }
+
     /// Random mixes of ASCII runs and bytes from every class, at every alignment.
     @Test func agreesWithTheStandardLibrary() {
         var generator = SystemRandomNumberGenerator()
