@@ -21,6 +21,7 @@
 #     the robot instead: wrk, 8 connections for 10 s, GET /api/devices/ID/robot/ping answered by
 #     wimz-bench robot-leg at once; prints instructions per request (its TCP handshake included)
 #   WIMZ_INSTRUCTIONS_ROUNDS=1 …   # rounds (default 2)
+#   WIMZ_CALLGRIND_EXTRA=--dump-instr=yes …   # more callgrind options (per-instruction counts)
 #   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind
 #     output as /tmp/cg.K (callgrind_annotate reads it)
 #   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
@@ -98,7 +99,7 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
         registrations "$k"
         port=$(( 20000 + RANDOM % 20000 ))
         # shellcheck disable=SC2046
-        valgrind --tool=callgrind --toggle-collect=lws_service_fd_tsi --callgrind-out-file="$work/cg" \
+        valgrind --tool=callgrind --toggle-collect=lws_service_fd_tsi ${WIMZ_CALLGRIND_EXTRA:-} --callgrind-out-file="$work/cg" \
             $(relay_command "$k" "$port") > "$work/relay.log" 2>&1 &
         pid=$!
         probe=(curl -sf -o /dev/null "http://127.0.0.1:$port/readyz")
