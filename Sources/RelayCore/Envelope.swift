@@ -54,15 +54,12 @@ public struct Envelope: Equatable, Sendable {
         guard bytes.count > prefix.utf8CodeUnitCount, let base = bytes.baseAddress,
               memcmp(base, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0 else { return nil }
         let start = prefix.utf8CodeUnitCount
-        var i = start
-        while i < bytes.count {
-            switch bytes[i] {
-            case UInt8(ascii: "\""): return Envelope(kind: .event, eventName: start..<i, id: nil)
-            case UInt8(ascii: "\\"): return nil
-            default: i += 1
-            }
-        }
-        return nil
+        // The closing quote and "no backslash before it", each found with memchr (vectorised; a
+        // byte-by-byte switch cost ~7 instructions a byte of the name).
+        guard let quote = memchr(base + start, Int32(UInt8(ascii: "\"")), bytes.count - start) else { return nil }
+        let end = UnsafeRawPointer(quote) - UnsafeRawPointer(base)
+        guard memchr(base + start, Int32(UInt8(ascii: "\\")), end - start) == nil else { return nil }
+        return Envelope(kind: .event, eventName: start..<end, id: nil)
     }
 
     public static func scan(_ bytes: [UInt8]) -> Envelope {
