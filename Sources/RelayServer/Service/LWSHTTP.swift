@@ -15,9 +15,13 @@ enum LWSHTTP {
 
     /// The peer's IP address of any connection lws holds (HTTP, WebSocket or the gate's raw ones).
     static func peerAddress(of wsi: OpaquePointer) -> String {
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard lws_get_peer_simple(wsi, &buffer, buffer.count) != nil else { return "unknown" }
-        return String(cBuffer: buffer)
+        // On the stack, read as a C string: no zero-filled array and its copy per connection.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+            buffer[0] = 0
+            guard let base = buffer.baseAddress, lws_get_peer_simple(wsi, base, buffer.count) != nil else { return "unknown" }
+            buffer[buffer.count - 1] = 0
+            return String(cString: base)
+        }
     }
 
     /// The head as lws reports it, for connections the gate did not read (TLS served by lws):
