@@ -47,7 +47,7 @@ public struct Payload: @unchecked Sendable {
         // The caller's payload, borrowed for the call, holds the storage: no retain and release
         // of it (which `withUnsafeMutablePointerToElements` pays, ~40 instructions a call, and
         // a message has several).
-        try body(UnsafeBufferPointer(start: storage.bytes.assumingMemoryBound(to: UInt8.self), count: storage.header.count))
+        try body(UnsafeBufferPointer(start: storage.elements.assumingMemoryBound(to: UInt8.self), count: storage.header.count))
     }
 
     /// A copy of the bytes (off the forwarding path: tests, the push logic, hand-offs).
@@ -79,12 +79,12 @@ final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
 
     /// The first byte, found from the object's address (what `withUnsafeMutablePointerToElements`
     /// computes, without its retain and release; `make` checks the two agree).
-    @inlinable var bytes: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() + PayloadStorage.elementOffset }
+    @inlinable var elements: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() + PayloadStorage.elementOffset }
 
     static func make(capacity: Int) -> PayloadStorage {
         let buffer = create(minimumCapacity: capacity) { _ in Header(count: 0, capacity: capacity, isBinary: false) }
         let storage = unsafeDowncast(buffer, to: PayloadStorage.self)
-        assert(storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } == storage.bytes, "element offset")
+        assert(storage.withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) } == storage.elements, "element offset")
         return storage
     }
 
@@ -93,7 +93,7 @@ final class PayloadStorage: ManagedBuffer<PayloadStorage.Header, UInt8> {
         header.count = bytes.count
         header.isBinary = isBinary
         if let source = bytes.baseAddress, bytes.count > 0 {
-            self.bytes.copyMemory(from: source, byteCount: bytes.count)
+            elements.copyMemory(from: source, byteCount: bytes.count)
         }
     }
 }

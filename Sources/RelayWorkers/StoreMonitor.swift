@@ -51,7 +51,10 @@ public final class StoreMonitor: DatabaseWork {
     private let onEvent: @Sendable (StoreEvent) -> Void
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
-    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool)>((nil, false))
+    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool, statusCheckedAt: UInt64?)>((nil, false, nil))
+    /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
+    /// notification: ~2 transactions per node for each token or push registration change).
+    static let statusInterval: UInt64 = 1_000_000_000
 
     public init(conninfo: String, migrator: Migrator, turnRealm: String,
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {
@@ -71,23 +74,14 @@ public final class StoreMonitor: DatabaseWork {
     public var channels: [String] { [StoreNotification.credentialsChannel] }
 
     public func connected(_ db: PGConnection) throws {
-        state.withLock { $0.snapshotLoaded = false }
+        state.withLock {
+            $0.snapshotLoaded = false
+            $0.statusCheckedAt = nil
+        }
     }
 
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
-        let status = try migrator.status(db)
-        if status.isCurrent {
-            if !state.withLock({ $0.snapshotLoaded }) {
-                onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
-                onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
-                onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
-                state.withLock { $0.snapshotLoaded = true }
-            }
-            report(StoreHealth(state: .ready, reason: "ok"))
-        } else {
-            report(StoreHealth(state: .schemaOutdated,
-                               reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
-        }
+        try checkSchema(db)
         let notes = try thread.notifications(on: db, waitingUpTo: 1000)
         guard state.withLock({ $0.snapshotLoaded }) else { return }  // the snapshot taken later includes these changes
         for note in notes {
@@ -103,6 +97,27 @@ public final class StoreMonitor: DatabaseWork {
             default:
                 continue
             }
+        }
+    }
+
+    /// The schema's state, at most once a second (and at once after a connect): when current,
+    /// the snapshot is loaded if it is not yet.
+    private func checkSchema(_ db: PGConnection) throws {
+        let now = MonotonicClock.nanoseconds()
+        if let checked = state.withLock({ $0.statusCheckedAt }), now - checked < StoreMonitor.statusInterval { return }
+        let status = try migrator.status(db)
+        state.withLock { $0.statusCheckedAt = now }
+        if status.isCurrent {
+            if !state.withLock({ $0.snapshotLoaded }) {
+                onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
+                onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
+                onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
+                state.withLock { $0.snapshotLoaded = true }
+            }
+            report(StoreHealth(state: .ready, reason: "ok"))
+        } else {
+            report(StoreHealth(state: .schemaOutdated,
+                               reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
         }
     }
 

@@ -1,24 +1,30 @@
 """Cluster figures (issue 9): how long a device takes to be whole again after its node
 returns (p50/p99, seen by a fresh app through the balancer), and presence writes per 1,000
 connects; and what the cluster asks of PostgreSQL per 1,000 devices (issue 25): transactions,
-rows written per table and the server's CPU, for the fleet connecting and for a node's
-return (hand-offs). Run by scripts/bench-cluster.sh."""
+rows written per table and the server's CPU, for the fleet connecting, for each device's app
+registering a phone for push (the nodes run with an APNs key; nothing is pushed: the fleet sends
+no push-worthy event and no robot stays away for WIMZ_PUSH_OFFLINE_AFTER), and for a node's
+return (hand-offs, with the registrations in place). Run by scripts/bench-cluster.sh."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import re
+import secrets
 import statistics
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Tests", "testkit"))
 from fleet import Fleet, check_all  # noqa: E402
-from wimz_testkit import Cluster  # noqa: E402
+from wimz_testkit import Cluster, http_json  # noqa: E402
 
 
 def metric_sum(cluster: Cluster, name: str) -> float:
@@ -75,6 +81,30 @@ class DatabaseLoad:
               f"{(self.cpu - earlier.cpu) * per:.2f} s CPU; rows inserted/updated/deleted: {', '.join(changed) or 'none'}")
 
 
+def apns_environment() -> dict[str, str]:
+    """An APNs configuration for the nodes (a fresh P-256 key from the openssl command): push
+    registrations are accepted; the provider URL is never reached in this benchmark."""
+    key = os.path.join(tempfile.mkdtemp(prefix="wimz-bench-apns-"), "AuthKey_BENCH.p8")
+    subprocess.run(f"openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out {key}",
+                   shell=True, check=True, stderr=subprocess.DEVNULL)
+    return {"WIMZ_APNS_KEY_FILE": key, "WIMZ_APNS_KEY_ID": "BENCHKEY01", "WIMZ_APNS_TEAM_ID": "BENCHTEAM1",
+            "WIMZ_APNS_TOPIC": "com.wimzai.app", "WIMZ_APNS_URL": "https://127.0.0.1:9",
+            "WIMZ_APNS_SANDBOX_URL": "https://127.0.0.1:9"}
+
+
+def register_phones(url: str, devices: dict[str, tuple[str, str]], concurrency: int) -> int:
+    """One phone per device, registered by its app through the balancer; returns how many got 200."""
+    def register(item: tuple[str, tuple[str, str]]) -> bool:
+        device, (_, app_token) = item
+        status, _ = http_json(f"{url}/api/devices/{device}/push", app_token, "PUT",
+                              {"platform": "apns", "token": secrets.token_hex(32), "environment": "production",
+                               "events": ["bark_detected", "treat_dispensed", "mission_completed", "robot_offline"]},
+                              timeout=10)
+        return status == 200
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, 32))) as pool:
+        return sum(pool.map(register, devices.items()))
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -89,7 +119,8 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100)
     args = parser.parse_args()
 
-    cluster = Cluster(3, admin_url=args.admin_url, relay_bin=args.relay_bin, migrations=args.migrations)
+    cluster = Cluster(3, admin_url=args.admin_url, relay_bin=args.relay_bin, migrations=args.migrations,
+                      node_env=apns_environment())
     try:
         devices = cluster.add_devices(args.devices, prefix="bench")
         fleet = Fleet(cluster.haproxy.url, devices)
@@ -112,6 +143,13 @@ async def main() -> None:
         await asyncio.sleep(STATS_SETTLE_SECONDS)
         connected = DatabaseLoad(cluster)
         connected.report(idle, f"connecting (each robot once, {args.devices} apps checking in)", args.devices)
+
+        registered = register_phones(cluster.haproxy.url, devices, args.concurrency)
+        print(f"push registrations: {registered}/{len(devices)} phones registered (one per device)")
+        await asyncio.sleep(STATS_SETTLE_SECONDS)
+        with_phones = DatabaseLoad(cluster)
+        with_phones.report(connected, "registering phones (one per device, through the balancer)", args.devices)
+        connected = with_phones
 
         cluster.nodes["node2"].kill()
         await asyncio.sleep(4)  # lease (3 s) expired; its robots reconnected elsewhere
