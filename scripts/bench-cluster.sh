@@ -3,8 +3,8 @@
 # three relay nodes behind a real HAProxy and 1,000 robots (the wimz-robot library, in a
 # virtualenv), and prints: presence writes per 1,000 connects, and the time until each
 # device is whole again after its node returns (p50/p99, seen by a fresh app), and PostgreSQL's
-# load per 1,000 devices (transactions, rows per table, server CPU) while the fleet connects and
-# while a node dies and returns.
+# load per 1,000 devices (transactions, rows per table, server CPU) while the fleet connects,
+# while every device's app registers a phone for push, and while a node dies and returns.
 #   scripts/bench-cluster.sh [--devices N] [--concurrency N]
 # The fan-out cost of the cluster bookkeeping is measured with scripts/bench.sh --phases fanout
 # (docs/performance.md, "Session 4").
