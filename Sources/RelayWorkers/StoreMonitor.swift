@@ -51,7 +51,8 @@ public final class StoreMonitor: DatabaseWork {
     private let onEvent: @Sendable (StoreEvent) -> Void
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
-    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool, statusCheckedAt: UInt64?)>((nil, false, nil))
+    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
+        (nil, false, nil, 0))
     /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
     /// notification: ~2 transactions per node for each token or push registration change).
     static let statusInterval: UInt64 = 1_000_000_000
@@ -106,7 +107,10 @@ public final class StoreMonitor: DatabaseWork {
         let now = MonotonicClock.nanoseconds()
         if let checked = state.withLock({ $0.statusCheckedAt }), now - checked < StoreMonitor.statusInterval { return }
         let status = try migrator.status(db)
-        state.withLock { $0.statusCheckedAt = now }
+        state.withLock {
+            $0.statusCheckedAt = now
+            $0.statusChecks += 1
+        }
         if status.isCurrent {
             if !state.withLock({ $0.snapshotLoaded }) {
                 onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
@@ -120,6 +124,9 @@ public final class StoreMonitor: DatabaseWork {
                                reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
         }
     }
+
+    /// How many times the schema was read (for tests).
+    var statusChecks: Int { state.withLock { $0.statusChecks } }
 
     public func unavailable(_ error: Error) {
         report(StoreHealth(state: .unavailable, reason: "\(error)"))

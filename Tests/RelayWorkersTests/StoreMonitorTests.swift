@@ -56,6 +56,28 @@ final class EventLog: @unchecked Sendable {
         #expect(disabled == true)
     }
 
+    /// The schema is read at most once a second, however many notifications wake the monitor
+    /// (it was read on every wake: two transactions a node for every token or push change).
+    @Test func notificationsDoNotEachReadTheSchema() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let log = EventLog()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
+        monitor.start()
+        defer { monitor.stop() }
+        #expect(log.wait { if case .credentialSnapshot(let s) = $0 { return s } else { return nil } } != nil)
+        let db = try database.connect()
+        let before = monitor.statusChecks
+        let started = Date()
+        for i in 0..<30 {
+            _ = try db.execute("NOTIFY \(StoreNotification.credentialsChannel), 'test:\(i)'")  // each its own wake
+            usleep(5_000)
+        }
+        usleep(100_000)
+        let seconds = Int(Date().timeIntervalSince(started).rounded(.up))
+        #expect(monitor.statusChecks - before <= seconds, "\(monitor.statusChecks - before) schema reads in \(seconds) s")
+    }
+
     @Test func reportsPendingMigrationsAndUnreachableDatabase() throws {
         let database = try TestDatabase(migrated: false)
         defer { database.drop() }
