@@ -92,6 +92,8 @@ class Database:
         self.migrations = migrations or env("WIMZ_MIGRATIONS_DIR")
         self.name = f"{prefix}_{secrets.token_hex(5)}"
         self.url = self.admin_url.replace("dbname=postgres", f"dbname={self.name}")
+        #: Relays started on this database (``add_device`` waits until they know new tokens).
+        self.nodes: list[RelayNode] = []
         self.psql(f"CREATE DATABASE {self.name}", admin=True)
         self.cli("migrate")
 
@@ -109,10 +111,14 @@ class Database:
         return done.stdout
 
     def add_device(self, device: str) -> tuple[str, str]:
-        """Adds a device with the CLI; its (robot token, app token)."""
+        """Adds a device with the CLI; its (robot token, app token), once every relay started on
+        this database knows them (a running relay learns of new tokens by a notification, a few
+        milliseconds after the CLI's commit: a test that used them at once raced it)."""
         self.cli("device", "add", device)
         robot = self.cli("token", "issue", "--device", device, "--role", "robot").strip().splitlines()[-1]
         app = self.cli("token", "issue", "--device", device, "--role", "app").strip().splitlines()[-1]
+        for node in list(self.nodes):
+            node.wait_known(device, app)
         return robot, app
 
     def drop(self) -> None:
@@ -153,6 +159,8 @@ class RelayNode:
         self.process = subprocess.Popen([self.database.relay_bin, "serve"], env=environment, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._collect, args=(self.process,), daemon=True).start()
+        if self not in self.database.nodes:
+            self.database.nodes.append(self)
         if wait:
             self.wait_ready()
 
@@ -168,6 +176,19 @@ class RelayNode:
             return http_json(f"{self.url}/readyz", timeout=1)[0] == 200
         except (OSError, ValueError):
             return False
+
+    def wait_known(self, device: str, app_token: str, timeout: float = 5) -> None:
+        """Waits until this relay (if it is running and ready) accepts ``app_token`` of ``device``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None or not self.ready():
+                return
+            try:
+                if http_json(f"{self.url}/api/devices/{device}/status", app_token, timeout=2)[0] != 401:
+                    return
+            except OSError:  # stopped meanwhile
+                return
+            time.sleep(0.005)
 
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

@@ -42,7 +42,8 @@ final class PushEndpoint {
             case .success(let parsed): registration = parsed
             }
             let address = authenticator.clientAddress(request)
-            return database.answer(request) { db in
+            let push = self.push
+            return database.answer(request, onAnswer: { if $0.status == 200 { push.saved(registration) } }) { db in
                 switch try PushRepository(db).save(registration, address: address) {
                 case .saved(let saved): return .json(200, Self.json(saved))
                 case .tooMany:

@@ -78,6 +78,12 @@ final class PushCoordinator {
         env.hub.setPushWatched(device, !now.isEmpty)
     }
 
+    /// A registration this node just saved, in the mirror at once (the notification's re-read
+    /// confirms it a few milliseconds later): an event right after the app's 200 is pushed.
+    func saved(_ registration: PushRegistration) {
+        changed(registration.device, (registrations[registration.device] ?? []).filter { $0.token != registration.token } + [registration])
+    }
+
     /// An app socket of `session`'s token is open now: it sees the stream; what was counted for
     /// its registrations goes (it can resume with `since=`).
     func appConnected(_ session: Session) {
