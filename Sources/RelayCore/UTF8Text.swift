@@ -24,12 +24,7 @@ public enum UTF8Text {
         }
         while i < count {
             // ASCII four words, then a word, at a time: no byte has its high bit set.
-            while count - i >= 32 {
-                let word = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) | raw.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-                    | raw.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self) | raw.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
-                guard word & 0x8080_8080_8080_8080 == 0 else { break }
-                i += 32
-            }
+            while count - i >= 32, ascii32(i) { i += 32 }
             while count - i >= 8, raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
                 i += 8
             }

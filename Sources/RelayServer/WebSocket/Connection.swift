@@ -28,7 +28,7 @@ final class Connection: SessionTransport {
     }
 
     deinit {
-        // The session's unowned link must be gone before the connection is (`finish` clears it).
+        // The session's unmanaged link must be gone before the connection is (`finish` clears it).
         assert(session.transport.map { $0 !== self } ?? true, "connection freed while its session still points at it")
     }
 

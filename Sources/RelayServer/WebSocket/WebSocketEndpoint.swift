@@ -302,7 +302,7 @@ final class WebSocketEndpoint {
         env.hub.detach(session)
         if session.role == .robot { robotHTTP.robotGone(session) }
         connection.isFinished = true
-        session.transport = nil  // unowned: nothing may reach the connection through it from now on
+        session.transport = nil  // not retained: nothing may reach the connection through it from now on
         openConnections -= 1
         if let code = session.closing?.code { env.counters.closes[code.rawValue, default: 0] += 1 }
         let seconds = Double(env.clock.wall().microseconds - session.connectedAt.microseconds) / 1e6
