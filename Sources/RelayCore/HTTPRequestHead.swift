@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One HTTP/1.x request head exactly as the client sent it, parsed strictly (RFC 9112 §2–5,
 /// RFC 3986 percent-encoding). The relay's gate parses every request's raw bytes with it before
 /// libwebsockets sees anything, so the device id that is checked is the one that was sent:
@@ -101,26 +95,34 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// Parses the head at the start of `bytes` (which may hold less, or more, than the head).
     public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) -> ParseResult {
-        var parser = Parser(bytes: bytes, limits: limits)
-        do {
-            return try parser.run()
-        } catch {
-            return .invalid(error)
+        var result = ParseResult.incomplete
+        bytes.withUnsafeBufferPointer { buffer in
+            var parser = HTTPHeadParser(bytes: buffer, limits: limits)
+            do throws(RequestError) {
+                result = try parser.run()
+            } catch {
+                result = .invalid(error)
+            }
         }
+        return result
     }
 
     /// Percent-decodes `text` exactly: `%XX` only, nothing else changes. The result must be valid
     /// UTF-8 without NUL or control characters.
     public static func percentDecode(_ text: ArraySlice<UInt8>, what: String) throws(RequestError) -> String {
+        try text.withUnsafeBufferPointer { buffer throws(RequestError) in try percentDecode(buffer, what: what) }
+    }
+
+    static func percentDecode(_ text: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
         // Nothing to decode (most paths and arguments): checked as it is, no copy in between.
         if !text.contains(UInt8(ascii: "%")) { return try checkedText(text, what: what) }
         var out: [UInt8] = []
         out.reserveCapacity(text.count)
-        var i = text.startIndex
-        while i < text.endIndex {
+        var i = 0
+        while i < text.count {
             var byte = text[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < text.endIndex, let high = hexValue(text[i + 1]), let low = hexValue(text[i + 2])
+                guard i + 2 < text.count, let high = hexValue(text[i + 1]), let low = hexValue(text[i + 2])
                 else { throw RequestError(.badRequest, "malformed percent-encoding in \(what)") }
                 byte = high << 4 | low
                 i += 3
@@ -132,11 +134,11 @@ public struct HTTPRequestHead: Sendable, Equatable {
             }
             out.append(byte)
         }
-        return try checkedText(out, what: what)
+        return try out.withUnsafeBufferPointer { decoded throws(RequestError) in try checkedText(decoded, what: what) }
     }
 
     /// `bytes` as text: valid UTF-8 without NUL or control characters.
-    private static func checkedText(_ bytes: some Collection<UInt8>, what: String) throws(RequestError) -> String {
+    private static func checkedText(_ bytes: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
         var ascii = true
         for byte in bytes {
             if byte < 0x20 || byte == 0x7F { throw RequestError(.badRequest, "control character in \(what)") }
@@ -159,18 +161,11 @@ public struct HTTPRequestHead: Sendable, Equatable {
         }
     }
 
-    /// RFC 9110 tchar.
+    /// RFC 9110 tchar: `!#$%&'*+-.^_`|~`, digits and letters, as two bit masks (one test a
+    /// byte; a switch over the ranges cost several).
     static func isTokenByte(_ b: UInt8) -> Bool {
-        switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-             UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-             UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            true
-        default:
-            false
-        }
+        b < 64 ? (0x03FF_6CFA_0000_0000 as UInt64) >> b & 1 == 1
+            : b < 128 && (0x57FF_FFFF_C7FF_FFFE as UInt64) >> (b - 64) & 1 == 1
     }
 }
 
@@ -183,175 +178,5 @@ public struct RequestError: Error, Sendable, Equatable {
     public init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
-    }
-}
-
-/// The state of one parse over a byte buffer.
-private struct Parser {
-    let bytes: [UInt8]
-    let limits: HTTPRequestHead.Limits
-    var position = 0
-
-    init(bytes: [UInt8], limits: HTTPRequestHead.Limits) {
-        self.bytes = bytes
-        self.limits = limits
-    }
-
-    /// The index of the next CRLF at or after `position`, nil if not there yet; a bare LF or CR
-    /// before it is an error. `tooLong` is made only when thrown (its message is an
-    /// interpolation: ~5,000 instructions a request when both were built up front).
-    func lineEnd(maximum: Int, tooLong: @autoclosure () -> RequestError) throws(RequestError) -> Int? {
-        let limit = min(bytes.count, position + maximum + 2)
-        // The first CR or LF, found with memchr (vectorised) rather than a byte-by-byte switch.
-        let found: Int? = bytes.withUnsafeBufferPointer { all in
-            guard let base = all.baseAddress, limit > position else { return nil }
-            let cr = memchr(base + position, 0x0D, limit - position).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) }
-            let lfLimit = cr ?? limit
-            let lf = memchr(base + position, 0x0A, lfLimit - position).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) }
-            return lf ?? cr
-        }
-        if let i = found {
-            guard bytes[i] == 0x0D else { throw RequestError(.badRequest, "bare LF in the request head") }
-            guard i + 1 < bytes.count else { return nil }
-            guard bytes[i + 1] == 0x0A else { throw RequestError(.badRequest, "bare CR in the request head") }
-            guard i - position <= maximum else { throw tooLong() }
-            return i
-        }
-        if bytes.count - position > maximum { throw tooLong() }
-        return nil
-    }
-
-    mutating func run() throws(RequestError) -> HTTPRequestHead.ParseResult {
-        guard let end = try lineEnd(maximum: limits.requestLine,
-                                    tooLong: RequestError(.uriTooLong, "the request line is over \(limits.requestLine) bytes"))
-        else { return .incomplete }
-        var head = try requestLine(bytes[position..<end])
-        position = end + 2
-        let headersStart = position
-        func headersTooLarge() -> RequestError {
-            RequestError(.headersTooLarge, "the header section is over \(limits.headerBytes) bytes or \(limits.headerCount) fields")
-        }
-        head.headers.reserveCapacity(16)
-        while true {
-            let remaining = limits.headerBytes - (position - headersStart)
-            guard let end = try lineEnd(maximum: max(remaining, 0), tooLong: headersTooLarge()) else {
-                return .incomplete
-            }
-            if end == position {
-                position += 2
-                break
-            }
-            guard head.headers.count < limits.headerCount else { throw headersTooLarge() }
-            head.headers.append(try field(bytes[position..<end]))
-            position = end + 2
-        }
-        try checkFraming(head)
-        return .complete(head, length: position)
-    }
-
-    private func requestLine(_ line: ArraySlice<UInt8>) throws(RequestError) -> HTTPRequestHead {
-        // Exactly three parts between two single spaces (found by hand: a generic `split` cost
-        // ~4,000 instructions a request).
-        let space = UInt8(ascii: " ")
-        guard let first = line.firstIndex(of: space), let second = line[(first + 1)...].firstIndex(of: space),
-              !line[(second + 1)...].contains(space), first > line.startIndex, second > first + 1 else {
-            throw RequestError(.badRequest, "malformed request line")
-        }
-        let method = line[..<first], target = line[(first + 1)..<second]
-        guard method.allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(.badRequest, "malformed method") }
-        let version = String(decoding: line[(second + 1)...], as: UTF8.self)
-        guard version == "HTTP/1.1" || version == "HTTP/1.0" else {
-            throw RequestError(.httpVersionNotSupported, "only HTTP/1.1 and HTTP/1.0 are served")
-        }
-        guard target.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw RequestError(.badRequest, "the request target has characters that must be percent-encoded")
-        }
-        guard target.first == UInt8(ascii: "/") else {
-            throw RequestError(.badRequest, "the request target must be a path (origin-form)")
-        }
-        guard !target.contains(UInt8(ascii: "#")) else { throw RequestError(.badRequest, "fragment in the request target") }
-        let question = target.firstIndex(of: UInt8(ascii: "?"))
-        let rawPath = target[..<(question ?? target.endIndex)]
-        let path = try HTTPRequestHead.percentDecode(rawPath, what: "the path")
-        var arguments: [HTTPRequestHead.Argument] = []
-        if let question {
-            let query = target[(question + 1)...]
-            guard query.count <= limits.query else {
-                throw RequestError(.uriTooLong, "the query is over \(limits.query) bytes")
-            }
-            // `&`-separated pairs, empty ones skipped.
-            var start = query.startIndex
-            while start < query.endIndex {
-                let end = query[start...].firstIndex(of: UInt8(ascii: "&")) ?? query.endIndex
-                defer { start = end + 1 }
-                guard end > start else { continue }
-                let pair = query[start..<end]
-                let equals = pair.firstIndex(of: UInt8(ascii: "="))
-                let name = try HTTPRequestHead.percentDecode(pair[..<(equals ?? pair.endIndex)], what: "the query")
-                let value = try equals.map { eq throws(RequestError) in
-                    try HTTPRequestHead.percentDecode(pair[(eq + 1)...], what: "the query")
-                } ?? ""
-                arguments.append(.init(name: name, value: value))
-            }
-        }
-        return HTTPRequestHead(method: String(decoding: method, as: UTF8.self), path: path, arguments: arguments,
-                               version: version, rawPath: String(decoding: rawPath, as: UTF8.self),
-                               rawQuery: question.map { String(decoding: target[($0 + 1)...], as: UTF8.self) })
-    }
-
-    private func field(_ line: ArraySlice<UInt8>) throws(RequestError) -> (name: String, value: String) {
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex else {
-            throw RequestError(.badRequest, line.first == 0x20 || line.first == 0x09
-                               ? "folded header lines are not accepted" : "malformed header field")
-        }
-        let name = line[..<colon]
-        guard name.allSatisfy(HTTPRequestHead.isTokenByte) else { throw RequestError(.badRequest, "malformed header name") }
-        var value = line[(colon + 1)...]
-        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
-        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
-        guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
-            throw RequestError(.badRequest, "control character in a header value")
-        }
-        // Names are ASCII tokens: lowercased byte by byte (String.lowercased() is Unicode's, and
-        // costs more than the rest of the field). Values are Latin-1 by RFC: ASCII ones (all the
-        // relay reads) decode as they are, others map byte to scalar.
-        let lowered = String(unsafeUninitializedCapacity: name.count) { (out: UnsafeMutableBufferPointer<UInt8>) -> Int in
-            for (k, b) in name.enumerated() { out[k] = b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
-            return name.count
-        }
-        let text = value.allSatisfy { $0 < 0x80 } ? String(decoding: value, as: UTF8.self)
-            : String(String.UnicodeScalarView(value.map { Unicode.Scalar($0) }))
-        return (lowered, text)
-    }
-
-    /// Refuses heads two parsers could read differently (request smuggling). One pass over the
-    /// fields (filtered arrays and a set cost ~1,800 instructions a request).
-    private func checkFraming(_ head: HTTPRequestHead) throws(RequestError) {
-        var hosts = 0
-        var length: String?
-        var lengthInvalid = false
-        var transferEncoding = false
-        for field in head.headers {
-            switch field.name {
-            case "host":
-                hosts += 1
-            case "content-length":
-                let value = field.value
-                if value.isEmpty || value.utf8.count > 18 || !value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-                    || (length != nil && length != value) {
-                    lengthInvalid = true
-                }
-                length = value
-            case "transfer-encoding":
-                transferEncoding = true
-            default:
-                break
-            }
-        }
-        if hosts > 1 { throw RequestError(.badRequest, "more than one Host header") }
-        if lengthInvalid { throw RequestError(.badRequest, "invalid Content-Length") }
-        if length != nil, transferEncoding {
-            throw RequestError(.badRequest, "Content-Length together with Transfer-Encoding")
-        }
     }
 }

@@ -40,8 +40,8 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         switch self {
         case .null: JSONValue.append("null", to: &out)
         case .bool(let b): JSONValue.append(b ? "true" : "false", to: &out)
-        case .int(let i): JSONValue.append(String(i), to: &out)
-        case .double(let d): JSONValue.append(d.isFinite ? String(d) : "null", to: &out)
+        case .int(let i): JSONValue.appendDecimal(i, to: &out)
+        case .double(let d): JSONValue.appendNumber(d, to: &out)
         case .string(let s): JSONValue.appendQuoted(s, to: &out)
         case .raw(let r): JSONValue.append(r, to: &out)
         case .array(let items):
@@ -53,13 +53,18 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
             out.append(UInt8(ascii: "]"))
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
-            for (i, (key, value)) in fields.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.appendQuoted(key, to: &out)
-                out.append(UInt8(ascii: ":"))
-                value.encode(into: &out)
-            }
+            JSONValue.encodeMembers(fields, into: &out)
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends an object's members without its braces: `"key":value,…`.
+    public static func encodeMembers(_ fields: [(String, JSONValue)], into out: inout [UInt8]) {
+        for (i, (key, value)) in fields.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            appendQuoted(key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            value.encode(into: &out)
         }
     }
 

@@ -2,14 +2,23 @@
 public enum Redaction {
     /// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), nil for
     /// any other scheme or an empty token.
-    /// Read on bytes (a generic `split` and `lowercased()` cost ~5,000 instructions a handshake).
+    /// Read on the string's bytes in place (a generic `split` and `lowercased()` cost ~5,000
+    /// instructions a handshake, generic views of the UTF-8 ~2,000).
     public static func bearerToken(fromAuthorization header: String) -> String? {
-        let utf8 = header.utf8.drop { $0 == UInt8(ascii: " ") }
-        guard let space = utf8.firstIndex(of: UInt8(ascii: " ")) else { return nil }
-        // ASCII case folding: OR-ing 0x20 turns only the capitals into their small letters.
-        guard utf8[..<space].elementsEqual("bearer".utf8, by: { $0 | 0x20 == $1 }) else { return nil }
-        let token = utf8[space...].drop { $0 == UInt8(ascii: " ") }
-        return token.isEmpty ? nil : String(header[token.startIndex...])
+        var header = header
+        return header.withUTF8 { bytes -> String? in
+            let space = UInt8(ascii: " ")
+            var i = 0
+            while i < bytes.count, bytes[i] == space { i += 1 }
+            let scheme = i
+            while i < bytes.count, bytes[i] != space { i += 1 }
+            let bearer: StaticString = "bearer"
+            guard i < bytes.count, i - scheme == bearer.utf8CodeUnitCount else { return nil }
+            // ASCII case folding: OR-ing 0x20 turns only the capitals into their small letters.
+            for k in 0..<bearer.utf8CodeUnitCount where bytes[scheme + k] | 0x20 != bearer.utf8Start[k] { return nil }
+            while i < bytes.count, bytes[i] == space { i += 1 }
+            return i == bytes.count ? nil : String(decoding: UnsafeBufferPointer(rebasing: bytes[i...]), as: UTF8.self)
+        }
     }
 
     /// Replaces the value of every `token=` query argument with `REDACTED`.

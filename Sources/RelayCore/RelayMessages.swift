@@ -14,44 +14,50 @@ public enum RelayMessages {
     public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
                                     history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
         var out = eventHead(WimzProtocol.RelayEventName.deviceStatus, capacity: 192)
-        out += #"{"device_id":"#.utf8
+        add(#"{"device_id":"#, to: &out)
         JSONValue.appendQuoted(device.rawValue, to: &out)
-        out += #","online":"#.utf8
-        out += (online ? "true" : "false").utf8
-        out += #","since":"#.utf8
+        add(#","online":"#, to: &out)
+        add(online ? "true" : "false", to: &out)
+        add(#","since":"#, to: &out)
         JSONValue.appendQuoted(since.iso8601, to: &out)
         if let history {
-            out += #","epoch":"#.utf8
+            add(#","epoch":"#, to: &out)
             JSONValue.appendQuoted(history.epoch, to: &out)
-            out += #","seq":"#.utf8
-            out += String(history.seq).utf8
+            add(#","seq":"#, to: &out)
+            JSONValue.appendDecimal(history.seq, to: &out)
         }
         if let recovered {
-            out += #","recovered":"#.utf8
-            out += (recovered ? "true" : "false").utf8
+            add(#","recovered":"#, to: &out)
+            add(recovered ? "true" : "false", to: &out)
         }
-        out += "}}".utf8
+        add("}}", to: &out)
         return Payload(out)
     }
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
     public static func appPresence(apps: Int) -> Payload {
         var out = eventHead(WimzProtocol.RelayEventName.appPresence, capacity: 64)
-        out += #"{"apps":"#.utf8
-        out += String(apps).utf8
-        out += "}}".utf8
+        add(#"{"apps":"#, to: &out)
+        JSONValue.appendDecimal(Int64(apps), to: &out)
+        add("}}", to: &out)
         return Payload(out)
+    }
+
+    /// Appends a literal's bytes (a `String`'s UTF-8 view goes through the generic append).
+    @inline(__always)
+    private static func add(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
     private static func eventHead(_ name: String, capacity: Int) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(capacity)
-        out += #"{"type":"#.utf8
+        add(#"{"type":"#, to: &out)
         JSONValue.appendQuoted(WimzProtocol.MessageType.event, to: &out)
-        out += #","event":"#.utf8
+        add(#","event":"#, to: &out)
         JSONValue.appendQuoted(name, to: &out)
-        out += #","data":"#.utf8
+        add(#","data":"#, to: &out)
         return out
     }
 

@@ -55,8 +55,20 @@ struct AuditTrail {
     let node: String
 
     func record(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?, details: [(String, JSONValue)] = []) {
+        // The details written as the JSON they are stored as, the node last: one buffer, where a
+        // tree with the node appended cost two arrays here and its encoding on the writer's
+        // thread (these run per connection).
+        var text: [UInt8] = []
+        text.reserveCapacity(224)
+        text.append(UInt8(ascii: "{"))
+        JSONValue.encodeMembers(details, into: &text)
+        if !details.isEmpty { text.append(UInt8(ascii: ",")) }
+        JSONValue.appendQuoted("node", to: &text)
+        text.append(UInt8(ascii: ":"))
+        JSONValue.appendQuoted(node, to: &text)
+        text.append(UInt8(ascii: "}"))
         guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID, remoteAddress: address,
-                                                     details: .object(details + [("node", .string(node))]))
+                                                     details: .raw(String(decoding: text, as: UTF8.self)))
         else { return }
         writer.record(event)
     }

@@ -66,6 +66,27 @@ import Testing
     @Test func rawIsVerbatim() {
         #expect(JSONValue.array([.raw(#"{"x":1}"#), "y"]).encoded == #"[{"x":1},"y"]"#)
     }
+
+    /// Numbers are written as digits without a String in between: each must read exactly as
+    /// `String(value)` spells it (the whole-thousandths fast path for doubles included).
+    @Test func numbersAreSpelledAsStringSpellsThem() {
+        var generator = SystemRandomNumberGenerator()
+        var integers: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, .max, .min, .max - 1, .min + 1]
+        var doubles: [Double] = [0, -0.0, 0.001, 0.0001, 0.5, 1, 12, 12.3, 12.34, 12.345, 12.005, 12.05, 1e-5, 1e11, 999_999_999_999.999,
+                                 1e12, 1e15, 1e16, 1e300, -2.5, .pi, .infinity, -.infinity, .nan, .leastNonzeroMagnitude, .greatestFiniteMagnitude]
+        for _ in 0..<20_000 {
+            integers.append(Int64.random(in: .min ... .max, using: &generator) >> Int64.random(in: 0...63, using: &generator))
+            doubles.append(Double(Int64.random(in: 0...1_000_000_000_000_000, using: &generator)) / 1000)  // thousandths
+            doubles.append(Double(Int64.random(in: 0...100_000_000, using: &generator)) / 1000)
+            doubles.append(Double(bitPattern: UInt64.random(in: .min ... .max, using: &generator)))
+        }
+        for value in integers {
+            #expect(JSONValue.int(value).encoded == String(value), "\(value)")
+        }
+        for value in doubles {
+            #expect(JSONValue.double(value).encoded == (value.isFinite ? String(value) : "null"), "\(value.bitPattern)")
+        }
+    }
 }
 
 @Suite struct RedactionTests {

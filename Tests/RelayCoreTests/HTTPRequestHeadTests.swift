@@ -36,6 +36,14 @@ import Testing
         #expect(head.header("x-latin") == "caf\u{E9}\u{FF}")
     }
 
+    /// The token bytes' bit masks hold exactly RFC 9110's tchar, for all 256 bytes.
+    @Test func tokenBytesAreExactlyTchar() {
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTPRequestHead.isTokenByte(byte) == tchar.contains(byte), "\(byte)")
+        }
+    }
+
     @Test func whatLibwebsocketsMangledIsTakenAsSent() throws {
         // ';' is no separator: the id checked is "dev;1", which is not a valid id.
         #expect(try head("/ws/app?device_id=dev;1&token=t").argument("device_id") == "dev;1")

@@ -7,8 +7,8 @@ import RelayCrypto
 /// number of active tokens: ~700 bytes of RSS each, measured (`scripts/bench-mirror.sh`,
 /// docs/performance.md). Service thread only.
 final class CredentialTable {
-    private var byDigest: [[UInt8]: CredentialEntry] = [:]
-    private var digestByID: [Int64: [UInt8]] = [:]
+    private var byDigest: [SHA256Digest: CredentialEntry] = [:]
+    private var digestByID: [Int64: SHA256Digest] = [:]
     private var disabledDevices: Set<DeviceID> = []
     /// False until the first snapshot: then a miss means "unknown"; before it, "store unavailable".
     private(set) var isLoaded = false
@@ -42,14 +42,16 @@ final class CredentialTable {
 
     /// The entry for a presented token, with its device's current state.
     func lookup(token: String) -> CredentialEntry? {
-        guard var entry = byDigest[BearerToken.digest(token)] else { return nil }
+        guard var entry = byDigest[BearerToken.inlineDigest(token)] else { return nil }
         entry.deviceDisabled = disabledDevices.contains(entry.token.deviceID)
         return entry
     }
 
     private func insert(_ entry: CredentialEntry) {
-        byDigest[entry.token.digest] = entry
-        digestByID[entry.token.id] = entry.token.digest
+        // Stored digests are SHA-256's 32 bytes (the store's column); any other is no token's.
+        guard let digest = SHA256Digest(entry.token.digest) else { return }
+        byDigest[digest] = entry
+        digestByID[entry.token.id] = digest
         if entry.deviceDisabled { disabledDevices.insert(entry.token.deviceID) }
     }
 }
