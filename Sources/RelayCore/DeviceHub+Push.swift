@@ -21,7 +21,7 @@ extension DeviceHub {
         guard let range = envelope.eventName else { return nil }
         let start = bytes.baseAddress! + range.lowerBound
         for (k, name) in pushNames.enumerated()
-        where name.count == range.count && name.withUnsafeBufferPointer({ memcmp(start, $0.baseAddress!, $0.count) }) == 0 {
+        where name.count == range.count && name.withUnsafeBufferPointer({ sameBytes(start, $0.baseAddress!, count: $0.count) }) {
             if k == missionProgressPushIndex {
                 return DeviceHub.contains(bytes, completedNeedle) ? "mission_progress" : nil
             }

@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"): the latest message of
 /// each replayed event, with when it arrived. The hub keeps it as the replay; this is how it
 /// is read out — for the write-behind store (changed devices, once a tick) and for the
@@ -53,7 +47,7 @@ extension DeviceHub {
     /// The index of the replayed name equal to `bytes[range]`, if any.
     func replayIndex(of bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
         for (index, name) in replayNames.enumerated() where name.count == range.count {
-            if name.withUnsafeBufferPointer({ n in memcmp(bytes.baseAddress! + range.lowerBound, n.baseAddress!, n.count) == 0 }) {
+            if name.withUnsafeBufferPointer({ n in sameBytes(bytes.baseAddress! + range.lowerBound, n.baseAddress!, count: n.count) }) {
                 return index
             }
         }

@@ -260,12 +260,21 @@ public final class DeviceHub {
     }
 
     /// Both kinds of `device_status` a robot change sends: v1, and with the history for recovering apps.
+    /// Each is built only if an app is there to get it (a robot usually connects to none).
     private func announce(_ device: Device, online: Bool, since: UnixTime) {
-        let plain = RelayMessages.deviceStatus(device.id, online: online, since: since)
-        let numbered = device.history.map {
+        guard !device.apps.isEmpty else { return }
+        let numbered = device.recoveringApps == 0 ? nil : device.history.map {
             RelayMessages.deviceStatus(device.id, online: online, since: since, history: ($0.epoch, $0.lastSeq))
         }
-        for app in device.apps { deliver(app.recovers ? numbered ?? plain : plain, to: app) }
+        var plain: Payload?
+        for app in device.apps {
+            if app.recovers, let numbered {
+                deliver(numbered, to: app)
+                continue
+            }
+            if plain == nil { plain = RelayMessages.deviceStatus(device.id, online: online, since: since) }
+            deliver(plain!, to: app)
+        }
     }
 
     /// Stops routing to `session` (closed, culled, revoked). Idempotent.
