@@ -53,18 +53,13 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
             out.append(UInt8(ascii: "]"))
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
-            JSONValue.encodeMembers(fields, into: &out)
+            for (i, (key, value)) in fields.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.appendQuoted(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                value.encode(into: &out)
+            }
             out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    /// Appends an object's members without its braces: `"key":value,…`.
-    public static func encodeMembers(_ fields: [(String, JSONValue)], into out: inout [UInt8]) {
-        for (i, (key, value)) in fields.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            appendQuoted(key, to: &out)
-            out.append(UInt8(ascii: ":"))
-            value.encode(into: &out)
         }
     }
 

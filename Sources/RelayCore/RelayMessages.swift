@@ -13,7 +13,7 @@ public enum RelayMessages {
     /// tree's encoding.
     public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
                                     history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
-        var out = eventHead(WimzProtocol.RelayEventName.deviceStatus, capacity: 192)
+        var out = started(deviceStatusHead, capacity: 192)
         add(#"{"device_id":"#, to: &out)
         JSONValue.appendQuoted(device.rawValue, to: &out)
         add(#","online":"#, to: &out)
@@ -36,7 +36,7 @@ public enum RelayMessages {
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
     public static func appPresence(apps: Int) -> Payload {
-        var out = eventHead(WimzProtocol.RelayEventName.appPresence, capacity: 64)
+        var out = started(appPresenceHead, capacity: 64)
         add(#"{"apps":"#, to: &out)
         JSONValue.appendDecimal(Int64(apps), to: &out)
         add("}}", to: &out)
@@ -50,14 +50,25 @@ public enum RelayMessages {
     }
 
     /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
-    private static func eventHead(_ name: String, capacity: Int) -> [UInt8] {
+    /// Encoded once per name: these go out on every connect and disconnect.
+    private static func eventHead(_ name: String) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(capacity)
         add(#"{"type":"#, to: &out)
         JSONValue.appendQuoted(WimzProtocol.MessageType.event, to: &out)
         add(#","event":"#, to: &out)
         JSONValue.appendQuoted(name, to: &out)
         add(#","data":"#, to: &out)
+        return out
+    }
+
+    private static let deviceStatusHead = eventHead(WimzProtocol.RelayEventName.deviceStatus)
+    private static let appPresenceHead = eventHead(WimzProtocol.RelayEventName.appPresence)
+
+    /// A message's bytes so far: `head`, with room for `capacity` in all.
+    private static func started(_ head: [UInt8], capacity: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(capacity)
+        out.append(contentsOf: head)
         return out
     }
 

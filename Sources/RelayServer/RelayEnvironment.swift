@@ -54,23 +54,34 @@ struct AuditTrail {
     let writer: AuditWriter
     let node: String
 
-    func record(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?, details: [(String, JSONValue)] = []) {
+    func record(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?,
+                details: [(StaticString, JSONValue)] = []) {
         // The details written as the JSON they are stored as, the node last: one buffer, where a
         // tree with the node appended cost two arrays here and its encoding on the writer's
-        // thread (these run per connection).
+        // thread (these run per connection). Keys are literals: copied, never escaped.
         var text: [UInt8] = []
         text.reserveCapacity(224)
         text.append(UInt8(ascii: "{"))
-        JSONValue.encodeMembers(details, into: &text)
-        if !details.isEmpty { text.append(UInt8(ascii: ",")) }
-        JSONValue.appendQuoted("node", to: &text)
-        text.append(UInt8(ascii: ":"))
+        for (key, value) in details {
+            appendKey(key, to: &text)
+            value.encode(into: &text)
+            text.append(UInt8(ascii: ","))
+        }
+        appendKey("node", to: &text)
         JSONValue.appendQuoted(node, to: &text)
         text.append(UInt8(ascii: "}"))
         guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID, remoteAddress: address,
                                                      details: .raw(String(decoding: text, as: UTF8.self)))
         else { return }
         writer.record(event)
+    }
+
+    /// `"key":` for a key that needs no escaping (the audit details' own names).
+    private func appendKey(_ key: StaticString, to text: inout [UInt8]) {
+        text.append(UInt8(ascii: "\""))
+        text.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        text.append(UInt8(ascii: "\""))
+        text.append(UInt8(ascii: ":"))
     }
 }
 

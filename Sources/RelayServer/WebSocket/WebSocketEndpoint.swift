@@ -306,7 +306,7 @@ final class WebSocketEndpoint {
         openConnections -= 1
         if let code = session.closing?.code { env.counters.closes[code.rawValue, default: 0] += 1 }
         let seconds = Double(env.clock.wall().microseconds - session.connectedAt.microseconds) / 1e6
-        var details: [(String, JSONValue)] = [
+        var details: [(StaticString, JSONValue)] = [
             ("connection", .int(Int64(session.id))), ("duration_s", .double((seconds * 1000).rounded() / 1000)),
             ("messages_in", .int(Int64(session.messagesIn))), ("bytes_in", .int(Int64(session.bytesIn))),
             ("messages_out", .int(Int64(session.messagesOut))), ("bytes_out", .int(Int64(session.bytesOut))),
@@ -317,7 +317,7 @@ final class WebSocketEndpoint {
         }
         env.audit.record(session.role == .robot ? .robotDisconnected : .appDisconnected, device: session.deviceID.rawValue,
               tokenID: session.tokenID, address: session.remoteAddress, details: details)
-        env.log.info("ws_disconnected", metadata: Logger.Metadata(fields: details)
+        env.log.info("ws_disconnected", metadata: Logger.Metadata(fields: details.map { ("\($0.0)", $0.1) })
             .merging(["role": "\(session.role.rawValue)", "device": "\(session.deviceID.rawValue)"]) { $1 })
         stop.connectionClosed()
     }
