@@ -50,7 +50,10 @@ final class CredentialTable {
     private func insert(_ entry: CredentialEntry) {
         // Stored digests are SHA-256's 32 bytes (the store's column); any other is no token's.
         guard let digest = SHA256Digest(entry.token.digest) else { return }
-        byDigest[digest] = entry
+        // The key holds the digest: the record's own copy (an array a token) is dropped.
+        var kept = entry
+        kept.token.digest = []
+        byDigest[digest] = kept
         digestByID[entry.token.id] = digest
         if entry.deviceDisabled { disabledDevices.insert(entry.token.deviceID) }
     }
