@@ -88,4 +88,23 @@ extension DeviceHub {
         else { return nil }
         return ExchangeID.parse(UnsafeBufferPointer(rebasing: token[1..<(ExchangeID.textLength + 1)]), prefix: UInt8(ascii: "c"))
     }
+
+    /// A robot's answer to an app's command, back to that app under the app's own id.
+    func routeResponse(_ payload: Payload, envelope: Envelope, device: Device) {
+        guard let idRange = envelope.id, let relayID = payload.withBytes({ DeviceHub.parseRelayID(UnsafeBufferPointer(rebasing: $0[idRange])) }),
+              let pending = device.pending.removeValue(forKey: relayID), pending.app.attached
+        else {
+            onDrop?(.unknownResponse)
+            return
+        }
+        var restored = [UInt8]()
+        restored.reserveCapacity(payload.count + pending.idToken.count)
+        payload.withBytes { bytes in
+            restored += bytes[..<idRange.lowerBound]
+            restored += pending.idToken
+            restored += bytes[idRange.upperBound...]
+        }
+        deliver(Payload(restored), to: pending.app)
+        forwarded.robotToApps.add(restored.count)
+    }
 }

@@ -272,7 +272,7 @@ public final class DeviceHub {
                 deliver(numbered, to: app)
                 continue
             }
-            if plain == nil { plain = RelayMessages.deviceStatus(device.id, online: online, since: since) }
+            plain = plain ?? RelayMessages.deviceStatus(device.id, online: online, since: since)
             deliver(plain!, to: app)
         }
     }
@@ -413,24 +413,6 @@ public final class DeviceHub {
             }
         }
         forwarded.robotToApps.add(payload.count)
-    }
-
-    private func routeResponse(_ payload: Payload, envelope: Envelope, device: Device) {
-        guard let idRange = envelope.id, let relayID = payload.withBytes({ DeviceHub.parseRelayID(UnsafeBufferPointer(rebasing: $0[idRange])) }),
-              let pending = device.pending.removeValue(forKey: relayID), pending.app.attached
-        else {
-            onDrop?(.unknownResponse)
-            return
-        }
-        var restored = [UInt8]()
-        restored.reserveCapacity(payload.count + pending.idToken.count)
-        payload.withBytes { bytes in
-            restored += bytes[..<idRange.lowerBound]
-            restored += pending.idToken
-            restored += bytes[idRange.upperBound...]
-        }
-        deliver(Payload(restored), to: pending.app)
-        forwarded.robotToApps.add(restored.count)
     }
 
     /// `app_presence` for the robot after an app came or went. Apps cause it, so a full robot

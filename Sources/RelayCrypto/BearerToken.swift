@@ -12,7 +12,4 @@ public enum BearerToken {
 
     /// The digest under which a token is stored and looked up.
     public static func digest(_ token: String) -> [UInt8] { Crypto.sha256(token) }
-
-    /// The same digest held inline, as the token mirror keys it.
-    public static func inlineDigest(_ token: String) -> SHA256Digest { SHA256Digest(of: token) }
 }

@@ -47,8 +47,19 @@ public enum Crypto {
         return Array(md.prefix(Int(length)))
     }
 
-    /// SHA-256 of a string's UTF-8 bytes.
-    public static func sha256(_ text: String) -> [UInt8] { sha256(Array(text.utf8)) }
+    /// SHA-256 of a string's UTF-8 bytes, hashed where they are into the one array returned
+    /// (a bearer token is digested on every handshake).
+    public static func sha256(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { input in
+            [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+                let ok = EVP_Digest(input.baseAddress, input.count, out.baseAddress, nil, sha256Algorithm, nil)
+                // EVP_Digest with SHA-256 can only fail on allocation failure.
+                precondition(ok == 1, "EVP_Digest(SHA-256) failed")
+                count = 32
+            }
+        }
+    }
 
     /// HMAC-SHA1 (RFC 2104) keyed with `key`'s raw bytes: the TURN REST credential MAC.
     /// For many MACs under one key, `HMACSHA1Key` avoids re-keying.

@@ -7,8 +7,8 @@ import RelayCrypto
 /// number of active tokens: ~700 bytes of RSS each, measured (`scripts/bench-mirror.sh`,
 /// docs/performance.md). Service thread only.
 final class CredentialTable {
-    private var byDigest: [SHA256Digest: CredentialEntry] = [:]
-    private var digestByID: [Int64: SHA256Digest] = [:]
+    private var byDigest: [DigestKey: CredentialEntry] = [:]
+    private var digestByID: [Int64: DigestKey] = [:]
     private var disabledDevices: Set<DeviceID> = []
     /// False until the first snapshot: then a miss means "unknown"; before it, "store unavailable".
     private(set) var isLoaded = false
@@ -42,20 +42,36 @@ final class CredentialTable {
 
     /// The entry for a presented token, with its device's current state.
     func lookup(token: String) -> CredentialEntry? {
-        guard var entry = byDigest[BearerToken.inlineDigest(token)] else { return nil }
+        guard var entry = byDigest[DigestKey(BearerToken.digest(token))] else { return nil }
         entry.deviceDisabled = disabledDevices.contains(entry.token.deviceID)
         return entry
     }
 
     private func insert(_ entry: CredentialEntry) {
         // Stored digests are SHA-256's 32 bytes (the store's column); any other is no token's.
-        guard let digest = SHA256Digest(entry.token.digest) else { return }
-        // The key holds the digest: the record's own copy (an array a token) is dropped.
-        var kept = entry
-        kept.token.digest = []
-        byDigest[digest] = kept
-        digestByID[entry.token.id] = digest
+        guard entry.token.digest.count == 32 else { return }
+        let key = DigestKey(entry.token.digest)  // the record's own bytes: no second copy
+        byDigest[key] = entry
+        digestByID[entry.token.id] = key
         if entry.deviceDisabled { disabledDevices.insert(entry.token.deviceID) }
+    }
+}
+
+/// A token digest as the mirror's key, hashed by its first eight bytes rather than all 32 one at
+/// a time (an array's own hashing, ~1,300 instructions a handshake): SHA-256's output is uniform,
+/// and `Hasher`'s per-process seed keeps presented tokens from being aimed at one bucket.
+/// Equality still compares every byte.
+private struct DigestKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        var word: UInt64 = 0
+        bytes.withUnsafeBytes { raw in
+            if raw.count >= 8 { word = raw.loadUnaligned(as: UInt64.self) }
+        }
+        hasher.combine(word)
     }
 }
 
