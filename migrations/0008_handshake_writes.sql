@@ -8,6 +8,7 @@
 ALTER TABLE tokens SET (fillfactor = 70);
 
 -- The audit log is appended in time order: a block-range index finds a time range as well as
--- the B-tree did (the listing pages by id anyway) at almost no cost per row.
+-- the B-tree did (the listing pages by id anyway) at almost no cost per row. It is built in one
+-- pass over the table without a sort; audit writes wait for it (the writer queues and retries).
 DROP INDEX audit_log_at_idx;
 CREATE INDEX audit_log_at_brin ON audit_log USING brin (at);

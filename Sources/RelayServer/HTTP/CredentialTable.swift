@@ -4,7 +4,7 @@ import RelayCrypto
 /// The relay's in-memory mirror of every token that can authenticate, keyed by SHA-256
 /// digest, so the handshake path never touches the database. Loaded from a snapshot on every
 /// store (re)connect and kept current by `wimz_credentials` notifications. Its size is the
-/// number of active tokens: ~700 bytes of RSS each, measured (`scripts/bench-mirror.sh`,
+/// number of active tokens: 700–1,100 bytes of RSS each, measured (`scripts/bench-mirror.sh`,
 /// docs/performance.md). Service thread only.
 final class CredentialTable {
     private var byDigest: [DigestKey: CredentialEntry] = [:]
