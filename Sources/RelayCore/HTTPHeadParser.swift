@@ -93,8 +93,8 @@ struct HTTPHeadParser {
         let version: String
         let versionBytes = UnsafeBufferPointer(rebasing: line[(second + 1)...])
         // Eight bytes, compared as one word each (a generic `elementsEqual` cost ~300).
-        let word = versionBytes.count == 8 ? UnsafeRawPointer(versionBytes.baseAddress!).loadUnaligned(as: UInt64.self) : 0
-        switch word {
+        let versionWord = versionBytes.count == 8 ? UnsafeRawPointer(versionBytes.baseAddress!).loadUnaligned(as: UInt64.self) : 0
+        switch versionWord {
         case Self.http11: version = "HTTP/1.1"
         case Self.http10: version = "HTTP/1.0"
         default: throw RequestError(.httpVersionNotSupported, "only HTTP/1.1 and HTTP/1.0 are served")
@@ -138,7 +138,8 @@ struct HTTPHeadParser {
                 arguments.append(.init(name: name, value: value))
             }
         }
-        return HTTPRequestHead(method: method.elementsEqual("GET".utf8) ? "GET" : String(decoding: method, as: UTF8.self),
+        let isGet = method.count == 3 && method[0] == UInt8(ascii: "G") && method[1] == UInt8(ascii: "E") && method[2] == UInt8(ascii: "T")
+        return HTTPRequestHead(method: isGet ? "GET" : String(decoding: method, as: UTF8.self),
                                path: path, arguments: arguments, version: version,
                                rawPath: String(decoding: rawPath, as: UTF8.self), rawQuery: rawQuery)
     }

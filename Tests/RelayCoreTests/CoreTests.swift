@@ -83,6 +83,11 @@ import Testing
         for value in integers {
             #expect(JSONValue.int(value).encoded == String(value), "\(value)")
         }
+        for value in [UInt64.max, UInt64(Int64.max) + 1, 0, 7] {
+            var out: [UInt8] = []
+            JSONValue.appendDecimal(value, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(value))
+        }
         for value in doubles {
             #expect(JSONValue.double(value).encoded == (value.isFinite ? String(value) : "null"), "\(value.bitPattern)")
         }
