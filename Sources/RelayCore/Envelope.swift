@@ -223,3 +223,20 @@ public struct Envelope: Equatable, Sendable {
         }
     }
 }
+
+/// Whether `count` bytes at `a` and `b` are equal, word by word in line: event names (the
+/// ranges `Envelope` finds) are compared per forwarded message, where a `bcmp` call through the
+/// PLT cost more than the comparison.
+@inline(__always)
+func sameBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+    var i = 0
+    while i + 8 <= count {
+        if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+        i += 8
+    }
+    while i < count {
+        if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
+        i += 1
+    }
+    return true
+}

@@ -70,6 +70,13 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         s.withUTF8 { out.append(contentsOf: $0) }
     }
 
+    /// Appends a literal's bytes as they are (a `String`'s UTF-8 view goes through the generic
+    /// append); for the relay's own fixed JSON text, which needs no escaping.
+    @inline(__always)
+    public static func appendLiteral(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Appends `s` as a JSON string literal, escaping quotes, backslashes, control characters

@@ -14,50 +14,44 @@ public enum RelayMessages {
     public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
                                     history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
         var out = started(deviceStatusHead, capacity: 192)
-        add(#"{"device_id":"#, to: &out)
+        JSONValue.appendLiteral(#"{"device_id":"#, to: &out)
         JSONValue.appendQuoted(device.rawValue, to: &out)
-        add(#","online":"#, to: &out)
-        add(online ? "true" : "false", to: &out)
-        add(#","since":"#, to: &out)
+        JSONValue.appendLiteral(#","online":"#, to: &out)
+        JSONValue.appendLiteral(online ? "true" : "false", to: &out)
+        JSONValue.appendLiteral(#","since":"#, to: &out)
         JSONValue.appendQuoted(since.iso8601, to: &out)
         if let history {
-            add(#","epoch":"#, to: &out)
+            JSONValue.appendLiteral(#","epoch":"#, to: &out)
             JSONValue.appendQuoted(history.epoch, to: &out)
-            add(#","seq":"#, to: &out)
+            JSONValue.appendLiteral(#","seq":"#, to: &out)
             JSONValue.appendDecimal(history.seq, to: &out)
         }
         if let recovered {
-            add(#","recovered":"#, to: &out)
-            add(recovered ? "true" : "false", to: &out)
+            JSONValue.appendLiteral(#","recovered":"#, to: &out)
+            JSONValue.appendLiteral(recovered ? "true" : "false", to: &out)
         }
-        add("}}", to: &out)
+        JSONValue.appendLiteral("}}", to: &out)
         return Payload(out)
     }
 
     /// `{"type":"event","event":"app_presence","data":{"apps":N}}`
     public static func appPresence(apps: Int) -> Payload {
         var out = started(appPresenceHead, capacity: 64)
-        add(#"{"apps":"#, to: &out)
+        JSONValue.appendLiteral(#"{"apps":"#, to: &out)
         JSONValue.appendDecimal(Int64(apps), to: &out)
-        add("}}", to: &out)
+        JSONValue.appendLiteral("}}", to: &out)
         return Payload(out)
-    }
-
-    /// Appends a literal's bytes (a `String`'s UTF-8 view goes through the generic append).
-    @inline(__always)
-    private static func add(_ text: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
     /// Encoded once per name: these go out on every connect and disconnect.
     private static func eventHead(_ name: String) -> [UInt8] {
         var out: [UInt8] = []
-        add(#"{"type":"#, to: &out)
+        JSONValue.appendLiteral(#"{"type":"#, to: &out)
         JSONValue.appendQuoted(WimzProtocol.MessageType.event, to: &out)
-        add(#","event":"#, to: &out)
+        JSONValue.appendLiteral(#","event":"#, to: &out)
         JSONValue.appendQuoted(name, to: &out)
-        add(#","data":"#, to: &out)
+        JSONValue.appendLiteral(#","data":"#, to: &out)
         return out
     }
 

@@ -79,9 +79,8 @@ struct AuditTrail {
     /// `"key":` for a key that needs no escaping (the audit details' own names).
     private func appendKey(_ key: StaticString, to text: inout [UInt8]) {
         text.append(UInt8(ascii: "\""))
-        text.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
-        text.append(UInt8(ascii: "\""))
-        text.append(UInt8(ascii: ":"))
+        JSONValue.appendLiteral(key, to: &text)
+        JSONValue.appendLiteral("\":", to: &text)
     }
 }
 
