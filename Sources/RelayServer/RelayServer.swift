@@ -73,7 +73,9 @@ public final class RelayServer {
         let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: .system), clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
-                                     webSocketIO: LWSWebSocketIO())
+                                     webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
+                                         LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
+                                     }))
         targets = CallbackTargets(components: components) { [unowned components, unowned loop] in
             for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }
         }

@@ -14,6 +14,8 @@ final class RecordingWebSocketIO: WebSocketIO {
         var writablePending = false
         var closeFrame: (code: CloseCode, reason: String)?
         var dropped = false
+        /// CLOSED came after the relay's close frame: the socket was to linger.
+        var lingered = false
     }
 
     private(set) var sockets: [OpaquePointer: Socket] = [:]
@@ -41,6 +43,10 @@ final class RecordingWebSocketIO: WebSocketIO {
     }
 
     func drop(_ socket: OpaquePointer) { sockets[socket, default: Socket()].dropped = true }
+
+    func lingerAfterClose(_ socket: OpaquePointer, now: UInt64) { sockets[socket, default: Socket()].lingered = true }
+
+    func tickLingering(now: UInt64) {}
 
     /// Takes the pending WRITEABLE request of `socket`, if there is one.
     func takeWritable(_ socket: OpaquePointer) -> Bool {
@@ -83,6 +89,7 @@ final class InProcessSocket {
     var pings: Int { recorded.frames.filter { $0.opcode == WebSocketFrame.ping }.count }
     var closeFrame: (code: CloseCode, reason: String)? { recorded.closeFrame }
     var dropped: Bool { recorded.dropped }
+    var lingered: Bool { recorded.lingered }
 
     /// Delivers `text` as one chunk with the given place in its message (a whole message by default).
     func receive(_ text: String, first: Bool = true, last: Bool = true, remaining: Int = 0, binary: Bool = false) {

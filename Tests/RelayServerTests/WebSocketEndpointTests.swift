@@ -103,6 +103,12 @@ import WimzProtocol
         #expect(app2.closeFrame?.code == .invalidPayload)
         // Each close counted once, when its socket closes.
         #expect(relay.components.env.counters.closes == [CloseCode.tooLarge.rawValue: 1, CloseCode.invalidPayload.rawValue: 1])
+        // Both closes were the relay's: their sockets linger until the peers have the close frame.
+        #expect(robot.lingered && app2.lingered)
+        // A close the peer began does not.
+        let app3 = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
+        app3.close()
+        #expect(!app3.lingered)
     }
 
     @Test func theWheelPingsDropsTheSilentAndClosesExpiredTokens() throws {
@@ -122,6 +128,8 @@ import WimzProtocol
             relay.tick(robot, app)
         }
         #expect(robot.dropped && robot.closeFrame == nil)  // no close handshake with a silent peer
+        robot.close()
+        #expect(!robot.lingered)  // nothing of ours is on its way to a silent peer
         #expect(!app.dropped && app.closeFrame == nil)
         #expect(relay.components.env.counters.keepaliveTimeouts == 1)
         // The app's token expires at 25 s: closed with 4001-style revocation, "token expired".

@@ -194,6 +194,10 @@ final class GateListener: GateIO {
 
     func peerAddress(_ socket: OpaquePointer) -> String { LWSHTTP.peerAddress(of: socket) }
 
+    /// Takes `fd` out of the event loop's epoll set before it closes while a duplicate of it
+    /// lives on (see `EventLoopRegistration`).
+    func removeFromEventLoop(_ fd: Int32) { eventLoop.remove(fd, listener: listenFD) }
+
     /// Keeps a duplicate of the connection for `adoptHandovers()` (the raw one closes as the
     /// gate lets it go).
     func handOver(_ socket: OpaquePointer, head: HTTPRequestHead) {
@@ -201,7 +205,7 @@ final class GateListener: GateIO {
         let fd = lws_get_socket_fd(socket)
         let duplicate = dup(fd)
         guard duplicate >= 0, let context else { return }  // out of descriptors: the client retries
-        eventLoop.remove(fd, listener: listenFD)  // the raw descriptor closes; the duplicate stays
+        removeFromEventLoop(fd)  // the raw descriptor closes; the duplicate stays
         queueHandover(duplicate, head, context: context)
     }
 

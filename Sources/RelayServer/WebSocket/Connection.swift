@@ -16,6 +16,8 @@ final class Connection: SessionTransport {
     var rejected = false
     /// lws reported CLOSED: `wsi` is gone.
     var isFinished = false
+    /// The relay's close frame was let out (WRITEABLE returned -1 for it): the socket lingers.
+    var closeLetOut = false
     /// Unowned: the watch holds closing connections, and the server owns both.
     private unowned let closeWatch: CloseWatch
     private var watched = false

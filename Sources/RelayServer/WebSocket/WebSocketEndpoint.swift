@@ -281,6 +281,7 @@ final class WebSocketEndpoint {
         let session = connection.session
         if let closing = session.closing {
             io.setCloseReason(connection.wsi, code: closing.code, reason: closing.reason)
+            connection.closeLetOut = true
             return -1
         }
         guard writer.drain(connection) else { return -1 }
@@ -292,6 +293,7 @@ final class WebSocketEndpoint {
     /// reference goes.
     func closed(_ user: UnsafeMutableRawPointer?) {
         guard let connection = Connection.from(user: user) else { return }
+        if connection.closeLetOut { io.lingerAfterClose(connection.wsi, now: env.clock.monotonic()) }
         finish(connection)
         Connection.release(user: user)
     }
@@ -337,8 +339,11 @@ final class WebSocketEndpoint {
         scheduler.schedule(session, at: next)
     }
 
-    /// Closes let out and cut off.
-    func expireConnections(now: UInt64) { closeWatch.tick(now: now) }
+    /// Closes let out and cut off, and closed sockets that linger.
+    func expireConnections(now: UInt64) {
+        closeWatch.tick(now: now)
+        io.tickLingering(now: now)
+    }
 
     /// The sessions the wheel says are due (pings, silence, token expiry, TURN pushes — O(due),
     /// see `SessionScheduler`), a few at a time, so keepalive never comes as a burst.

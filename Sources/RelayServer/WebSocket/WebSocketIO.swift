@@ -16,6 +16,11 @@ protocol WebSocketIO: AnyObject {
     func setCloseReason(_ socket: OpaquePointer, code: CloseCode, reason: String)
     /// Drops the connection without a close handshake (a silent peer, a close never let out).
     func drop(_ socket: OpaquePointer)
+    /// The relay let a close frame out on `socket` and lws is about to close it: keep it open
+    /// until the peer has it (see `LingeringCloser`). Called from CLOSED.
+    func lingerAfterClose(_ socket: OpaquePointer, now: UInt64)
+    /// Lets lingering closes progress (every wheel tick).
+    func tickLingering(now: UInt64)
 }
 
 /// Where a received chunk sits in its message (lws may hand one frame over in several chunks).
@@ -31,6 +36,12 @@ struct ReceivedFragment {
 
 /// The socket layer as lws provides it.
 final class LWSWebSocketIO: WebSocketIO {
+    /// nil where lws serves TLS itself (no gate, so no way to its event loop's epoll set): there
+    /// a close stays as lws makes it.
+    private let closer: LingeringCloser?
+
+    init(closer: LingeringCloser?) { self.closer = closer }
+
     func fragment(_ socket: OpaquePointer) -> ReceivedFragment {
         let remaining = Int(lws_remaining_packet_payload(socket))
         return ReceivedFragment(isFirst: lws_is_first_fragment(socket) != 0,
@@ -50,4 +61,8 @@ final class LWSWebSocketIO: WebSocketIO {
     }
 
     func drop(_ socket: OpaquePointer) { lws_set_timeout(socket, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+
+    func lingerAfterClose(_ socket: OpaquePointer, now: UInt64) { closer?.take(lws_get_socket_fd(socket), now: now) }
+
+    func tickLingering(now: UInt64) { closer?.tick(now: now) }
 }
