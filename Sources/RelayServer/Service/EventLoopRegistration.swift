@@ -18,10 +18,17 @@ import Glibc
 /// already holds the listening socket.
 struct EventLoopRegistration {
     private var pollDescriptor: Int32 = -1
+    /// The loop was looked for once and has no epoll set (lws's poll loop): every later call
+    /// would scan the process's descriptors again for nothing.
+    private var loopHasNoEpollSet = false
 
     /// Takes `fd` out of the event loop's epoll set (nothing when the loop is not epoll-based).
     mutating func remove(_ fd: Int32, listener: Int32) {
-        if pollDescriptor < 0 { pollDescriptor = Self.findLoopPoll(holding: listener) }
+        if pollDescriptor < 0 {
+            guard !loopHasNoEpollSet, listener >= 0 else { return }
+            pollDescriptor = Self.findLoopPoll(holding: listener)
+            loopHasNoEpollSet = pollDescriptor < 0
+        }
         guard pollDescriptor >= 0 else { return }
         if epoll_ctl(pollDescriptor, EPOLL_CTL_DEL, fd, nil) != 0, errno == EBADF || errno == EINVAL {
             // libev made a new set (it does after errors): find it again.
