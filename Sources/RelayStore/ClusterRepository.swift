@@ -18,6 +18,7 @@ public struct ClusterRepository {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "node_id = $1", [node], at: "now()")
             try db.execute("DELETE FROM relay_nodes WHERE node_id = $1", [node])
+            try db.execute("DELETE FROM device_presence WHERE node_id = $1", [node])
             try db.execute(
                 """
                 INSERT INTO relay_nodes (node_id, incarnation, address, started_at, renewed_at, lease_expires_at)
@@ -45,8 +46,10 @@ public struct ClusterRepository {
     public func purgeExpired() throws -> [String] {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "lease_expires_at < now()", [], at: "n.lease_expires_at")
-            return try db.execute("DELETE FROM relay_nodes WHERE lease_expires_at < now() RETURNING node_id")
+            let gone = try db.execute("DELETE FROM relay_nodes WHERE lease_expires_at < now() RETURNING node_id")
                 .rows.compactMap { $0[0] }
+            try deletePresence(ofNodes: gone)
+            return gone
         }
     }
 
@@ -54,8 +57,19 @@ public struct ClusterRepository {
     public func deregister(node: String, incarnation: String) throws {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "node_id = $1 AND incarnation = $2::uuid", [node, incarnation], at: "now()")
-            try db.execute("DELETE FROM relay_nodes WHERE node_id = $1 AND incarnation = $2::uuid", [node, incarnation])
+            let gone = try db.execute("DELETE FROM relay_nodes WHERE node_id = $1 AND incarnation = $2::uuid RETURNING node_id",
+                                      [node, incarnation]).rows.compactMap { $0[0] }
+            try deletePresence(ofNodes: gone)
         }
+    }
+
+    /// The presence of nodes whose rows were just deleted (what the foreign key's cascade did
+    /// before migration 0009). A statement of its own, after the node rows' delete: it reads
+    /// a new snapshot, so it also sees rows that a presence batch, whose node-row lock that
+    /// delete waited for, committed in between.
+    private func deletePresence(ofNodes nodes: [String]) throws {
+        guard !nodes.isEmpty else { return }
+        try db.execute("DELETE FROM device_presence WHERE node_id = ANY ($1::text[])", [PGValue.arrayLiteral(nodes)])
     }
 
     private func recordRobotsLeft(whereNodes condition: String, _ parameters: [String?], at time: String) throws {
@@ -78,8 +92,13 @@ public struct ClusterRepository {
         let left = rows.compactMap { row in row.robotLeftAt.map { (row.deviceID, $0) } }
         var statements = 0
         try db.transaction {
+            // The node's row is locked once for the batch (what the foreign key did per row): a
+            // purge of this node waits for the batch and then deletes its rows with the rest.
+            guard try db.executePrepared("SELECT 1 FROM relay_nodes WHERE node_id = $1 FOR KEY SHARE", [node]).rows.count == 1 else {
+                throw StoreError(.conflict, "node \(node) is not registered")
+            }
             if !held.isEmpty {
-                try db.execute(
+                try db.executePrepared(
                     """
                     INSERT INTO device_presence (device_id, node_id, robot_since, apps, updated_at)
                     SELECT d, $1, to_timestamp(s / 1e6), a, now()
@@ -93,12 +112,12 @@ public struct ClusterRepository {
                 statements += 1
             }
             if !gone.isEmpty {
-                try db.execute("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
+                try db.executePrepared("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
                                [node, PGValue.arrayLiteral(gone.map(\.deviceID.rawValue))])
                 statements += 1
             }
             if !left.isEmpty {
-                try db.execute(
+                try db.executePrepared(
                     """
                     INSERT INTO device_robot_left (device_id, left_at)
                     SELECT d, to_timestamp(t / 1e6) FROM unnest($1::text[], $2::bigint[]) AS x (d, t)

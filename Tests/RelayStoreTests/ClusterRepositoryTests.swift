@@ -12,7 +12,8 @@ import RelayTestSupport
     @Test func presenceIsClusterWideAndGoesWithAnExpiredLease() throws {
         let database = try TestDatabase()
         defer { database.drop() }
-        let repo = ClusterRepository(try database.connect())
+        let db = try database.connect()
+        let repo = ClusterRepository(db)
         try repo.register(node: "n1", incarnation: incarnationA, address: "h:1", leaseSeconds: 60)
         try repo.register(node: "n2", incarnation: incarnationB, address: "h:2", leaseSeconds: 2)
         let robot = DeviceID("r1")!, split = DeviceID("r2")!
@@ -32,6 +33,10 @@ import RelayTestSupport
         #expect(view[split]?.online == false && view[split]?.nodes == ["n1"])
         #expect(try repo.purgeExpired() == ["n2"])
         #expect(try repo.nodes().map(\.nodeID) == ["n1"])
+        // Its rows went with it, and it can write no more until it registers again.
+        #expect(try presenceRows(db, node: "n2") == 0)
+        #expect(throws: StoreError.self) { try repo.writePresence(node: "n2", [PresenceRow(deviceID: split, robotSince: nil, apps: 1)]) }
+        #expect(try presenceRows(db, node: "n2") == 0)
         #expect(try repo.splitDevices() == 0)
         // Its robot counts as gone offline when the lease ended.
         #expect(try repo.presence(of: [split])[split]?.since != nil)
@@ -42,15 +47,27 @@ import RelayTestSupport
     @Test func emptyRowsAreDeletedAndTheRobotsOfflineTimeKept() throws {
         let database = try TestDatabase()
         defer { database.drop() }
-        let repo = ClusterRepository(try database.connect())
+        let db = try database.connect()
+        let repo = ClusterRepository(db)
         try repo.register(node: "n1", incarnation: incarnationA, address: "h:1", leaseSeconds: 60)
         let device = DeviceID("d1")!
         try repo.writePresence(node: "n1", [PresenceRow(deviceID: device, robotSince: .now(), apps: 0)])
         let left = UnixTime(seconds: 1_790_000_123)
         #expect(try repo.writePresence(node: "n1", [PresenceRow(deviceID: device, robotSince: nil, apps: 0, robotLeftAt: left)]) == 2)
         #expect(try repo.presence(of: [device])[device] == ClusterPresence(deviceID: device, online: false, since: left, apps: 0, nodes: []))
-        try repo.deregister(node: "n1", incarnation: incarnationA)
+        // A node's presence goes when it registers again (a new life) and when it leaves.
+        let other = DeviceID("d2")!
+        try repo.writePresence(node: "n1", [PresenceRow(deviceID: other, robotSince: nil, apps: 1)])
+        try repo.register(node: "n1", incarnation: incarnationB, address: "h:1", leaseSeconds: 60)
+        #expect(try presenceRows(db, node: "n1") == 0)
+        try repo.writePresence(node: "n1", [PresenceRow(deviceID: other, robotSince: nil, apps: 1)])
+        try repo.deregister(node: "n1", incarnation: incarnationB)
         #expect(try repo.nodes().isEmpty)
+        #expect(try presenceRows(db, node: "n1") == 0)
+    }
+
+    private func presenceRows(_ db: PGConnection, node: String) throws -> Int {
+        Int(try db.execute("SELECT count(*) FROM device_presence WHERE node_id = $1", [node]).rows.first?[0] ?? "") ?? -1
     }
 
     @Test func handoffsAreTakenOnceByTheirNode() throws {
