@@ -100,18 +100,39 @@ public final class PGConnection {
     @discardableResult
     public func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
         guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        if parameters.isEmpty { return try consume(PQexec(conn, sql)) }
+        return try consume(withParameters(parameters) { PQexecParams(conn, sql, Int32(parameters.count), nil, $0, nil, nil, 0) })
+    }
+
+    /// Like `execute`, for a statement this connection runs again and again (the writers'
+    /// batches): it is parsed and analysed once, on first use, and from then on only bound
+    /// and run. PostgreSQL re-plans it by itself after a schema change.
+    @discardableResult
+    public func executePrepared(_ sql: String, _ parameters: [String?]) throws -> PGRows {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        let name: String
+        if let known = preparedNames[sql] {
+            name = known
+        } else {
+            name = "wimz_\(preparedNames.count)"
+            _ = try consume(PQprepare(conn, name, sql, Int32(parameters.count), nil))
+            preparedNames[sql] = name
+        }
+        return try consume(withParameters(parameters) { PQexecPrepared(conn, name, Int32(parameters.count), $0, nil, nil, 0) })
+    }
+
+    /// Statements prepared on this connection (a session's objects: a rollback keeps them).
+    private var preparedNames: [String: String] = [:]
+
+    /// `parameters` as the C strings libpq reads, for the duration of `body`.
+    private func withParameters(_ parameters: [String?],
+                                _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?) -> OpaquePointer? {
+        if parameters.isEmpty { return body(nil) }
         let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
         defer { cStrings.forEach { free($0) } }
-        let result: OpaquePointer? = cStrings.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) {
-                params in
-                if parameters.isEmpty {
-                    return PQexec(conn, sql)
-                }
-                return PQexecParams(conn, sql, Int32(parameters.count), nil, params, nil, nil, 0)
-            }
+        return cStrings.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1), body)
         }
-        return try consume(result)
     }
 
     /// Runs several `;`-separated statements as one simple query (migration files).

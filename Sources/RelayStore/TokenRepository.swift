@@ -106,7 +106,7 @@ public struct TokenRepository {
     public func touch(_ lastUsed: [Int64: UnixTime]) throws {
         guard !lastUsed.isEmpty else { return }
         let uses = Array(lastUsed)
-        try db.execute(
+        try db.executePrepared(
             """
             UPDATE tokens t SET last_used_at = u.at
             FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at)

@@ -8,7 +8,8 @@ import RelayStore
 /// briefly unreachable: events and issuances stay queued and are retried; at shutdown, or when
 /// the queue grows past `spoolThreshold`, they are appended to a spool file (JSON lines) that is
 /// replayed into the database on the next successful connection. Ids (an issuance shares its
-/// audit event's) make replays idempotent. Last-used times are a hint and are not spooled.
+/// audit event's) make replays idempotent. Last-used times are a hint, kept to the minute: they
+/// are written once a minute (and at stop), not spooled.
 public final class AuditWriter: DatabaseWork {
     struct State {
         var queue: [AuditEvent] = []
@@ -17,6 +18,12 @@ public final class AuditWriter: DatabaseWork {
         var spooled = 0
         var written = 0
         var databaseUp = false
+        /// When (monotonic nanoseconds) the queued last-used times are next written.
+        var touchesDue: UInt64 = 0
+        /// A write failed since the last one that succeeded: its transaction may have been
+        /// committed all the same (a connection lost before the answer), so the queued events
+        /// are written with the conflict check until one succeeds again.
+        var mayBeStored = false
     }
 
     private let spoolPath: String
@@ -93,7 +100,13 @@ public final class AuditWriter: DatabaseWork {
         if thread.isRunning, state.withLock({ !$0.queue.isEmpty && $0.queue.count < AuditRepository.maxBatch }) {
             usleep(UInt32(AuditWriter.linger * 1e6))
         }
-        try flush(db)
+        let now = MonotonicClock.nanoseconds()
+        let touches = state.withLock { s in
+            guard now >= s.touchesDue else { return false }
+            s.touchesDue = now + AuditWriter.touchInterval
+            return true
+        }
+        try flush(db, touches: touches)
     }
 
     /// Everything stays queued; past `spoolThreshold` events it moves to the spool file.
@@ -106,7 +119,7 @@ public final class AuditWriter: DatabaseWork {
     /// Stores what is left if the database is there, and spools the rest.
     public func finish(_ db: PGConnection?) {
         if let db {
-            do { try flush(db) } catch { log.warning("audit_write_failed", metadata: ["error": "\(error)"]) }
+            do { try flush(db, touches: true) } catch { log.warning("audit_write_failed", metadata: ["error": "\(error)"]) }
         }
         spoolQueued()
     }
@@ -114,36 +127,44 @@ public final class AuditWriter: DatabaseWork {
     /// How long the writer waits after the first queued event before writing the batch.
     static let linger = 0.02
 
-    /// Writes queued issuances, last-used times and up to one batch of events in one
-    /// transaction, until the queue is empty. On failure everything taken goes back.
-    private func flush(_ db: PGConnection) throws {
+    /// How often queued last-used times are written (nanoseconds). They are kept to the minute,
+    /// so a minute's uses of any number of tokens cost one statement, and a reconnect storm's
+    /// token rows are rewritten after it rather than while its handshakes are being served.
+    static let touchInterval: UInt64 = 60_000_000_000
+
+    /// Writes queued issuances, the last-used times when `touches`, and up to one batch of
+    /// events in one transaction, until the queue is empty. On failure everything taken goes back.
+    private func flush(_ db: PGConnection, touches includeTouches: Bool) throws {
         while true {
-            let (batch, touches, issuances) = state.withLock { s -> ([AuditEvent], [Int64: UnixTime], [TurnIssuance]) in
+            let (batch, touches, issuances, fresh) = state.withLock { s in
+                let touches = includeTouches ? s.lastUsed : [:]
                 defer {
-                    s.lastUsed.removeAll()
+                    if includeTouches { s.lastUsed.removeAll() }
                     s.issuances.removeAll()
                 }
-                return (Array(s.queue.prefix(AuditRepository.maxBatch)), s.lastUsed, s.issuances)
+                return (Array(s.queue.prefix(AuditRepository.maxBatch)), touches, s.issuances, !s.mayBeStored)
             }
             if batch.isEmpty && touches.isEmpty && issuances.isEmpty { return }
             do {
                 try db.transaction {
                     try TurnRepository(db).record(issuances)
                     try TokenRepository(db).touch(touches)
-                    try AuditRepository(db).append(batch)
+                    try AuditRepository(db).append(batch, fresh: fresh)
                 }
             } catch {
                 state.withLock { s in
                     s.issuances.insert(contentsOf: issuances, at: 0)
                     for (k, v) in touches where s.lastUsed[k] == nil { s.lastUsed[k] = v }
+                    s.mayBeStored = true
                 }
                 throw error
             }
-            guard !batch.isEmpty else { return }
             state.withLock { s in
+                s.mayBeStored = false
                 s.queue.removeFirst(min(batch.count, s.queue.count))
                 s.written += batch.count
             }
+            guard !batch.isEmpty else { return }
         }
     }
 

@@ -132,10 +132,18 @@ import RelayTestSupport
         let audit = AuditRepository(db)
         let event = try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1", remoteAddress: "127.0.0.1",
                                               details: .object([("reason", "unknown_token")]))
-        #expect(try audit.append([event]) == 1)
+        #expect(try audit.append([event], fresh: true) == 1)
         #expect(try audit.append([event]) == 0)
-        let stored = try audit.query(deviceID: "d1")
-        #expect(stored.count == 1)
+        // A "fresh" batch has no conflict check: a stored id fails it (the writer then retries
+        // with the check), and the statement, prepared once, serves both kinds of batch again.
+        let error = #expect(throws: StoreError.self) { try audit.append([event], fresh: true) }
+        #expect(error?.isUniqueViolation == true)
+        let later = try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1")
+        #expect(try audit.append([event, later]) == 1)
+        #expect(try audit.append([try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1")], fresh: true) == 1)
+        let all = try audit.query(deviceID: "d1")
+        #expect(all.count == 3)
+        let stored = all.prefix(1)
         #expect(stored.first?.event.id == event.id)
         #expect(stored.first?.detailsJSON.contains("unknown_token") == true)
         #expect(throws: StoreError.self) { try db.execute("UPDATE audit_log SET actor = 'x'") }
