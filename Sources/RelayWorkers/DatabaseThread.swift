@@ -86,10 +86,21 @@ public final class DatabaseThread: Sendable {
             Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().body()
             return nil
         }, Unmanaged.passRetained(Box { [self] in
+            DatabaseThread.nameCurrentThread(name)
             run(work)
             ended.withLock { $0 = true }
         }).toOpaque())
         thread.withLock { $0 = tid }
+    }
+
+    /// Names the calling thread for `top -H` and /proc/PID/task/*/comm (15 bytes at most).
+    /// Written to /proc: glibc's pthread_setname_np is not visible to Swift here.
+    private static func nameCurrentThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
     }
 
     /// Stops the work and joins the thread. Returns false when the thread did not end within
