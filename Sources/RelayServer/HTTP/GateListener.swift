@@ -215,6 +215,10 @@ final class GateListener: GateIO {
         guard let vhost else { return }
         let batch = handovers
         handovers.removeAll()
+        LWSLogBridge.withoutLogs { adopt(batch, into: vhost) }
+    }
+
+    private func adopt(_ batch: [(fd: Int32, head: HTTPRequestHead)], into vhost: OpaquePointer) {
         for (fd, head) in batch {
             var canonical = "GET / HTTP/1.1\r\n"
             for (name, value) in head.headers where GateListener.forwardedHeaders.contains(name) {
@@ -228,7 +232,10 @@ final class GateListener: GateIO {
                     lws_adopt_socket_vhost_readbuf(vhost, fd, $0, buffer.count)
                 }
             }
-            if adopted == nil { heads[fd] = nil }  // lws closed the descriptor
+            if adopted == nil {  // lws closed the descriptor
+                heads[fd] = nil
+                LWSLogBridge.log.warning("gate_adoption_failed", metadata: ["fd": .stringConvertible(fd)])
+            }
         }
     }
 

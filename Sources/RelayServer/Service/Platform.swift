@@ -17,14 +17,17 @@ enum HostName {
 }
 
 /// lws sizes its fd table from RLIMIT_NOFILE and finds a socket's state by direct index only
-/// while `fd_limit_per_thread` is not below it, so raise the soft limit as far as the hard
-/// limit allows and hand lws that value.
+/// while `fd_limit_per_thread` is not below it, so the soft limit is set to what the relay may
+/// hold (`WIMZ_MAX_DESCRIPTORS`, at most the hard limit) and lws is handed that value. Set, not
+/// only raised: lws 4.1.6 (Debian's build keeps its debug checks) scans the whole table at every
+/// close, so a table sized by a unit's LimitNOFILE=262144 would cost ~1.2 ms a close.
 enum FileDescriptorLimit {
-    static func raise(wanted: rlim_t = 1 << 20) -> Int {
+    static func set(wanted: Int) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
-        if limit.rlim_cur < wanted {
-            limit.rlim_cur = min(wanted, limit.rlim_max)
+        let target = min(rlim_t(max(wanted, 0)), limit.rlim_max)
+        if limit.rlim_cur != target {
+            limit.rlim_cur = target
             _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
@@ -35,20 +38,28 @@ enum FileDescriptorLimit {
 /// Sends lws's own warnings and errors through our JSON logger.
 enum LWSLogBridge {
     static let log = Logger(label: "wimz.lws")
+    /// The levels lws passes on (set once, on the service thread, before it runs).
+    nonisolated(unsafe) private static var mask: Int32 = LLL_ERR | LLL_WARN
 
     static func install(level: LogLevel) {
-        var mask = LLL_ERR | LLL_WARN
+        mask = LLL_ERR | LLL_WARN
         if level == .debug { mask |= LLL_NOTICE }
         lws_set_log_level(mask) { lwsLevel, line in
             guard let line else { return }
-            // lws 4.1.6 logs every adoption with a buffer at error level; the gate adopts each
-            // upgrade that way, so that line is routine here, not an error (checked on the C
-            // string: this runs once per handshake).
-            if strstr(line, "adopt_socket_readbuf: calling service") != nil { return }
             var text = String(cString: line)
             while text.last == "\n" { text.removeLast() }
             let level: Logger.Level = lwsLevel == LLL_ERR ? .error : lwsLevel == LLL_WARN ? .warning : .debug
             LWSLogBridge.log.log(level: level, "lws", metadata: ["message": "\(text)"])
         }
+    }
+
+    /// Runs `body` with lws's logging off. lws 4.1.6 logs every adoption with a buffer at error
+    /// level ("adopt_socket_readbuf: calling service"), formatting the line before any filter
+    /// sees it; the gate adopts every upgrade that way, so its adoptions run through here and
+    /// report a failure themselves (the adoption returns no connection).
+    static func withoutLogs<T>(_ body: () -> T) -> T {
+        lws_set_log_level(0, nil)
+        defer { lws_set_log_level(mask, nil) }
+        return body()
     }
 }
