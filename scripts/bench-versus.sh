@@ -10,7 +10,8 @@
 #   scripts/bench-versus.sh [fanout|connect …]     (default: both)
 # Each run also prints the relay's CPU and PostgreSQL's (wimz-relay's audit and presence rows;
 # it shares the load's core) per handshake or message, from /proc.
-#   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10
+#   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10,
+#   WIMZ_VERSUS_RELAY_ARGS="--max-descriptors 8192" (more serve flags for wimz-relay)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -41,7 +42,8 @@ start_relay() {
     case $name in
         wimz-relay)
             taskset -c 0 "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool" \
-                --app-rate-limit 1000000 --app-rate-burst 1000000 --auth-failure-burst 1000000 >> "$work/relay.log" 2>&1 &
+                --app-rate-limit 1000000 --app-rate-burst 1000000 --auth-failure-burst 1000000 ${WIMZ_VERSUS_RELAY_ARGS:-} \
+                >> "$work/relay.log" 2>&1 &
             probe="http://127.0.0.1:$port/readyz" ;;
         lws-relay) taskset -c 0 "$work/lws-relay/lws-relay" "$port" >> "$work/relay.log" 2>&1 & probe="http://127.0.0.1:$port/" ;;
         lws-relay-b) taskset -c 0 "$work/lws-relay/lws-relay" "$port" -b >> "$work/relay.log" 2>&1 & probe="http://127.0.0.1:$port/" ;;

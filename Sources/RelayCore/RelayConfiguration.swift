@@ -18,6 +18,11 @@ public struct RelayConfiguration: Sendable {
     public var logLevel: LogLevel = .info
     /// libev (epoll, scales with idle sockets) or lws's own poll() loop (`WIMZ_EVENT_LOOP`).
     public var eventLoop: EventLoop = .libev
+    /// Descriptors the process may hold, sockets included (`WIMZ_MAX_DESCRIPTORS`): its
+    /// RLIMIT_NOFILE and the size of lws's descriptor table. lws 4.1.6 as Debian builds it
+    /// (with its debug checks) scans that whole table at every close, so the table is sized to
+    /// a node's peak rather than to whatever limit the process was given.
+    public var maxDescriptors = 65_536
 
     public enum EventLoop: String, Sendable, CaseIterable {
         case libev, poll

@@ -49,6 +49,8 @@ public enum ServeOptions {
             }
             config.eventLoop = loop
         },
+        .int("WIMZ_MAX_DESCRIPTORS", "max-descriptors", .service, \.maxDescriptors, .from(1024, to: 1_048_576),
+             "Descriptors (sockets and a few files) the relay may hold, at most the hard RLIMIT_NOFILE; every close costs ~4.5 ns per descriptor allowed (lws scans its table), so size it to the node's peak."),
         .text("WIMZ_SPOOL_DIR", "spool-dir", .service, \.spoolDirectory,
               "Where audit events wait while the database is unreachable (and at a stop without it).",
               example: "/var/lib/wimz-relay/spool"),

@@ -26,6 +26,30 @@ import RelayTestSupport
         #expect(log.last?.contains("\"event\":\"stopped\"") == true)
     }
 
+    /// The process's descriptor limit (and with it lws's table, which lws scans at every close)
+    /// is what `--max-descriptors` says, lowered as well as raised, and never past the hard limit.
+    @Test func descriptorLimitIsTheConfiguredOne() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        func openFilesLimit(_ relay: RelayDaemon) throws -> (soft: String, hard: String)? {
+            let limits = try String(contentsOfFile: "/proc/\(relay.process.pid)/limits", encoding: .utf8)
+            guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
+            let fields = line.split(separator: " ")
+            return (String(fields[3]), String(fields[4]))
+        }
+        let small = try RelayDaemon(databaseURL: database.url, arguments: ["--max-descriptors", "2048"])
+        try small.waitUntilReady()
+        let limit = try #require(try openFilesLimit(small))
+        #expect(limit.soft == "2048")
+        #expect(small.stop(signal: SIGTERM) == 0)
+
+        let standard = try RelayDaemon(databaseURL: database.url)
+        try standard.waitUntilReady()
+        let defaults = try #require(try openFilesLimit(standard))
+        #expect(Int(defaults.soft) == min(65_536, Int(defaults.hard) ?? Int.max))
+        #expect(standard.stop(signal: SIGTERM) == 0)
+    }
+
     @Test func notReadyWhenMigrationsArePending() throws {
         let database = try TestDatabase(migrated: false)
         defer { database.drop() }

@@ -80,7 +80,7 @@ final class ServiceLoop: LoopControl {
         info.protocols = UnsafePointer(protocols)
         info.user = Unmanaged.passUnretained(callbacks).toOpaque()
         info.pt_serv_buf_size = 16 * 1024
-        info.fd_limit_per_thread = UInt32(FileDescriptorLimit.raise())
+        info.fd_limit_per_thread = UInt32(FileDescriptorLimit.set(wanted: configuration.maxDescriptors))
         // No LWS_SERVER_OPTION_VALIDATE_UTF8: the relay checks text messages itself (`UTF8Text`).
         info.options = CLibWebSockets_OPTION_DISABLE_IPV6()
         if configuration.listenHost.contains(":") { info.options &= ~CLibWebSockets_OPTION_DISABLE_IPV6() }
