@@ -57,9 +57,9 @@ enum LWSLogBridge {
     /// level ("adopt_socket_readbuf: calling service"), formatting the line before any filter
     /// sees it; the gate adopts every upgrade that way, so its adoptions run through here and
     /// report a failure themselves (the adoption returns no connection).
-    static func withoutLogs<T>(_ body: () -> T) -> T {
+    static func withoutLogs(_ body: () -> Void) {
         lws_set_log_level(0, nil)
-        defer { lws_set_log_level(mask, nil) }
-        return body()
+        body()
+        lws_set_log_level(mask, nil)
     }
 }
