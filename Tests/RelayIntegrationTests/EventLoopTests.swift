@@ -19,6 +19,15 @@ import RelayTestSupport
         #expect(app.waitForClose() == 1001)
     }
 
+    /// The 101 and the connection's first message leave in one TCP segment (the gate corks
+    /// the upgrade until that message is written): one packet and one wakeup less for a phone.
+    @Test func theUpgradeAndTheFirstMessageShareOneSegment() throws {
+        let f = try RelayFixture()
+        let app = try f.app()
+        #expect(try app.receiveJSON().eventName == "device_status")
+        #expect(app.socket.dataSegmentsReceived == 1)
+    }
+
     /// The gate hands each upgrade to lws as a duplicate and closes its own descriptor. Unless
     /// that descriptor is taken out of libev's epoll set first, its registration outlives it
     /// (epoll registers the open file), and the connection's next event makes libev rebuild its

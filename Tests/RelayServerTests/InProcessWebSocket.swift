@@ -16,6 +16,8 @@ final class RecordingWebSocketIO: WebSocketIO {
         var dropped = false
         /// CLOSED came after the relay's close frame: the socket was to linger.
         var lingered = false
+        /// Times the endpoint let corked bytes out.
+        var uncorks = 0
     }
 
     private(set) var sockets: [OpaquePointer: Socket] = [:]
@@ -25,6 +27,8 @@ final class RecordingWebSocketIO: WebSocketIO {
     func fragment(_ socket: OpaquePointer) -> ReceivedFragment { arriving }
 
     func requestWritable(_ socket: OpaquePointer) { sockets[socket, default: Socket()].writablePending = true }
+
+    func uncork(_ socket: OpaquePointer) { sockets[socket, default: Socket()].uncorks += 1 }
 
     func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool {
         var rest = UnsafeBufferPointer(start: bytes, count: count)
@@ -90,6 +94,7 @@ final class InProcessSocket {
     var closeFrame: (code: CloseCode, reason: String)? { recorded.closeFrame }
     var dropped: Bool { recorded.dropped }
     var lingered: Bool { recorded.lingered }
+    var uncorks: Int { recorded.uncorks }
 
     /// Delivers `text` as one chunk with the given place in its message (a whole message by default).
     func receive(_ text: String, first: Bool = true, last: Bool = true, remaining: Int = 0, binary: Bool = false) {

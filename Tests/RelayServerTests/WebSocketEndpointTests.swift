@@ -49,6 +49,22 @@ import WimzProtocol
         #expect(refusal("/ws/robot?device_id=d1", robot) == (503, "shutting_down"))
     }
 
+    /// The gate corks each upgrade so that the 101 leaves with the first message: every session
+    /// has one queued as it opens, and the endpoint uncorks once, after writing it.
+    @Test func theUpgradeIsUncorkedOnceAfterTheFirstMessage() throws {
+        let (relay, robotToken, appToken) = relay()
+        let robot = try #require(relay.upgrade("/ws/robot?device_id=d1", token: robotToken).socket)
+        let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
+        #expect(robot.uncorks == 0 && app.uncorks == 0, "the 101s wait for the first messages")
+        robot.serviceWritable()
+        app.serviceWritable()
+        #expect(robot.messages.first?["event"] as? String == "app_presence" && robot.uncorks == 1)
+        #expect(app.messages.first.map(deviceStatus) == "online" && app.uncorks == 1)
+        robot.receive(#"{"type":"event","event":"mode_changed","data":{"mode":"idle"}}"#)
+        app.serviceWritable()
+        #expect(app.messages.count == 2 && app.uncorks == 1)
+    }
+
     @Test func robotEventsReachTheAppAndAppCommandsTheRobot() throws {
         let (relay, robotToken, appToken) = relay()
         let robot = try #require(relay.upgrade("/ws/robot?device_id=d1", token: robotToken).socket)

@@ -32,6 +32,15 @@ public final class TestSocket: @unchecked Sendable {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// Segments carrying data this socket has received so far: `tcpi_data_segs_in` of Linux's
+    /// `struct tcp_info` (since 4.6; at byte 152, a field glibc's header does not declare).
+    public var dataSegmentsReceived: UInt32 {
+        var info = [UInt8](repeating: 0, count: 232)
+        var length = socklen_t(info.count)
+        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, length >= 156 else { return 0 }
+        return info.withUnsafeBytes { $0.load(fromByteOffset: 152, as: UInt32.self) }
+    }
+
     /// Shrinks the kernel receive buffer (slow-consumer tests).
     public func setReceiveBuffer(_ bytes: Int32) {
         var size = bytes

@@ -18,6 +18,9 @@ final class Connection: SessionTransport {
     var isFinished = false
     /// The relay's close frame was let out (WRITEABLE returned -1 for it): the socket lingers.
     var closeLetOut = false
+    /// The 101 may still wait in the kernel for the first message to join it
+    /// (`WebSocketEndpoint.releaseCork`).
+    var corked = true
     /// Unowned: the watch holds closing connections, and the server owns both.
     private unowned let closeWatch: CloseWatch
     private var watched = false

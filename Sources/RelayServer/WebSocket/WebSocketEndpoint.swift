@@ -196,6 +196,16 @@ final class WebSocketEndpoint {
         return 0
     }
 
+    /// Lets the 101 out, with whatever was written after it, once: the gate corks each upgrade
+    /// it hands to lws (`GateListener.adopt`), and every session has a first message queued as
+    /// it opens (the app's device status, the robot's app count). Where lws serves TLS itself
+    /// nothing is corked and this costs one idle `setsockopt`.
+    private func releaseCork(_ connection: Connection) {
+        guard connection.corked else { return }
+        connection.corked = false
+        io.uncork(connection.wsi)
+    }
+
     /// Creates the session of an upgrade that was granted on `wsi` and attaches it.
     private func open(_ wsi: OpaquePointer, grant: UpgradeGrant) -> Connection {
         env.thread.assertOnServiceThread()
@@ -282,9 +292,11 @@ final class WebSocketEndpoint {
         if let closing = session.closing {
             io.setCloseReason(connection.wsi, code: closing.code, reason: closing.reason)
             connection.closeLetOut = true
+            releaseCork(connection)
             return -1
         }
         guard writer.drain(connection) else { return -1 }
+        releaseCork(connection)
         if !session.queue.isEmpty || session.pingDue { connection.requestWrite() }
         return 0
     }
