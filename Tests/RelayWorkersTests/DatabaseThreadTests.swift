@@ -102,6 +102,31 @@ final class CountingWork: DatabaseWork {
         #expect(worker.queued == 3)
     }
 
+    /// A steady stream of events goes in one transaction per linger (20 ms), not one per
+    /// commit's worth of arrivals: rows of one transaction share their `xmin`.
+    @Test func auditWriterBatchesASteadyStreamByTheLinger() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let spool = try TestEnvironment.scratchDirectory("audit-batches-\(UUID().uuidString)")
+        let writer = AuditWriter(conninfo: database.url, spoolDirectory: spool)
+        writer.start()
+        defer { writer.stop() }
+        let started = Date()
+        for _ in 0..<100 {  // 1,000 events over ~100 ms or more
+            for _ in 0..<10 { writer.record(try AuditRepository.event(.appConnected, actor: "relay", deviceID: "stream")) }
+            usleep(1_000)
+        }
+        let seconds = Date().timeIntervalSince(started)
+        let deadline = Date().addingTimeInterval(10)
+        while writer.stats.written < 1_000, Date() < deadline { usleep(10_000) }
+        #expect(writer.stats.written == 1_000)
+        let transactions = try database.connect().execute("SELECT count(DISTINCT xmin::text) FROM audit_log").first?[0]
+            .flatMap { Int($0) } ?? 0
+        // At most one a linger while the stream lasted, and one for what its end left.
+        #expect(transactions >= 1 && transactions <= Int(seconds / AuditWriter.linger) + 2,
+                "\(transactions) transactions for a stream of \(seconds) s")
+    }
+
     @Test func auditWriterSpoolsWhatItCannotWriteAndTheNextWriterStoresIt() throws {
         let database = try TestDatabase()
         defer { database.drop() }
