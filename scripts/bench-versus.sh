@@ -9,7 +9,8 @@
 #            handshakes/s, target ≥ 0.9×
 #   scripts/bench-versus.sh [fanout|connect …]     (default: both)
 # Each run also prints the relay's CPU and PostgreSQL's (wimz-relay's audit and presence rows;
-# it shares the load's core) per handshake or message, from /proc.
+# it shares the load's core) per handshake or message, from /proc, and the end each round's own
+# ratio with their median.
 #   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10,
 #   WIMZ_VERSUS_RELAY_ARGS="--max-descriptors 8192" (more serve flags for wimz-relay)
 set -euo pipefail
@@ -108,4 +109,11 @@ for mode in "${modes[@]}"; do
     theirs=$(median < "$work/$mode.reference")
     printf '%s: wimz-relay median %s, %s median %s, ratio %s\n' "$mode" "$ours" "$reference" "$theirs" \
         "$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$ours" "$theirs")"
+    # Each round's own ratio too: the VM's speed can change within a sitting, and a change
+    # halfway puts one relay's fast rounds against the other's slow ones in the medians above.
+    python3 -c 'import statistics, sys
+mode, ours, theirs = sys.argv[1], open(sys.argv[2]).read().split(), open(sys.argv[3]).read().split()
+ratios = [float(a) / float(b) for a, b in zip(ours, theirs)]
+print(f"{mode}: ratio of each round " + " ".join(f"{r:.2f}" for r in ratios) + f"; their median {statistics.median(ratios):.2f}")' \
+        "$mode" "$work/$mode.wimz" "$work/$mode.reference"
 done
