@@ -18,7 +18,7 @@ public struct ClusterRepository {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "node_id = $1", [node], at: "now()")
             try db.execute("DELETE FROM relay_nodes WHERE node_id = $1", [node])
-            try db.execute("DELETE FROM device_presence WHERE node_id = $1", [node])
+            try deletePresence(ofNodes: [node])
             try db.execute(
                 """
                 INSERT INTO relay_nodes (node_id, incarnation, address, started_at, renewed_at, lease_expires_at)

@@ -164,13 +164,13 @@ public final class AuditWriter: DatabaseWork {
                 }
                 throw error
             }
-            state.withLock { s in
+            let left = state.withLock { s in
                 s.mayBeStored = false
                 s.queue.removeFirst(min(batch.count, s.queue.count))
                 s.written += batch.count
+                return s.queue.count
             }
-            guard !batch.isEmpty else { return }
-            if wholeBatchesOnly, state.withLock({ $0.queue.count < AuditRepository.maxBatch }) { return }
+            guard !batch.isEmpty, !(wholeBatchesOnly && left < AuditRepository.maxBatch) else { return }
         }
     }
 

@@ -231,8 +231,7 @@ final class GateListener: GateIO {
             // the robot's app count): the 101 leaves with it in one segment, one packet and
             // one wakeup less for both ends. The endpoint uncorks (`WebSocketEndpoint.releaseCork`);
             // a refused upgrade is closed, which lets its response out at once.
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &one, socklen_t(MemoryLayout<Int32>.size))
+            TCPCork.set(fd, true)
             let adopted = bytes.withUnsafeBufferPointer { buffer in
                 buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
                     lws_adopt_socket_vhost_readbuf(vhost, fd, $0, buffer.count)

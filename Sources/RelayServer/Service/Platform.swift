@@ -6,6 +6,16 @@ import RelayCore
 import Glibc
 #endif
 
+/// TCP_CORK on a socket: while it is on, the kernel holds back partial segments, so what is
+/// written until it goes off leaves together (the gate corks each upgrade it hands to lws, the
+/// WebSocket endpoint uncorks after the connection's first message).
+enum TCPCork {
+    static func set(_ fd: Int32, _ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
+}
+
 /// This host's name (the default node id and address are `hostname:port`).
 enum HostName {
     static func current() -> String {

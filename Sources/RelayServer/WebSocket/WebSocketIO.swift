@@ -1,10 +1,6 @@
 import CLibWebSockets
 import WimzProtocol
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What the WebSocket endpoint asks of the socket layer about one connection (`socket` is its
 /// lws handle). The daemon's is `LWSWebSocketIO`; the in-process tests give the endpoint one that
 /// records, so sessions run there without lws, over made-up handles and the manual clock.
@@ -57,10 +53,7 @@ final class LWSWebSocketIO: WebSocketIO {
 
     func requestWritable(_ socket: OpaquePointer) { lws_callback_on_writable(socket) }
 
-    func uncork(_ socket: OpaquePointer) {
-        var zero: Int32 = 0
-        setsockopt(lws_get_socket_fd(socket), Int32(IPPROTO_TCP), TCP_CORK, &zero, socklen_t(MemoryLayout<Int32>.size))
-    }
+    func uncork(_ socket: OpaquePointer) { TCPCork.set(lws_get_socket_fd(socket), false) }
 
     func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool {
         lws_write(socket, bytes, count, CLibWebSockets_LWS_WRITE_RAW()) >= count
