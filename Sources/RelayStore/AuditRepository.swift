@@ -35,13 +35,20 @@ public struct AuditRepository {
                 SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::bigint[],
                                      $7::text[], $8::jsonb[])
                 """ + (fresh ? "" : " ON CONFLICT (event_id) DO NOTHING"),
-                [PGValue.arrayLiteral(batch.map(\.id)), PGValue.arrayLiteral(batch.map { PGValue.timeText($0.at) }),
-                 PGValue.arrayLiteral(batch.map(\.kind.rawValue)), PGValue.arrayLiteral(batch.map(\.actor)),
-                 PGValue.arrayLiteral(batch.map(\.deviceID)), PGValue.arrayLiteral(batch.map { $0.tokenID.map { String($0) } }),
-                 PGValue.arrayLiteral(batch.map(\.remoteAddress)), PGValue.arrayLiteral(batch.map(\.details.encoded))]).affected
+                [Self.ids(batch.map(\.id)), .binary(PGBinaryArray.timestamps(batch.map(\.at))),
+                 .binary(PGBinaryArray.texts(batch.map(\.kind.rawValue))), .binary(PGBinaryArray.texts(batch.map(\.actor))),
+                 .binary(PGBinaryArray.texts(batch.map(\.deviceID))), .binary(PGBinaryArray.int8s(batch.map(\.tokenID))),
+                 .binary(PGBinaryArray.texts(batch.map(\.remoteAddress))),
+                 .binary(PGBinaryArray.jsonb(batch.map(\.details.encoded)))]).affected
             start += batch.count
         }
         return inserted
+    }
+
+    /// Event ids in binary; an id that is not a UUID (a damaged spool file) goes as text, for
+    /// the server to reject with its own message as it always did.
+    private static func ids(_ ids: [String]) -> PGParameter {
+        PGBinaryArray.uuids(ids).map(PGParameter.binary) ?? .text(PGValue.arrayLiteral(ids))
     }
 
     /// A stored audit entry as read back.

@@ -106,14 +106,14 @@ public struct ClusterRepository {
                     ON CONFLICT (device_id, node_id) DO UPDATE
                     SET robot_since = EXCLUDED.robot_since, apps = EXCLUDED.apps, updated_at = now()
                     """,
-                    [node, PGValue.arrayLiteral(held.map(\.deviceID.rawValue)),
-                     PGValue.arrayLiteral(held.map { $0.robotSince.map { String($0.microseconds) } }),
-                     PGValue.arrayLiteral(held.map { String($0.apps) })])
+                    [.text(node), .binary(PGBinaryArray.texts(held.map(\.deviceID.rawValue))),
+                     .binary(PGBinaryArray.int8s(held.map { $0.robotSince?.microseconds })),
+                     .binary(PGBinaryArray.int4s(held.map { Int32(clamping: $0.apps) }))])
                 statements += 1
             }
             if !gone.isEmpty {
                 try db.executePrepared("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
-                               [node, PGValue.arrayLiteral(gone.map(\.deviceID.rawValue))])
+                                       [.text(node), .binary(PGBinaryArray.texts(gone.map(\.deviceID.rawValue)))])
                 statements += 1
             }
             if !left.isEmpty {

@@ -101,7 +101,9 @@ public final class PGConnection {
     public func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
         guard let conn else { throw StoreError(.unavailable, "connection closed") }
         if parameters.isEmpty { return try consume(PQexec(conn, sql)) }
-        return try consume(withParameters(parameters) { PQexecParams(conn, sql, Int32(parameters.count), nil, $0, nil, nil, 0) })
+        return try consume(withParameters(parameters.map(PGParameter.text)) {
+            PQexecParams(conn, sql, Int32(parameters.count), nil, $0, $1, $2, 0)
+        })
     }
 
     /// Like `execute`, for a statement this connection runs again and again (the writers'
@@ -109,6 +111,12 @@ public final class PGConnection {
     /// and run. PostgreSQL re-plans it by itself after a schema change.
     @discardableResult
     public func executePrepared(_ sql: String, _ parameters: [String?]) throws -> PGRows {
+        try executePrepared(sql, parameters.map(PGParameter.text))
+    }
+
+    /// Like `executePrepared` with text parameters, where some may be in binary format.
+    @discardableResult
+    func executePrepared(_ sql: String, _ parameters: [PGParameter]) throws -> PGRows {
         guard let conn else { throw StoreError(.unavailable, "connection closed") }
         let name: String
         if let known = preparedNames[sql] {
@@ -118,20 +126,42 @@ public final class PGConnection {
             _ = try consume(PQprepare(conn, name, sql, Int32(parameters.count), nil))
             preparedNames[sql] = name
         }
-        return try consume(withParameters(parameters) { PQexecPrepared(conn, name, Int32(parameters.count), $0, nil, nil, 0) })
+        return try consume(withParameters(parameters) { PQexecPrepared(conn, name, Int32(parameters.count), $0, $1, $2, 0) })
     }
 
     /// Statements prepared on this connection (a session's objects: a rollback keeps them).
     private var preparedNames: [String: String] = [:]
 
-    /// `parameters` as the C strings libpq reads, for the duration of `body`.
-    private func withParameters(_ parameters: [String?],
-                                _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> OpaquePointer?) -> OpaquePointer? {
-        if parameters.isEmpty { return body(nil) }
-        let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
-        defer { cStrings.forEach { free($0) } }
-        return cStrings.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1), body)
+    /// `parameters` as libpq reads them (values, their lengths, their formats: 0 text, 1
+    /// binary), for the duration of `body`. Text goes as C strings, whose length libpq finds.
+    private func withParameters(_ parameters: [PGParameter],
+                                _ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?,
+                                         UnsafePointer<Int32>?) -> OpaquePointer?) -> OpaquePointer? {
+        if parameters.isEmpty { return body(nil, nil, nil) }
+        var values: [UnsafeMutablePointer<CChar>?] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        for parameter in parameters {
+            switch parameter {
+            case .text(let text):
+                values.append(text.flatMap { strdup($0) })
+                lengths.append(0)
+                formats.append(0)
+            case .binary(let bytes):
+                let copy = malloc(max(bytes.count, 1))!
+                bytes.withUnsafeBytes { if let base = $0.baseAddress { memcpy(copy, base, bytes.count) } }
+                values.append(copy.assumingMemoryBound(to: CChar.self))
+                lengths.append(Int32(bytes.count))
+                formats.append(1)
+            }
+        }
+        defer { values.forEach { free($0) } }
+        return values.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: buffer.count) { values in
+                lengths.withUnsafeBufferPointer { lengths in
+                    formats.withUnsafeBufferPointer { formats in body(values, lengths.baseAddress, formats.baseAddress) }
+                }
+            }
         }
     }
 

@@ -150,8 +150,8 @@ import RelayTestSupport
         #expect(throws: StoreError.self) { try db.execute("DELETE FROM audit_log") }
     }
 
-    /// Rows travel as array literals: quotes, backslashes, commas, braces, the word NULL and
-    /// non-ASCII text must arrive as sent, absent fields as NULL.
+    /// Rows travel as binary arrays: quotes, backslashes, commas, braces, the word NULL and
+    /// non-ASCII text must arrive as sent, absent fields as NULL, times to the microsecond.
     @Test func everyFieldSurvivesTheArrayEncoding() throws {
         let database = try TestDatabase()
         defer { database.drop() }
@@ -168,6 +168,20 @@ import RelayTestSupport
         #expect(first.at == full.at && first.kind == .authFailed)
         #expect(stored.first?.detailsJSON == #"{"reason": "a \"quoted\" \\ back\\slash, {brace} NULL é ✓"}"#)
         #expect(second.deviceID == nil && second.tokenID == nil && second.remoteAddress == nil)
+    }
+
+    /// An id that is not a UUID (a damaged spool line) is refused by the server, as before the
+    /// binary encoding, and the rest of the log is untouched.
+    @Test func anEventIdThatIsNotAUUIDIsRefused() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let audit = AuditRepository(try database.connect())
+        var damaged = try AuditRepository.event(.appConnected, actor: "relay")
+        damaged.id = "0190-not-a-uuid"
+        let error = #expect(throws: StoreError.self) { try audit.append([damaged]) }
+        #expect(error?.kind == .query)
+        #expect(error?.message.contains("uuid") == true)
+        #expect(try audit.query().isEmpty)
     }
 
     @Test func queryPagesAndFiltersByTime() throws {
@@ -187,6 +201,37 @@ import RelayTestSupport
         #expect(page2.count == 500)
         let ranged = try audit.query(from: UnixTime(seconds: 1_000_010), to: UnixTime(seconds: 1_000_020))
         #expect(ranged.count == 10)
+    }
+}
+
+/// The binary arrays, read back by the server as text: what it stored is what was meant.
+@Suite struct PGBinaryArrayTests {
+    @Test func everyElementTypeReadsBackAsSent() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        func readBack(_ type: String, _ array: [UInt8]) throws -> String? {
+            try db.executePrepared("SELECT $1::\(type)[]::text", [.binary(array)]).first?[0]
+        }
+        #expect(try readBack("text", PGBinaryArray.texts(["a", nil, #"q"u\o,{}"#, "é ✓", ""])) == #"{a,NULL,"q\"u\\o,{}","é ✓",""}"#)
+        #expect(try readBack("bigint", PGBinaryArray.int8s([0, nil, -5, .max])) == "{0,NULL,-5,9223372036854775807}")
+        #expect(try readBack("int", PGBinaryArray.int4s([7, -1, nil])) == "{7,-1,NULL}")
+        #expect(try readBack("timestamptz", PGBinaryArray.timestamps([UnixTime(microseconds: 1_764_118_800_123_456),
+                                                                      UnixTime(microseconds: 0), nil]))
+                == #"{"2025-11-26 01:00:00.123456+00","1970-01-01 00:00:00+00",NULL}"#)
+        let id = "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b"
+        #expect(try readBack("uuid", try #require(PGBinaryArray.uuids([id, id.uppercased()]))) == "{\(id),\(id)}")
+        #expect(try readBack("jsonb", PGBinaryArray.jsonb([#"{"b":1,"a":"x"}"#, nil])) == #"{"{\"a\": \"x\", \"b\": 1}",NULL}"#)
+        #expect(try readBack("text", PGBinaryArray.texts([])) == "{}")
+    }
+
+    @Test func onlyUUIDsInTheirTextFormAreEncoded() {
+        #expect(PGBinaryArray.uuidBytes("0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b")?.count == 16)
+        for bad in ["", "0192a0b45c6d7e8f9a0b1c2d3e4f5a6b", "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6", "0192a0b4-5c6d-7e8f-9a0b_1c2d3e4f5a6b",
+                    "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6g", "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6bb"] {
+            #expect(PGBinaryArray.uuidBytes(bad) == nil, "\(bad)")
+        }
+        #expect(PGBinaryArray.uuids(["0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b", "x"]) == nil)
     }
 }
 

@@ -1,0 +1,116 @@
+import RelayCore
+
+/// One bound parameter: text (what `execute` sends) or PostgreSQL's binary format.
+enum PGParameter {
+    case text(String?)
+    case binary([UInt8])
+}
+
+/// One-dimensional arrays in PostgreSQL's binary format, for the batch statements that run per
+/// connection (audit rows, presence rows). The server reads them without parsing text: a
+/// 500-row audit batch in text spent about half of its insert's time in `array_in` and the
+/// element parsers (docs/performance.md, session 19). Wire format (`array_recv`), all integers
+/// big-endian: dimensions (1), has-nulls flag, element type OID, then the dimension's length and
+/// lower bound (1), then each element as a 4-byte length (-1 for NULL) and its bytes.
+enum PGBinaryArray {
+    /// Element type OIDs (`pg_type.oid`, fixed since the types were built in).
+    enum ElementType: UInt32 {
+        case int4 = 23
+        case int8 = 20
+        case text = 25
+        case timestamptz = 1184
+        case uuid = 2950
+        case jsonb = 3802
+    }
+
+    static func encode<Element>(_ elements: [Element?], as type: ElementType,
+                                _ write: (Element, inout [UInt8]) -> Void) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + elements.count * 24)
+        append(Int32(1), to: &out)
+        append(Int32(elements.contains { $0 == nil } ? 1 : 0), to: &out)
+        append(Int32(bitPattern: type.rawValue), to: &out)
+        append(Int32(elements.count), to: &out)
+        append(Int32(1), to: &out)
+        for element in elements {
+            guard let element else { append(Int32(-1), to: &out); continue }
+            let lengthAt = out.count
+            append(Int32(0), to: &out)
+            write(element, &out)
+            let length = UInt32(out.count - lengthAt - 4)
+            for i in 0..<4 { out[lengthAt + i] = UInt8(truncatingIfNeeded: length >> (24 - 8 * i)) }
+        }
+        return out
+    }
+
+    static func texts(_ values: [String?]) -> [UInt8] {
+        encode(values, as: .text) { $1.append(contentsOf: $0.utf8) }
+    }
+
+    static func int8s(_ values: [Int64?]) -> [UInt8] {
+        encode(values, as: .int8) { append($0, to: &$1) }
+    }
+
+    static func int4s(_ values: [Int32?]) -> [UInt8] {
+        encode(values, as: .int4) { append($0, to: &$1) }
+    }
+
+    /// Microseconds since 2000-01-01 00:00 UTC, the server's own form of a timestamp.
+    static func timestamps(_ values: [UnixTime?]) -> [UInt8] {
+        encode(values, as: .timestamptz) { append($0.microseconds - postgresEpochMicroseconds, to: &$1) }
+    }
+
+    /// jsonb's binary input is a version byte (1) and the JSON text.
+    static func jsonb(_ values: [String?]) -> [UInt8] {
+        encode(values, as: .jsonb) { text, out in
+            out.append(1)
+            out.append(contentsOf: text.utf8)
+        }
+    }
+
+    /// UUIDs from their text form (`8-4-4-4-12` hex digits); nil when one is not a UUID.
+    static func uuids(_ values: [String]) -> [UInt8]? {
+        var bytes: [[UInt8]] = []
+        bytes.reserveCapacity(values.count)
+        for value in values {
+            guard let parsed = uuidBytes(value) else { return nil }
+            bytes.append(parsed)
+        }
+        return encode(bytes, as: .uuid) { $1.append(contentsOf: $0) }
+    }
+
+    static func uuidBytes(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 36 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(16)
+        var index = 0
+        while index < 36 {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard utf8[index] == UInt8(ascii: "-") else { return nil }
+                index += 1
+                continue
+            }
+            guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// 2000-01-01 00:00:00 UTC in Unix microseconds.
+    static let postgresEpochMicroseconds: Int64 = 946_684_800_000_000
+
+    private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
+    }
+}
