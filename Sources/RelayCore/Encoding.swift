@@ -83,23 +83,26 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The value of one hex digit of either case; nil for another character.
+    @inlinable
+    public static func value(ofDigit c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     /// Decodes hex of either case; nil for odd length or another character.
     public static func decode(_ text: String) -> [UInt8]? {
         let chars = Array(text.utf8)
         guard chars.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-            default: return nil
-            }
-        }
         var out = [UInt8]()
         out.reserveCapacity(chars.count / 2)
         var i = 0
         while i < chars.count {
-            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+            guard let hi = value(ofDigit: chars[i]), let lo = value(ofDigit: chars[i + 1]) else { return nil }
             out.append(hi << 4 | lo)
             i += 2
         }

@@ -122,7 +122,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
         while i < text.count {
             var byte = text[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < text.count, let high = hexValue(text[i + 1]), let low = hexValue(text[i + 2])
+                guard i + 2 < text.count, let high = Hex.value(ofDigit: text[i + 1]), let low = Hex.value(ofDigit: text[i + 2])
                 else { throw RequestError(.badRequest, "malformed percent-encoding in \(what)") }
                 byte = high << 4 | low
                 i += 3
@@ -150,15 +150,6 @@ public struct HTTPRequestHead: Sendable, Equatable {
             throw RequestError(.badRequest, "\(what) is not valid UTF-8")
         }
         return decoded
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// RFC 9110 tchar: `!#$%&'*+-.^_`|~`, digits and letters, as two bit masks (one test a

@@ -81,30 +81,10 @@ enum PGBinaryArray {
 
     static func uuidBytes(_ text: String) -> [UInt8]? {
         let utf8 = Array(text.utf8)
-        guard utf8.count == 36 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(16)
-        var index = 0
-        while index < 36 {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard utf8[index] == UInt8(ascii: "-") else { return nil }
-                index += 1
-                continue
-            }
-            guard let high = hexValue(utf8[index]), let low = hexValue(utf8[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        guard utf8.count == 36, [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }),
+              let bytes = Hex.decode(String(decoding: utf8.filter { $0 != UInt8(ascii: "-") }, as: UTF8.self)),
+              bytes.count == 16 else { return nil }
+        return bytes
     }
 
     /// 2000-01-01 00:00:00 UTC in Unix microseconds.
