@@ -1,11 +1,5 @@
 import RelayCore
 
-/// One bound parameter: text (what `execute` sends) or PostgreSQL's binary format.
-enum PGParameter {
-    case text(String?)
-    case binary([UInt8])
-}
-
 /// One-dimensional arrays in PostgreSQL's binary format, for the batch statements that run per
 /// connection (audit rows, presence rows). The server reads them without parsing text: a
 /// 500-row audit batch in text spent about half of its insert's time in `array_in` and the
@@ -37,8 +31,7 @@ enum PGBinaryArray {
             let lengthAt = out.count
             append(Int32(0), to: &out)
             write(element, &out)
-            let length = UInt32(out.count - lengthAt - 4)
-            for i in 0..<4 { out[lengthAt + i] = UInt8(truncatingIfNeeded: length >> (24 - 8 * i)) }
+            withUnsafeBytes(of: Int32(out.count - lengthAt - 4).bigEndian) { out.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
         }
         return out
     }

@@ -244,6 +244,13 @@ extension StringProtocol {
     }
 }
 
+/// One bound parameter: text (what `execute` sends) or PostgreSQL's binary format
+/// (`PGBinaryArray`).
+enum PGParameter {
+    case text(String?)
+    case binary([UInt8])
+}
+
 /// Conversions between store text and domain values.
 enum PGValue {
     static func time(_ text: String?) -> UnixTime? { text.flatMap { UnixTime(iso8601: $0) } }
