@@ -33,6 +33,14 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
 
     /// `23505`: a unique constraint was violated.
     public var isUniqueViolation: Bool { sqlState == "23505" }
+
+    /// The server refused the statement's data for good, not for a passing reason: a data
+    /// exception (class 22: a value its type does not take, a NUL in text, …) or an integrity
+    /// constraint (class 23) other than a unique key, which a replay of a stored row can meet.
+    public var refusesData: Bool {
+        guard kind == .query, let sqlState else { return false }
+        return sqlState.hasPrefix("22") || (sqlState.hasPrefix("23") && !isUniqueViolation)
+    }
 }
 
 /// Rows of one statement's result, in text format.

@@ -17,6 +17,7 @@ public final class AuditWriter: DatabaseWork {
         var issuances: [TurnIssuance] = []
         var spooled = 0
         var written = 0
+        var rejected = 0
         var databaseUp = false
         /// When (monotonic nanoseconds) the queued last-used times are next written.
         var touchesDue: UInt64 = 0
@@ -27,6 +28,9 @@ public final class AuditWriter: DatabaseWork {
     }
 
     private let spoolPath: String
+    /// Where events and issuances the database refused for good are kept (JSON lines, as in the
+    /// spool), so that one bad row neither holds the queue nor is lost.
+    private let rejectedPath: String
     private let spoolThreshold: Int
     private let state = Locked(State())
     private let thread: DatabaseThread
@@ -34,6 +38,7 @@ public final class AuditWriter: DatabaseWork {
 
     public init(conninfo: String, spoolDirectory: String, spoolThreshold: Int = 100_000) {
         spoolPath = (spoolDirectory as NSString).appendingPathComponent("audit-spool.jsonl")
+        rejectedPath = (spoolDirectory as NSString).appendingPathComponent("audit-rejected.jsonl")
         self.spoolThreshold = spoolThreshold
         thread = DatabaseThread(name: "audit_writer", conninfo: conninfo)
         try? FileManager.default.createDirectory(atPath: spoolDirectory, withIntermediateDirectories: true)
@@ -58,9 +63,10 @@ public final class AuditWriter: DatabaseWork {
         state.withLock { $0.lastUsed[tokenID] = time }
     }
 
-    /// Events waiting in memory, events moved to the spool file, and events stored so far.
-    public var stats: (queued: Int, spooled: Int, written: Int, databaseUp: Bool) {
-        state.withLock { ($0.queue.count, $0.spooled, $0.written, $0.databaseUp) }
+    /// Events waiting in memory, events moved to the spool file, events stored so far, and
+    /// events the database refused (kept in `audit-rejected.jsonl`).
+    public var stats: (queued: Int, spooled: Int, written: Int, rejected: Int, databaseUp: Bool) {
+        state.withLock { ($0.queue.count, $0.spooled, $0.written, $0.rejected, $0.databaseUp) }
     }
 
     public func start() { thread.start(self) }
@@ -150,11 +156,16 @@ public final class AuditWriter: DatabaseWork {
                 return (Array(s.queue.prefix(AuditRepository.maxBatch)), touches, s.issuances, !s.mayBeStored)
             }
             if batch.isEmpty && touches.isEmpty && issuances.isEmpty { return }
+            var rejected = 0
             do {
-                try db.transaction {
-                    try TurnRepository(db).record(issuances)
-                    try TokenRepository(db).touch(touches)
-                    try AuditRepository(db).append(batch, fresh: fresh)
+                do {
+                    try db.transaction {
+                        try TurnRepository(db).record(issuances)
+                        try TokenRepository(db).touch(touches)
+                        try AuditRepository(db).append(batch, fresh: fresh)
+                    }
+                } catch let error as StoreError where error.refusesData && db.isOpen {
+                    rejected = try writeOneByOne(db, batch, issuances, touches: touches, refusal: error)
                 }
             } catch {
                 state.withLock { s in
@@ -167,28 +178,54 @@ public final class AuditWriter: DatabaseWork {
             let left = state.withLock { s in
                 s.mayBeStored = false
                 s.queue.removeFirst(min(batch.count, s.queue.count))
-                s.written += batch.count
+                s.written += batch.count - rejected
                 return s.queue.count
             }
             guard !batch.isEmpty, !(wholeBatchesOnly && left < AuditRepository.maxBatch) else { return }
         }
     }
 
+    /// A batch the database refused: each part is written in a transaction of its own (with
+    /// the conflict checks, so what a broken-off pass stored is skipped the next time), and
+    /// what is refused again is moved to the rejected file. Returns how many events were.
+    /// Throws, leaving everything queued, when the connection fails on the way.
+    private func writeOneByOne(_ db: PGConnection, _ events: [AuditEvent], _ issuances: [TurnIssuance],
+                               touches: [Int64: UnixTime], refusal: StoreError) throws -> Int {
+        log.error("audit_batch_refused", metadata: ["error": "\(refusal)", "events": .stringConvertible(events.count),
+                                                     "turn_issuances": .stringConvertible(issuances.count)])
+        func refused(_ write: () throws -> Void) throws -> Bool {
+            do {
+                try db.transaction(write)
+                return false
+            } catch let error as StoreError where error.refusesData && db.isOpen {
+                log.error("audit_row_refused", metadata: ["error": "\(error)"])
+                return true
+            }
+        }
+        let badIssuances = try issuances.filter { issuance in try refused { try TurnRepository(db).record([issuance]) } }
+        // Last-used times are hints: refused ones are dropped.
+        if !touches.isEmpty { _ = try refused { try TokenRepository(db).touch(touches) } }
+        let badEvents = try events.filter { event in try refused { _ = try AuditRepository(db).append([event]) } }
+        reject(badEvents, badIssuances)
+        return badEvents.count
+    }
+
+    private func reject(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
+        guard !events.isEmpty || !issuances.isEmpty else { return }
+        state.withLock { $0.rejected += events.count }
+        let text = AuditWriter.lines(events, issuances)
+        var metadata: Logger.Metadata = ["events": .stringConvertible(events.count), "turn_issuances": .stringConvertible(issuances.count),
+                                         "path": "\(rejectedPath)"]
+        // Without the file the log is the only copy.
+        if !append(text, to: rejectedPath) { metadata["lines"] = "\(text)" }
+        log.error("audit_rejected", metadata: metadata)
+    }
+
     // MARK: - Spool file
 
     private func spool(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
         guard !events.isEmpty || !issuances.isEmpty else { return }
-        var text = ""
-        for issuance in issuances { text += AuditWriter.encode(issuance) + "\n" }
-        for event in events { text += AuditWriter.encode(event) + "\n" }
-        if let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
-            _ = FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
-            return FileHandle(forWritingAtPath: spoolPath)
-        }() {
-            handle.seekToEndOfFile()
-            handle.write(Data(text.utf8))
-            try? handle.synchronize()
-            try? handle.close()
+        if append(AuditWriter.lines(events, issuances), to: spoolPath) {
             state.withLock { $0.spooled += events.count }
             log.warning("audit_spooled", metadata: ["events": .stringConvertible(events.count),
                                                     "turn_issuances": .stringConvertible(issuances.count), "path": "\(spoolPath)"])
@@ -196,6 +233,27 @@ public final class AuditWriter: DatabaseWork {
             log.error("audit_spool_failed", metadata: ["path": "\(spoolPath)", "events": .stringConvertible(events.count),
                                                        "turn_issuances": .stringConvertible(issuances.count)])
         }
+    }
+
+    /// The spool's JSON lines for `events` and `issuances`.
+    static func lines(_ events: [AuditEvent], _ issuances: [TurnIssuance]) -> String {
+        var text = ""
+        for issuance in issuances { text += AuditWriter.encode(issuance) + "\n" }
+        for event in events { text += AuditWriter.encode(event) + "\n" }
+        return text
+    }
+
+    /// Appends `text` to `path`, created owner-only; false if it cannot.
+    private func append(_ text: String, to path: String) -> Bool {
+        guard let handle = FileHandle(forWritingAtPath: path) ?? {
+            _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            return FileHandle(forWritingAtPath: path)
+        }() else { return false }
+        handle.seekToEndOfFile()
+        handle.write(Data(text.utf8))
+        try? handle.synchronize()
+        try? handle.close()
+        return true
     }
 
     private func replaySpool(_ db: PGConnection) throws {
@@ -210,12 +268,17 @@ public final class AuditWriter: DatabaseWork {
             case nil: log.warning("audit_spool_line_skipped", metadata: ["bytes": .stringConvertible(line.utf8.count)])
             }
         }
-        try db.transaction {
-            try TurnRepository(db).record(issuances)
-            _ = try AuditRepository(db).append(events)
+        var rejected = 0
+        do {
+            try db.transaction {
+                try TurnRepository(db).record(issuances)
+                _ = try AuditRepository(db).append(events)
+            }
+        } catch let error as StoreError where error.refusesData && db.isOpen {
+            rejected = try writeOneByOne(db, events, issuances, touches: [:], refusal: error)
         }
         try FileManager.default.removeItem(atPath: spoolPath)
-        state.withLock { $0.written += events.count }
+        state.withLock { $0.written += events.count - rejected }
         log.info("audit_spool_replayed", metadata: ["events": .stringConvertible(events.count),
                                                     "turn_issuances": .stringConvertible(issuances.count)])
     }

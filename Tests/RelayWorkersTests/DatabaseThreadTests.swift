@@ -152,4 +152,47 @@ final class CountingWork: DatabaseWork {
         #expect(stored.map(\.event.id) == [event.id])
         #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
     }
+
+    /// An event the database refuses for good (jsonb takes no `\u0000`) would otherwise hold
+    /// the queue: it is moved to `audit-rejected.jsonl` and counted, and the rest of its batch,
+    /// and what follows, is stored. The same holds for a spool file being replayed.
+    @Test func aRefusedEventIsSetAsideAndTheRestIsStored() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let spool = try TestEnvironment.scratchDirectory("audit-refused-\(UUID().uuidString)")
+        func event(_ device: String, refused: Bool = false) throws -> AuditEvent {
+            try AuditRepository.event(.appConnected, actor: "relay", deviceID: device,
+                                      details: refused ? .raw(#"{"reason":"a\u0000b"}"#) : .object([]))
+        }
+        let spooledGood = try event("spooled-good"), spooledBad = try event("spooled-bad", refused: true)
+        let offline = AuditWriter(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x", spoolDirectory: spool)
+        offline.start()
+        offline.record(spooledGood)
+        offline.record(spooledBad)
+        offline.stop()
+        #expect(offline.stats.spooled == 2)
+
+        let writer = AuditWriter(conninfo: database.url, spoolDirectory: spool)
+        writer.start()
+        defer { writer.stop() }
+        let events = [try event("before"), try event("bad", refused: true), try event("after")]
+        events.forEach(writer.record)
+        func waitFor(written: Int, rejected: Int) {
+            let deadline = Date().addingTimeInterval(10)
+            while (writer.stats.written, writer.stats.rejected) != (written, rejected), Date() < deadline { usleep(20_000) }
+        }
+        waitFor(written: 3, rejected: 2)
+        #expect(writer.stats.written == 3 && writer.stats.rejected == 2)
+        let later = try event("later")
+        writer.record(later)
+        waitFor(written: 4, rejected: 2)
+
+        let stored = try AuditRepository(try database.connect()).query().map(\.event.id)
+        #expect(Set(stored) == Set([spooledGood.id, events[0].id, events[2].id, later.id]) && stored.count == 4)
+        #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
+        let rejected = try String(contentsOfFile: spool + "/audit-rejected.jsonl", encoding: .utf8)
+            .split(separator: "\n").compactMap { AuditWriter.decode(String($0)) }
+        let rejectedIDs = rejected.compactMap { record -> String? in if case .event(let e) = record { e.id } else { nil } }
+        #expect(rejectedIDs == [spooledBad.id, events[1].id])
+    }
 }

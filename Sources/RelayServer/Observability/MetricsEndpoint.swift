@@ -91,6 +91,7 @@ final class MetricsEndpoint {
         let audit = env.audit.writer.stats
         gauge("wimz_audit_queue_depth", "Audit events waiting in memory.", audit.queued)
         counter("wimz_audit_spooled_total", "Audit events written to the spool file.", audit.spooled)
+        counter("wimz_audit_rejected_total", "Audit events the database refused, kept in audit-rejected.jsonl.", audit.rejected)
         gauge("wimz_database_up", "1 when the store is reachable and its schema current.", store.health.state == .ready ? 1 : 0)
         gauge("wimz_credentials_cached", "Active tokens in the relay's mirror.", authenticator.credentials.count)
         let clusterStats = cluster.agent.stats
