@@ -52,7 +52,7 @@ public enum ServeOptions {
         .int("WIMZ_MAX_DESCRIPTORS", "max-descriptors", .service, \.maxDescriptors, .from(1024, to: 1_048_576),
              "Descriptors (sockets and a few files) the relay may hold, at most the hard RLIMIT_NOFILE; every close costs ~4.5 ns per descriptor allowed (lws scans its table), so size it to the node's peak."),
         .text("WIMZ_SPOOL_DIR", "spool-dir", .service, \.spoolDirectory,
-              "Where audit events wait while the database is unreachable (and at a stop without it).",
+              "Where audit events wait while the database is unreachable (and at a stop without it), and where rows the database refused are kept (`audit-rejected.jsonl`).",
               example: "/var/lib/wimz-relay/spool"),
         .custom("WIMZ_TRUSTED_PROXIES", "trusted-proxies", .service,
                 "Comma-separated proxy IPs whose X-Forwarded-For is believed (the right-most hop that is not one of them).",
