@@ -156,17 +156,9 @@ public final class AuditWriter: DatabaseWork {
                 return (Array(s.queue.prefix(AuditRepository.maxBatch)), touches, s.issuances, !s.mayBeStored)
             }
             if batch.isEmpty && touches.isEmpty && issuances.isEmpty { return }
-            var rejected = 0
+            let rejected: Int
             do {
-                do {
-                    try db.transaction {
-                        try TurnRepository(db).record(issuances)
-                        try TokenRepository(db).touch(touches)
-                        try AuditRepository(db).append(batch, fresh: fresh)
-                    }
-                } catch let error as StoreError where error.refusesData && db.isOpen {
-                    rejected = try writeOneByOne(db, batch, issuances, touches: touches, refusal: error)
-                }
+                rejected = try write(db, batch, issuances, touches: touches, fresh: fresh)
             } catch {
                 state.withLock { s in
                     s.issuances.insert(contentsOf: issuances, at: 0)
@@ -182,6 +174,22 @@ public final class AuditWriter: DatabaseWork {
                 return s.queue.count
             }
             guard !batch.isEmpty, !(wholeBatchesOnly && left < AuditRepository.maxBatch) else { return }
+        }
+    }
+
+    /// Writes `events`, `issuances` and `touches` in one transaction; if the database refuses
+    /// it for good, one by one (`writeOneByOne`). Returns how many events were refused.
+    private func write(_ db: PGConnection, _ events: [AuditEvent], _ issuances: [TurnIssuance],
+                       touches: [Int64: UnixTime], fresh: Bool) throws -> Int {
+        do {
+            try db.transaction {
+                try TurnRepository(db).record(issuances)
+                try TokenRepository(db).touch(touches)
+                try AuditRepository(db).append(events, fresh: fresh)
+            }
+            return 0
+        } catch let error as StoreError where error.refusesData && db.isOpen {
+            return try writeOneByOne(db, events, issuances, touches: touches, refusal: error)
         }
     }
 
@@ -268,15 +276,7 @@ public final class AuditWriter: DatabaseWork {
             case nil: log.warning("audit_spool_line_skipped", metadata: ["bytes": .stringConvertible(line.utf8.count)])
             }
         }
-        var rejected = 0
-        do {
-            try db.transaction {
-                try TurnRepository(db).record(issuances)
-                _ = try AuditRepository(db).append(events)
-            }
-        } catch let error as StoreError where error.refusesData && db.isOpen {
-            rejected = try writeOneByOne(db, events, issuances, touches: [:], refusal: error)
-        }
+        let rejected = try write(db, events, issuances, touches: [:], fresh: false)
         try FileManager.default.removeItem(atPath: spoolPath)
         state.withLock { $0.written += events.count - rejected }
         log.info("audit_spool_replayed", metadata: ["events": .stringConvertible(events.count),
