@@ -5,29 +5,38 @@
 # the seed corpus in Tests/Fuzz/corpus/<target>; what breaks an invariant is written to
 # Tests/Fuzz/crashers/<target>-crash-<sha1>, where the test suite keeps checking it.
 #   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: request envelope json config token robotleg appframe base64
+#   WIMZ_FUZZ_RUNS=N scripts/fuzz.sh [TARGET…]   N inputs a target with a fixed seed instead of a time
+#                                                (the test suite's run: the same inputs every time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 if ! command -v swiftc >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 
-seconds=${1:-60}
-shift || true
+seconds=60
+if [ -z "${WIMZ_FUZZ_RUNS:-}" ] && [ $# -gt 0 ]; then seconds=$1; shift; fi
+budget=(-max_total_time="$seconds")
+[ -n "${WIMZ_FUZZ_RUNS:-}" ] && budget=(-runs="$WIMZ_FUZZ_RUNS" -seed=1)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(request envelope json config token robotleg appframe base64)
 
 out=.build-fuzz
 mkdir -p "$out" Tests/Fuzz/crashers
 say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
-swiftc -O -g -sanitize=fuzzer,address -parse-as-library -module-name RelayFuzz \
-    Sources/WimzProtocol/*.swift Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz" \
+# WimzProtocol is a module of its own (RelayCore imports it): built first, as a static library.
+flags=(-O -g -sanitize=fuzzer,address -parse-as-library)
+mkdir -p "$out/modules"
+{ swiftc "${flags[@]}" -module-name WimzProtocol -emit-module -emit-module-path "$out/modules/WimzProtocol.swiftmodule" \
+      -emit-library -static -o "$out/libWimzProtocol.a" Sources/WimzProtocol/*.swift \
+  && swiftc "${flags[@]}" -module-name RelayFuzz -I "$out/modules" -L "$out" -lWimzProtocol \
+      Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz"; } \
     > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" >&2; die "fuzzer build failed (see $out/build.log)"; }
 
 status=0
 for target in "${targets[@]}"; do
     corpus="$out/corpus/$target"
     mkdir -p "$corpus"
-    say "fuzzing $target for $seconds s"
-    WIMZ_FUZZ_TARGET=$target "$out/relay-fuzz" -max_total_time="$seconds" -max_len=16384 -timeout=10 \
+    say "fuzzing $target (${budget[*]})"
+    WIMZ_FUZZ_TARGET=$target "$out/relay-fuzz" "${budget[@]}" -max_len=16384 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="Tests/Fuzz/crashers/$target-" "$corpus" "Tests/Fuzz/corpus/$target" \
         > "$out/$target.log" 2>&1 || status=$?
     grep -E "^stat::(number_of_executed_units|peak_rss_mb)|^#[0-9]+ +DONE" "$out/$target.log" | tr '\n' ' '

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds once,
 # starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every Swift test
-# (swift test), schemathesis against the admin API's OpenAPI document, the cluster tests (real
-# HAProxy in front of several relay nodes) and the deploy recipe checks (haproxy -c, promtool),
-# and then the Python robot library's tests (pytest, in a fresh virtualenv).
+# (swift test), schemathesis against the admin API's OpenAPI document, a short run of every
+# fuzzer, the cluster tests (real HAProxy in front of several relay nodes) and the deploy recipe
+# checks (haproxy -c, promtool), and then the Python robot library's tests (pytest, in a fresh
+# virtualenv).
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
 #   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
@@ -66,6 +67,9 @@ fi
 if [ "$only" != swift ] && [ "$only" != python ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
     scripts/schemathesis.sh --seed 1 || swift_status=$?
+    # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
+    # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
+    WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || swift_status=$?
 fi
 if [ "$only" != swift ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
