@@ -6,16 +6,18 @@
 # Tests/Fuzz/crashers/<target>-crash-<sha1>, where the test suite keeps checking it.
 #   scripts/fuzz.sh [SECONDS] [TARGET…]      targets: request envelope json config token robotleg appframe base64
 #   WIMZ_FUZZ_RUNS=N scripts/fuzz.sh [TARGET…]   N inputs a target with a fixed seed instead of a time
-#                                                (the test suite's run: the same inputs every time)
+#                                                (the test suite's run; from a clean clone, the same inputs each time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 if ! command -v swiftc >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 
-seconds=60
-if [ -z "${WIMZ_FUZZ_RUNS:-}" ] && [ $# -gt 0 ]; then seconds=$1; shift; fi
-budget=(-max_total_time="$seconds")
-[ -n "${WIMZ_FUZZ_RUNS:-}" ] && budget=(-runs="$WIMZ_FUZZ_RUNS" -seed=1)
+if [ -n "${WIMZ_FUZZ_RUNS:-}" ]; then
+    budget=(-runs="$WIMZ_FUZZ_RUNS" -seed=1)
+else
+    budget=(-max_total_time="${1:-60}")
+    shift || true
+fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(request envelope json config token robotleg appframe base64)
 

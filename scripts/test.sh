@@ -85,5 +85,5 @@ if [ "$only" != swift ]; then
     say "running the Python tests"
     (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
 fi
-[ "$swift_status" -eq 0 ] || die "Swift tests or schemathesis failed (exit $swift_status)"
+[ "$swift_status" -eq 0 ] || die "Swift tests, schemathesis or the fuzzers failed (exit $swift_status)"
 [ "$python_status" -eq 0 ] || die "Python tests failed (exit $python_status)"
