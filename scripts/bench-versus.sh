@@ -10,9 +10,15 @@
 #   scripts/bench-versus.sh [fanout|connect …]     (default: both)
 # Each run also prints the relay's CPU and PostgreSQL's (wimz-relay's audit and presence rows;
 # it shares the load's core) per handshake or message, from /proc, and the end each round's own
-# ratio with their median.
+# ratio with their median, and the geometric mean of the rounds' ratios with a 95 % bootstrap
+# interval: on this VM one pair moves by ±25 % and a sitting's median by ±10 %, so the interval
+# says what a sitting can tell (docs/performance.md, session 21).
 #   WIMZ_VERSUS_ROUNDS=5 (rounds, each one run of each relay), WIMZ_VERSUS_SECONDS=10,
 #   WIMZ_VERSUS_RELAY_ARGS="--max-descriptors 8192" (more serve flags for wimz-relay)
+#   WIMZ_VERSUS_PAIRS=FILE  appends each round's ratio to FILE (one per line, "MODE:RELAY RATIO")
+#     and prints the interval over every ratio of that mode and relay in it: sittings pooled
+#   WIMZ_VERSUS_SELF=1  the instrument's own check: the C relay in both places of every round
+#     (an unbiased bench reads 1.0 within its interval)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -86,9 +92,13 @@ echo "machine: $(nproc) cores, $(uname -sr), lws $(dpkg-query -W -f='${Version}'
 for mode in "${modes[@]}"; do
     reference=lws-relay-b
     [ "$mode" = connect ] && reference=lws-relay
-    : > "$work/$mode.wimz"; : > "$work/$mode.reference"
+    measured=wimz-relay
+    [ -n "${WIMZ_VERSUS_SELF:-}" ] && measured=$reference
+    : > "$work/$mode.measured"; : > "$work/$mode.reference"
     for round in $(seq "$rounds"); do
-        for name in "$reference" wimz-relay; do
+        for slot in reference measured; do
+            name=$reference
+            [ "$slot" = measured ] && name=$measured
             port=$(( 20000 + RANDOM % 20000 ))
             start_relay "$name" "$port"
             relay_before=$(cpu_ticks "$relay_pid"); postgres_before=$(postgres_ticks)
@@ -101,19 +111,34 @@ for mode in "${modes[@]}"; do
                   'BEGIN {printf "relay CPU %.2f us, PostgreSQL %.2f us a %s", r * 1e6 / hz / n, p * 1e6 / hz / n, u}')
             echo "$mode round $round  $name  $figure  ($cpu)"
             file=$work/$mode.reference
-            [ "$name" = wimz-relay ] && file=$work/$mode.wimz
+            [ "$slot" = measured ] && file=$work/$mode.measured
             echo "${figure%% *}" >> "$file"
         done
     done
-    ours=$(median < "$work/$mode.wimz")
+    ours=$(median < "$work/$mode.measured")
     theirs=$(median < "$work/$mode.reference")
-    printf '%s: wimz-relay median %s, %s median %s, ratio %s\n' "$mode" "$ours" "$reference" "$theirs" \
+    printf '%s: %s median %s, %s median %s, ratio %s\n' "$mode" "$measured" "$ours" "$reference" "$theirs" \
         "$(python3 -c 'import sys; print(f"{float(sys.argv[1]) / float(sys.argv[2]):.2f}")' "$ours" "$theirs")"
     # Each round's own ratio too: the VM's speed can change within a sitting, and a change
     # halfway puts one relay's fast rounds against the other's slow ones in the medians above.
-    python3 -c 'import statistics, sys
-mode, ours, theirs = sys.argv[1], open(sys.argv[2]).read().split(), open(sys.argv[3]).read().split()
+    python3 - "$mode" "$work/$mode.measured" "$work/$mode.reference" "${WIMZ_VERSUS_PAIRS:-}" "$measured" <<'PY'
+import math, random, statistics, sys
+mode, ours, theirs, pooled, measured = sys.argv[1], open(sys.argv[2]).read().split(), open(sys.argv[3]).read().split(), sys.argv[4], sys.argv[5]
 ratios = [float(a) / float(b) for a, b in zip(ours, theirs)]
-print(f"{mode}: ratio of each round " + " ".join(f"{r:.2f}" for r in ratios) + f"; their median {statistics.median(ratios):.2f}")' \
-        "$mode" "$work/$mode.wimz" "$work/$mode.reference"
+print(f"{mode}: ratio of each round " + " ".join(f"{r:.2f}" for r in ratios) + f"; their median {statistics.median(ratios):.2f}")
+
+def interval(values):
+    # Geometric mean of the ratios and a 95 % bootstrap interval (10,000 resamples, fixed seed).
+    logs = [math.log(v) for v in values]
+    rng = random.Random(1)
+    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(10_000))
+    return math.exp(statistics.fmean(logs)), math.exp(means[249]), math.exp(means[9_749])
+
+print(f"{mode}: geometric mean of the rounds' ratios %.3f, 95 %% interval %.3f-%.3f ({len(ratios)} rounds)" % interval(ratios))
+if pooled:
+    with open(pooled, "a") as out:
+        out.writelines(f"{mode}:{measured} {r:.4f}\n" for r in ratios)
+    every = [float(v) for key, v in (line.split() for line in open(pooled) if line.strip()) if key == f"{mode}:{measured}"]
+    print(f"{mode}: pooled in {pooled}: %.3f, 95 %% interval %.3f-%.3f ({len(every)} rounds)" % interval(every))
+PY
 done
