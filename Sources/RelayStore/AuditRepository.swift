@@ -39,7 +39,7 @@ public struct AuditRepository {
                  .binary(PGBinaryArray.texts(batch.map(\.kind.rawValue))), .binary(PGBinaryArray.texts(batch.map(\.actor))),
                  .binary(PGBinaryArray.texts(batch.map(\.deviceID))), .binary(PGBinaryArray.int8s(batch.map(\.tokenID))),
                  .binary(PGBinaryArray.texts(batch.map(\.remoteAddress))),
-                 .binary(PGBinaryArray.jsonb(batch.map(\.details.encoded)))]).affected
+                 .binary(PGBinaryArray.jsonb(batch.map(\.details)))]).affected
             start += batch.count
         }
         return inserted

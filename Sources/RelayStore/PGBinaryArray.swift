@@ -19,20 +19,27 @@ enum PGBinaryArray {
 
     static func encode<Element>(_ elements: [Element?], as type: ElementType,
                                 _ write: (Element, inout [UInt8]) -> Void) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(20 + elements.count * 24)
-        append(Int32(1), to: &out)
-        append(Int32(elements.contains { $0 == nil } ? 1 : 0), to: &out)
-        append(Int32(bitPattern: type.rawValue), to: &out)
-        append(Int32(elements.count), to: &out)
-        append(Int32(1), to: &out)
+        var out = header(type, count: elements.count, hasNulls: elements.contains { $0 == nil })
         for element in elements {
             guard let element else { append(Int32(-1), to: &out); continue }
             let lengthAt = out.count
             append(Int32(0), to: &out)
             write(element, &out)
-            withUnsafeBytes(of: Int32(out.count - lengthAt - 4).bigEndian) { out.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
+            let length = Int32(out.count - lengthAt - 4).bigEndian
+            out.withUnsafeMutableBytes { $0.storeBytes(of: length, toByteOffset: lengthAt, as: Int32.self) }
         }
+        return out
+    }
+
+    /// The array's header, with room reserved for `count` elements of ~24 bytes.
+    private static func header(_ type: ElementType, count: Int, hasNulls: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + count * 24)
+        append(Int32(1), to: &out)
+        append(Int32(hasNulls ? 1 : 0), to: &out)
+        append(Int32(bitPattern: type.rawValue), to: &out)
+        append(Int32(count), to: &out)
+        append(Int32(1), to: &out)
         return out
     }
 
@@ -53,31 +60,48 @@ enum PGBinaryArray {
         encode(values, as: .timestamptz) { append($0.microseconds - postgresEpochMicroseconds, to: &$1) }
     }
 
-    /// jsonb's binary input is a version byte (1) and the JSON text.
-    static func jsonb(_ values: [String?]) -> [UInt8] {
-        encode(values, as: .jsonb) { text, out in
+    /// jsonb's binary input is a version byte (1) and the JSON text, encoded straight into the
+    /// array (no string a value).
+    static func jsonb(_ values: [JSONValue?]) -> [UInt8] {
+        encode(values, as: .jsonb) { value, out in
             out.append(1)
-            out.append(contentsOf: text.utf8)
+            value.encode(into: &out)
         }
     }
 
-    /// UUIDs from their text form (`8-4-4-4-12` hex digits); nil when one is not a UUID.
+    /// UUIDs from their text form (`8-4-4-4-12` hex digits); nil when one is not a UUID. Every
+    /// audit event's id passes here: read off the string's bytes, nothing allocated an id.
     static func uuids(_ values: [String]) -> [UInt8]? {
-        var bytes: [[UInt8]] = []
-        bytes.reserveCapacity(values.count)
+        var out = header(.uuid, count: values.count, hasNulls: false)
         for value in values {
-            guard let parsed = uuidBytes(value) else { return nil }
-            bytes.append(parsed)
+            append(Int32(16), to: &out)
+            guard appendUUID(value, to: &out) else { return nil }
         }
-        return encode(bytes, as: .uuid) { $1.append(contentsOf: $0) }
+        return out
     }
 
     static func uuidBytes(_ text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 36, [8, 13, 18, 23].allSatisfy({ utf8[$0] == UInt8(ascii: "-") }),
-              let bytes = Hex.decode(String(decoding: utf8.filter { $0 != UInt8(ascii: "-") }, as: UTF8.self)),
-              bytes.count == 16 else { return nil }
-        return bytes
+        var out: [UInt8] = []
+        return appendUUID(text, to: &out) ? out : nil
+    }
+
+    /// Appends the 16 bytes `text` spells; false (with part of them appended) when it is not a UUID.
+    private static func appendUUID(_ text: String, to out: inout [UInt8]) -> Bool {
+        var text = text
+        return text.withUTF8 { utf8 in
+            guard utf8.count == 36 else { return false }
+            var i = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard utf8[i] == UInt8(ascii: "-") else { return false }
+                    i += 1
+                }
+                guard let high = Hex.value(ofDigit: utf8[i]), let low = Hex.value(ofDigit: utf8[i + 1]) else { return false }
+                out.append(high << 4 | low)
+                i += 2
+            }
+            return true
+        }
     }
 
     /// 2000-01-01 00:00:00 UTC in Unix microseconds.

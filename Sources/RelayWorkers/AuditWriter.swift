@@ -147,13 +147,17 @@ public final class AuditWriter: DatabaseWork {
     /// On failure everything taken goes back.
     private func flush(_ db: PGConnection, touches includeTouches: Bool, wholeBatchesOnly: Bool = false) throws {
         while true {
+            // The batch shares the queue's storage when it is all of it (the usual case): no event
+            // is copied under the lock, and none is freed there when the batch leaves the queue —
+            // the service thread, recording, waits on this lock.
             let (batch, touches, issuances, fresh) = state.withLock { s in
                 let touches = includeTouches ? s.lastUsed : [:]
                 defer {
                     if includeTouches { s.lastUsed.removeAll() }
                     s.issuances.removeAll()
                 }
-                return (Array(s.queue.prefix(AuditRepository.maxBatch)), touches, s.issuances, !s.mayBeStored)
+                let batch = s.queue.count <= AuditRepository.maxBatch ? s.queue : Array(s.queue.prefix(AuditRepository.maxBatch))
+                return (batch, touches, s.issuances, !s.mayBeStored)
             }
             if batch.isEmpty && touches.isEmpty && issuances.isEmpty { return }
             let rejected: Int

@@ -221,7 +221,8 @@ import RelayTestSupport
                 == #"{"2025-11-26 01:00:00.123456+00","1970-01-01 00:00:00+00",NULL}"#)
         let id = "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b"
         #expect(try readBack("uuid", try #require(PGBinaryArray.uuids([id, id.uppercased()]))) == "{\(id),\(id)}")
-        #expect(try readBack("jsonb", PGBinaryArray.jsonb([#"{"b":1,"a":"x"}"#, nil])) == #"{"{\"a\": \"x\", \"b\": 1}",NULL}"#)
+        #expect(try readBack("jsonb", PGBinaryArray.jsonb([.object([("b", 1), ("a", "x é")]), nil, .raw(#"{"c":[true]}"#)]))
+                == #"{"{\"a\": \"x é\", \"b\": 1}",NULL,"{\"c\": [true]}"}"#)
         #expect(try readBack("text", PGBinaryArray.texts([])) == "{}")
     }
 
@@ -231,6 +232,9 @@ import RelayTestSupport
                     "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6g", "0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6bb"] {
             #expect(PGBinaryArray.uuidBytes(bad) == nil, "\(bad)")
         }
+        #expect(PGBinaryArray.uuidBytes("0192A0B4-5C6D-7E8F-9A0B-1C2D3E4F5A6B") == PGBinaryArray.uuidBytes("0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b"))
+        #expect(PGBinaryArray.uuidBytes("00112233-4455-6677-8899-aabbccddeeff") == [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+                                                                                 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF])
         #expect(PGBinaryArray.uuids(["0192a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b", "x"]) == nil)
     }
 }
