@@ -61,7 +61,7 @@ enum PGBinaryArray {
     }
 
     /// jsonb's binary input is a version byte (1) and the JSON text, encoded straight into the
-    /// array (no string a value).
+    /// array (no intermediate string per value).
     static func jsonb(_ values: [JSONValue?]) -> [UInt8] {
         encode(values, as: .jsonb) { value, out in
             out.append(1)
@@ -70,7 +70,7 @@ enum PGBinaryArray {
     }
 
     /// UUIDs from their text form (`8-4-4-4-12` hex digits); nil when one is not a UUID. Every
-    /// audit event's id passes here: read off the string's bytes, nothing allocated an id.
+    /// audit event's id passes here: read off the string's bytes, nothing allocated per id.
     static func uuids(_ values: [String]) -> [UInt8]? {
         var out = header(.uuid, count: values.count, hasNulls: false)
         for value in values {
