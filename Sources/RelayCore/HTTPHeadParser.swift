@@ -111,8 +111,14 @@ struct HTTPHeadParser {
         }
         let question = memchr(target.baseAddress!, Int32(UInt8(ascii: "?")), target.count)
             .map { UnsafeRawPointer($0) - UnsafeRawPointer(target.baseAddress!) }
+        // Every byte of the target is visible ASCII (checked above): a part without `%` is its
+        // own valid text, so only a target with escapes takes `percentDecode`'s checks.
+        let escaped = memchr(target.baseAddress!, Int32(UInt8(ascii: "%")), target.count) != nil
+        func decoded(_ part: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
+            escaped ? try HTTPRequestHead.percentDecode(part, what: what) : String(decoding: part, as: UTF8.self)
+        }
         let rawPath = UnsafeBufferPointer(rebasing: target[..<(question ?? target.count)])
-        let path = try HTTPRequestHead.percentDecode(rawPath, what: "the path")
+        let path = try decoded(rawPath, what: "the path")
         var arguments: [HTTPRequestHead.Argument] = []
         var rawQuery: String?
         if let question {
@@ -130,10 +136,9 @@ struct HTTPHeadParser {
                 guard end > start else { continue }
                 let pair = UnsafeBufferPointer(rebasing: query[start..<end])
                 let equals = pair.firstIndex(of: UInt8(ascii: "="))
-                let name = try HTTPRequestHead.percentDecode(UnsafeBufferPointer(rebasing: pair[..<(equals ?? pair.count)]),
-                                                             what: "the query")
+                let name = try decoded(UnsafeBufferPointer(rebasing: pair[..<(equals ?? pair.count)]), what: "the query")
                 let value = try equals.map { eq throws(RequestError) in
-                    try HTTPRequestHead.percentDecode(UnsafeBufferPointer(rebasing: pair[(eq + 1)...]), what: "the query")
+                    try decoded(UnsafeBufferPointer(rebasing: pair[(eq + 1)...]), what: "the query")
                 } ?? ""
                 arguments.append(.init(name: name, value: value))
             }
@@ -173,24 +178,29 @@ struct HTTPHeadParser {
 
     /// `name` lowercased, nil if it is not an RFC 9110 token. Names are ASCII tokens: lowercased
     /// byte by byte (String.lowercased() is Unicode's, and costs more than the rest of the field).
+    /// The common names are matched in any case without a lowered copy, and a name already in
+    /// lower case is not copied before it becomes a string.
     static func lowercasedName(_ name: UnsafeBufferPointer<UInt8>) -> String? {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: name.count) { lowered -> String? in
-            for (k, byte) in name.enumerated() {
-                guard HTTPRequestHead.isTokenByte(byte) else { return nil }
-                lowered[k] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
-            }
-            let loweredName = UnsafeBufferPointer(lowered)
-            return commonName(loweredName) ?? String(decoding: loweredName, as: UTF8.self)
+        var upper = false
+        for byte in name {
+            guard HTTPRequestHead.isTokenByte(byte) else { return nil }
+            if byte &- 0x41 < 26 { upper = true }
+        }
+        if let common = commonName(name) { return common }
+        guard upper else { return String(decoding: name, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: name.count) { lowered in
+            for (k, byte) in name.enumerated() { lowered[k] = byte &- 0x41 < 26 ? byte | 0x20 : byte }
+            return name.count
         }
     }
 
     /// The names most requests carry, as literals: no string is built (or, past 15 bytes,
-    /// allocated) for them.
-    private static func commonName(_ lowered: UnsafeBufferPointer<UInt8>) -> String? {
-        func matches(_ name: StaticString) -> Bool {
-            name.utf8CodeUnitCount == lowered.count && memcmp(name.utf8Start, lowered.baseAddress!, lowered.count) == 0
+    /// allocated) for them. `name` is a token in any case.
+    private static func commonName(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        func matches(_ literal: StaticString) -> Bool {
+            literal.utf8CodeUnitCount == name.count && equalIgnoringCase(name, literal)
         }
-        switch lowered.count {
+        switch name.count {
         case 4 where matches("host"): return "host"
         case 6 where matches("origin"): return "origin"
         case 6 where matches("accept"): return "accept"
@@ -209,6 +219,25 @@ struct HTTPHeadParser {
         case 24 where matches("sec-websocket-extensions"): return "sec-websocket-extensions"
         default: return nil
         }
+    }
+
+    /// Whether token `name` is `literal` (lower-case letters, digits and `-`, same length) in
+    /// any case, eight bytes at a time. Setting bit 0x20 folds exactly the upper-case letters
+    /// onto `literal`'s bytes: the only other bytes it would fold onto them (CR onto `-`, 0x10–0x19
+    /// onto digits) are no token's.
+    private static func equalIgnoringCase(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        let a = UnsafeRawPointer(name.baseAddress!), b = UnsafeRawPointer(literal.utf8Start)
+        var k = 0
+        while k + 8 <= name.count {
+            guard a.loadUnaligned(fromByteOffset: k, as: UInt64.self) | 0x2020_2020_2020_2020
+                    == b.loadUnaligned(fromByteOffset: k, as: UInt64.self) | 0x2020_2020_2020_2020 else { return false }
+            k += 8
+        }
+        while k < name.count {
+            guard a.load(fromByteOffset: k, as: UInt8.self) | 0x20 == b.load(fromByteOffset: k, as: UInt8.self) else { return false }
+            k += 1
+        }
+        return true
     }
 
     /// Refuses heads two parsers could read differently (request smuggling). One pass over the

@@ -36,6 +36,26 @@ import Testing
         #expect(head.header("x-latin") == "caf\u{E9}\u{FF}")
     }
 
+    /// The common names, matched in any case without a lowered copy, come out as the literal;
+    /// names that differ from one in any byte but a letter's case do not.
+    @Test func commonNamesMatchInAnyCaseAndOnlyThem() throws {
+        let names = ["host", "origin", "accept", "upgrade", "connection", "user-agent", "content-type", "authorization",
+                     "content-length", "accept-encoding", "x-forwarded-for", "sec-websocket-key", "transfer-encoding",
+                     "sec-websocket-version", "sec-websocket-protocol", "sec-websocket-extensions"]
+        for name in names {
+            for spelling in [name, name.uppercased(), String(name.enumerated().map { $0 % 2 == 0 ? Character($1.uppercased()) : $1 })] {
+                let head = try head("/", "\(spelling): 1\r\n")
+                #expect(head.headers.map(\.name) == [name], "\(spelling)")
+            }
+            // One byte changed: a letter's neighbour, '-' for '_' or '.', a digit's place.
+            var bytes = Array(name.utf8)
+            bytes[bytes.count / 2] = bytes[bytes.count / 2] == UInt8(ascii: "-") ? UInt8(ascii: "_") : bytes[bytes.count / 2] ^ 0x01
+            let other = String(decoding: bytes, as: UTF8.self)
+            #expect(try head("/", "\(other): 1\r\n").headers.map(\.name) == [other.lowercased()])
+        }
+        #expect(try head("/", "x-lower: a\r\nX-Upper-9: b\r\n").headers.map(\.name) == ["x-lower", "x-upper-9"])
+    }
+
     /// The token bytes' bit masks hold exactly RFC 9110's tchar, for all 256 bytes.
     @Test func tokenBytesAreExactlyTchar() {
         let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)

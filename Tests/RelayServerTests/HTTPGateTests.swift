@@ -59,6 +59,21 @@ final class ScriptedGateIO: GateIO {
 /// The gate in process: bytes in as a client sends them (in any pieces), the gate's answers and
 /// lws calls out, deadlines on the manual clock. (Over real sockets: HostileInputTests.)
 @Suite struct HTTPGateTests {
+    /// The pre-filter that lets an upgrade skip the raw read: "websocket" in any case, anywhere,
+    /// including the last nine bytes; nothing shorter or different.
+    @Test func mentionsWebSocketFindsTheWordInAnyCaseOnly() {
+        func mentions(_ text: String) -> Bool { HTTPGate.mentionsWebSocket(Array(text.utf8)) }
+        for word in ["websocket", "WEBSOCKET", "WebSocket", "wEbSoCkEt"] {
+            #expect(mentions(word))
+            #expect(mentions("GET / HTTP/1.1\r\nUpgrade: \(word)\r\n\r\n"))
+            #expect(mentions("ww/wsW-\(word)"))
+        }
+        for text in ["", "websocke", "websockex", "web socket", "websocke\r", "wEbSoCkE\u{7F}", "GET /ws/app HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
+                     "websocKET".replacingOccurrences(of: "T", with: "\u{14}"), "w\u{0F}bsocket"] {
+            #expect(!mentions(text), "\(text.debugDescription)")
+        }
+    }
+
     final class Harness {
         let io = ScriptedGateIO()
         let clock = ManualClock()

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import RelayCore
 
 /// The relay's front door for plain HTTP: it reads each connection's request head itself and
@@ -99,19 +104,29 @@ final class HTTPGate {
         return (head, length)
     }
 
-    /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must).
+    /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must). Its
+    /// first letter is found with `memchr` (vectorised; a byte-by-byte scan cost ~1,600
+    /// instructions a request), the rest compared as a word and a byte with bit 0x20 set, which
+    /// folds exactly the upper-case letters onto the lower-case ones.
     static func mentionsWebSocket(_ bytes: [UInt8]) -> Bool {
-        let word = webSocketWord
-        guard bytes.count >= word.count else { return false }
-        for start in 0...(bytes.count - word.count) where bytes[start] | 0x20 == word[0] {
-            var i = 1
-            while i < word.count, bytes[start + i] | 0x20 == word[i] { i += 1 }
-            if i == word.count { return true }
+        bytes.withUnsafeBytes { raw in
+            guard raw.count >= 9, let base = raw.baseAddress else { return false }
+            func found(startingWith first: UInt8) -> Bool {
+                var from = 0
+                while from <= raw.count - 9, let hit = memchr(base + from, Int32(first), raw.count - 8 - from) {
+                    let i = UnsafeRawPointer(hit) - base
+                    if raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) | 0x2020_2020_2020_2020 == webSocketHead,
+                       raw[i + 8] | 0x20 == UInt8(ascii: "t") { return true }
+                    from = i + 1
+                }
+                return false
+            }
+            return found(startingWith: UInt8(ascii: "w")) || found(startingWith: UInt8(ascii: "W"))
         }
-        return false
     }
 
-    private static let webSocketWord = Array("websocket".utf8)
+    /// "websocke" as the word its bytes load as.
+    private static let webSocketHead = UnsafeRawPointer(("websocke" as StaticString).utf8Start).loadUnaligned(as: UInt64.self)
 
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
