@@ -19,7 +19,7 @@ public enum RelayMessages {
         JSONValue.appendLiteral(#","online":"#, to: &out)
         JSONValue.appendLiteral(online ? "true" : "false", to: &out)
         JSONValue.appendLiteral(#","since":"#, to: &out)
-        JSONValue.appendQuoted(since.iso8601, to: &out)
+        since.appendQuotedISO8601(to: &out)
         if let history {
             JSONValue.appendLiteral(#","epoch":"#, to: &out)
             JSONValue.appendQuoted(history.epoch, to: &out)

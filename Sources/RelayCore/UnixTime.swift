@@ -30,41 +30,55 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
     /// `2026-11-22T16:13:20.123456Z`: log timestamps and `timestamptz` parameters.
     public var iso8601Microseconds: String { formatted(withMicroseconds: true) }
 
-    /// Formats by arithmetic into a byte buffer (no `gmtime_r`, no string interpolation):
-    /// every TURN response, audit event and log line formats a time.
+    /// `iso8601` in JSON quotes, appended to `out` without making the string (the app's
+    /// `device_status` carries one per connection).
+    public func appendQuotedISO8601(to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 22) { buffer in
+            buffer[0] = UInt8(ascii: "\"")
+            let length = write(into: UnsafeMutableBufferPointer(rebasing: buffer[1...]), withMicroseconds: false)
+            buffer[length + 1] = UInt8(ascii: "\"")
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<(length + 2)]))
+        }
+    }
+
+    /// Formatted into the string's own storage (no array to fill and copy).
     private func formatted(withMicroseconds: Bool) -> String {
+        String(unsafeUninitializedCapacity: withMicroseconds ? 27 : 20) { write(into: $0, withMicroseconds: withMicroseconds) }
+    }
+
+    /// Writes the time (20 bytes, or 27 with microseconds) at the start of `out`, by arithmetic
+    /// (no `gmtime_r`, no string interpolation): every TURN response, audit event and log line
+    /// formats a time. Returns the length.
+    private func write(into out: UnsafeMutableBufferPointer<UInt8>, withMicroseconds: Bool) -> Int {
         let secs = seconds
         let days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400
         let secondOfDay = Int(secs - days * 86400)
         let (year, month, day) = UnixTime.civilFromDays(Int(days))
         let length = withMicroseconds ? 27 : 20
-        // Written into the string's own storage (no array to fill and copy).
-        return String(unsafeUninitializedCapacity: length) { out in
-            func put(_ value: Int, at offset: Int, width: Int) {
-                var v = value
-                for k in stride(from: offset + width - 1, through: offset, by: -1) {
-                    out[k] = UInt8(48 + v % 10)
-                    v /= 10
-                }
+        func put(_ value: Int, at offset: Int, width: Int) {
+            var v = value
+            for k in stride(from: offset + width - 1, through: offset, by: -1) {
+                out[k] = UInt8(48 + v % 10)
+                v /= 10
             }
-            put(year, at: 0, width: 4)
-            out[4] = UInt8(ascii: "-")
-            put(month, at: 5, width: 2)
-            out[7] = UInt8(ascii: "-")
-            put(day, at: 8, width: 2)
-            out[10] = UInt8(ascii: "T")
-            put(secondOfDay / 3600, at: 11, width: 2)
-            out[13] = UInt8(ascii: ":")
-            put(secondOfDay / 60 % 60, at: 14, width: 2)
-            out[16] = UInt8(ascii: ":")
-            put(secondOfDay % 60, at: 17, width: 2)
-            if withMicroseconds {
-                out[19] = UInt8(ascii: ".")
-                put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
-            }
-            out[length - 1] = UInt8(ascii: "Z")
-            return length
         }
+        put(year, at: 0, width: 4)
+        out[4] = UInt8(ascii: "-")
+        put(month, at: 5, width: 2)
+        out[7] = UInt8(ascii: "-")
+        put(day, at: 8, width: 2)
+        out[10] = UInt8(ascii: "T")
+        put(secondOfDay / 3600, at: 11, width: 2)
+        out[13] = UInt8(ascii: ":")
+        put(secondOfDay / 60 % 60, at: 14, width: 2)
+        out[16] = UInt8(ascii: ":")
+        put(secondOfDay % 60, at: 17, width: 2)
+        if withMicroseconds {
+            out[19] = UInt8(ascii: ".")
+            put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
+        }
+        out[length - 1] = UInt8(ascii: "Z")
+        return length
     }
 
     /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).

@@ -20,6 +20,15 @@ import Testing
         #expect(UnixTime(seconds: 951_782_400).iso8601 == "2000-02-29T00:00:00Z")
     }
 
+    /// The quoted form written into a message is the string form between quotes, appended.
+    @Test func quotedFormAppendsTheStringForm() {
+        for seconds: Int64 in [0, 951_782_400, 1_795_400_000, -1, 4_102_444_799] {
+            var out = Array("x:".utf8)
+            UnixTime(seconds: seconds).appendQuotedISO8601(to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == "x:\"\(UnixTime(seconds: seconds).iso8601)\"")
+        }
+    }
+
     /// The arithmetic formatter agrees with the C library's `gmtime_r` across leap years and centuries.
     @Test func formattingMatchesGmtime() {
         var seconds: Int64 = -2_208_988_800  // 1900-01-01
