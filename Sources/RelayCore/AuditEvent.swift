@@ -27,7 +27,7 @@ public enum AuditKind: String, Sendable, CaseIterable {
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event
 /// (from the daemon's spool after a database outage) is stored once.
 public struct AuditEvent: Sendable, Equatable {
-    public var id: String
+    public var id: UUIDValue
     public var at: UnixTime
     public var kind: AuditKind
     /// `cli`, `admin-api` or `relay`.
@@ -38,7 +38,7 @@ public struct AuditEvent: Sendable, Equatable {
     /// A JSON object with event-specific fields.
     public var details: JSONValue
 
-    public init(id: String, at: UnixTime, kind: AuditKind, actor: String, deviceID: String? = nil,
+    public init(id: UUIDValue, at: UnixTime, kind: AuditKind, actor: String, deviceID: String? = nil,
                 tokenID: Int64? = nil, remoteAddress: String? = nil, details: JSONValue = .object([])) {
         self.id = id
         self.at = at

@@ -1,4 +1,5 @@
 import COpenSSL
+import RelayCore
 import Synchronization
 
 /// Errors from OpenSSL, turned into Swift values at the boundary.
@@ -101,45 +102,22 @@ public enum Crypto {
 extension Crypto {
     /// A random (version 4) UUID in its canonical text form (node incarnations).
     public static func uuidV4() throws -> String {
-        var bits = try IdentifierRandomness.shared.take16()
-        return withUnsafeMutableBytes(of: &bits) { b in
-            b[6] = (b[6] & 0x0F) | 0x40
-            b[8] = (b[8] & 0x3F) | 0x80
-            return canonicalText(b)
-        }
+        let (random0, random1) = try IdentifierRandomness.shared.take16()
+        return UUIDValue(high: random0 & ~0xF000 | 0x4000, low: variant(random1)).description
     }
 
-    /// A time-ordered (version 7, RFC 9562) UUID in its canonical text form: the first 48 bits
-    /// are `unixMilliseconds`, the other 74 free bits random. Audit event ids: ids of later
-    /// events sort later, so the unique index on them grows at its right edge instead of
-    /// touching (and, after each checkpoint, logging a full image of) a random page per row.
-    public static func uuidV7(unixMilliseconds: UInt64) throws -> String {
-        var bits = try IdentifierRandomness.shared.take16()
-        return withUnsafeMutableBytes(of: &bits) { b in
-            for i in 0..<6 { b[i] = UInt8(truncatingIfNeeded: unixMilliseconds >> (40 - 8 * UInt64(i))) }
-            b[6] = (b[6] & 0x0F) | 0x70
-            b[8] = (b[8] & 0x3F) | 0x80
-            return canonicalText(b)
-        }
+    /// A time-ordered (version 7, RFC 9562) UUID: the first 48 bits are `unixMilliseconds`, the
+    /// other 74 free bits random. Audit event ids: ids of later events sort later, so the unique
+    /// index on them grows at its right edge instead of touching (and, after each checkpoint,
+    /// logging a full image of) a random page per row.
+    public static func uuidV7(unixMilliseconds: UInt64) throws -> UUIDValue {
+        let (random0, random1) = try IdentifierRandomness.shared.take16()
+        return UUIDValue(high: unixMilliseconds << 16 | 0x7000 | random0 & 0x0FFF, low: variant(random1))
     }
 
-    /// 8-4-4-4-12 lowercase hex digits, written into the string's storage byte by byte: this
-    /// runs for every audit event.
-    private static func canonicalText(_ b: UnsafeMutableRawBufferPointer) -> String {
-        let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 36) { text in
-            var o = 0
-            for i in 0..<16 {
-                if i == 4 || i == 6 || i == 8 || i == 10 {
-                    text[o] = UInt8(ascii: "-")
-                    o += 1
-                }
-                text[o] = digits.utf8Start[Int(b[i] >> 4)]
-                text[o + 1] = digits.utf8Start[Int(b[i] & 0x0F)]
-                o += 2
-            }
-            return o
-        }
+    /// RFC 9562's variant (`10` in the top bits of byte 8) over random bits.
+    private static func variant(_ random: UInt64) -> UInt64 {
+        random & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
     }
 }
 

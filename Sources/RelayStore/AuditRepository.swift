@@ -35,7 +35,7 @@ public struct AuditRepository {
                 SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::bigint[],
                                      $7::text[], $8::jsonb[])
                 """ + (fresh ? "" : " ON CONFLICT (event_id) DO NOTHING"),
-                [Self.ids(batch.map(\.id)), .binary(PGBinaryArray.timestamps(batch.map(\.at))),
+                [.binary(PGBinaryArray.uuids(batch.map(\.id))), .binary(PGBinaryArray.timestamps(batch.map(\.at))),
                  .binary(PGBinaryArray.texts(batch.map(\.kind.rawValue))), .binary(PGBinaryArray.texts(batch.map(\.actor))),
                  .binary(PGBinaryArray.texts(batch.map(\.deviceID))), .binary(PGBinaryArray.int8s(batch.map(\.tokenID))),
                  .binary(PGBinaryArray.texts(batch.map(\.remoteAddress))),
@@ -43,12 +43,6 @@ public struct AuditRepository {
             start += batch.count
         }
         return inserted
-    }
-
-    /// Event ids in binary; an id that is not a UUID (a damaged spool file) goes as text, for
-    /// the server to reject with its own message as it always did.
-    private static func ids(_ ids: [String]) -> PGParameter {
-        PGBinaryArray.uuids(ids).map(PGParameter.binary) ?? .text(PGValue.arrayLiteral(ids))
     }
 
     /// A stored audit entry as read back.
@@ -77,7 +71,7 @@ public struct AuditRepository {
             [deviceID, PGValue.timeText(from), PGValue.timeText(to), kind?.rawValue, String(afterSequence),
              String(limit)])
         return rows.rows.compactMap { row in
-            guard let seq = row[0].flatMap({ Int64($0) }), let id = row[1], let at = PGValue.time(row[2]),
+            guard let seq = row[0].flatMap({ Int64($0) }), let id = row[1].flatMap(UUIDValue.init), let at = PGValue.time(row[2]),
                   let kind = row[3].flatMap(AuditKind.init(rawValue:)), let actor = row[4]
             else { return nil }
             let details = row[8] ?? "{}"

@@ -69,39 +69,15 @@ enum PGBinaryArray {
         }
     }
 
-    /// UUIDs from their text form (`8-4-4-4-12` hex digits); nil when one is not a UUID. Every
-    /// audit event's id passes here: read off the string's bytes, nothing allocated per id.
-    static func uuids(_ values: [String]) -> [UInt8]? {
+    /// UUIDs as their 16 bytes each. Every audit event's id passes here.
+    static func uuids(_ values: [UUIDValue]) -> [UInt8] {
         var out = header(.uuid, count: values.count, hasNulls: false)
+        out.reserveCapacity(out.count + values.count * 20)
         for value in values {
             append(Int32(16), to: &out)
-            guard appendUUID(value, to: &out) else { return nil }
+            value.append(to: &out)
         }
         return out
-    }
-
-    static func uuidBytes(_ text: String) -> [UInt8]? {
-        var out: [UInt8] = []
-        return appendUUID(text, to: &out) ? out : nil
-    }
-
-    /// Appends the 16 bytes `text` spells; false (with part of them appended) when it is not a UUID.
-    private static func appendUUID(_ text: String, to out: inout [UInt8]) -> Bool {
-        var text = text
-        return text.withUTF8 { utf8 in
-            guard utf8.count == 36 else { return false }
-            var i = 0
-            while i < 36 {
-                if i == 8 || i == 13 || i == 18 || i == 23 {
-                    guard utf8[i] == UInt8(ascii: "-") else { return false }
-                    i += 1
-                }
-                guard let high = Hex.value(ofDigit: utf8[i]), let low = Hex.value(ofDigit: utf8[i + 1]) else { return false }
-                out.append(high << 4 | low)
-                i += 2
-            }
-            return true
-        }
     }
 
     /// 2000-01-01 00:00:00 UTC in Unix microseconds.

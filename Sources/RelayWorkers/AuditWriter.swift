@@ -304,7 +304,7 @@ public final class AuditWriter: DatabaseWork {
 
     static func encode(_ e: AuditEvent) -> String {
         JSONValue.object([
-            ("id", .string(e.id)), ("at_us", .int(e.at.microseconds)), ("kind", .string(e.kind.rawValue)),
+            ("id", .string(e.id.description)), ("at_us", .int(e.at.microseconds)), ("kind", .string(e.kind.rawValue)),
             ("actor", .string(e.actor)), ("device_id", .optional(e.deviceID)),
             ("token_id", e.tokenID.map { .int($0) } ?? .null), ("remote_addr", .optional(e.remoteAddress)),
             ("details", e.details),
@@ -332,7 +332,7 @@ public final class AuditWriter: DatabaseWork {
     }
 
     private static func decodeEvent(_ o: JSONValue) -> AuditEvent? {
-        guard let id = o.member("id")?.stringValue, let at = o.member("at_us")?.intValue,
+        guard let id = o.member("id")?.stringValue.flatMap(UUIDValue.init), let at = o.member("at_us")?.intValue,
               let kind = o.member("kind")?.stringValue.flatMap(AuditKind.init(rawValue:)),
               let actor = o.member("actor")?.stringValue
         else { return nil }

@@ -117,11 +117,11 @@ import RelayCore
     /// (what keeps the audit log's unique index appending at its right edge).
     @Test func uuidV7CarriesItsMillisecondAndSortsByIt() throws {
         let ms: UInt64 = 0x0192_3456_789a
-        let id = try Crypto.uuidV7(unixMilliseconds: ms)
+        let id = try Crypto.uuidV7(unixMilliseconds: ms).description
         #expect(id.split(separator: "-").map(\.count) == [8, 4, 4, 4, 12])
         #expect(id.hasPrefix("01923456-789a-7"))
         #expect("89ab".contains(Array(id)[19]))
-        let later = try (1...300).map { try Crypto.uuidV7(unixMilliseconds: ms + UInt64($0)) }
+        let later = try (1...300).map { try Crypto.uuidV7(unixMilliseconds: ms + UInt64($0)).description }
         #expect(later == later.sorted())
         #expect(later.allSatisfy { $0 > id })
         #expect(Set(try (0..<300).map { _ in try Crypto.uuidV7(unixMilliseconds: ms) }).count == 300)

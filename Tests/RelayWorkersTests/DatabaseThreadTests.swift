@@ -153,6 +153,18 @@ final class CountingWork: DatabaseWork {
         #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
     }
 
+    /// A spool line reads back as the event written; one whose id is not a UUID (a damaged file:
+    /// the relay writes none) is no event, so the replay skips it with a warning.
+    @Test func spoolLinesReadBackAndADamagedIdIsSkipped() throws {
+        let event = try AuditRepository.event(.appConnected, actor: "relay", deviceID: "d1", tokenID: 7, remoteAddress: "::1",
+                                               details: .object([("reason", .string("x"))]))
+        let line = AuditWriter.encode(event)
+        guard case .event(let back)? = AuditWriter.decode(line) else { Issue.record("not read back: \(line)"); return }
+        #expect(back.id == event.id && back.at == event.at && back.deviceID == "d1" && back.tokenID == 7)
+        let damaged = line.replacingOccurrences(of: event.id.description, with: "0190-not-a-uuid")
+        #expect(damaged != line && AuditWriter.decode(damaged) == nil)
+    }
+
     /// An event the database refuses for good (jsonb takes no `\u0000`) would otherwise hold
     /// the queue: it is moved to `audit-rejected.jsonl` and counted, and the rest of its batch,
     /// and what follows, is stored. The same holds for a spool file being replayed.
@@ -192,7 +204,7 @@ final class CountingWork: DatabaseWork {
         #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
         let rejected = try String(contentsOfFile: spool + "/audit-rejected.jsonl", encoding: .utf8)
             .split(separator: "\n").compactMap { AuditWriter.decode(String($0)) }
-        let rejectedIDs = rejected.compactMap { record -> String? in if case .event(let e) = record { e.id } else { nil } }
+        let rejectedIDs = rejected.compactMap { record -> UUIDValue? in if case .event(let e) = record { e.id } else { nil } }
         #expect(rejectedIDs == [spooledBad.id, events[1].id])
     }
 }

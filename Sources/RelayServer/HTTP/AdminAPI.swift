@@ -226,7 +226,7 @@ enum AdminAPI {
     }
 
     static func audit(_ e: AuditRepository.Entry) -> JSONValue {
-        .object([("sequence", .int(e.sequence)), ("id", .string(e.event.id)), ("at", .string(e.event.at.iso8601)),
+        .object([("sequence", .int(e.sequence)), ("id", .string(e.event.id.description)), ("at", .string(e.event.at.iso8601)),
                  ("event", .string(e.event.kind.rawValue)), ("actor", .string(e.event.actor)),
                  ("device_id", .optional(e.event.deviceID)), ("token_id", e.event.tokenID.map { .int($0) } ?? .null),
                  ("remote_addr", .optional(e.event.remoteAddress)), ("details", .raw(e.detailsJSON))])

@@ -92,7 +92,7 @@ final class TurnEndpoint {
                                                       details: .object(details))
         else { return }
         var row = issuance
-        row.id = event.id
+        row.id = event.id.description
         env.audit.writer.record(row)
         env.audit.writer.record(event)
     }
