@@ -27,7 +27,8 @@ public struct ClusterBook {
 
     /// A device's first socket on this node arrived: claim it now, or after the damping window.
     public mutating func deviceArrived(_ device: DeviceID, now: UInt64) {
-        if let at = yielded[device], now &- at < dampingWindow {
+        // `yielded` is empty unless this node gave devices up lately: then no lookup (a hash of the id).
+        if !yielded.isEmpty, let at = yielded[device], now &- at < dampingWindow {
             deferred[device] = at + dampingWindow
         } else {
             claims.append(device)
@@ -39,8 +40,10 @@ public struct ClusterBook {
     public mutating func changed(_ device: DeviceID, robotLeftAt: UnixTime? = nil) {
         if let robotLeftAt {
             dirty[device] = .some(robotLeftAt)
-        } else if dirty[device] == nil {
-            dirty[device] = .some(nil)
+        } else {
+            // Marked, a robot-left time already noted kept: the default subscript's in-place
+            // access finds or inserts with one hash of the id (a read, then a write, took two).
+            dirty[device, default: nil].keep()
         }
     }
 
@@ -74,4 +77,9 @@ public struct ClusterBook {
         claims.removeAll(keepingCapacity: true)
         return (rows, taken)
     }
+}
+
+private extension Optional {
+    /// Nothing: an in-place access through `Dictionary`'s default subscript that only inserts.
+    mutating func keep() {}
 }

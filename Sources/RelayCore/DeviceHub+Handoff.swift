@@ -28,7 +28,9 @@ extension DeviceHub {
         defer { releaseParked(d, now: now) }
         for bytes in replay {
             let envelope = Envelope.scan(bytes)
-            if let name = envelope.eventName, let index = bytes.withUnsafeBufferPointer({ replayIndex(of: $0, name) }), d.replay[index] == nil {
+            if let name = envelope.eventName, let index = bytes.withUnsafeBufferPointer({ replayIndex(of: $0, name) }) {
+                d.prepareReplay(replayNames.count)
+                guard d.replay[index] == nil else { continue }
                 d.replay[index] = Replayed(payload: Payload(bytes), seq: 0, at: now)  // (the hand-off does not carry arrival times)
             }
         }

@@ -16,8 +16,10 @@ public final class DeviceHub {
         /// When the robot last came online or went offline (for `device_status.since`).
         var statusSince: UnixTime
         /// Latest event of each replayed name (indexed like `DeviceHub.replayNames`). One array of
-        /// slots, so that remembering an event is one write (one uniqueness check, not three).
-        var replay: [Replayed?]
+        /// slots, so that remembering an event is one write (one uniqueness check, not three);
+        /// made at the first replayed event (`prepareReplay`): an entry made for an app whose robot
+        /// has sent none allocates no slots.
+        var replay: [Replayed?] = []
         /// A replayed event changed since the state was last taken (see `takeChangedState`).
         var stateChanged = false
         /// Phones are registered for pushes of this device (see `DeviceHub+Push.swift`).
@@ -37,10 +39,14 @@ public final class DeviceHub {
         /// The robot was online on another node since then and is moving here (cluster handoff).
         var carriedOnlineSince: (since: UnixTime, until: UInt64)?
 
-        init(id: DeviceID, since: UnixTime, replayCount: Int) {
+        init(id: DeviceID, since: UnixTime) {
             self.id = id
             statusSince = since
-            replay = Array(repeating: nil, count: replayCount)
+        }
+
+        /// Makes the replay's `count` slots (one per replayed name) before the first is written.
+        func prepareReplay(_ count: Int) {
+            if replay.isEmpty { replay = Array(repeating: nil, count: count) }
         }
 
         var isEmpty: Bool { robot == nil && apps.isEmpty && parked.isEmpty }
@@ -157,7 +163,7 @@ public final class DeviceHub {
     /// `device`'s entry, created (status time `wallClock`) if it has none.
     func entry(for device: DeviceID, wallClock: UnixTime) -> Device {
         if let d = devices[device] { return d }
-        let d = Device(id: device, since: wallClock, replayCount: replayNames.count)
+        let d = Device(id: device, since: wallClock)
         d.pushWatched = pushWatchedDevices.contains(device)
         devices[device] = d
         return d
@@ -389,6 +395,7 @@ public final class DeviceHub {
         }
         if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
         if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
+            device.prepareReplay(replayNames.count)
             var replaced = device.replay[index].take()
             device.replay[index] = Replayed(payload: payload, seq: seq, at: now)
             // In place: a copy (`if var replaced`) is a second reference, and the pool, seeing

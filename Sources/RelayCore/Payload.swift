@@ -353,7 +353,12 @@ public struct SendQueue: Sendable {
 
     /// Doubles the ring (at least 4 slots), the queued messages moved to its start in order.
     private mutating func grow() {
-        var larger = ContiguousArray<QueuedMessage?>(repeating: nil, count: max(4, slots.count * 2))
+        // Filled in one pass (`init(repeating:count:)` copied its nil element out of line per slot).
+        let size = max(4, slots.count * 2)
+        var larger = ContiguousArray<QueuedMessage?>(unsafeUninitializedCapacity: size) { slots, initialized in
+            slots.initialize(repeating: nil)
+            initialized = size
+        }
         for k in 0..<count { larger[k] = slots[(head + k) & (slots.count - 1)] }
         slots = larger
         head = 0
