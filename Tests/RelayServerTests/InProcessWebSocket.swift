@@ -18,11 +18,18 @@ final class RecordingWebSocketIO: WebSocketIO {
         var lingered = false
         /// Times the endpoint let corked bytes out.
         var uncorks = 0
+        /// Bytes written past lws, straight to the socket (the first messages).
+        var directBytes = 0
+        /// Written bytes not yet a whole frame (a direct write the kernel took part of).
+        var partial: [UInt8] = []
     }
 
     private(set) var sockets: [OpaquePointer: Socket] = [:]
     /// What `fragment(_:)` reports for the next received chunk.
     var arriving = ReceivedFragment(isFirst: true, isLast: true, remaining: 0, isBinary: false)
+    /// How many bytes a direct write gets into the kernel; nil: direct writes may not be used
+    /// (a TLS socket, or lws holding bytes back).
+    var directWriteTakes: Int? = .max
 
     func fragment(_ socket: OpaquePointer) -> ReceivedFragment { arriving }
 
@@ -31,15 +38,30 @@ final class RecordingWebSocketIO: WebSocketIO {
     func uncork(_ socket: OpaquePointer) { sockets[socket, default: Socket()].uncorks += 1 }
 
     func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool {
-        var rest = UnsafeBufferPointer(start: bytes, count: count)
-        while let header = WebSocketFrame.readHeader(rest) {
-            precondition(!header.masked && header.fin && rest.count >= header.size + header.payloadLength, "not a whole server frame")
-            let payload = Array(rest[header.size..<header.size + header.payloadLength])
-            sockets[socket, default: Socket()].frames.append((header.opcode, payload))
-            rest = UnsafeBufferPointer(rebasing: rest[(header.size + header.payloadLength)...])
-        }
-        precondition(rest.isEmpty, "a write ended inside a frame")
+        record(socket, UnsafeBufferPointer(start: bytes, count: count))
+        precondition(sockets[socket]?.partial.isEmpty ?? true, "a write ended inside a frame")
         return true
+    }
+
+    func canWriteDirectly(_ socket: OpaquePointer) -> Bool { directWriteTakes != nil }
+
+    func writeDirectly(_ socket: OpaquePointer, _ bytes: UnsafePointer<UInt8>, count: Int) -> Int {
+        let taken = min(count, directWriteTakes ?? 0)
+        record(socket, UnsafeBufferPointer(start: bytes, count: taken))
+        sockets[socket, default: Socket()].directBytes += taken
+        return taken
+    }
+
+    /// Appends written bytes to the socket's stream and records every whole frame in it.
+    private func record(_ socket: OpaquePointer, _ bytes: UnsafeBufferPointer<UInt8>) {
+        var stream = sockets[socket, default: Socket()].partial + Array(bytes)
+        while let header = stream.withUnsafeBufferPointer(WebSocketFrame.readHeader),
+              stream.count >= header.size + header.payloadLength {
+            precondition(!header.masked && header.fin, "not a server frame")
+            sockets[socket, default: Socket()].frames.append((header.opcode, Array(stream[header.size..<header.size + header.payloadLength])))
+            stream.removeFirst(header.size + header.payloadLength)
+        }
+        sockets[socket, default: Socket()].partial = stream
     }
 
     func setCloseReason(_ socket: OpaquePointer, code: CloseCode, reason: String) {
@@ -95,6 +117,8 @@ final class InProcessSocket {
     var dropped: Bool { recorded.dropped }
     var lingered: Bool { recorded.lingered }
     var uncorks: Int { recorded.uncorks }
+    var directBytes: Int { recorded.directBytes }
+    var writablePending: Bool { recorded.writablePending }
 
     /// Delivers `text` as one chunk with the given place in its message (a whole message by default).
     func receive(_ text: String, first: Bool = true, last: Bool = true, remaining: Int = 0, binary: Bool = false) {

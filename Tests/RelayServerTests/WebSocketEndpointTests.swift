@@ -50,19 +50,46 @@ import WimzProtocol
     }
 
     /// The gate corks each upgrade so that the 101 leaves with the first message: every session
-    /// has one queued as it opens, and the endpoint uncorks once, after writing it.
-    @Test func theUpgradeIsUncorkedOnceAfterTheFirstMessage() throws {
+    /// has one queued as it opens, written straight to a plain socket as the session opens (no
+    /// WRITEABLE asked for), and the endpoint uncorks once, then.
+    @Test func theFirstMessageIsWrittenAsTheSessionOpensAndUncorksOnce() throws {
         let (relay, robotToken, appToken) = relay()
         let robot = try #require(relay.upgrade("/ws/robot?device_id=d1", token: robotToken).socket)
-        let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
-        #expect(robot.uncorks == 0 && app.uncorks == 0, "the 101s wait for the first messages")
-        robot.serviceWritable()
-        app.serviceWritable()
         #expect(robot.messages.first?["event"] as? String == "app_presence" && robot.uncorks == 1)
-        #expect(app.messages.first.map(deviceStatus) == "online" && app.uncorks == 1)
+        #expect(robot.directBytes > 0 && !robot.writablePending)
+        let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
+        #expect(app.messages.first.map(deviceStatus) == "online" && app.uncorks == 1 && !app.writablePending)
+        robot.serviceWritable()  // the app's arrival, the usual way
+        #expect(robot.messages.count == 2 && robot.uncorks == 1)
         robot.receive(#"{"type":"event","event":"mode_changed","data":{"mode":"idle"}}"#)
         app.serviceWritable()
         #expect(app.messages.count == 2 && app.uncorks == 1)
+    }
+
+    /// Where lws serves TLS itself, or holds bytes of its own back, the first message waits for
+    /// a WRITEABLE like any other, and the 101 is uncorked after it.
+    @Test func withoutDirectWritesTheFirstMessageWaitsForWriteable() throws {
+        let (relay, _, appToken) = relay()
+        relay.webSocketIO.directWriteTakes = nil
+        let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
+        #expect(app.messages.isEmpty && app.uncorks == 0 && app.writablePending && app.directBytes == 0)
+        app.serviceWritable()
+        #expect(app.messages.first.map(deviceStatus) == "offline" && app.uncorks == 1)
+    }
+
+    /// Bytes of a direct write the kernel did not take go first at the next WRITEABLE, before
+    /// anything queued since: every frame arrives whole and in order.
+    @Test(arguments: [0, 1, 5])
+    func whatTheKernelDidNotTakeGoesFirst(taken: Int) throws {
+        let (relay, robotToken, appToken) = relay()
+        let robot = try #require(relay.upgrade("/ws/robot?device_id=d1", token: robotToken).socket)
+        relay.webSocketIO.directWriteTakes = taken
+        let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
+        #expect(app.messages.isEmpty && app.writablePending && app.directBytes == taken && app.uncorks == 1)
+        robot.receive(#"{"type":"event","event":"mode_changed","data":{"mode":"idle"}}"#)
+        app.serviceWritable()
+        #expect(app.messages.map { $0["event"] as? String } == ["device_status", "mode_changed"])
+        #expect(app.uncorks == 1 && !app.writablePending)
     }
 
     @Test func robotEventsReachTheAppAndAppCommandsTheRobot() throws {

@@ -21,6 +21,12 @@ final class Connection: SessionTransport {
     /// The 101 may still wait in the kernel for the first message to join it
     /// (`WebSocketEndpoint.releaseCork`).
     var corked = true
+    /// The session is being opened: its first messages are written as it opens
+    /// (`WebSocketEndpoint.writeFirstMessages`), so no WRITEABLE is asked for meanwhile.
+    var opening = false
+    /// Framed bytes of a direct write that the kernel did not take: they go first at the next
+    /// WRITEABLE (`FrameWriter.drain`).
+    var unsent: [UInt8] = []
     /// Unowned: the watch holds closing connections, and the server owns both.
     private unowned let closeWatch: CloseWatch
     private var watched = false
@@ -38,6 +44,7 @@ final class Connection: SessionTransport {
     }
 
     override func requestWrite() {
+        if opening { return }
         // A close is let out by the close watch (paced, and bounded in time).
         if session.closing != nil {
             if !watched {
@@ -127,15 +134,37 @@ final class FrameWriter {
 
     deinit { buffer.deallocate() }
 
-    /// Writes as many queued messages as fit (at least one), plus a ping if due.
-    /// Returns false if the connection failed.
+    /// Writes what a direct write left (`Connection.unsent`), then as many queued messages as fit
+    /// (at least one), plus a ping if due. Returns false if the connection failed.
     func drain(_ connection: Connection) -> Bool {
+        let length = frame(connection)
+        guard length > 0 else { return true }
+        return connection.io.writeFramed(connection.wsi, buffer + headroom, count: length)
+    }
+
+    /// The same written straight to the socket (`WebSocketIO.writeDirectly`, which the caller
+    /// checked may be used); what the kernel does not take waits in `connection.unsent`.
+    func drainDirectly(_ connection: Connection) {
+        let length = frame(connection)
+        guard length > 0 else { return }
+        let start = buffer + headroom
+        let sent = connection.io.writeDirectly(connection.wsi, start, count: length)
+        if sent < length { connection.unsent = Array(UnsafeBufferPointer(start: start + sent, count: length - sent)) }
+    }
+
+    /// Frames into the buffer (after lws's headroom) what is due for `connection`; returns the length.
+    private func frame(_ connection: Connection) -> Int {
         let session = connection.session
         let start = buffer + headroom
         var length = 0
-        if session.pingDue {
+        if !connection.unsent.isEmpty {  // at most one batch: it fits
+            connection.unsent.withUnsafeBufferPointer { start.update(from: $0.baseAddress!, count: $0.count) }
+            length = connection.unsent.count
+            connection.unsent = []
+        }
+        if session.pingDue, length + 10 <= capacity {  // (after a full batch left unsent: next time)
             // A non-empty payload: lws 4.1 does not pass zero-length PONGs to the callback.
-            length = WebSocketFrame.writeHeader(opcode: WebSocketFrame.ping, payloadLength: 4, to: start)
+            length += WebSocketFrame.writeHeader(opcode: WebSocketFrame.ping, payloadLength: 4, to: start + length)
             for b in "wimz".utf8 {
                 start[length] = b
                 length += 1
@@ -146,7 +175,6 @@ final class FrameWriter {
         length += batch.length
         session.messagesOut += batch.messages
         session.bytesOut += batch.payloadBytes
-        guard length > 0 else { return true }
-        return connection.io.writeFramed(connection.wsi, start, count: length)
+        return length
     }
 }

@@ -192,8 +192,29 @@ final class WebSocketEndpoint {
             return -1
         }
         pendingGrant = nil
-        open(wsi, grant: grant).store(in: user)
+        let connection = open(wsi, grant: grant)
+        connection.store(in: user)
+        writeFirstMessages(connection)
         return 0
+    }
+
+    /// Every session opens with a message queued (the app's device status, the robot's app
+    /// count). On a plain socket it is written from here, straight after lws's 101 and (the gate
+    /// corked the socket) in one segment with it — not from a WRITEABLE asked for now, which cost
+    /// an `epoll_ctl` to ask, another to stop asking and a turn of the event loop a connection.
+    /// lws writes nothing after its 101 by itself and holds none of it back here
+    /// (`canWriteDirectly`), so the bytes keep their order; what the kernel does not take goes
+    /// first at the WRITEABLE asked for then. TLS sockets take the usual way.
+    private func writeFirstMessages(_ connection: Connection) {
+        let session = connection.session
+        connection.opening = false
+        if session.closing == nil, !session.queue.isEmpty, io.canWriteDirectly(connection.wsi) {
+            writer.drainDirectly(connection)
+            releaseCork(connection)
+        }
+        if session.closing != nil || !connection.unsent.isEmpty || !session.queue.isEmpty || session.pingDue {
+            connection.requestWrite()
+        }
     }
 
     /// Lets the 101 out, with whatever was written after it, once: the gate corks each upgrade
@@ -221,6 +242,7 @@ final class WebSocketEndpoint {
                                                maxBytes: env.configuration.sendQueueMaxBytes))
         session.recovery = grant.recovery
         let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)
+        connection.opening = true  // its first messages are written as `established` returns
         session.transport = connection
         openConnections += 1
         env.hub.attach(session, now: now, wallClock: env.clock.wall())

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CLibWebSockets
 import WimzProtocol
 
@@ -14,6 +17,12 @@ protocol WebSocketIO: AnyObject {
     /// Writes bytes that are already framed (`LWS_PRE` bytes before `bytes` are ours to use).
     /// False when the connection failed.
     func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool
+    /// Whether `writeDirectly` may be used now: a plain socket (not TLS, which lws serves itself
+    /// where there is no gate) for which lws holds back no bytes of its own (its 101).
+    func canWriteDirectly(_ socket: OpaquePointer) -> Bool
+    /// Writes framed bytes straight to the (non-blocking) socket, past lws; returns how many the kernel took
+    /// (0 on an error: lws finds the broken socket at its own next write or read).
+    func writeDirectly(_ socket: OpaquePointer, _ bytes: UnsafePointer<UInt8>, count: Int) -> Int
     /// The close frame to send as the connection closes (from WRITEABLE, which then returns -1).
     func setCloseReason(_ socket: OpaquePointer, code: CloseCode, reason: String)
     /// Drops the connection without a close handshake (a silent peer, a close never let out).
@@ -57,6 +66,12 @@ final class LWSWebSocketIO: WebSocketIO {
 
     func writeFramed(_ socket: OpaquePointer, _ bytes: UnsafeMutablePointer<UInt8>, count: Int) -> Bool {
         lws_write(socket, bytes, count, CLibWebSockets_LWS_WRITE_RAW()) >= count
+    }
+
+    func canWriteDirectly(_ socket: OpaquePointer) -> Bool { lws_is_ssl(socket) == 0 && lws_partial_buffered(socket) == 0 }
+
+    func writeDirectly(_ socket: OpaquePointer, _ bytes: UnsafePointer<UInt8>, count: Int) -> Int {
+        max(0, send(lws_get_socket_fd(socket), bytes, count, Int32(MSG_NOSIGNAL)))
     }
 
     func setCloseReason(_ socket: OpaquePointer, code: CloseCode, reason: String) {
