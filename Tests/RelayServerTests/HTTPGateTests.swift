@@ -264,3 +264,33 @@ final class ScriptedGateIO: GateIO {
         #expect(h.response(socket).status == 200)
     }
 }
+
+/// The gate's listening socket over loopback.
+@Suite struct GateListenerTests {
+    /// Accepted connections have TCP_NODELAY from birth: the listener has it, and Linux copies
+    /// it to every socket accepted from it (the gate sets nothing per connection).
+    @Test func acceptedConnectionsInheritNoDelay() throws {
+        let listener = try GateListener(host: "127.0.0.1", port: 0)
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(listener.port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        _ = "GET / HTTP/1.1\r\n".withCString { send(client, $0, 16, 0) }  // TCP_DEFER_ACCEPT waits for data
+        var accepted: Int32 = -1
+        for _ in 0..<200 where accepted < 0 {
+            accepted = accept(listener.listenFD, nil, nil)
+            if accepted < 0 { usleep(10_000) }
+        }
+        defer { close(accepted) }
+        #expect(accepted >= 0)
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        #expect(getsockopt(accepted, Int32(IPPROTO_TCP), TCP_NODELAY, &value, &length) == 0 && value == 1)
+    }
+}

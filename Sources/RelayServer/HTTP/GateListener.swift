@@ -14,7 +14,7 @@ final class GateListener: GateIO {
     static let protocolName = "wimz-gate"
 
     let port: Int
-    private var listenFD: Int32
+    private(set) var listenFD: Int32
     private var listener: OpaquePointer?
     private var vhost: OpaquePointer?
     private var context: OpaquePointer?
@@ -54,6 +54,9 @@ final class GateListener: GateIO {
         // `HTTPGate.upgradeOnArrival`), and a client that connects and says nothing costs no accept.
         var deferSeconds = GateListener.deferAcceptSeconds
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferSeconds, socklen_t(MemoryLayout<Int32>.size))
+        // Every accepted connection inherits TCP_NODELAY from the listener (Linux copies it to
+        // each child socket): one setsockopt here instead of one per connection.
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 4096) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
@@ -117,9 +120,7 @@ final class GateListener: GateIO {
         guard let vhost else { return }
         for _ in 0..<256 {
             let fd = CEpoll_acceptNonBlocking(listenFD)
-            guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too (TCP_NODELAY: inherited)
             // With TCP_DEFER_ACCEPT the request is usually in the socket already: one peek serves
             // both the upgrade fast path and the gate's first read.
             let n = recv(fd, scratch.baseAddress, scratch.count, Int32(MSG_PEEK))
