@@ -95,16 +95,17 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// Parses the head at the start of `bytes` (which may hold less, or more, than the head).
     public static func parse(_ bytes: [UInt8], limits: Limits = Limits()) -> ParseResult {
-        var result = ParseResult.incomplete
-        bytes.withUnsafeBufferPointer { buffer in
-            var parser = HTTPHeadParser(bytes: buffer, limits: limits)
-            do throws(RequestError) {
-                result = try parser.run()
-            } catch {
-                result = .invalid(error)
-            }
+        bytes.withUnsafeBytes { parse($0, limits: limits) }
+    }
+
+    /// The same over bytes where they lie (the gate's accept buffer).
+    public static func parse(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) -> ParseResult {
+        var parser = HTTPHeadParser(bytes: bytes.assumingMemoryBound(to: UInt8.self), limits: limits)
+        do throws(RequestError) {
+            return try parser.run()
+        } catch {
+            return .invalid(error)
         }
-        return result
     }
 
     /// Percent-decodes `text` exactly: `%XX` only, nothing else changes. The result must be valid

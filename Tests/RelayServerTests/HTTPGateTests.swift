@@ -62,7 +62,7 @@ final class ScriptedGateIO: GateIO {
     /// The pre-filter that lets an upgrade skip the raw read: "websocket" in any case, anywhere,
     /// including the last nine bytes; nothing shorter or different.
     @Test func mentionsWebSocketFindsTheWordInAnyCaseOnly() {
-        func mentions(_ text: String) -> Bool { HTTPGate.mentionsWebSocket(Array(text.utf8)) }
+        func mentions(_ text: String) -> Bool { Array(text.utf8).withUnsafeBytes(HTTPGate.mentionsWebSocket) }
         for word in ["websocket", "WEBSOCKET", "WebSocket", "wEbSoCkEt"] {
             #expect(mentions(word))
             #expect(mentions("GET / HTTP/1.1\r\nUpgrade: \(word)\r\n\r\n"))
@@ -207,9 +207,10 @@ final class ScriptedGateIO: GateIO {
     @Test func theBytesFoundAtAcceptAreReadOnce() {
         let h = Harness()
         let upgrade = "GET /ws/app?device_id=d1 HTTP/1.1\r\nHost: relay\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\n\r\n"
-        #expect(h.gate.upgradeOnArrival(Array(upgrade.utf8))?.head.path == "/ws/app")
-        #expect(h.gate.upgradeOnArrival(Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)) == nil)
-        #expect(h.gate.upgradeOnArrival(Array(upgrade.utf8.dropLast(2))) == nil)  // not whole yet
+        func onArrival(_ bytes: [UInt8]) -> (head: HTTPRequestHead, length: Int)? { bytes.withUnsafeBytes(h.gate.upgradeOnArrival) }
+        #expect(onArrival(Array(upgrade.utf8))?.head.path == "/ws/app")
+        #expect(onArrival(Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)) == nil)
+        #expect(onArrival(Array(upgrade.utf8.dropLast(2))) == nil)  // not whole yet
 
         let whole = h.connect()
         h.io.sockets[whole, default: .init()].incoming = Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)

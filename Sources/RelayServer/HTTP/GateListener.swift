@@ -124,8 +124,9 @@ final class GateListener: GateIO {
             // With TCP_DEFER_ACCEPT the request is usually in the socket already: one peek serves
             // both the upgrade fast path and the gate's first read.
             let n = recv(fd, scratch.baseAddress, scratch.count, Int32(MSG_PEEK))
+            // Parsed where it lies; copied only for the gate's own read (an adoption may run callbacks).
+            if n > 0, handOverOnArrival(fd, UnsafeRawBufferPointer(rebasing: scratch[..<n]), gate) { continue }
             let waiting = n > 0 ? Array(UnsafeRawBufferPointer(rebasing: scratch[..<n])) : []
-            if handOverOnArrival(fd, waiting, gate) { continue }
             var descriptor = lws_sock_file_fd_type()
             descriptor.filefd = fd
             guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
@@ -138,8 +139,8 @@ final class GateListener: GateIO {
 
     /// Queues `fd` for lws if `waiting` (what is in its socket) holds a whole upgrade head (that
     /// head read off it, the client's first frames left behind); false when the gate must read it.
-    private func handOverOnArrival(_ fd: Int32, _ waiting: [UInt8], _ gate: HTTPGate) -> Bool {
-        guard !isStopped, let context, !waiting.isEmpty, let (head, length) = gate.upgradeOnArrival(waiting) else { return false }
+    private func handOverOnArrival(_ fd: Int32, _ waiting: UnsafeRawBufferPointer, _ gate: HTTPGate) -> Bool {
+        guard !isStopped, let context, let (head, length) = gate.upgradeOnArrival(waiting) else { return false }
         // The head is in `waiting` already: read off into the scratch buffer (length <= its size).
         guard Glibc.read(fd, scratch.baseAddress, length) == length else {  // the peeked bytes were there: only a failing socket
             close(fd)

@@ -97,7 +97,7 @@ final class HTTPGate {
     /// its whole descriptor table on every close). Nil for anything the gate must read as usual —
     /// an incomplete or malformed head, a request that is not a GET upgrade, or upgrades on hold —
     /// so every refusal and wait still happens where it always did.
-    func upgradeOnArrival(_ bytes: [UInt8]) -> (head: HTTPRequestHead, length: Int)? {
+    func upgradeOnArrival(_ bytes: UnsafeRawBufferPointer) -> (head: HTTPRequestHead, length: Int)? {
         guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
               case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
               head.isWebSocketUpgrade, head.method == "GET", holdUpgrades?() != true else { return nil }
@@ -108,21 +108,19 @@ final class HTTPGate {
     /// first letter is found with `memchr` (vectorised; a byte-by-byte scan cost ~1,600
     /// instructions a request), the rest compared as a word and a byte with bit 0x20 set, which
     /// folds exactly the upper-case letters onto the lower-case ones.
-    static func mentionsWebSocket(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { raw in
-            guard raw.count >= 9, let base = raw.baseAddress else { return false }
-            func found(startingWith first: UInt8) -> Bool {
-                var from = 0
-                while from <= raw.count - 9, let hit = memchr(base + from, Int32(first), raw.count - 8 - from) {
-                    let i = UnsafeRawPointer(hit) - base
-                    if raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) | 0x2020_2020_2020_2020 == webSocketHead,
-                       raw[i + 8] | 0x20 == UInt8(ascii: "t") { return true }
-                    from = i + 1
-                }
-                return false
+    static func mentionsWebSocket(_ raw: UnsafeRawBufferPointer) -> Bool {
+        guard raw.count >= 9, let base = raw.baseAddress else { return false }
+        func found(startingWith first: UInt8) -> Bool {
+            var from = 0
+            while from <= raw.count - 9, let hit = memchr(base + from, Int32(first), raw.count - 8 - from) {
+                let i = UnsafeRawPointer(hit) - base
+                if raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) | 0x2020_2020_2020_2020 == webSocketHead,
+                   raw[i + 8] | 0x20 == UInt8(ascii: "t") { return true }
+                from = i + 1
             }
-            return found(startingWith: UInt8(ascii: "w")) || found(startingWith: UInt8(ascii: "W"))
+            return false
         }
+        return found(startingWith: UInt8(ascii: "w")) || found(startingWith: UInt8(ascii: "W"))
     }
 
     /// "websocke" as the word its bytes load as.
