@@ -201,7 +201,7 @@ final class WebSocketEndpoint {
     /// Every session opens with a message queued (the app's device status, the robot's app
     /// count). On a plain socket it is written from here, straight after lws's 101 and (the gate
     /// corked the socket) in one segment with it — not from a WRITEABLE asked for now, which cost
-    /// an `epoll_ctl` to ask, another to stop asking and a turn of the event loop a connection.
+    /// an `epoll_ctl` and a turn of the event loop a connection.
     /// lws writes nothing after its 101 by itself and holds none of it back here
     /// (`canWriteDirectly`), so the bytes keep their order; what the kernel does not take goes
     /// first at the WRITEABLE asked for then. TLS sockets take the usual way.
