@@ -233,6 +233,15 @@ public final class AuditWriter: DatabaseWork {
         log.error("audit_rejected", metadata: metadata)
     }
 
+    /// Spool lines that are no event or issuance (a damaged file: a cut line, an id that is not
+    /// a UUID) go to `audit-rejected.jsonl` as they are, like rows the database refused.
+    private func setAsideUnreadable(_ lines: String) {
+        guard !lines.isEmpty else { return }
+        var metadata: Logger.Metadata = ["bytes": .stringConvertible(lines.utf8.count), "path": "\(rejectedPath)"]
+        if !append(lines, to: rejectedPath) { metadata["lines"] = "\(lines)" }  // the log is the only copy then
+        log.warning("audit_spool_line_skipped", metadata: metadata)
+    }
+
     // MARK: - Spool file
 
     private func spool(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
@@ -273,13 +282,15 @@ public final class AuditWriter: DatabaseWork {
               let data = FileManager.default.contents(atPath: spoolPath) else { return }
         var events: [AuditEvent] = []
         var issuances: [TurnIssuance] = []
+        var unreadable = ""
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             switch AuditWriter.decode(String(line)) {
             case .event(let event)?: events.append(event)
             case .issuance(let issuance)?: issuances.append(issuance)
-            case nil: log.warning("audit_spool_line_skipped", metadata: ["bytes": .stringConvertible(line.utf8.count)])
+            case nil: unreadable += line + "\n"
             }
         }
+        setAsideUnreadable(unreadable)
         let rejected = try write(db, events, issuances, touches: [:], fresh: false)
         try FileManager.default.removeItem(atPath: spoolPath)
         state.withLock { $0.written += events.count - rejected }

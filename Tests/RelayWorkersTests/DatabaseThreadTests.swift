@@ -153,16 +153,31 @@ final class CountingWork: DatabaseWork {
         #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
     }
 
-    /// A spool line reads back as the event written; one whose id is not a UUID (a damaged file:
-    /// the relay writes none) is no event, so the replay skips it with a warning.
-    @Test func spoolLinesReadBackAndADamagedIdIsSkipped() throws {
+    /// A spool line reads back as the event written. Lines that are no event (a damaged file: a
+    /// cut line, an id that is not a UUID, which the relay never writes) are set aside in
+    /// `audit-rejected.jsonl` as they were, and the rest of the spool is stored.
+    @Test func unreadableSpoolLinesAreSetAsideAndTheRestIsStored() throws {
         let event = try AuditRepository.event(.appConnected, actor: "relay", deviceID: "d1", tokenID: 7, remoteAddress: "::1",
                                                details: .object([("reason", .string("x"))]))
         let line = AuditWriter.encode(event)
         guard case .event(let back)? = AuditWriter.decode(line) else { Issue.record("not read back: \(line)"); return }
         #expect(back.id == event.id && back.at == event.at && back.deviceID == "d1" && back.tokenID == 7)
-        let damaged = line.replacingOccurrences(of: event.id.description, with: "0190-not-a-uuid")
-        #expect(damaged != line && AuditWriter.decode(damaged) == nil)
+        let damagedID = line.replacingOccurrences(of: event.id.description, with: "0190-not-a-uuid")
+        let cut = String(line.prefix(40))
+        #expect(damagedID != line && AuditWriter.decode(damagedID) == nil && AuditWriter.decode(cut) == nil)
+
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let spool = try TestEnvironment.scratchDirectory("audit-unreadable-\(UUID().uuidString)")
+        try (damagedID + "\n" + line + "\n" + cut + "\n").write(toFile: spool + "/audit-spool.jsonl", atomically: true, encoding: .utf8)
+        let writer = AuditWriter(conninfo: database.url, spoolDirectory: spool)
+        writer.start()
+        let deadline = Date().addingTimeInterval(10)
+        while writer.stats.written < 1, Date() < deadline { usleep(20_000) }
+        writer.stop()
+        #expect(try AuditRepository(try database.connect()).query().map(\.event.id) == [event.id])
+        #expect(try String(contentsOfFile: spool + "/audit-rejected.jsonl", encoding: .utf8) == damagedID + "\n" + cut + "\n")
+        #expect(!FileManager.default.fileExists(atPath: spool + "/audit-spool.jsonl"))
     }
 
     /// An event the database refuses for good (jsonb takes no `\u0000`) would otherwise hold
