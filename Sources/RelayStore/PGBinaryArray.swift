@@ -19,7 +19,13 @@ enum PGBinaryArray {
 
     static func encode<Element>(_ elements: [Element?], as type: ElementType,
                                 _ write: (Element, inout [UInt8]) -> Void) -> [UInt8] {
-        var out = header(type, count: elements.count, hasNulls: elements.contains { $0 == nil })
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + elements.count * 24)
+        append(Int32(1), to: &out)
+        append(Int32(elements.contains { $0 == nil } ? 1 : 0), to: &out)
+        append(Int32(bitPattern: type.rawValue), to: &out)
+        append(Int32(elements.count), to: &out)
+        append(Int32(1), to: &out)
         for element in elements {
             guard let element else { append(Int32(-1), to: &out); continue }
             let lengthAt = out.count
@@ -28,18 +34,6 @@ enum PGBinaryArray {
             let length = Int32(out.count - lengthAt - 4).bigEndian
             out.withUnsafeMutableBytes { $0.storeBytes(of: length, toByteOffset: lengthAt, as: Int32.self) }
         }
-        return out
-    }
-
-    /// The array's header, with room reserved for `count` elements of ~24 bytes.
-    private static func header(_ type: ElementType, count: Int, hasNulls: Bool) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(20 + count * 24)
-        append(Int32(1), to: &out)
-        append(Int32(hasNulls ? 1 : 0), to: &out)
-        append(Int32(bitPattern: type.rawValue), to: &out)
-        append(Int32(count), to: &out)
-        append(Int32(1), to: &out)
         return out
     }
 
@@ -71,13 +65,7 @@ enum PGBinaryArray {
 
     /// UUIDs as their 16 bytes each. Every audit event's id passes here.
     static func uuids(_ values: [UUIDValue]) -> [UInt8] {
-        var out = header(.uuid, count: values.count, hasNulls: false)
-        out.reserveCapacity(out.count + values.count * 20)
-        for value in values {
-            append(Int32(16), to: &out)
-            value.append(to: &out)
-        }
-        return out
+        encode(values, as: .uuid) { $0.append(to: &$1) }
     }
 
     /// 2000-01-01 00:00:00 UTC in Unix microseconds.
