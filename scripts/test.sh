@@ -44,18 +44,44 @@ export WIMZ_TEST_DATABASE_URL; WIMZ_TEST_DATABASE_URL=$(pg_start "$work/pg")
 export WIMZ_TEST_PG_DIR="$work/pg" WIMZ_TEST_PG_BINDIR; WIMZ_TEST_PG_BINDIR=$(pg_bindir)
 export WIMZ_TEST_WORKDIR="$work"
 
+# Every failed step, with the failing tests' own lines, is listed once more at the very end:
+# a long CI log is often read from its tail only. The outermost run owns the list; the
+# sanitizer run it starts adds to it.
+summary_owner=0
+if [ -z "${WIMZ_TEST_FAILURES:-}" ]; then
+    export WIMZ_TEST_FAILURES="$work/failures"
+    summary_owner=1
+fi
+failed() { printf '%s\n' "$*" >> "$WIMZ_TEST_FAILURES"; }
+print_failures() {
+    [ "$summary_owner" = 1 ] && [ -s "$WIMZ_TEST_FAILURES" ] || return 0
+    printf '\nwhat failed:\n' >&2
+    cat "$WIMZ_TEST_FAILURES" >&2
+}
+
+# swift test, whose output is kept so that a failure's lines can be listed at the end.
+swift_tests() {
+    local log="$work/swift-test.log" status=0
+    swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
+    if [ "$status" -ne 0 ]; then
+        failed "swift test $*${WIMZ_SANITIZER:+ (under the $WIMZ_SANITIZER sanitizer)} (exit $status):"
+        grep -E '✘|: error: |error: -\[' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
+    fi
+    return "$status"
+}
+
 only=${WIMZ_TEST_ONLY:-}
 swift_status=0
 python_status=0
 if [ "$only" != python ]; then
     say "running the Swift tests"
     if [ $# -gt 0 ]; then
-        swift test --skip-build "${swift_flags[@]}" "$@" || swift_status=$?
+        swift_tests "$@" || swift_status=$?
     else
         # The client library's tests are async and need the cooperative thread pool, which the
         # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own.
-        swift test --skip-build "${swift_flags[@]}" --skip WimzRelayClientTests || swift_status=$?
-        swift test --skip-build "${swift_flags[@]}" --filter WimzRelayClientTests || swift_status=$?
+        swift_tests --skip WimzRelayClientTests || swift_status=$?
+        swift_tests --filter WimzRelayClientTests || swift_status=$?
     fi
 fi
 if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_ASAN:-1}" != 0 ]; then
@@ -66,10 +92,10 @@ if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_A
 fi
 if [ "$only" != swift ] && [ "$only" != python ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
-    scripts/schemathesis.sh --seed 1 || swift_status=$?
+    scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
     # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
     # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
-    WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || swift_status=$?
+    WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
 fi
 if [ "$only" != swift ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
@@ -79,11 +105,15 @@ if [ "$only" != swift ]; then
     WIMZ_BIN_DIR=$(swift build --show-bin-path)
     WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
     say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks"
-    (cd Tests/Cluster && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
+    (cd Tests/Cluster && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE) ||
+        { python_status=$?; failed "the cluster tests (exit $python_status)"; }
     say "type-checking the robot library (mypy --strict)"
-    (cd clients/python && "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) || python_status=$?
+    (cd clients/python && "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) ||
+        { python_status=$?; failed "mypy (exit $python_status)"; }
     say "running the Python tests"
-    (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider) || python_status=$?
+    (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE) ||
+        { python_status=$?; failed "the Python tests (exit $python_status)"; }
 fi
+print_failures
 [ "$swift_status" -eq 0 ] || die "Swift tests, schemathesis or the fuzzers failed (exit $swift_status)"
 [ "$python_status" -eq 0 ] || die "Python tests failed (exit $python_status)"
