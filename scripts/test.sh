@@ -65,7 +65,7 @@ swift_tests() {
     swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
     if [ "$status" -ne 0 ]; then
         failed "swift test $*${WIMZ_SANITIZER:+ (under the $WIMZ_SANITIZER sanitizer)} (exit $status):"
-        grep -E '✘|: error: |error: -\[' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
+        grep -E '✘|^error: |: error: |error: -\[|Fatal error|signal code' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
     fi
     return "$status"
 }
