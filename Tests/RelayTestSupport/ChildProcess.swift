@@ -26,6 +26,10 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, mergeStderr ? outPipe[1] : errPipe[1], 2)
+        // Nothing else of this process's: tests run in parallel, and a child that inherited another
+        // test's socket would hold its connection open after that test closed it.
+        guard let closeFrom = ChildProcess.addCloseFrom else { throw TestSetupError("posix_spawn_file_actions_addclosefrom_np is missing (glibc < 2.34)") }
+        _ = closeFrom(&actions, 3)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -64,6 +68,12 @@ public final class ChildProcess: @unchecked Sendable {
         close(stdoutFD)
         close(stderrFD)
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which its header declares only
+    /// under `_GNU_SOURCE`, hidden from Swift's Glibc module.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np")
+        .map { unsafeBitCast($0, to: AddCloseFrom.self) }
 
     /// The exit status once reaped (128+signal for a signal), nil while running.
     public var status: Int32? {

@@ -6,7 +6,7 @@ public final class TestSocket: @unchecked Sendable {
     private var buffered: [UInt8] = []
 
     public init(port: Int, host: String = "127.0.0.1", timeout: Double = 5) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestSetupError("socket() failed") }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
