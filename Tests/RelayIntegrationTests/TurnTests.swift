@@ -115,6 +115,31 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         }
     }
 
+    /// coturn does not exit when its port is taken: it retries the bind for ever. The test
+    /// coturn must then move on to another port rather than be used without a listener.
+    @Test func aTestCoturnWhosePortIsTakenMovesToAnother() throws {
+        let taken = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var port = 0
+        for candidate in (20000...32000).shuffled().prefix(20) {
+            address.sin_port = in_port_t(UInt16(candidate).bigEndian)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            if bound == 0 { port = candidate; break }
+        }
+        try #require(port != 0)
+        let secret = "static-secret-for-tests-0123456789"
+        let coturn = try TurnServer(staticSecret: secret, ports: [port])
+        #expect(coturn.port != port)
+        let username = "\(UnixTime.now().seconds + 600):dev1.robot"
+        #expect(try coturn.allocates(username: username, credential: Base64.encode(Crypto.hmacSHA1(key: Array(secret.utf8),
+                                                                                                      message: Array(username.utf8)))))
+    }
+
     @Test func credentialsAllocateAtCoturnAndTamperedOrExpiredOnesDoNot() throws {
         let secret = "static-secret-for-tests-0123456789"
         let coturn = try TurnServer(staticSecret: secret)
