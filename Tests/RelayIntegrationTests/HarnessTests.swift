@@ -1,0 +1,18 @@
+import Foundation
+import Testing
+import RelayTestSupport
+
+/// Guarantees of the test harness itself that other tests' verdicts rest on.
+@Suite struct HarnessTests {
+    /// Tests run in parallel in one process. A child one test spawns (a relay, coturn) must hold
+    /// no descriptor of another's: an inherited client socket would keep that test's connection
+    /// open after it closed it, and the relay would never see it go.
+    @Test func aSpawnedChildInheritsOnlyItsStandardDescriptors() throws {
+        let f = try RelayFixture()
+        let client = try TestSocket(port: f.port)
+        let child = try ChildProcess(["/bin/sleep", "5"], environment: [:])
+        defer { kill(child.pid, SIGKILL) }
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd").compactMap(Int.init).sorted()
+        #expect(open == [0, 1, 2], "the child holds \(open) (the test's client socket is \(client.fd))")
+    }
+}
