@@ -17,7 +17,7 @@ public final class TurnServer: @unchecked Sendable {
         for attempt in 0..<5 {
             // Below Linux's ephemeral range (32768–60999), where every test's client sockets and
             // listeners on port 0 take theirs: a port in use there would not fail coturn, which
-            // keeps running and retries the bind (`listens(on:)` below catches that).
+            // keeps running and retries the bind (`listens(pid:port:)` below catches that).
             let port = attempt < ports.count ? ports[attempt] : Int.random(in: 20000...32000)
             try? FileManager.default.removeItem(atPath: logPath)  // (an earlier attempt's "Cannot bind")
             let relayBase = Int.random(in: 41000...60000)
