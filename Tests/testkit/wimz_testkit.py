@@ -29,10 +29,27 @@ def env(name: str) -> str:
     return value
 
 
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(span: int = 1) -> int:
+    """A port on 127.0.0.1 (with the ``span - 1`` after it) that neither TCP nor UDP holds now.
+
+    Drawn below Linux's ephemeral range (32768–60999), where every client socket takes its local
+    port: a server told to listen there may find it taken by a connection made meanwhile, and
+    coturn then does not exit but retries the bind for ever."""
+    for _ in range(200):
+        port = 20000 + secrets.randbelow(12000 - span)
+        if all(_bindable(p) for p in range(port, port + span)):
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
+
+
+def _bindable(port: int) -> bool:
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
 
 
 def listening_sockets(port: int) -> set[tuple[str, str]]:
@@ -392,7 +409,7 @@ class Coturn:
         self.log = os.path.join(self.dir, "turnserver.log")
         secret = [f"--psql-userdb={conninfo}"] if conninfo else [f"--static-auth-secret={static_secret}"]
         for _ in range(5):
-            self.port = free_port(socket.SOCK_DGRAM)
+            self.port = free_port()
             self.tls_port = free_port() if cert else None
             tls = [f"--tls-listening-port={self.tls_port}", f"--cert={cert}", f"--pkey={key}"] if cert else ["--no-tls"]
             relay_base = 41000 + secrets.randbelow(18000)

@@ -55,7 +55,7 @@ async def test_run_sh_serves_turn_and_the_examples_talk_through_it():
     state = tempfile.mkdtemp(prefix="wimz-demo-")
     os.chmod(state, 0o755)  # the private cluster runs as 'postgres'
     listen = f"127.0.0.1:{free_port()}"
-    turn_port = free_port(socket.SOCK_DGRAM)
+    turn_port = free_port()
     env = dict(os.environ, WIMZ_STATE_DIR=state, WIMZ_LISTEN=listen, WIMZ_TURN_PORT=str(turn_port),
                WIMZ_BUILD_CONFIG="debug", WIMZ_PYTHON=sys.executable)
     for name in ("WIMZ_DATABASE_URL", "WIMZ_TURN_URLS"):
