@@ -55,19 +55,10 @@ def recipe_server(request):
             f"log-file={log}", "simple-log", f"pidfile={directory}/turn.pid"]) + "\n")
         log.unlink(missing_ok=True)
         process = subprocess.Popen(["turnserver", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        # UDP and TCP listeners open from different threads; the TCP-relay test needs the latter.
-        # A port taken meanwhile is not fatal to coturn (it retries the bind): another port then.
-        while time.monotonic() < deadline and process.poll() is None and "Cannot bind" not in _log(directory):
-            if {(protocol, address) for protocol in ("udp", "tcp") for address in ("127.0.0.1", "[::1]")} <= \
-                    listening_sockets(port):
-                break
-            time.sleep(0.05)
-        else:
-            process.kill()
-            process.wait(timeout=10)
-            continue
-        break
+        if _listens(process, port, directory):
+            break
+        process.kill()
+        process.wait(timeout=10)
     else:
         pytest.fail(f"coturn did not listen (3 ports tried): {_log(directory)}")
     yield port, secret, directory
@@ -93,6 +84,19 @@ def test_recipe_refuses_tcp_relays(recipe_server):
     port, secret, directory = recipe_server
     with pytest.raises(RuntimeError, match="allocation refused"):
         TurnProbe(("127.0.0.1", port), *rest_credentials(secret), relay_transport="tcp")
+
+
+def _listens(process: subprocess.Popen, port: int, directory: Path) -> bool:
+    """Whether the recipe coturn opened all its listeners on ``port`` within 10 s. UDP and TCP
+    open from different threads (the TCP-relay test needs the latter); a port taken meanwhile is
+    not fatal to coturn, which retries the bind: False at once then, for another port."""
+    wanted = {(protocol, address) for protocol in ("udp", "tcp") for address in ("127.0.0.1", "[::1]")}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and process.poll() is None and "Cannot bind" not in _log(directory):
+        if wanted <= listening_sockets(port):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _log(directory: Path) -> str:
