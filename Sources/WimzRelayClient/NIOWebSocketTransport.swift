@@ -20,6 +20,13 @@ public struct NIOWebSocketTransport: WebSocketTransport {
         self.connectTimeout = connectTimeout
     }
 
+    /// Held while a connection's pipeline is put together. Two connections set up at the same
+    /// moment on two event-loop threads make the Swift runtime's first lookups of the pipeline's
+    /// generic types and conformances concurrently, and the Linux runtime (6.3) then sometimes
+    /// crashes (SIGSEGV in swift_conformsToProtocolMaybeInstantiateSuperclasses). Setting up one
+    /// pipeline at a time costs a client nothing and avoids it.
+    private static let pipelineSetup = NSLock()
+
     private enum UpgradeOutcome: Sendable {
         case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>)
         case refused(EventLoopFuture<WebSocketUpgradeRefused>)
@@ -42,7 +49,7 @@ public struct NIOWebSocketTransport: WebSocketTransport {
         let outcome = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(timeout)
             .connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
+                channel.eventLoop.makeCompletedFuture { try NIOWebSocketTransport.pipelineSetup.withLock {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host))
                     }
@@ -70,7 +77,7 @@ public struct NIOWebSocketTransport: WebSocketTransport {
                     // The relay's first frames often share a TCP segment with the 101: keep them.
                     pipeline.leftOverBytesStrategy = .forwardBytes
                     return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
-                }
+                } }
             }
         switch try await outcome.get() {
         case .upgraded(let channel): return NIOWebSocketConnection(channel: channel)
