@@ -79,9 +79,14 @@ if [ "$only" != python ]; then
         swift_tests "$@" || swift_status=$?
     else
         # The client library's tests are async and need the cooperative thread pool, which the
-        # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own.
+        # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own,
+        # one test at a time. The Swift runtime on Linux can crash when two threads look up the
+        # same generic types' conformances for the first time at once (SIGSEGV in
+        # swift_conformsToProtocolMaybeInstantiateSuperclasses, a toolchain bug): tests starting
+        # together hit it in SwiftNIO's threads (NIOWebSocketTransport sidesteps the one case
+        # seen, pipeline set-up).
         swift_tests --skip WimzRelayClientTests || swift_status=$?
-        swift_tests --filter WimzRelayClientTests || swift_status=$?
+        swift_tests --filter WimzRelayClientTests --no-parallel || swift_status=$?
     fi
 fi
 if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_ASAN:-1}" != 0 ]; then
