@@ -24,9 +24,6 @@ public struct RelayControl: Sendable {
 ///                                                                 DatabaseExchanges / Metrics
 ///     mailbox ◀─ StoreMonitor, ClusterAgent, DatabaseWorker, signals
 public final class RelayServer {
-    /// The relay's version (reported by /metrics).
-    public static let version = "0.1.0"
-
     public let configuration: RelayConfiguration
     /// The port actually bound (differs from the configuration when it asked for 0).
     public var boundPort: Int { loop.boundPort }

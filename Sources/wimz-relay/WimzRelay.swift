@@ -1,4 +1,5 @@
 import ArgumentParser
+import RelayCore
 
 /// `wimz-relay`: the WIM-Z cloud relay daemon and its operator commands.
 @main
@@ -10,6 +11,7 @@ struct WimzRelay: ParsableCommand {
             Every command that touches the database takes --database-url or WIMZ_DATABASE_URL
             (a libpq conninfo string or postgresql:// URL). Run 'wimz-relay migrate' before 'serve'.
             """,
+        version: RelayVersion.current,
         subcommands: [Serve.self, Migrate.self, Device.self, Token.self, PairingCodeCommand.self, PushCommand.self, TurnSecretCommand.self, ClusterCommand.self, ProtocolConstantsCommand.self, OptionsCommand.self],
         defaultSubcommand: nil)
 }

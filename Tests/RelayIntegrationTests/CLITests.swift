@@ -115,5 +115,21 @@ import RelayTestSupport
         #expect(try HTTPTestClient.get(port: f.port, path: "/admin/devices", headers: ["Authorization": "Bearer \(strong)"]).status == 200)
         #expect(try HTTPTestClient.get(port: f.port, path: "/admin/devices", headers: ["Authorization": "Bearer \(strong)x"]).status == 401)
     }
-}
 
+    /// One version source: the repository's VERSION file is what `--version` prints, and every
+    /// copy scripts/generate.sh makes of it (the Python package, the README's SwiftPM line) agrees.
+    @Test func versionComesFromTheVersionFile() throws {
+        let root = TestEnvironment.repositoryRoot
+        let version = try String(contentsOf: root.appendingPathComponent("VERSION"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(version.split(separator: ".").count == 3 && version.allSatisfy { $0.isNumber || $0 == "." })
+        let printed = try Subprocess.run([TestEnvironment.relayBinary, "--version"])
+        #expect(printed.status == 0 && printed.stdout == version + "\n", "\(printed.stdout)")
+        let python = try String(contentsOf: root.appendingPathComponent("clients/python/wimz_robot/_version.py"), encoding: .utf8)
+        #expect(python.contains("__version__ = \"\(version)\""), "run scripts/generate.sh")
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains("from: \"\(version)\")"), "run scripts/generate.sh")
+        let changelog = try String(contentsOf: root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
+        #expect(changelog.contains("## \(version) "), "CHANGELOG.md has no entry for \(version)")
+    }
+}

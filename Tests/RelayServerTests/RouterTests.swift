@@ -177,7 +177,7 @@ import Testing
         #expect(first["wimz_database_up"] == 1)
         #expect(first["wimz_history_bytes"] == 0 && first["wimz_history_budget_bytes"] == Double(512 << 20))
         #expect(first["wimz_history_evictions_total"] == 0)
-        #expect(first["wimz_build_info{version=\"\(RelayServer.version)\",event_loop=\"libev\"}"] == 1)
+        #expect(first["wimz_build_info{version=\"\(RelayVersion.current)\",event_loop=\"libev\"}"] == 1)
         // A second scrape adds only what moved since the first.
         relay.components.env.counters.requestsRefused = 3
         let second = try scrape(relay)

@@ -109,7 +109,7 @@ final class MetricsEndpoint {
                 clusterStats.registrations)
         counter("wimz_cluster_store_errors_total", "Failed membership or presence writes (retried).", clusterStats.writeFailures)
         gauge("wimz_build_info", "Build information.",
-              [("version", RelayServer.version), ("event_loop", env.configuration.eventLoop.rawValue)], 1)
+              [("version", RelayVersion.current), ("event_loop", env.configuration.eventLoop.rawValue)], 1)
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: env.metrics.registry.emitToBuffer())
     }
 

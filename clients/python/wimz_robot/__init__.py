@@ -3,9 +3,9 @@
 See :class:`RobotClient` and clients/python/README.md.
 """
 
+from ._version import __version__
 from .backoff import Backoff
 from .client import ConnectionState, RelayRefused, RobotClient
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
 
-__all__ = ["Backoff", "ConnectionState", "RelayRefused", "RobotClient", "TurnCredentials", "TurnFetchError", "fetch_turn_credentials"]
-__version__ = "0.1.0"
+__all__ = ["__version__", "Backoff", "ConnectionState", "RelayRefused", "RobotClient", "TurnCredentials", "TurnFetchError", "fetch_turn_credentials"]

@@ -3,6 +3,7 @@
     wimz-robot bridge --relay URL --device ID [--local http://127.0.0.1:8000] [--turn-file PATH]
                       (the robot token from WIMZ_ROBOT_TOKEN)
     wimz-robot standin [--host 127.0.0.1] [--port 8000]      (the integration guide's robot, for tests)
+    wimz-robot --version
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import logging
 import os
 import sys
 
+from ._version import __version__
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wimz-robot", description="The WIM-Z robot's side of the wimz-relay.")
+    parser.add_argument("--version", action="version", version=__version__)
     commands = parser.add_subparsers(dest="command", required=True)
     bridge = commands.add_parser("bridge", help="connect as the robot and bridge the relay to the robot's local API")
     bridge.add_argument("--relay", required=True, help="the relay's base URL, e.g. https://api.wimzai.com")
