@@ -24,7 +24,8 @@ extension ServeOptions {
     /// the others at their default and commented out (a later default then still applies).
     public static var envExample: String {
         var lines = ["# /etc/wimz-relay/wimz-relay.env — every setting of `wimz-relay serve` (flags win over these).",
-                     "# Mode 0600, owner root: it holds secrets. Made by `wimz-relay options --format env`."]
+                     "# Mode 0640, owner root, group wimz-relay (the package sets both): it holds secrets. Made by",
+                     "# `wimz-relay options --format env`; the Debian package installs it as a conffile."]
         for section in ServeOption.Section.allCases {
             lines += ["", "# — \(section.rawValue) —"]
             for option in all where option.section == section {

@@ -14,7 +14,8 @@ public enum ServeOptions {
             $0.databaseURL = $1
         },
         .custom("WIMZ_MIGRATIONS_DIR", "migrations-dir", .service, "Directory of the numbered SQL migrations.",
-                defaultText: "found beside the binary", describing: true, example: "/usr/local/share/wimz-relay/migrations") {
+                defaultText: "beside the binary (the package's: /usr/share/wimz-relay/migrations)",
+                describing: true) {
             $0.migrationsDirectory = $1
         },
         .custom("WIMZ_LISTEN", "listen", .service,
@@ -26,11 +27,10 @@ public enum ServeOptions {
             (config.listenHost, config.listenPort) = (host, port)
         },
         .optional("WIMZ_ADMIN_TOKEN", nil, .service, \.adminToken,
-                  "Bearer token of the admin API (off without one): at least 128 bits, e.g. `openssl rand -hex 32`, or the relay refuses to start. Never on the command line.",
-                  example: ""),
+                  "Bearer token of the admin API (off without one): at least 128 bits, e.g. `openssl rand -hex 32`, or the relay refuses to start. Never on the command line."),
         .custom("WIMZ_ADMIN_TOKEN_FILE", "admin-token-file", .service,
-                "A file holding the admin token instead (systemd LoadCredential=, a secrets mount; mode 0400).",
-                defaultText: nil) { config, path throws(ConfigurationError) in
+                "A file holding the admin token instead (root:wimz-relay 0640; the package makes this one with a strong token on its first install; an empty file: no admin API).",
+                defaultText: nil, example: "/etc/wimz-relay/admin-token") { config, path throws(ConfigurationError) in
             guard let contents = FileContents.read(path) else { throw ConfigurationError("cannot read the admin token file \(path)") }
             let token = String(decoding: contents, as: UTF8.self).trimmingASCIIWhitespace()
             config.adminToken = token.isEmpty ? nil : token  // an empty file: no admin API, as without one
@@ -87,7 +87,7 @@ public enum ServeOptions {
     static let tls: [ServeOption] = [
         .optional("WIMZ_TLS_CERT", "tls-cert", .tls, \.tlsCertificatePath,
                   "PEM certificate chain (with WIMZ_TLS_KEY; SIGHUP re-reads both)."),
-        .optional("WIMZ_TLS_KEY", "tls-key", .tls, \.tlsKeyPath, "PEM private key (with WIMZ_TLS_CERT)."),
+        .optional("WIMZ_TLS_KEY", "tls-key", .tls, \.tlsKeyPath, "PEM private key (with WIMZ_TLS_CERT; root:wimz-relay 0640, read by the service user)."),
     ]
 
     static let websocket: [ServeOption] = [
@@ -135,7 +135,7 @@ public enum ServeOptions {
 
     static let push: [ServeOption] = [
         .optional("WIMZ_APNS_KEY_FILE", "apns-key-file", .push, \.apnsKeyFile,
-                  "APNs .p8 key; without it no push is sent and push registrations answer 501. SIGHUP re-reads it."),
+                  "APNs .p8 key (root:wimz-relay 0640, read by the service user); without it no push is sent and push registrations answer 501. SIGHUP re-reads it."),
         .optional("WIMZ_APNS_KEY_ID", "apns-key-id", .push, \.apnsKeyID, "The key's id (the JWT's kid), with a key."),
         .optional("WIMZ_APNS_TEAM_ID", "apns-team-id", .push, \.apnsTeamID, "The Apple team id (the JWT's iss), with a key."),
         .optional("WIMZ_APNS_TOPIC", "apns-topic", .push, \.apnsTopic, "The app's bundle id (apns-topic), with a key."),
