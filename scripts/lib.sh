@@ -5,19 +5,23 @@
 # every script that starts a relay (run, test, benchmarks) runs it the way it is deployed.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.tcache_count=4096}
 
-# Debian packages the build, the tests and the run command need.
-WIMZ_APT_PACKAGES=(pkg-config libwebsockets-dev libwebsockets-evlib-ev libpq-dev libssl-dev
-                   postgresql coturn wrk openssl python3 python3-venv curl iproute2 haproxy prometheus)
+# Debian packages that building the relay and its Debian package needs (scripts/package.sh).
+WIMZ_BUILD_PACKAGES=(pkg-config libwebsockets-dev libpq-dev libssl-dev dpkg-dev)
+# What the run and test commands add: the event-loop plugin, the real components the tests and the
+# demo start, and the package test's tools (debootstrap, lintian). Never installed on a server:
+# deploy/install.sh installs the package, whose Depends name its own runtime libraries.
+WIMZ_APT_PACKAGES=("${WIMZ_BUILD_PACKAGES[@]}" libwebsockets-evlib-ev postgresql coturn wrk openssl python3
+                   python3-venv curl iproute2 haproxy prometheus debootstrap lintian)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Installs whichever of WIMZ_APT_PACKAGES is missing (one apt-get call, nothing when all are there).
-ensure_packages() {
+# install_missing PACKAGE…: installs whichever is missing (one apt-get call, nothing when all are there).
+install_missing() {
     local missing=()
-    for p in "${WIMZ_APT_PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -26,12 +30,29 @@ ensure_packages() {
         # coturn's package starts a system-wide daemon we don't use; keep it from starting.
         as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q "${missing[@]}" >&2
     fi
-    # Likewise the system-wide coturn, HAProxy and Prometheus: the tests start their own.
-    as_root sh -c 'for s in coturn haproxy prometheus; do systemctl disable --now $s >/dev/null 2>&1 || true; done'
+}
+
+# ensure_swift: the Swift toolchain on PATH (or at /opt/swift).
+ensure_swift() {
     if ! command -v swift >/dev/null 2>&1; then
         [ -x /opt/swift/usr/bin/swift ] || die "Swift 6 toolchain not found (expected on PATH or at /opt/swift)"
         export PATH="/opt/swift/usr/bin:$PATH"
     fi
+}
+
+# ensure_packages: what the run and test commands need (WIMZ_APT_PACKAGES). Only for a
+# development or CI machine: it also stops the system-wide coturn, HAProxy and Prometheus, whose
+# places the tests and the demo take with their own.
+ensure_packages() {
+    install_missing "${WIMZ_APT_PACKAGES[@]}"
+    as_root sh -c 'for s in coturn haproxy prometheus; do systemctl disable --now $s >/dev/null 2>&1 || true; done'
+    ensure_swift
+}
+
+# ensure_build_packages: what building the package needs (WIMZ_BUILD_PACKAGES); touches no service.
+ensure_build_packages() {
+    install_missing "${WIMZ_BUILD_PACKAGES[@]}"
+    ensure_swift
 }
 
 # build CONFIG [swift build args…]: builds quietly (drops the per-file progress lines).
