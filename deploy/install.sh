@@ -1,49 +1,53 @@
 #!/usr/bin/env bash
-# Installs wimz-relay on a Debian 12 host: user, directories, binary, migrations, systemd unit,
-# environment file, and (optionally) the database and role.
-#   sudo deploy/install.sh [--prefix /usr/local] [--database-admin-url URL] [--no-start]
-# Run from a checkout; builds the release binary first. Idempotent: re-running upgrades the
-# binary and migrations and keeps /etc/wimz-relay/wimz-relay.env as it is.
+# Installs (or upgrades to) the wimz-relay Debian package on this server, and nothing else:
+#   sudo deploy/install.sh [PACKAGE.deb] [--database-admin-url URL] [--restart] [--start]
+# PACKAGE.deb: a package built elsewhere (scripts/package.sh); without one, it is built here
+# first (which needs the Swift toolchain and the build's -dev packages on this machine: better
+# built once on a build host and copied to every node). apt-get installs it with its
+# dependencies; the package's maintainer scripts create the service user and enable nothing.
+#   --database-admin-url URL  also create the database role wimz_relay and the database wimz
+#                             (a PostgreSQL superuser's conninfo) and write the URL into the env file
+#   --restart                 on an upgrade, restart the running instances one at a time
+#                             (WIMZ_RESTART_ON_UPGRADE=yes for the package's postinst)
+#   --start                   enable and start wimz-relay.service after installing
+# No other package is installed, stopped or disabled. docs/operations.md has the whole procedure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/lib.sh
 
-prefix=/usr/local
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+deb=
 admin_url=
-start=1
+restart=no
+start=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --prefix) prefix=$2; shift 2 ;;
         --database-admin-url) admin_url=$2; shift 2 ;;
-        --no-start) start=0; shift ;;
-        *) die "unknown option $1 (see the header of this script)" ;;
+        --restart) restart=yes; shift ;;
+        --start) start=1; shift ;;
+        --prefix|--no-start) die "$1 is gone: the package installs into /usr and starts nothing unless --start" ;;
+        -*) die "unknown option $1 (see the header of this script)" ;;
+        *) deb=$1; shift ;;
     esac
 done
-[ "$(id -u)" -eq 0 ] || die "run as root (it creates a user and installs a systemd unit)"
+[ "$(id -u)" -eq 0 ] || die "run as root (it installs a package)"
 
-ensure_packages
-say "building the release binary"
-swift build -c release --product wimz-relay >&2
-bin="$(swift build -c release --show-bin-path)/wimz-relay"
-
-say "installing into $prefix"
-getent passwd wimz-relay >/dev/null || useradd --system --home-dir /var/lib/wimz-relay --shell /usr/sbin/nologin wimz-relay
-install -d -m 0755 "$prefix/bin" "$prefix/share/wimz-relay/migrations" "$prefix/share/doc/wimz-relay"
-install -m 0755 "$bin" "$prefix/bin/wimz-relay"
-install -m 0644 migrations/*.sql "$prefix/share/wimz-relay/migrations/"
-install -m 0644 README.md docs/*.md docs/openapi.json "$prefix/share/doc/wimz-relay/"
-install -d -m 0750 -o wimz-relay -g wimz-relay /var/lib/wimz-relay /var/lib/wimz-relay/spool
-install -d -m 0750 /etc/wimz-relay
-if [ ! -f /etc/wimz-relay/wimz-relay.env ]; then
-    install -m 0600 systemd/wimz-relay.env.example /etc/wimz-relay/wimz-relay.env
-    sed -i "s|^WIMZ_MIGRATIONS_DIR=.*|WIMZ_MIGRATIONS_DIR=$prefix/share/wimz-relay/migrations|" /etc/wimz-relay/wimz-relay.env
-    sed -i "s|^WIMZ_ADMIN_TOKEN=.*|WIMZ_ADMIN_TOKEN=wimz_admin_$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 40)|" /etc/wimz-relay/wimz-relay.env
+if [ -z "$deb" ]; then
+    say "building the package (scripts/package.sh)"
+    deb=$(scripts/package.sh)
 fi
-sed "s|/usr/local/bin/wimz-relay|$prefix/bin/wimz-relay|g" systemd/wimz-relay.service > /etc/systemd/system/wimz-relay.service
-sed "s|/usr/local/bin/wimz-relay|$prefix/bin/wimz-relay|g" systemd/wimz-relay@.service > /etc/systemd/system/wimz-relay@.service
+[ -f "$deb" ] || die "no such package: $deb"
+case "$deb" in /*) ;; *) deb="$PWD/$deb" ;; esac
 
+say "installing $(basename "$deb")"
+# apt-get resolves the package's Depends from the configured archive; the path must look like one.
+DEBIAN_FRONTEND=noninteractive WIMZ_RESTART_ON_UPGRADE=$restart apt-get install -y -q "$deb"
+
+env_file=/etc/wimz-relay/wimz-relay.env
 if [ -n "$admin_url" ]; then
-    say "creating the database role and database (password is written to the env file)"
+    say "creating the database role and database (the password is written to $env_file)"
+    command -v psql >/dev/null || die "psql is missing (package postgresql-client)"
     password=$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32)
     psql "$admin_url" -v ON_ERROR_STOP=1 -q <<SQL
 DO \$\$ BEGIN
@@ -54,13 +58,12 @@ SQL
     psql "$admin_url" -qtAc "SELECT 1 FROM pg_database WHERE datname = 'wimz'" | grep -q 1 \
         || psql "$admin_url" -qc "CREATE DATABASE wimz OWNER wimz_relay"
     host=$(psql "$admin_url" -qtAc "SELECT coalesce(inet_server_addr()::text, 'localhost')")
-    sed -i "s|^WIMZ_DATABASE_URL=.*|WIMZ_DATABASE_URL=postgresql://wimz_relay:$password@$host/wimz|" /etc/wimz-relay/wimz-relay.env
+    sed -i "s|^WIMZ_DATABASE_URL=.*|WIMZ_DATABASE_URL=postgresql://wimz_relay:$password@$host/wimz|" "$env_file"
 fi
 
-systemctl daemon-reload 2>/dev/null || say "systemd is not running here: unit installed, not started"
-if [ "$start" -eq 1 ] && systemctl is-system-running >/dev/null 2>&1; then
+if [ "$start" -eq 1 ]; then
     systemctl enable --now wimz-relay
     say "started: systemctl status wimz-relay; journalctl -u wimz-relay -f"
 else
-    say "installed; edit /etc/wimz-relay/wimz-relay.env, then: systemctl enable --now wimz-relay"
+    say "installed $(wimz-relay --version); edit $env_file, then: systemctl enable --now wimz-relay"
 fi
