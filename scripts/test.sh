@@ -3,10 +3,11 @@
 # starts a throwaway PostgreSQL cluster (and lets the tests start coturn), runs every Swift test
 # (swift test), schemathesis against the admin API's OpenAPI document, a short run of every
 # fuzzer, the cluster tests (real HAProxy in front of several relay nodes) and the deploy recipe
-# checks (haproxy -c, promtool), and then the Python robot library's tests (pytest, in a fresh
-# virtualenv).
+# checks (haproxy -c, promtool), the Python robot library's tests (pytest, in a fresh
+# virtualenv), and the packages: the Debian package and the robot wheel built as an operator
+# builds them, installed into a clean Debian 12 root (debootstrap) and run from there.
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
-#   WIMZ_TEST_ONLY=swift|python scripts/test.sh   # one half only
+#   WIMZ_TEST_ONLY=swift|python|package scripts/test.sh   # one part only
 #   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
 #                                                   # sanitizer (own build folder .build-<name>);
 #                                                   # the full run includes the address one
@@ -119,6 +120,22 @@ if [ "$only" != swift ]; then
     (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE) ||
         { python_status=$?; failed "the Python tests (exit $python_status)"; }
 fi
+package_status=0
+if [ -z "$only" ] || [ "$only" = package ]; then
+    say "building the packages (scripts/package.sh, scripts/package-robot.sh)"
+    if deb=$(scripts/package.sh) && wheel=$(scripts/package-robot.sh | grep '\.whl$'); then
+        [ -x "$work/venv/bin/python" ] || { python3 -m venv "$work/venv" &&
+            "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2; }
+        say "installing the package into a clean Debian 12 root and running it from there (Tests/Package)"
+        (cd Tests/Package && WIMZ_DEB="$PWD/../../$deb" WIMZ_ROBOT_WHEEL="$PWD/../../$wheel" \
+            "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE -s) ||
+            { package_status=$?; failed "the package tests (exit $package_status)"; }
+    else
+        package_status=1
+        failed "building the packages"
+    fi
+fi
 print_failures
+[ "$package_status" -eq 0 ] || die "the package tests failed (exit $package_status)"
 [ "$swift_status" -eq 0 ] || die "Swift tests, schemathesis or the fuzzers failed (exit $swift_status)"
 [ "$python_status" -eq 0 ] || die "Python tests failed (exit $python_status)"
