@@ -48,6 +48,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]),
         // Linux epoll, for the benchmark's load generator only.
         .systemLibrary(name: "CEpoll"),
+        // The executable's argv from glibc, for when /proc (where Swift reads it) is not mounted.
+        .target(name: "CProcessArguments"),
 
         // What every end of the protocol agrees on (close codes, paths, names, limits). No dependencies.
         .target(name: "WimzProtocol"),
@@ -80,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "wimz-relay",
             dependencies: [
-                "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "RelayLogging", "WimzProtocol",
+                "CProcessArguments", "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "RelayLogging", "WimzProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

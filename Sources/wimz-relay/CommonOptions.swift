@@ -63,7 +63,8 @@ struct DatabaseOptions: ParsableArguments {
 }
 
 /// Finds `migrations/`: the explicit path, else `<prefix>/share/wimz-relay/migrations` beside an
-/// installed binary, else the source tree this binary was built from.
+/// installed binary, else the source tree this binary was built from, else the package's
+/// `/usr/share/wimz-relay/migrations` (where /proc, through which the binary finds itself, is missing).
 enum MigrationsLocator {
     static func find(explicit: String?) throws -> String {
         if let explicit { return explicit }
@@ -74,6 +75,7 @@ enum MigrationsLocator {
             exe.deletingLastPathComponent().appendingPathComponent("share/wimz-relay/migrations"),
             exe.appendingPathComponent("migrations"),
             source,
+            URL(fileURLWithPath: "/usr/share/wimz-relay/migrations"),
         ]
         for candidate in candidates where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("0001_initial.sql").path) {
             return candidate.path

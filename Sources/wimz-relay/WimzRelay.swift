@@ -1,8 +1,22 @@
 import ArgumentParser
+import CProcessArguments
 import RelayCore
 
-/// `wimz-relay`: the WIM-Z cloud relay daemon and its operator commands.
+/// The entry point: the command line as the process got it (see `arguments`).
 @main
+enum Entry {
+    static func main() { WimzRelay.main(Array(arguments.dropFirst())) }
+
+    /// argv as glibc handed it over; Swift's `CommandLine.arguments` reads /proc/self/cmdline
+    /// instead, which a chroot without /proc lacks (it is the fallback off glibc).
+    static var arguments: [String] {
+        let count = Int(CProcessArguments_count())
+        guard count > 0, let vector = CProcessArguments_vector() else { return CommandLine.arguments }
+        return (0..<count).map { vector[$0].map { String(cString: $0) } ?? "" }
+    }
+}
+
+/// `wimz-relay`: the WIM-Z cloud relay daemon and its operator commands.
 struct WimzRelay: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wimz-relay",
