@@ -92,6 +92,9 @@ def test_the_root_has_no_swift_and_the_binary_links_none(debian):
     assert "not found" not in libraries, libraries
     assert not re.search(r"swift|Foundation|dispatch|BlocksRuntime|icu", libraries, re.I), libraries
     assert debian.run("wimz-relay", "--version").stdout == VERSION + "\n"
+    # Also where /proc is not mounted: Swift reads its arguments there, the binary takes glibc's.
+    bare = subprocess.run(["chroot", str(debian.path), "/usr/bin/wimz-relay", "--version"], capture_output=True, text=True)
+    assert bare.stdout == VERSION + "\n", bare.stdout[:200]
 
 
 def test_the_package_says_what_it_is(debian):
@@ -270,27 +273,32 @@ class Served:
 
 @pytest.fixture(scope="class")
 def served(debian, database):
-    cli = {"WIMZ_DATABASE_URL": database}
+    # The operator's edit (sudoedit), then the CLI with the service's settings as the README shows.
+    env_file = debian.file("/etc/wimz-relay/wimz-relay.env")
+    text = re.sub(r"^WIMZ_DATABASE_URL=.*$", f"WIMZ_DATABASE_URL={database}", env_file.read_text(), flags=re.M)
+    env_file.write_text(re.sub(r"^WIMZ_TURN_URLS=.*$", "WIMZ_TURN_URLS=turn:127.0.0.1:3478?transport=udp", text, flags=re.M))
+
+    def cli(*args: str) -> str:
+        return debian.run("sh", "-c", 'set -a; . /etc/wimz-relay/wimz-relay.env; exec wimz-relay "$@"', "sh", *args,
+                          user="wimz-relay").stdout
+
     # No WIMZ_MIGRATIONS_DIR: the packaged migrations are the default.
-    migrated = debian.run("wimz-relay", "migrate", env=cli)
-    assert "0001_initial" in migrated.stdout + migrated.stderr
+    assert "0001_initial" in cli("migrate")
     tokens = {}
     for device in ("robot-pkg", "robot-bridge"):
-        debian.run("wimz-relay", "device", "add", device, env=cli)
+        cli("device", "add", device)
         for role in ("robot", "app"):
-            tokens[device, role] = debian.run("wimz-relay", "token", "issue", "--device", device, "--role", role,
-                                              env=cli).stdout.split()[-1]
-    debian.run("wimz-relay", "turn-secret", "add", env=cli)
+            tokens[device, role] = cli("token", "issue", "--device", device, "--role", role).split()[-1]
+    cli("turn-secret", "add")
     # An operator's APNs key, placed as the docs say (root:wimz-relay 0640): the service user reads it.
     key = debian.file("/etc/wimz-relay/AuthKey_TEST.p8")
     key.write_text(subprocess.run("openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt",
                                   shell=True, check=True, capture_output=True, text=True).stdout)
     debian.run("sh", "-c", "chown root:wimz-relay /etc/wimz-relay/AuthKey_TEST.p8 && chmod 0640 /etc/wimz-relay/AuthKey_TEST.p8")
     port = free_port()
-    # The service's environment as the unit gives it: the installed env file, as an operator edits it.
-    env = parse_env_file(debian.file("/etc/wimz-relay/wimz-relay.env").read_text())
-    env.update(cli, WIMZ_LISTEN=f"127.0.0.1:{port}", WIMZ_TURN_URLS="turn:127.0.0.1:3478?transport=udp",
-               WIMZ_APNS_KEY_FILE="/etc/wimz-relay/AuthKey_TEST.p8", WIMZ_APNS_KEY_ID="ABCDEFGHIJ",
+    # The service's environment as the unit gives it: the env file, and what its unit adds.
+    env = parse_env_file(env_file.read_text())
+    env.update(WIMZ_LISTEN=f"127.0.0.1:{port}", WIMZ_APNS_KEY_FILE="/etc/wimz-relay/AuthKey_TEST.p8", WIMZ_APNS_KEY_ID="ABCDEFGHIJ",
                WIMZ_APNS_TEAM_ID="TEAMID1234", WIMZ_APNS_TOPIC="com.wimzai.app",
                GLIBC_TUNABLES="glibc.malloc.tcache_count=4096")
     relay = Served(debian, env, port)
@@ -373,8 +381,11 @@ def test_an_upgrade_keeps_the_configuration_and_restarts_only_when_asked(debian,
     assert not any("restart" in call or "stop" in call for call in calls), calls
     assert "wimz-relay@8081.service" in upgraded.stderr and "WIMZ_RESTART_ON_UPGRADE=yes" in upgraded.stderr
 
-    debian.run("apt-get", "install", "-y", "-q", _later_version(debian, tmp_path, "upgrade2"),
-               env={"WIMZ_RESTART_ON_UPGRADE": "yes"})
+    # Asked, through the server installer: deploy/install.sh --restart.
+    debian.file("/tmp/deploy").mkdir(exist_ok=True)
+    debian.file("/tmp/deploy/install.sh").write_bytes((ROOT / "deploy/install.sh").read_bytes())
+    debian.run("bash", "/tmp/deploy/install.sh", _later_version(debian, tmp_path, "upgrade2"), "--restart")
+    assert f"Version: {VERSION}+upgrade2" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
     calls = systemctl_calls(debian)
     assert "postinst: --quiet --system restart wimz-relay@8081.service" in calls, calls
     assert all("wimz-relay" in call or call.endswith("daemon-reload") for call in calls), calls
