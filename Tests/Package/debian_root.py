@@ -8,7 +8,6 @@ authentication over TCP as a production database has."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from debian_root import DebianRoot, LoopbackPostgres, parse_env_file
-from wimz_testkit import free_port
+from wimz_testkit import free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -192,15 +191,6 @@ async def _pair(base: str, device: str, robot_token: str, app_token: str) -> dic
                     return message
 
 
-def _http(url: str, token: str) -> tuple[int, dict]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, {}
-
-
 def _pip_trust(debian: DebianRoot) -> dict[str, str]:
     """pip in the root trusts what pip here trusts: where PyPI is reached through a TLS proxy with
     a CA of its own (PIP_CERT, as on this machine), that bundle is copied in."""
@@ -313,11 +303,11 @@ def served(debian, database):
 
 class TestServedFromThePackage:
     def test_ready_with_turn_credentials_and_the_admin_token(self, debian, served):
-        status, turn = _http(f"{served.base}/api/turn/credentials", served.tokens["robot-pkg", "robot"])
+        status, turn = http_json(f"{served.base}/api/turn/credentials", served.tokens["robot-pkg", "robot"])
         assert status == 200 and turn["username"] and turn["urls"] == ["turn:127.0.0.1:3478?transport=udp"], turn
         admin = debian.file("/etc/wimz-relay/admin-token").read_text().strip()
-        assert _http(f"{served.base}/admin/devices", admin)[0] == 200, "the package's admin token opens the admin API"
-        assert _http(f"{served.base}/admin/devices", admin + "x")[0] == 401
+        assert http_json(f"{served.base}/admin/devices", admin)[0] == 200, "the package's admin token opens the admin API"
+        assert http_json(f"{served.base}/admin/devices", admin + "x")[0] == 401
 
     def test_a_robot_and_an_app_pair(self, served):
         message = asyncio.run(_pair(served.base, "robot-pkg", served.tokens["robot-pkg", "robot"],
@@ -350,7 +340,7 @@ class TestServedFromThePackage:
         served.process.send_signal(signal.SIGHUP)
         served.wait_for_line('"apns_key_reloaded"')
         assert served.process.poll() is None
-        assert _http(f"{served.base}/api/devices/robot-pkg/status", served.tokens["robot-pkg", "app"])[0] == 200
+        assert http_json(f"{served.base}/api/devices/robot-pkg/status", served.tokens["robot-pkg", "app"])[0] == 200
 
 
 def _later_version(debian: DebianRoot, tmp_path: Path, suffix: str) -> str:
