@@ -6,11 +6,11 @@
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.tcache_count=4096}
 
 # Debian packages that building the relay and its Debian package needs (scripts/package.sh).
-WIMZ_BUILD_PACKAGES=(pkg-config libwebsockets-dev libpq-dev libssl-dev dpkg-dev)
+WIMZ_BUILD_PACKAGES=(pkg-config libwebsockets-dev libpq-dev libssl-dev dpkg-dev python3)
 # What the run and test commands add: the event-loop plugin, the real components the tests and the
 # demo start, and the package test's tools (debootstrap, lintian). Never installed on a server:
 # deploy/install.sh installs the package, whose Depends name its own runtime libraries.
-WIMZ_APT_PACKAGES=("${WIMZ_BUILD_PACKAGES[@]}" libwebsockets-evlib-ev postgresql coturn wrk openssl python3
+WIMZ_APT_PACKAGES=("${WIMZ_BUILD_PACKAGES[@]}" libwebsockets-evlib-ev postgresql coturn wrk openssl
                    python3-venv curl iproute2 haproxy prometheus debootstrap lintian)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
