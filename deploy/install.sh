@@ -42,7 +42,10 @@ case "$deb" in /*) ;; *) deb="$PWD/$deb" ;; esac
 
 say "installing $(basename "$deb")"
 # apt-get resolves the package's Depends from the configured archive; the path must look like one.
-DEBIAN_FRONTEND=noninteractive WIMZ_RESTART_ON_UPGRADE=$restart apt-get install -y -q "$deb"
+# An edited env file is kept without a question when the new package ships a changed one (dpkg
+# leaves that one beside it as wimz-relay.env.dpkg-dist, to compare).
+DEBIAN_FRONTEND=noninteractive WIMZ_RESTART_ON_UPGRADE=$restart apt-get install -y -q \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$deb"
 
 env_file=/etc/wimz-relay/wimz-relay.env
 if [ -n "$admin_url" ]; then

@@ -343,10 +343,14 @@ class TestServedFromThePackage:
         assert http_json(f"{served.base}/api/devices/robot-pkg/status", served.tokens["robot-pkg", "app"])[0] == 200
 
 
-def _later_version(debian: DebianRoot, tmp_path: Path, suffix: str) -> str:
-    """The package as version VERSION+suffix, copied into the root; its path there."""
+def _later_version(debian: DebianRoot, tmp_path: Path, suffix: str, new_setting: str | None = None) -> str:
+    """The package as version VERSION+suffix (its env file with ``new_setting`` added), copied into
+    the root; its path there."""
     unpacked = tmp_path / suffix
     subprocess.run(["dpkg-deb", "-R", str(deb_path()), str(unpacked)], check=True)
+    if new_setting:
+        shipped = unpacked / "etc/wimz-relay/wimz-relay.env"
+        shipped.write_text(shipped.read_text() + new_setting + "\n")
     control = unpacked / "DEBIAN/control"
     control.write_text(control.read_text().replace(f"Version: {VERSION}\n", f"Version: {VERSION}+{suffix}\n"))
     name = f"/tmp/wimz-relay_{VERSION}+{suffix}.deb"
@@ -374,8 +378,12 @@ def test_an_upgrade_keeps_the_configuration_and_restarts_only_when_asked(debian,
     # Asked, through the server installer: deploy/install.sh --restart.
     debian.file("/tmp/deploy").mkdir(exist_ok=True)
     debian.file("/tmp/deploy/install.sh").write_bytes((ROOT / "deploy/install.sh").read_bytes())
-    debian.run("bash", "/tmp/deploy/install.sh", _later_version(debian, tmp_path, "upgrade2"), "--restart")
+    # This one ships a changed env file: the operator's stays, the new one lands beside it.
+    debian.run("bash", "/tmp/deploy/install.sh", _later_version(debian, tmp_path, "upgrade2", "#WIMZ_NEW_SETTING="),
+               "--restart")
     assert f"Version: {VERSION}+upgrade2" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
+    assert env_file.read_text().endswith("WIMZ_LOG_LEVEL=debug\n"), "the operator's env file was replaced"
+    assert debian.file("/etc/wimz-relay/wimz-relay.env.dpkg-dist").read_text().endswith("#WIMZ_NEW_SETTING=\n")
     calls = systemctl_calls(debian)
     assert "postinst: --quiet --system restart wimz-relay@8081.service" in calls, calls
     assert all("wimz-relay" in call or call.endswith("daemon-reload") for call in calls), calls
