@@ -42,7 +42,7 @@ install -m 0644 systemd/wimz-relay.env.example "$root/etc/wimz-relay/wimz-relay.
 install -m 0644 README.md CHANGELOG.md docs/*.md docs/openapi.json "$doc/"
 install -m 0644 systemd/wimz-relay.env.example "$doc/wimz-relay.env.example"
 install -d -m 0755 "$doc/deploy"
-cp -r deploy/coturn deploy/haproxy deploy/prometheus "$doc/deploy/"
+cp -r deploy/coturn deploy/haproxy deploy/prometheus deploy/grafana "$doc/deploy/"
 find "$doc/deploy" -type d -exec chmod 0755 {} + && find "$doc/deploy" -type f -exec chmod 0644 {} +
 install -m 0644 deploy/debian/lintian-overrides "$root/usr/share/lintian/overrides/wimz-relay"
 
