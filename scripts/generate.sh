@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rewrites the files made from the code: from VERSION the relay's RelayVersion.swift, the robot
-# library's _version.py and the README's SwiftPM line (CLITests fails while they differ); from
+# library's _version.py, the README's SwiftPM line and the OpenAPI document's info.version
+# (CLITests fails while they differ); from
 # serve's table of settings (Sources/RelayCore/ServeOptions.swift) systemd/wimz-relay.env.example and the README's table
 # between its options markers; from WimzProtocol the robot library's protocol-constants.json.
 # ServeOptionsTests and WimzProtocolTests fail while they differ.
@@ -12,6 +13,7 @@ sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCor
 printf '"""The version of the robot library: the repository VERSION, copied by scripts/generate.sh."""\n\n__version__ = "%s"\n' \
     "$version" > clients/python/wimz_robot/_version.py
 sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay.git\", from: )\"[^\"]*\"|\1\"$version\"|" README.md
+sed -i -E "0,/\"version\": \"[^\"]*\"/s//\"version\": \"$version\"/" docs/openapi.json
 swift build --product wimz-relay >/dev/null
 relay=$(swift build --show-bin-path)/wimz-relay
 "$relay" options --format env > systemd/wimz-relay.env.example

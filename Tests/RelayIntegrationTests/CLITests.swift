@@ -129,6 +129,8 @@ import RelayTestSupport
         #expect(python.contains("__version__ = \"\(version)\""), "run scripts/generate.sh")
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         #expect(readme.contains("from: \"\(version)\")"), "run scripts/generate.sh")
+        let openAPI = try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent("docs/openapi.json")))
+        #expect(((openAPI as? [String: Any])?["info"] as? [String: Any])?["version"] as? String == version, "run scripts/generate.sh")
         let changelog = try String(contentsOf: root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
         #expect(changelog.contains("## \(version) "), "CHANGELOG.md has no entry for \(version)")
     }
