@@ -9,7 +9,6 @@ import asyncio
 import json
 import re
 import secrets
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -18,8 +17,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from apns_standin import APNsStandIn, new_p256_key
-from wimz_testkit import Database, RelayNode, http_json, self_signed
+from apns_standin import APNsStandIn
+from wimz_testkit import Database, RelayNode, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = "https://github.com/wimzai/wimz-relay/blob/main/docs/runbook.md"
@@ -38,18 +37,6 @@ def test_every_alert_has_its_runbook_section():
         body = section[1].split("\n<a id=", 1)[0]
         for part in ("**Means**", "**Check**", "**Do**"):
             assert part in body, f"{name}: no {part}"
-
-
-@pytest.fixture(scope="module")
-def apns():
-    directory = Path(tempfile.mkdtemp(prefix="wimz-apns-dashboard-"))
-    cert, key = self_signed(directory, ("127.0.0.1",))
-    key_path, private = new_p256_key(directory)
-    standin = APNsStandIn(public_key=private.public_key(), key_id="KEYDASHBRD", team_id="TEAMDASHBD",
-                          topic="com.wimzai.app", cert=cert, key=key).start()
-    standin.key_path, standin.ca = key_path, cert
-    yield standin
-    standin.stop()
 
 
 async def _traffic(node: RelayNode, device: str, robot_token: str, app_token: str, apns: APNsStandIn) -> None:
@@ -83,10 +70,7 @@ def exported_names(text: str) -> set[str]:
 
 async def test_every_dashboard_metric_is_exported(apns):
     database = Database(prefix="dash")
-    node = RelayNode.started(database, env={
-        "WIMZ_APNS_KEY_FILE": str(apns.key_path), "WIMZ_APNS_KEY_ID": apns.key_id, "WIMZ_APNS_TEAM_ID": apns.team_id,
-        "WIMZ_APNS_TOPIC": apns.topic, "WIMZ_APNS_URL": apns.url, "WIMZ_APNS_SANDBOX_URL": apns.url,
-        "WIMZ_APNS_CA_FILE": str(apns.ca)})
+    node = RelayNode.started(database, env=apns.relay_env)
     dashboard = json.loads((ROOT / "deploy/grafana/wimz-relay.json").read_text())
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]
                for name in re.findall(r"\bwimz_[a-z0-9_]+", target["expr"])}

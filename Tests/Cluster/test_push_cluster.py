@@ -7,35 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import tempfile
-import time
-from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
 
-from apns_standin import APNsStandIn, new_p256_key
-from wimz_testkit import Cluster, http_json, self_signed
-
-
-@pytest.fixture(scope="module")
-def apns():
-    directory = Path(tempfile.mkdtemp(prefix="wimz-apns-cluster-"))
-    cert, key = self_signed(directory, ("127.0.0.1",))
-    key_path, private = new_p256_key(directory)
-    standin = APNsStandIn(public_key=private.public_key(), key_id="KEYCLUSTER", team_id="TEAMCLUSTR",
-                          topic="com.wimzai.app", cert=cert, key=key).start()
-    standin.key_path, standin.ca = key_path, cert
-    yield standin
-    standin.stop()
+from wimz_testkit import Cluster, http_json
 
 
 @pytest.fixture(scope="module")
 def cluster(apns):
-    c = Cluster(3, node_env={"WIMZ_APNS_KEY_FILE": str(apns.key_path), "WIMZ_APNS_KEY_ID": apns.key_id,
-                             "WIMZ_APNS_TEAM_ID": apns.team_id, "WIMZ_APNS_TOPIC": apns.topic,
-                             "WIMZ_APNS_URL": apns.url, "WIMZ_APNS_SANDBOX_URL": apns.url, "WIMZ_APNS_CA_FILE": str(apns.ca),
-                             "WIMZ_PUSH_INTERVAL": "2", "WIMZ_PUSH_OFFLINE_AFTER": "2"})
+    c = Cluster(3, node_env={**apns.relay_env, "WIMZ_PUSH_INTERVAL": "2", "WIMZ_PUSH_OFFLINE_AFTER": "2"})
     yield c
     c.close()
 

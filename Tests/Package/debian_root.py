@@ -1,10 +1,7 @@
 """A throwaway Debian 12 root to install the package into, as Debian tests packages: debootstrap
 (minbase) from the mirror this machine's apt uses, then commands run in it with chroot. Every
 command runs in a mount namespace of its own (unshare), so /proc and /dev, mounted for it there,
-vanish with it: nothing is left mounted below the test's folder, whatever fails.
-
-Also a private PostgreSQL on 127.0.0.1 (the root shares the host's network), with password
-authentication over TCP as a production database has."""
+vanish with it: nothing is left mounted below the test's folder, whatever fails."""
 
 from __future__ import annotations
 
@@ -110,32 +107,3 @@ class DebianRoot:
 def parse_env_file(text: str) -> dict[str, str]:
     """KEY=VALUE lines as systemd's EnvironmentFile= reads the package's env file (no quoting used)."""
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#") and "=" in line)
-
-
-class LoopbackPostgres:
-    """A private PostgreSQL 15 cluster listening on 127.0.0.1:``port`` with scram passwords over
-    TCP, run by the ``postgres`` user from ``directory`` (which that user must reach)."""
-
-    def __init__(self, directory: Path, port: int) -> None:
-        self.directory, self.port = directory, port
-        self.bindir = Path(subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip())
-        if not (self.bindir / "initdb").exists():
-            self.bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
-        directory.mkdir(parents=True)
-        shutil.chown(directory, "postgres", "postgres")
-        self._as_postgres(str(self.bindir / "initdb"), "-D", str(directory / "data"), "-U", "postgres", "-E", "UTF8",
-                          "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
-        self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(directory / "data"), "-l", str(directory / "log"), "-w",
-                          "-o", f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={directory} -c fsync=off",
-                          "start")
-
-    def _as_postgres(self, *argv: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=True, capture_output=True)
-
-    def sql(self, statement: str) -> str:
-        return subprocess.run(["psql", f"host={self.directory} port={self.port} user=postgres dbname=postgres",
-                               "-qtAc", statement], check=True, capture_output=True, text=True).stdout.strip()
-
-    def stop(self) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", str(self.bindir / "pg_ctl"), "-D", str(self.directory / "data"),
-                        "-m", "immediate", "-w", "stop"], capture_output=True)

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.client import connect
 
-from debian_root import DebianRoot, LoopbackPostgres, parse_env_file
-from wimz_testkit import free_port, http_json
+from debian_root import DebianRoot, parse_env_file
+from wimz_testkit import LoopbackPostgres, free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -113,6 +113,9 @@ def test_the_package_says_what_it_is(debian):
 def test_files_owners_and_modes(debian):
     expected = {
         "/usr/bin/wimz-relay": ("root", "root", "755"),
+        "/usr/lib/wimz-relay/wimz-relay-backup": ("root", "root", "755"),
+        "/lib/systemd/system/wimz-relay-backup.service": ("root", "root", "644"),
+        "/lib/systemd/system/wimz-relay-backup.timer": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay.service": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay@.service": ("root", "root", "644"),
         "/usr/share/wimz-relay/migrations": ("root", "root", "755"),
@@ -156,8 +159,9 @@ def test_the_units_verify_and_reload(debian):
     link = debian.file("/lib/systemd/system/wimz-relay@8081.service")
     link.symlink_to("wimz-relay@.service")
     try:
-        done = subprocess.run(["systemd-analyze", "verify", f"--root={debian.path}",
-                               "wimz-relay.service", "wimz-relay@8081.service"], capture_output=True, text=True)
+        done = subprocess.run(["systemd-analyze", "verify", f"--root={debian.path}", "wimz-relay.service",
+                               "wimz-relay@8081.service", "wimz-relay-backup.service", "wimz-relay-backup.timer"],
+                              capture_output=True, text=True)
     finally:
         link.unlink()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -335,6 +339,20 @@ class TestServedFromThePackage:
         stranger = debian.run("su", "-s", "/bin/sh", "stranger", "-c", "cat /run/wimz-robot/turn.json", check=False)
         assert stranger.returncode != 0 and "Permission denied" in stranger.stderr
 
+    def test_the_backup_service_dumps_and_rotates(self, debian, served):
+        # The backup unit's command, as its unit runs it (the service user, the env file); pg_dump
+        # comes with the package's Recommends.
+        unit = debian.file("/lib/systemd/system/wimz-relay-backup.service").read_text()
+        command = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1).replace("--keep 14", "--keep 1")
+        debian.run("install", "-d", "-o", "wimz-relay", "-g", "wimz-relay", "-m", "0700", "/var/lib/wimz-relay/backups")
+        for _ in range(2):
+            debian.run("sh", "-c", f"set -a; . /etc/wimz-relay/wimz-relay.env; umask 077; exec {command}", user="wimz-relay")
+            time.sleep(1.1)  # the names have a second's resolution
+        dumps = sorted(debian.file("/var/lib/wimz-relay/backups").glob("wimz-*.dump"))
+        assert len(dumps) == 1, dumps
+        assert dumps[0].read_bytes()[:5] == b"PGDMP"
+        assert debian.stat(f"/var/lib/wimz-relay/backups/{dumps[0].name}")[0] == "wimz-relay"
+
     def test_reload_rereads_the_key_and_serves_on(self, served):
         # What `systemctl reload` does (ExecReload=/bin/kill -HUP $MAINPID).
         served.process.send_signal(signal.SIGHUP)
@@ -392,7 +410,8 @@ def test_an_upgrade_keeps_the_configuration_and_restarts_only_when_asked(debian,
 def test_remove_stops_only_the_relay_and_keeps_the_configuration(debian):
     systemctl_calls(debian)
     debian.run("apt-get", "remove", "-y", "-q", "wimz-relay")
-    assert systemctl_calls(debian) == ["prerm: stop wimz-relay.service wimz-relay@*.service", "postrm: --system daemon-reload"]
+    assert systemctl_calls(debian) == ["prerm: stop wimz-relay.service wimz-relay@*.service wimz-relay-backup.timer",
+                                       "postrm: --system daemon-reload"]
     assert not debian.file("/usr/bin/wimz-relay").exists()
     assert not debian.file("/lib/systemd/system/wimz-relay.service").exists()
     for kept in ("/etc/wimz-relay/wimz-relay.env", "/etc/wimz-relay/admin-token", "/var/lib/wimz-relay/spool"):
@@ -406,7 +425,9 @@ def test_purge_removes_it_and_keeps_only_the_operators_keys(debian):
         "/lib/systemd/system/wimz-relay@.service")
     debian.run("apt-get", "purge", "-y", "-q", "wimz-relay")
     assert not debian.file("/etc/systemd/system/multi-user.target.wants/wimz-relay@8081.service").is_symlink()
-    assert not debian.file("/var/lib/wimz-relay").exists()
+    # The backup made earlier stays (a purge must not take the last copy of the data); the rest goes.
+    assert sorted(p.name for p in debian.file("/var/lib/wimz-relay").iterdir()) == ["backups"]
+    assert len(list(debian.file("/var/lib/wimz-relay/backups").glob("wimz-*.dump"))) == 1
     assert not debian.file("/etc/wimz-relay/wimz-relay.env").exists()
     assert not debian.file("/etc/wimz-relay/admin-token").exists()
     # The operator's APNs key is not the package's to delete (Apple keeps no copy of it).

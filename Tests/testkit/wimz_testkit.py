@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -103,7 +104,7 @@ class Database:
     """A database of its own in ``admin_url``'s server, migrated; ``drop()`` removes it."""
 
     def __init__(self, admin_url: str | None = None, relay_bin: str | None = None, migrations: str | None = None,
-                 prefix: str = "kit") -> None:
+                 prefix: str = "kit", migrated: bool = True) -> None:
         self.admin_url = admin_url or env("WIMZ_TEST_DATABASE_URL")
         self.relay_bin = relay_bin or env("WIMZ_RELAY_BIN")
         self.migrations = migrations or env("WIMZ_MIGRATIONS_DIR")
@@ -112,7 +113,8 @@ class Database:
         #: Relays started on this database (``add_device`` waits until they know new tokens).
         self.nodes: list[RelayNode] = []
         self.psql(f"CREATE DATABASE {self.name}", admin=True)
-        self.cli("migrate")
+        if migrated:
+            self.cli("migrate")
 
     def psql(self, sql: str, admin: bool = False) -> str:
         return subprocess.run(["psql", self.admin_url if admin else self.url, "-qtAc", sql], check=True,
@@ -140,6 +142,42 @@ class Database:
 
     def drop(self) -> None:
         self.psql(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)", admin=True)
+
+
+class LoopbackPostgres:
+    """A private PostgreSQL 15 cluster of its own, listening on 127.0.0.1:``port`` with scram
+    passwords over TCP (as a production database is reached) and trusting its Unix socket in
+    ``directory`` (which the ``postgres`` user must reach): the package test's database, and the
+    fresh server a backup is restored into."""
+
+    def __init__(self, directory: Path, port: int) -> None:
+        self.directory, self.port = directory, port
+        self.bindir = Path(subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip())
+        if not (self.bindir / "initdb").exists():
+            self.bindir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
+        directory.mkdir(parents=True)
+        shutil.chown(directory, "postgres", "postgres")
+        self._as_postgres(str(self.bindir / "initdb"), "-D", str(directory / "data"), "-U", "postgres", "-E", "UTF8",
+                          "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
+        self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(directory / "data"), "-l", str(directory / "log"), "-w",
+                          "-o", f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={directory} -c fsync=off",
+                          "start")
+
+    def _as_postgres(self, *argv: str) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=True, capture_output=True)
+
+    @property
+    def admin_url(self) -> str:
+        """The conninfo of its ``postgres`` database over the Unix socket, as the superuser."""
+        return f"host={self.directory} port={self.port} user=postgres dbname=postgres"
+
+    def sql(self, statement: str) -> str:
+        return subprocess.run(["psql", self.admin_url, "-qtAc", statement], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    def stop(self) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", str(self.bindir / "pg_ctl"), "-D", str(self.directory / "data"),
+                        "-m", "immediate", "-w", "stop"], capture_output=True)
 
 
 class RelayNode:
