@@ -4,8 +4,8 @@ end against a PostgreSQL on loopback, upgraded, removed and purged. scripts/test
 package (scripts/package.sh) and the robot wheel (scripts/package-robot.sh) and passes their
 paths in WIMZ_DEB and WIMZ_ROBOT_WHEEL.
 
-The tests of this module share one root and run in file order: install, look, run, upgrade,
-the robot's venv, remove, purge."""
+The tests of this module share one root and run in file order: install and look, the robot's
+venv, run (with the bridge and a backup), upgrade, remove, purge; lintian last."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def test_files_owners_and_modes(debian):
         assert log.readline().startswith(f"wimz-relay ({VERSION})")
 
 
-def test_the_units_verify_and_reload(debian):
+def test_the_units_verify_and_reload_with_sighup(debian):
     for unit in ("wimz-relay.service", "wimz-relay@.service"):
         text = debian.file(f"/lib/systemd/system/{unit}").read_text()
         assert "ExecReload=/bin/kill -HUP $MAINPID" in text
