@@ -229,8 +229,10 @@ def test_the_robot_library_installs_into_its_venv(debian):
 class Served:
     """`wimz-relay serve` from the package, as its unit runs it, with its output collected."""
 
-    def __init__(self, debian: DebianRoot, env: dict[str, str], port: int) -> None:
+    def __init__(self, debian: DebianRoot, env: dict[str, str], port: int, tokens: dict[tuple[str, str], str]) -> None:
         self.base = f"http://127.0.0.1:{port}"
+        #: (device, role) → the token the CLI issued.
+        self.tokens = tokens
         self.process = debian.spawn("/usr/bin/wimz-relay", "serve", user="wimz-relay", env=env)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout or []), daemon=True)
@@ -295,8 +297,7 @@ def served(debian, database):
     env.update(WIMZ_LISTEN=f"127.0.0.1:{port}", WIMZ_APNS_KEY_FILE="/etc/wimz-relay/AuthKey_TEST.p8", WIMZ_APNS_KEY_ID="ABCDEFGHIJ",
                WIMZ_APNS_TEAM_ID="TEAMID1234", WIMZ_APNS_TOPIC="com.wimzai.app",
                GLIBC_TUNABLES="glibc.malloc.tcache_count=4096")
-    relay = Served(debian, env, port)
-    relay.tokens = tokens  # type: ignore[attr-defined]
+    relay = Served(debian, env, port, tokens)
     try:
         relay.wait_ready()
         yield relay

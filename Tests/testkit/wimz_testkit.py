@@ -101,7 +101,8 @@ def http_json(url: str, token: str | None = None, method: str = "GET", body: dic
 
 
 class Database:
-    """A database of its own in ``admin_url``'s server, migrated; ``drop()`` removes it."""
+    """A database of its own in ``admin_url``'s server, migrated (empty with ``migrated=False``, for
+    a restore); ``drop()`` removes it."""
 
     def __init__(self, admin_url: str | None = None, relay_bin: str | None = None, migrations: str | None = None,
                  prefix: str = "kit", migrated: bool = True) -> None:
