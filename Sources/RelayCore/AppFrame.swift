@@ -93,6 +93,8 @@ public enum AppFrame {
                     case 2 where equals(name, "id"): id = range
                     case 4 where equals(name, "type"): type = range
                     case 5 where equals(name, "event"): event = range
+                    // The relay's own `from` (v1.3) would be a second one at a robot that opted in.
+                    case 4 where equals(name, "from"): return .malformed("from is the relay's: an app may not send it")
                     default: break
                     }
                     skipSpace()

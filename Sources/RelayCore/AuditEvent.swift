@@ -20,6 +20,16 @@ public enum AuditKind: String, Sendable, CaseIterable {
     case pairingFailed = "pairing_failed"
     case pairingRateLimited = "pairing_rate_limited"
     case pushRegistered = "push_registered"
+    // The household (PROTOCOL.md v1.3); `details.by` says who: owner (with `by_token_id`),
+    // member (itself), robot or operator.
+    case inviteCreated = "invite_created"
+    case inviteRedeemed = "invite_redeemed"
+    case inviteCancelled = "invite_cancelled"
+    case memberChanged = "member_changed"
+    case memberRemoved = "member_removed"
+    case memberExpired = "member_expired"
+    /// A removed member's TURN sessions were cut on every TURN server (or could not be, yet).
+    case turnSessionsCut = "turn_sessions_cut"
     /// Written by the store's trigger (migrations/0007), with the reason.
     case pushUnregistered = "push_unregistered"
 }

@@ -36,6 +36,13 @@ extension DeviceHub {
             deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
+        // A guest without control sends no commands (PROTOCOL.md v1.3): refused here, before the
+        // robot, from the flag the token mirror keeps current.
+        if !session.mayCommand, envelope?.kind == .command {
+            onDrop?(.refused(.forbidden))
+            deliver(RelayMessages.error(.forbidden, "a guest without control can't send commands", idToken: commandID), to: session)
+            return
+        }
         guard let robot = device.robot else {
             onDrop?(.refused(.deviceOffline))
             deliver(RelayMessages.error(.deviceOffline, "the robot is not connected", idToken: commandID), to: session)
@@ -59,6 +66,7 @@ extension DeviceHub {
             outgoing = Payload(rewritten)
             relayID = id
         }
+        if robot.wantsSenders, !payload.isBinary { outgoing = Payload(DeviceHub.inserting(session.senderMember, into: outgoing)) }
         // An app can't push its robot off the relay: a full robot queue drops the app's message.
         guard robot.closing == nil, robot.enqueue(outgoing) else {
             onDrop?(.refused(.robotBusy))
@@ -67,6 +75,23 @@ extension DeviceHub {
         }
         if let relayID, let commandID { remember(relayID, app: session, idToken: commandID, in: device) }
         forwarded.appToRobot.add(payload.count)
+    }
+
+    /// `member` inserted as the first member of the JSON object `payload` (checked by `AppFrame`).
+    static func inserting(_ member: [UInt8], into payload: Payload) -> [UInt8] {
+        payload.withBytes { bytes in
+            guard let open = bytes.firstIndex(of: UInt8(ascii: "{")) else { return Array(bytes) }
+            var rest = open + 1
+            while rest < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[rest]) { rest += 1 }
+            let empty = rest < bytes.count && bytes[rest] == UInt8(ascii: "}")
+            var out = [UInt8]()
+            out.reserveCapacity(bytes.count + member.count + 1)
+            out += bytes[...open]
+            out += member
+            if !empty { out.append(UInt8(ascii: ",")) }
+            out += bytes[(open + 1)...]
+            return out
+        }
     }
 
     private func remember(_ relayID: UInt64, app: Session, idToken: [UInt8], in device: Device) {

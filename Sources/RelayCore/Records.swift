@@ -26,9 +26,14 @@ public struct TokenRecord: Sendable, Equatable {
     public var expiresAt: UnixTime?
     public var revokedAt: UnixTime?
     public var lastUsedAt: UnixTime?
+    /// v1.3: the member's access level (robot tokens: `owner`).
+    public var access: Access
+    /// v1.3: a guest's control grant (stored false for owners and family, who always have it).
+    public var control: Bool
 
     public init(id: Int64, deviceID: DeviceID, role: Role, label: String, digest: [UInt8], createdAt: UnixTime,
-                expiresAt: UnixTime?, revokedAt: UnixTime?, lastUsedAt: UnixTime?) {
+                expiresAt: UnixTime?, revokedAt: UnixTime?, lastUsedAt: UnixTime?, access: Access = .owner,
+                control: Bool = false) {
         self.id = id
         self.deviceID = deviceID
         self.role = role
@@ -38,7 +43,16 @@ public struct TokenRecord: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.revokedAt = revokedAt
         self.lastUsedAt = lastUsedAt
+        self.access = access
+        self.control = control
     }
+
+    /// What the token's holder may do.
+    public var rights: MemberRights { MemberRights(access: access, control: control) }
+
+    /// A member's `until` (PROTOCOL.md v1.3): the token's expiry. One time ends a token, so
+    /// "at until the token expires as any expired token does" holds by construction.
+    public var until: UnixTime? { expiresAt }
 
     public func isExpired(at now: UnixTime) -> Bool {
         if let expiresAt { return expiresAt <= now }

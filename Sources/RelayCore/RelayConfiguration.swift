@@ -39,6 +39,12 @@ public struct RelayConfiguration: Sendable {
     /// Credential requests per token: sustained rate per second and burst.
     public var turnRequestRate = 1.0
     public var turnRequestBurst = 10.0
+    /// coturn management CLIs where removed members' sessions are cut (PROTOCOL.md v1.3); empty:
+    /// the relay only stops issuing.
+    public var turnAdminServers: [TurnAdminServer] = []
+    public var turnAdminPassword: String?
+    /// coturn's `max-allocate-lifetime`: how long after its credential expired an allocation may live.
+    public var turnMaxAllocationLifetime = 3600
 
     /// Peers whose `X-Forwarded-For` is believed (the TLS proxy in front); exact IP addresses.
     public var trustedProxies: Set<String> = []

@@ -50,9 +50,10 @@ public enum RobotHTTP {
     }
 
     /// The `http_request` frame (body already base64-encoded, or nil when there is none).
+    /// `from`: the asking member, first, for a robot that opted in (PROTOCOL.md v1.3 "Who is speaking").
     public static func requestFrame(id: UInt64, method: String, path: String, query: String?,
-                                    headers: [(String, String)], bodyBase64: String?) -> [UInt8] {
-        JSONValue.object([
+                                    headers: [(String, String)], bodyBase64: String?, from: JSONValue? = nil) -> [UInt8] {
+        JSONValue.object((from.map { [("from", $0)] } ?? []) + [
             ("type", .string(WimzProtocol.MessageType.httpRequest)), ("id", .string(ExchangeID.text(UInt8(ascii: "h"), id))), ("method", .string(method)), ("path", .string(path)),
             ("query", .optional(query)), ("headers", .object(headers.map { ($0.0, .string($0.1)) })),
             ("body", .optional(bodyBase64)),

@@ -56,7 +56,16 @@ public final class Session {
     public let role: Role
     public let deviceID: DeviceID
     public let tokenID: Int64
-    public let tokenExpiresAt: UnixTime?
+    /// When the token stops working (a member's `until`): a change reaches live sessions.
+    public var tokenExpiresAt: UnixTime?
+    /// An app's access (PROTOCOL.md v1.3); a change applies from the next frame.
+    public private(set) var rights: MemberRights
+    /// `rights.mayCommand`, as a plain flag: read per command frame.
+    public private(set) var mayCommand: Bool
+    /// `"from":{…},` as a robot that opted in (`senders=1`) gets it inserted into this app's frames.
+    public private(set) var senderMember: [UInt8] = []
+    /// A robot that connected with `senders=1`: app frames and HTTP requests carry `from`.
+    public var wantsSenders = false
     public let remoteAddress: String
     public let connectedAt: UnixTime
     /// Not retained: the server clears it when the socket closes, before the transport can go
@@ -111,17 +120,39 @@ public final class Session {
     var attached: Bool { device != nil }
 
     public init(id: UInt64, role: Role, deviceID: DeviceID, tokenID: Int64, tokenExpiresAt: UnixTime?,
+                rights: MemberRights = MemberRights(access: .owner, control: false),
                 remoteAddress: String, connectedAt: UnixTime, now: UInt64, queue: SendQueue) {
         self.id = id
         self.role = role
         self.deviceID = deviceID
         self.tokenID = tokenID
         self.tokenExpiresAt = tokenExpiresAt
+        self.rights = rights
+        mayCommand = rights.mayCommand
         self.remoteAddress = remoteAddress
         self.connectedAt = connectedAt
         self.queue = queue
         lastHeard = now
         nextPingAt = now
+        senderMember = Session.senderMember(tokenID: tokenID, rights: rights)
+    }
+
+    /// A change of the member's access or control (the token mirror heard of it).
+    public func update(rights: MemberRights) {
+        guard rights != self.rights else { return }
+        self.rights = rights
+        mayCommand = rights.mayCommand
+        senderMember = Session.senderMember(tokenID: tokenID, rights: rights)
+    }
+
+    /// `"from":{"token_id":N,"access":A,"control":BOOL}` (PROTOCOL.md v1.3 "Who is speaking").
+    public static func sender(tokenID: Int64, rights: MemberRights) -> JSONValue {
+        .object([("token_id", .int(tokenID)), ("access", .string(rights.access.rawValue)),
+                 ("control", .bool(rights.effectiveControl))])
+    }
+
+    private static func senderMember(tokenID: Int64, rights: MemberRights) -> [UInt8] {
+        Array(#""from":"#.utf8) + sender(tokenID: tokenID, rights: rights).encodedBytes
     }
 
     /// Queues a message; false when the queue is full (the caller culls the session).

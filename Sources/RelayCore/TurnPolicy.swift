@@ -35,8 +35,22 @@ public struct TurnPolicy: Sendable {
         return min(max(wanted, minTTL), maxTTL)
     }
 
-    /// Opaque, coturn-safe user id: the device id (already `[A-Za-z0-9_.-]`) and the role.
-    public func userID(device: DeviceID, role: Role) -> String { "\(device.rawValue).\(role.rawValue)" }
+    /// Coturn-safe user ids: a robot's is its device id (already `[A-Za-z0-9_.-]`) and the role;
+    /// an app's names the member, `<device_id>/<token_id>` (PROTOCOL.md v1.3), so coturn's `ps`
+    /// finds exactly that member's sessions.
+    public func userID(device: DeviceID, role: Role, tokenID: Int64?) -> String {
+        if role == .app, let tokenID { return "\(device.rawValue)/\(tokenID)" }
+        return "\(device.rawValue).\(role.rawValue)"
+    }
+
+    /// `ttl` cut so the credential expires no later than `end` (a member's `until`; PROTOCOL.md
+    /// v1.3: even below the minimum TTL). Nil when `end` has passed.
+    public func ttl(_ ttl: Int, endingBy end: UnixTime?, issuedAt: UnixTime) -> Int? {
+        guard let end else { return ttl }
+        let left = (end.microseconds - UnixTime(seconds: issuedAt.seconds).microseconds) / 1_000_000
+        guard left > 0 else { return nil }
+        return min(ttl, Int(left))
+    }
 
     /// A credential's times: expiry = issue + ttl, refresh at issue + ttl/2.
     public struct Times: Sendable, Equatable {

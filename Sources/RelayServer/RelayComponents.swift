@@ -14,6 +14,9 @@ final class RelayComponents {
     let pairing: PairingEndpoint
     let state: StateEndpoint
     let push: PushCoordinator
+    let household: HouseholdEndpoint
+    /// Cuts removed members' TURN sessions on coturn (its own thread; started by `RelayServer`).
+    let turnCutter: TurnSessionCutter
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -42,18 +45,22 @@ final class RelayComponents {
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, database: database)
         push = PushCoordinator(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        household = HouseholdEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
+                                       password: env.configuration.turnAdminPassword, node: env.audit.node,
+                                       allocationLifetime: env.configuration.turnMaxAllocationLifetime)
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
-                                      cluster: cluster, store: store, stop: stop, database: database, push: push)
+                                      cluster: cluster, store: store, stop: stop, database: database, push: push,
+                                      turnCutter: turnCutter)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
-                                                  database: database,
-                                                  cluster: cluster))
+                                                  household: household, database: database, cluster: cluster))
         webSocket.stop = stop
         webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }
         cluster.isStopping = { [unowned stop] in stop.stopping }
@@ -65,11 +72,13 @@ final class RelayComponents {
         turn.service.sweepLimiters(now: now)
         robotHTTP.sweep(now: now)
         pairing.sweep(now: now)
+        household.sweep(now: now)
         state.flush()
         push.tick(now: now)
         cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
         authenticator.failures.sweep(now: now)
         env.hub.sweepHistories(now: now)
+        webSocket.closeExpiredSessions(wall: env.clock.wall())
     }
 
     /// Every wheel interval (`WebSocketEndpoint.wheelInterval`, 10 ms): every deadline the relay

@@ -127,6 +127,10 @@ public final class RelayServer {
         components.database.worker.start()
         components.cluster.agent.start()
         components.state.writer.start()
+        components.turnCutter.start()
+        if configuration.turnAdminServers.isEmpty {
+            env.log.warning("turn_admin_unset", metadata: ["effect": "a removed member's live TURN sessions are not cut (new credentials are refused); set WIMZ_TURN_ADMIN"])
+        }
         loop.run(every: [(1_000_000, { [unowned self] in tick() }),
                          (WebSocketEndpoint.wheelInterval, { [components, env] in components.tickWheel(now: env.clock.monotonic()) }),
                          (100_000, { [components] in components.tickCluster() })])
@@ -140,6 +144,7 @@ public final class RelayServer {
         // The last replayed events, written now if the database answers.
         components.state.flush()
         components.state.writer.stop()
+        components.turnCutter.stop()
         let left = env.clock.monotonic()
         loop.destroy()
         let destroyed = env.clock.monotonic()

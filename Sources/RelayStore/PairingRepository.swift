@@ -69,8 +69,9 @@ public struct PairingRepository {
             let row = try digest.flatMap { digest in
                 try db.execute(
                     """
-                    SELECT id, device_id, digest FROM pairing_codes
-                    WHERE digest = $1::bytea AND used_at IS NULL AND expires_at > now() FOR UPDATE
+                    SELECT id, device_id, digest, access, control, until, label FROM pairing_codes
+                    WHERE digest = $1::bytea AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
+                      AND (until IS NULL OR until > now()) FOR UPDATE
                     """, [PGValue.byteaText(digest)]).first
             }
             guard let row, let digest, let stored = PGValue.bytes(fromBytea: row[2]), Crypto.constantTimeEquals(stored, digest),
@@ -83,13 +84,20 @@ public struct PairingRepository {
                 ])
                 return .invalid
             }
-            let issued = try TokenRepository(db).issue(device: device, role: .app, label: label, expiresIn: nil, actor: "pairing")
+            // An invite (v1.3) grants its access, until its `until`; a plain pairing code makes an owner.
+            let invited = row[3].flatMap(Access.init(rawValue:))
+            let rights = MemberRights(access: invited ?? .owner, control: row[4] == "t")
+            let name = invited != nil && label.isEmpty ? row[6] ?? "" : label
+            let issued = try TokenRepository(db).issue(device: device, role: .app, label: name, expiresIn: nil,
+                                                       until: invited != nil ? PGValue.time(row[5]) : nil, rights: rights,
+                                                       actor: "pairing")
             try db.execute("UPDATE pairing_codes SET used_at = now(), token_id = $2 WHERE id = $1",
                            [idText, String(issued.record.id)])
+            var details: [(String, JSONValue)] = [("code_id", .int(Int64(idText) ?? 0)), ("label", .string(name))]
+            if invited != nil { details += [("invite_id", .int(Int64(idText) ?? 0)), ("access", .string(rights.access.rawValue))] }
             try AuditRepository(db).append([
-                AuditRepository.event(.appPaired, actor: "relay", deviceID: device.rawValue, tokenID: issued.record.id,
-                                      remoteAddress: address, details: .object([("code_id", .int(Int64(idText) ?? 0)),
-                                                                                ("label", .string(label))])),
+                AuditRepository.event(invited != nil ? .inviteRedeemed : .appPaired, actor: "relay", deviceID: device.rawValue,
+                                      tokenID: issued.record.id, remoteAddress: address, details: .object(details)),
             ])
             return .paired(device: device, token: issued)
         }

@@ -13,11 +13,20 @@ public struct TokenRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, t.last_used_at"
+    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, t.last_used_at, "
+        + "t.access, t.control"
+    /// The column after `columns` in the credential queries: the device's state.
+    private static let disabledColumn = 11
 
-    /// Issues a token for an existing, enabled device. `expiresIn` is in seconds.
-    public func issue(device: DeviceID, role: Role, label: String, expiresIn: Int64?, actor: String) throws -> IssuedToken {
+    /// Issues a token for an existing, enabled device. `expiresIn` is in seconds; `until` an
+    /// absolute end (a member's, PROTOCOL.md v1.3) — at most one of them. `rights` only for app
+    /// tokens (robots are owners).
+    public func issue(device: DeviceID, role: Role, label: String, expiresIn: Int64?, until: UnixTime? = nil,
+                      rights: MemberRights = MemberRights(access: .owner, control: false), actor: String) throws -> IssuedToken {
         if let expiresIn, expiresIn <= 0 { throw StoreError(.conflict, "--expires-in must be a positive number of seconds") }
+        if expiresIn != nil, until != nil { throw StoreError(.conflict, "give --expires-in or --until, not both") }
+        if role == .robot, rights.access != .owner { throw StoreError(.conflict, "robot tokens have no access level") }
+        let control = rights.access == .guest && rights.control
         let secret = try BearerToken.generate(prefix: role.tokenPrefix)
         return try db.transaction {
             guard let deviceRow = try db.execute(
@@ -28,18 +37,20 @@ public struct TokenRepository {
             }
             let rows = try db.execute(
                 """
-                INSERT INTO tokens AS t (device_id, role, digest, label, expires_at)
-                VALUES ($1, $2, $3::bytea, $4, CASE WHEN $5::bigint IS NULL THEN NULL
-                                                   ELSE now() + make_interval(secs => $5::bigint) END)
+                INSERT INTO tokens AS t (device_id, role, digest, label, expires_at, access, control)
+                VALUES ($1, $2, $3::bytea, $4, CASE WHEN $5::bigint IS NOT NULL THEN now() + make_interval(secs => $5::bigint)
+                                                   ELSE $6::timestamptz END, $7, $8)
                 RETURNING \(TokenRepository.columns)
                 """,
                 [device.rawValue, role.rawValue, PGValue.byteaText(BearerToken.digest(secret)), label,
-                 expiresIn.map { String($0) }])
+                 expiresIn.map { String($0) }, PGValue.timeText(until), rights.access.rawValue, control ? "t" : "f"])
             let record = try TokenRepository.decode(rows.rows[0])
+            var details: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("label", .string(label)),
+                                                  ("expires_at", .optional(record.expiresAt?.iso8601))]
+            if role == .app { details += [("access", .string(record.access.rawValue)), ("control", .bool(record.rights.effectiveControl))] }
             try AuditRepository(db).append([
                 AuditRepository.event(.tokenIssued, actor: actor, deviceID: device.rawValue, tokenID: record.id,
-                                      details: .object([("role", .string(role.rawValue)), ("label", .string(label)),
-                                                        ("expires_at", .optional(record.expiresAt?.iso8601))])),
+                                      details: .object(details)),
             ])
             return IssuedToken(record: record, secret: secret)
         }
@@ -87,7 +98,7 @@ public struct TokenRepository {
             FROM tokens t JOIN devices d ON d.id = t.device_id
             WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $1::timestamptz)
             """, [PGValue.timeText(now)]
-        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[9] == "t") }
+        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
     }
 
     /// One token with its device's state, whatever its state.
@@ -120,7 +131,7 @@ public struct TokenRepository {
             SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
             FROM tokens t JOIN devices d ON d.id = t.device_id WHERE \(condition)
             """, [parameter]
-        ).rows.first.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[9] == "t") }
+        ).rows.first.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
     }
 
     static func decode(_ row: [String?]) throws -> TokenRecord {
@@ -130,7 +141,8 @@ public struct TokenRepository {
         else { throw StoreError(.schema, "unexpected token row") }
         return TokenRecord(id: id, deviceID: device, role: role, label: row[3] ?? "", digest: digest,
                            createdAt: created, expiresAt: PGValue.time(row[6]), revokedAt: PGValue.time(row[7]),
-                           lastUsedAt: PGValue.time(row[8]))
+                           lastUsedAt: PGValue.time(row[8]), access: row[9].flatMap(Access.init(rawValue:)) ?? .owner,
+                           control: row[10] == "t")
     }
 }
 

@@ -23,6 +23,14 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case methodNotAllowed = "method_not_allowed"
     case conflict
     case tooManyRegistrations = "too_many_registrations"
+    /// v1.3: an owner's 21st pending invite.
+    case tooManyInvites = "too_many_invites"
+    /// v1.3: the device's last owner can't be downgraded or removed.
+    case lastOwner = "last_owner"
+    /// v1.3: an invite's or member's `until` in the past, malformed, or over 30 days ahead for a guest.
+    case invalidUntil = "invalid_until"
+    /// v1.3: the caller's access level does not allow this (HTTP 403, or an app's command frame).
+    case forbidden
     case lengthRequired = "length_required"
     case tooLarge = "too_large"
     case uriTooLong = "uri_too_long"
@@ -54,11 +62,11 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     public var httpStatus: Int {
         switch self {
         case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
-        case .wrongDevice, .wrongRole, .deviceDisabled: 403
-        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType: 400
+        case .wrongDevice, .wrongRole, .deviceDisabled, .forbidden: 403
+        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil: 400
         case .notFound, .invalidCode: 404
         case .methodNotAllowed: 405
-        case .conflict, .tooManyRegistrations: 409
+        case .conflict, .tooManyRegistrations, .tooManyInvites, .lastOwner: 409
         case .lengthRequired: 411
         case .tooLarge: 413
         case .uriTooLong: 414

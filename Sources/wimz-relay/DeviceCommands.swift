@@ -5,7 +5,7 @@ import RelayStore
 struct Device: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage devices (robots).",
-        subcommands: [Add.self, List.self, Disable.self, Enable.self])
+        subcommands: [Add.self, List.self, Disable.self, Enable.self, Members.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register a device.")
@@ -58,6 +58,22 @@ struct Device: ParsableCommand {
             let db = try database.connect()
             let result = try storeCall { try DeviceRepository(db).setDisabled(device, false, actor: "cli") }
             print(result.changed ? "enabled device \(device)" : "device \(device) was already enabled")
+        }
+    }
+
+    struct Members: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a device's household: every app token neither revoked nor expired.")
+        @OptionGroup var database: DatabaseOptions
+        @Argument var id: String
+
+        func run() throws {
+            let device = try parseDeviceID(id)
+            let db = try database.connect()
+            let members = try storeCall { try HouseholdRepository(db).members(device: device) }
+            printTable(["TOKEN_ID", "LABEL", "ACCESS", "UNTIL", "CREATED", "LAST_USED"], members.map {
+                [String($0.id), $0.label, accessText($0), $0.until?.iso8601 ?? "-", $0.createdAt.iso8601, $0.lastUsedAt?.iso8601 ?? "-"]
+            })
         }
     }
 }

@@ -21,12 +21,13 @@ import Testing
         let times = policy.times(issuedAt: UnixTime(microseconds: 1_795_400_000_700_000), ttl: 86400)
         #expect(times.expiresAt.seconds == 1_795_486_400)
         #expect(times.refreshAt.seconds == 1_795_443_200)
-        let user = policy.userID(device: DeviceID("device_abc123")!, role: .robot)
+        let user = policy.userID(device: DeviceID("device_abc123")!, role: .robot, tokenID: 3)
         #expect(user == "device_abc123.robot")
         #expect(policy.username(userID: user, times: times) == "1795486400:device_abc123.robot")
         let other = TurnPolicy(urls: [], defaultTTL: 1, minTTL: 1, maxTTL: 1, separator: "|")
         #expect(other.username(userID: "u", times: times) == "1795486400|u")
-        #expect(policy.userID(device: DeviceID("d")!, role: .app) != policy.userID(device: DeviceID("d")!, role: .robot))
+        #expect(policy.userID(device: DeviceID("d")!, role: .app, tokenID: 17) == "d/17")
+        #expect(policy.userID(device: DeviceID("d")!, role: .app, tokenID: 17) != policy.userID(device: DeviceID("d")!, role: .robot, tokenID: 17))
     }
 
     @Test func bodyHasTheContractFields() {

@@ -64,6 +64,7 @@ import Testing
             let method = route.methods[0]
             let path = route.pattern.replacingOccurrences(of: "{device_id}", with: "d1").replacingOccurrences(of: "{path+}", with: "x")
                 .replacingOccurrences(of: "{id}", with: "d1").replacingOccurrences(of: "{token_id}", with: "7")
+                .replacingOccurrences(of: "{invite_id}", with: "3")
                 .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
             func error(_ token: String?) -> String? { relay.request(method, path, token: token)?.json["error"] as? String }
             switch route.auth {
@@ -71,14 +72,14 @@ import Testing
             case .admin:
                 #expect(error(nil) == "unknown_token" && error(app.secret) == "unknown_token", "\(method) \(path)")
                 #expect(error(admin) != "unknown_token", "\(method) \(path)")
-            case .robotOrApp, .robot, .app:
+            case .robotOrApp, .robot, .app, .owner, .household:
                 #expect(error(nil) == "missing_token", "\(method) \(path)")
                 #expect(error("wimz_a_unknown") == "unknown_token", "\(method) \(path)")
                 if route.pattern.contains("{device_id}") {
                     #expect(error(other.secret) == "wrong_device", "\(method) \(path)")
                 }
                 if route.auth != .robotOrApp {
-                    #expect(error(route.auth == .app ? robot.secret : app.secret) == "wrong_role", "\(method) \(path)")
+                    #expect(error(route.auth == .robot ? app.secret : robot.secret) == "wrong_role", "\(method) \(path)")
                 }
                 let own = route.auth == .robot ? robot.secret : app.secret
                 #expect(!["missing_token", "unknown_token", "wrong_device", "wrong_role"].contains(error(own) ?? ""), "\(method) \(path)")

@@ -1,6 +1,6 @@
 """A minimal TURN client (RFC 5389/5766/6156) for the recipe tests: one UDP allocation with the
-TURN REST credential scheme, then CreatePermission for a peer, and the server's answer. It asks
-for a permission only: nothing is ever sent to the peer."""
+TURN REST credential scheme, then CreatePermission for a peer or a Refresh of the allocation, and
+the server's answer. It asks for a permission only: nothing is ever sent to the peer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import struct
 import time
 
 MAGIC = 0x2112A442
-ALLOCATE, CREATE_PERMISSION = 0x0003, 0x0008
+ALLOCATE, REFRESH, CREATE_PERMISSION = 0x0003, 0x0004, 0x0008
+LIFETIME = 0x000D
 USERNAME, MESSAGE_INTEGRITY, ERROR_CODE, XOR_PEER_ADDRESS = 0x0006, 0x0008, 0x0009, 0x0012
 REALM, NONCE, REQUESTED_FAMILY, REQUESTED_TRANSPORT = 0x0014, 0x0015, 0x0017, 0x0019
 
@@ -67,6 +68,15 @@ class TurnProbe:
             x = bytes(a ^ b for a, b in zip(address.packed, struct.pack("!I", MAGIC) + transaction))
             value = struct.pack("!BBH", 0, 2, 9 ^ (MAGIC >> 16)) + x
         status, _ = self._request(CREATE_PERMISSION, _attribute(XOR_PEER_ADDRESS, value), transaction=transaction)
+        return status
+
+    def refresh(self, lifetime: int = 600) -> int:
+        """Refresh of the allocation: 200, or the error code (437: the server has no such
+        allocation any more, e.g. after its session was cancelled through the CLI)."""
+        try:
+            status, _ = self._request(REFRESH, _attribute(LIFETIME, struct.pack("!I", lifetime)))
+        except (socket.timeout, ConnectionError):
+            return 0
         return status
 
     def _receive(self) -> bytes:

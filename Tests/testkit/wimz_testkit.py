@@ -443,8 +443,10 @@ class Coturn:
     ``cert``/``key`` it also listens for TURN over TLS on ``tls_port``."""
 
     def __init__(self, conninfo: str | None = None, *, static_secret: str | None = None, realm: str = "wimz",
-                 cert: str | None = None, key: str | None = None) -> None:
+                 cert: str | None = None, key: str | None = None, cli_password: str | None = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="wimz-coturn-")
+        #: With ``cli_password``: its management CLI on 127.0.0.1:``cli_port`` (``ps``/``cs``).
+        self.cli_password = cli_password
         self.log = os.path.join(self.dir, "turnserver.log")
         secret = [f"--psql-userdb={conninfo}"] if conninfo else [f"--static-auth-secret={static_secret}"]
         for _ in range(5):
@@ -452,9 +454,12 @@ class Coturn:
             self.tls_port = free_port() if cert else None
             tls = [f"--tls-listening-port={self.tls_port}", f"--cert={cert}", f"--pkey={key}"] if cert else ["--no-tls"]
             relay_base = 41000 + secrets.randbelow(18000)
+            self.cli_port = free_port() if cli_password else None
+            cli = ([f"--cli-ip=127.0.0.1", f"--cli-port={self.cli_port}", f"--cli-password={cli_password}"]
+                   if cli_password else ["--no-cli"])
             self.process = subprocess.Popen(
                 ["turnserver", "-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", f"--listening-port={self.port}",
-                 "--use-auth-secret", f"--realm={realm}", *secret, *tls, "--no-dtls", "--no-cli", "--allow-loopback-peers",
+                 "--use-auth-secret", f"--realm={realm}", *secret, *tls, "--no-dtls", *cli, "--allow-loopback-peers",
                  f"--min-port={relay_base}", f"--max-port={relay_base + 100}", f"--log-file={self.log}", "--simple-log",
                  f"--pidfile={self.dir}/turnserver.pid"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -470,7 +475,27 @@ class Coturn:
         # coturn opens its UDP and TCP listeners from different threads: wait for every one in use.
         wanted = {("udp", "127.0.0.1"), ("tcp", "127.0.0.1")}
         return wanted <= listening_sockets(self.port) and (
-            self.tls_port is None or ("tcp", "127.0.0.1") in listening_sockets(self.tls_port))
+            self.tls_port is None or ("tcp", "127.0.0.1") in listening_sockets(self.tls_port)) and (
+            self.cli_port is None or ("tcp", "127.0.0.1") in listening_sockets(self.cli_port))
+
+    def sessions(self, username: str) -> list[str]:
+        """The ids of ``username``'s sessions, as coturn's own CLI lists them (``ps``)."""
+        with socket.create_connection(("127.0.0.1", self.cli_port), timeout=3) as cli:
+            def until_prompt() -> str:
+                out = b""
+                while not out.endswith(b"> ") and b"Enter password" not in out:
+                    chunk = cli.recv(4096)
+                    if not chunk:
+                        break
+                    out += chunk
+                return out.decode(errors="replace")
+            until_prompt()
+            cli.sendall(f"{self.cli_password}\r\n".encode())
+            until_prompt()
+            cli.sendall(f"ps {username}\r\n".encode())
+            listing = until_prompt()
+        return [line.split("id=")[1].split(",")[0] for line in listing.splitlines()
+                if "id=" in line and f"user <{username}>" in line]
 
     def stop(self) -> None:
         if self.process.poll() is None:

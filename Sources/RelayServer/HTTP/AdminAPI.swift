@@ -10,7 +10,7 @@ enum AdminAPI {
     /// One admin operation (a row of `Routes.table`).
     enum Endpoint: Sendable, Equatable {
         case listDevices, addDevice, device, disableDevice, enableDevice, issueToken, mintPairingCode, pushRegistrations
-        case listTokens, revokeToken, turnSecrets, rotateTurnSecret, audit, clusterNodes
+        case listTokens, revokeToken, turnSecrets, rotateTurnSecret, audit, clusterNodes, members
     }
 
     struct Request: Sendable {
@@ -68,6 +68,9 @@ enum AdminAPI {
             case .pushRegistrations:
                 let registrations = try PushRepository(db).registrations(device: try deviceID(r))
                 return (200, .object([("registrations", .array(registrations.map(pushRegistration)))]))
+            case .members:
+                let members = try HouseholdRepository(db).members(device: try deviceID(r))
+                return (200, .object([("members", .array(members.map { token($0, at: r.at) }))]))
             case .listTokens:
                 let device = try r.query["device_id"].map(deviceID)
                 return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map { token($0, at: r.at) }))]))
@@ -104,8 +107,24 @@ enum AdminAPI {
         if let e = expiresIn, !(1...maxTokenLifetime).contains(e) {
             throw Failure(.badRequest, "expires_in must be from 1 to \(maxTokenLifetime) seconds")
         }
+        let accessText = try body.text("access")
+        guard accessText == nil || role == .app, let access = Access(rawValue: accessText ?? "owner") else {
+            throw Failure(.badRequest, role == .app ? "access must be owner, family or guest" : "robot tokens have no access level")
+        }
+        let control = try body.bool("control") ?? false
+        if control, access != .guest { throw Failure(.badRequest, "control is a guest's grant (owners and family always have it)") }
+        var until: UnixTime?
+        if let text = try body.text("until") {
+            guard let time = UnixTime(iso8601: text), time > r.at else {
+                throw Failure(.invalidUntil, "until must be an ISO 8601 time in the future")
+            }
+            until = time
+        }
+        if access == .guest, until == nil, expiresIn == nil { throw Failure(.invalidUntil, "a guest's access must end: give until") }
+        if until != nil, expiresIn != nil { throw Failure(.badRequest, "give expires_in or until, not both") }
         let issued = try TokenRepository(db).issue(device: try deviceID(r), role: role, label: try body.text("label") ?? "",
-                                                   expiresIn: expiresIn, actor: actor)
+                                                   expiresIn: expiresIn, until: until,
+                                                   rights: MemberRights(access: access, control: control), actor: actor)
         return (201, .object([("token", token(issued.record, at: r.at)), ("secret", .string(issued.secret))]))
     }
 
@@ -168,6 +187,12 @@ enum AdminAPI {
             return text
         }
 
+        func bool(_ key: String) throws -> Bool? {
+            guard let member = value.member(key), member != .null else { return nil }
+            guard let flag = member.boolValue else { throw Body.wrongType }
+            return flag
+        }
+
         func int(_ key: String) throws -> Int64? {
             guard let member = value.member(key), member != .null else { return nil }
             guard let number = member.intValue else { throw Body.wrongType }
@@ -217,7 +242,8 @@ enum AdminAPI {
         return .object([("id", .int(t.id)), ("device_id", .string(t.deviceID.rawValue)), ("role", .string(t.role.rawValue)),
                         ("label", .string(t.label)), ("status", .string(status)), ("created_at", .string(t.createdAt.iso8601)),
                         ("expires_at", .optional(t.expiresAt?.iso8601)), ("revoked_at", .optional(t.revokedAt?.iso8601)),
-                        ("last_used_at", .optional(t.lastUsedAt?.iso8601))])
+                        ("last_used_at", .optional(t.lastUsedAt?.iso8601)), ("access", .string(t.access.rawValue)),
+                        ("control", .bool(t.rights.effectiveControl))])
     }
 
     static func secret(_ s: TurnSecret, signing: Bool) -> JSONValue {

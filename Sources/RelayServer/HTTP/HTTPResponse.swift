@@ -71,6 +71,9 @@ struct HTTPResponse: Sendable {
         return HTTPResponse(status: status, headers: headers, body: body)
     }
 
+    /// 204, no body (a removal done).
+    static let noContent = HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
+
     /// The contract's error body: `{"error":CODE,"message":TEXT}`.
     static func error(_ code: ErrorCode, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
         json(code.httpStatus, .object([("error", .string(code.rawValue)), ("message", .string(message))]), headers: headers)

@@ -6,7 +6,8 @@ import RelayStore
 /// (the token mirror); the database work on the database worker.
 ///
 ///     POST   /api/devices/{id}/pairing-codes        robot token → 201 {"code","expires_at","expires_in"}
-///     POST   /api/pairing  {"code":C,"label":L}     no token    → 201 {"device_id","token","token_id"}
+///     POST   /api/pairing  {"code":C,"label":L}     no token    → 201 {"device_id","token","token_id","access","control","until"}
+///                                                   (a robot's code makes an owner; an owner's invite (v1.3) what it grants)
 ///     GET    /api/devices/{id}/app-tokens           robot token → 200 {"tokens":[…]}
 ///     DELETE /api/devices/{id}/app-tokens/{tid}     robot token → 200 the revoked token
 final class PairingEndpoint {
@@ -101,8 +102,10 @@ final class PairingEndpoint {
                 // delivers this before the answer.
                 mailbox.post(.store(.tokenChanged(id: issued.record.id, entry: CredentialEntry(token: issued.record,
                                                                                               deviceDisabled: false))))
+                let token = issued.record
                 return .json(201, .object([("device_id", .string(device.rawValue)), ("token", .string(issued.secret)),
-                                           ("token_id", .int(issued.record.id))]))
+                                           ("token_id", .int(token.id)), ("access", .string(token.access.rawValue)),
+                                           ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))]))
             case .invalid:
                 return .error(.invalidCode, "no such pairing code, or it was used or has expired")
             case .rateLimited:
@@ -136,6 +139,7 @@ final class PairingEndpoint {
     static func appTokenJSON(_ token: TokenRecord) -> JSONValue {
         .object([("id", .int(token.id)), ("label", .string(token.label)), ("created_at", .string(token.createdAt.iso8601)),
                  ("last_used_at", .optional(token.lastUsedAt?.iso8601)), ("expires_at", .optional(token.expiresAt?.iso8601)),
-                 ("revoked_at", .optional(token.revokedAt?.iso8601))])
+                 ("revoked_at", .optional(token.revokedAt?.iso8601)), ("access", .string(token.access.rawValue)),
+                 ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))])
     }
 }

@@ -74,6 +74,10 @@ final class RobotHTTPEndpoint {
         guard let body else {
             return .error(.notSupported, "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
         }
+        // A guest without control reads (GET, HEAD) but changes nothing (PROTOCOL.md v1.3).
+        if !entry.token.rights.mayCommand, method != "GET", method != "HEAD" {
+            return .error(.forbidden, "a guest without control may only GET and HEAD the robot's API")
+        }
         let now = env.clock.monotonic()
         guard limiter.allow(entry.token.id, now: now) else {
             return .error(.rateLimited, "over \(Int(env.configuration.robotHTTPRate)) requests/s for this token",
@@ -92,7 +96,8 @@ final class RobotHTTPEndpoint {
         }
         let frame = RobotHTTP.requestFrame(id: id, method: method, path: path, query: request.head.rawQuery,
                                            headers: RobotHTTP.forwardedRequestHeaders(request.head.headers),
-                                           bodyBase64: body.isEmpty ? nil : Base64.encode(body))
+                                           bodyBase64: body.isEmpty ? nil : Base64.encode(body),
+                                           from: robot.wantsSenders ? Session.sender(tokenID: entry.token.id, rights: entry.token.rights) : nil)
         // A robot whose queue cannot take the request is busy, not slow: the app retries, and
         // the robot's socket (which every app of the device shares) stays up.
         guard robot.queue.fits(frame.count) else {

@@ -16,6 +16,7 @@ final class Router {
         var pairing: PairingEndpoint
         var state: StateEndpoint
         var push: PushEndpoint
+        var household: HouseholdEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -82,9 +83,9 @@ final class Router {
         case .admin: return authenticator.adminRefusal(request).map { .refused($0) } ?? .caller(.admin)
         case .robotOrApp: role = nil
         case .robot: role = .robot
-        case .app: role = .app
+        case .app, .owner, .household: role = .app
         }
-        let wants = "Authorization: Bearer <\(route.auth == .robotOrApp ? "robot or app" : route.auth.rawValue) token> is required"
+        let wants = "Authorization: Bearer <\(route.auth == .robotOrApp ? "robot or app" : role == .app ? "app" : "robot") token> is required"
         let result: Result<CredentialEntry, Refusal>
         if let deviceText = parameters["device_id"] {
             guard let device = DeviceID(deviceText) else { return .refused(.error(.badRequest, "invalid device id")) }
@@ -94,7 +95,16 @@ final class Router {
             result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
         }
         switch result {
-        case .success(let entry): return .caller(.token(entry))
+        case .success(let entry):
+            // The access table of v1.3: a token of the right device and role, but not its level.
+            let rights = entry.token.rights
+            if route.auth == .owner, !rights.mayManageHousehold {
+                return .refused(.error(.forbidden, "only an owner of the device may do this"))
+            }
+            if route.auth == .household, !rights.mayListHousehold {
+                return .refused(.error(.forbidden, "guests can't list the household"))
+            }
+            return .caller(.token(entry))
         case .failure(let refusal):
             return .refused(authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request)))
         }
@@ -156,6 +166,8 @@ final class Router {
         case .mintPairingCode: return h.pairing.mintPairingCode(request, entry: entry)
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
+        case .createInvite, .listInvites, .cancelInvite, .listMembers, .updateMember, .removeMember:
+            return h.household.handle(request, route.handler, entry: entry, parameters: parameters, body: body)
         default: return .error(.internalError, "route without its handler")
         }
     }

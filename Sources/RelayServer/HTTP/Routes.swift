@@ -17,12 +17,17 @@ struct Route: Sendable {
         case none, admin
         case robotOrApp = "robot_or_app"
         case robot, app
+        /// An app token whose access is `owner` (PROTOCOL.md v1.3); another app token: 403 `forbidden`.
+        case owner
+        /// An owner's or family member's app token (v1.3 "list the household").
+        case household
     }
 
     enum Handler: Sendable, Equatable {
         case healthz, readyz, metrics, turnCredentials, deviceStatus, deviceState, robotHTTP
         case mintPairingCode, redeemPairingCode, listAppTokens, revokeAppToken
         case registerPush, listPush, removePush
+        case createInvite, listInvites, cancelInvite, listMembers, updateMember, removeMember
         /// Answered by the database worker (`AdminAPI`).
         case admin(AdminAPI.Endpoint)
         case adminPresence
@@ -58,6 +63,8 @@ struct Route: Sendable {
         switch handler {
         case .robotHTTP: return "HTTP to the robot takes an app token"
         case .registerPush, .listPush, .removePush: return "push registrations take an app token"
+        case .createInvite, .listInvites, .cancelInvite, .listMembers, .updateMember, .removeMember:
+            return "the household is managed with an app token"
         default: return auth == .robot ? "this call takes the robot's token" : "this call takes an app token"
         }
     }
@@ -113,6 +120,13 @@ enum Routes {
         Route(["POST"], WimzProtocol.Path.pairing, .none, .redeemPairingCode),
         Route(["GET"], devices + "/{device_id}/app-tokens", .robot, .listAppTokens),
         Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
+        // The household (PROTOCOL.md v1.3).
+        Route(["POST"], devices + "/{device_id}/invites", .owner, .createInvite),
+        Route(["GET"], devices + "/{device_id}/invites", .owner, .listInvites),
+        Route(["DELETE"], devices + "/{device_id}/invites/{invite_id}", .owner, .cancelInvite),
+        Route(["GET"], devices + "/{device_id}/members", .household, .listMembers),
+        Route(["PATCH"], devices + "/{device_id}/members/{token_id}", .owner, .updateMember),
+        Route(["DELETE"], devices + "/{device_id}/members/{token_id}", .app, .removeMember),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin, .admin(.listDevices)),
         Route(["POST"], "/admin/devices", .admin, .admin(.addDevice)),
@@ -124,6 +138,7 @@ enum Routes {
         Route(["GET"], "/admin/devices/{id}/presence", .admin, .adminPresence),
         Route(["GET"], "/admin/devices/{id}/push", .admin, .admin(.pushRegistrations)),
         Route(["GET"], "/admin/tokens", .admin, query: ["device_id"], .admin(.listTokens)),
+        Route(["GET"], "/admin/devices/{id}/members", .admin, .admin(.members)),
         Route(["POST"], "/admin/tokens/{id}/revoke", .admin, .admin(.revokeToken)),
         Route(["GET"], "/admin/turn-secrets", .admin, query: ["realm"], .admin(.turnSecrets)),
         Route(["POST"], "/admin/turn-secrets/rotate", .admin, query: ["realm"], .admin(.rotateTurnSecret)),

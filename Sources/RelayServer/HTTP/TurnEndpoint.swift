@@ -25,9 +25,14 @@ final class TurnEndpoint {
         do throws(RequestError) { requestedTTL = try request.head.argument("ttl") } catch {
             return .error(error.code, error.message)
         }
-        guard let minted = service.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id,
-                                         ttl: service.policy.clampTTL(requestedTTL),
-                                         clientAddress: authenticator.clientAddress(request), via: "http", now: env.clock.wall())
+        let now = env.clock.wall()
+        // An app's credential never outlives its token (a guest's `until`).
+        guard let ttl = service.policy.ttl(service.policy.clampTTL(requestedTTL),
+                                           endingBy: entry.token.role == .app ? entry.token.expiresAt : nil, issuedAt: now) else {
+            return .authFailure(.expiredToken, message: "token expired")
+        }
+        guard let minted = service.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id, ttl: ttl,
+                                         clientAddress: authenticator.clientAddress(request), via: "http", now: now)
         else {
             return .error(.turnUnavailable, "no TURN secret or URL is configured", headers: [("Retry-After", "5")])
         }

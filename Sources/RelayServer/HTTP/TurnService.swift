@@ -51,7 +51,7 @@ final class TurnService {
                now: UnixTime) -> (body: JSONValue, times: TurnPolicy.Times, issuance: TurnIssuance)? {
         guard !policy.urls.isEmpty, let secret = signingSecret else { return nil }
         let times = policy.times(issuedAt: now, ttl: ttl)
-        let userID = policy.userID(device: device, role: role)
+        let userID = policy.userID(device: device, role: role, tokenID: tokenID)
         let username = policy.username(userID: userID, times: times)
         let credential = Base64.encode(signingKey(secret.value).mac(Array(username.utf8)))
         issued += 1

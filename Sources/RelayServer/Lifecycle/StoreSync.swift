@@ -51,6 +51,7 @@ final class StoreSync {
             env.log.info("credentials_loaded", metadata: ["tokens": .stringConvertible(entries.count)])
         case .tokenChanged(let id, let entry):
             credentials.update(id: id, entry: entry)
+            if let entry, entry.token.revokedAt == nil { webSocket.tokenChanged(entry) }
             if entry == nil || entry?.token.revokedAt != nil {
                 let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
                 if !closed.isEmpty {

@@ -14,9 +14,12 @@ final class MetricsEndpoint {
     private let stop: StopSequence
     private let database: DatabaseExchanges
     private let push: PushCoordinator
+    private let turnCutter: TurnSessionCutter
 
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
-         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges, push: PushCoordinator) {
+         cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges, push: PushCoordinator,
+         turnCutter: TurnSessionCutter) {
+        self.turnCutter = turnCutter
         self.database = database
         self.push = push
         self.env = env
@@ -65,6 +68,8 @@ final class MetricsEndpoint {
         }
         gauge("wimz_robot_http_waiting", "HTTP requests waiting for a robot's answer.", robotHTTP.waiting)
         counter("wimz_keepalive_timeouts_total", "Sockets dropped after two silent ping intervals.", counters.keepaliveTimeouts)
+        counter("wimz_token_expiry_closes_total", "Sockets closed (4003) at their token's expiry (a member's until).",
+                counters.tokenExpiryCloses)
         counter("wimz_http_requests_refused_total", "Request heads refused before routing (400/405/414/431/505).",
                 counters.requestsRefused)
         counter("wimz_robots_replaced_total", "Robot sockets replaced by a newer one (4001).", counters.robotsReplaced)
@@ -78,6 +83,15 @@ final class MetricsEndpoint {
         gauge("wimz_push_queue_depth", "Pushes waiting for the APNs sender.", push.sender?.queueDepth ?? 0)
         gauge("wimz_push_registrations", "Push registrations in this node's mirror.", push.registrationCount)
         gauge("wimz_push_enabled", "1 when an APNs key is configured.", push.isEnabled ? 1 : 0)
+        let cuts = turnCutter.stats
+        counter("wimz_turn_cuts_total", "Removed members' TURN cuts by this node: done on every TURN server, or to retry.",
+                [("outcome", "done")], cuts.cutsDone)
+        counter("wimz_turn_cuts_total", "Removed members' TURN cuts by this node: done on every TURN server, or to retry.",
+                [("outcome", "retry")], cuts.cutsRetried)
+        counter("wimz_turn_sessions_cut_total", "TURN sessions cancelled through coturn's CLI (cs).", cuts.sessionsCut)
+        counter("wimz_turn_admin_failures_total", "TURN CLI conversations that failed (unreachable, refused, no prompt).",
+                cuts.serverFailures)
+        gauge("wimz_turn_cuts_pending", "TURN cuts not done yet, cluster-wide (should return to 0).", cuts.pending)
         counter("wimz_database_queue_full_total", "Requests answered 503 busy: the database worker's queue was full.",
                 counters.databaseQueueFull)
         counter("wimz_pairing_refused_in_memory_total", "Pairing attempts answered 429 without the database (address over its limit).",

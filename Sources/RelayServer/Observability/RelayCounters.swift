@@ -11,6 +11,8 @@ struct RelayCounters {
     var closes: [UInt16: Int] = [:]
     var drops: [DropReason: Int] = [:]
     var keepaliveTimeouts = 0
+    /// Sockets closed (4003) because their token expired.
+    var tokenExpiryCloses = 0
     /// Devices whose sockets were closed (1012) because another node claimed them.
     var devicesYielded = 0
     /// Request heads the gate refused (malformed, too large).

@@ -12,6 +12,8 @@ struct UpgradeGrant {
     var remoteAddress: String
     /// An app's `recover=1`/`since=E:N` (PROTOCOL.md v1.1 "Missed events").
     var recovery: RecoveryRequest?
+    /// A robot's `senders=1` (PROTOCOL.md v1.3 "Who is speaking").
+    var wantsSenders = false
 }
 
 /// The WebSocket endpoints `/ws/robot` and `/ws/app` (PROTOCOL.md "WebSocket endpoints"): the
@@ -94,11 +96,14 @@ final class WebSocketEndpoint {
         let deviceText: String?
         let token: String?
         let recovery: RecoveryRequest?
+        let senders: String?
         do throws(RequestError) {
             deviceText = try request.head.argument("device_id")
             token = try presentedToken(request)
             recovery = role == .app ? try RecoveryRequest.parse(recover: request.head.argument("recover"),
                                                                  since: request.head.argument("since")) : nil
+            senders = role == .robot ? try request.head.argument("senders") : nil
+            if let senders, senders != "1", senders != "0" { throw RequestError(.badRequest, "senders must be 1 or 0") }
         } catch {
             return .failure(UpgradeRejection(response: .error(error.code, error.message),
                                              failure: .badRequest, device: nil, address: address))
@@ -124,7 +129,8 @@ final class WebSocketEndpoint {
                                  headers: [("Retry-After", "1")]),
                 failure: nil, device: device, address: address))
         }
-        return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery))
+        return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery,
+                                     wantsSenders: senders == "1"))
     }
 
     /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
@@ -236,11 +242,13 @@ final class WebSocketEndpoint {
         }
         nextSessionID += 1
         let session = Session(id: nextSessionID, role: grant.role, deviceID: grant.device, tokenID: grant.entry.token.id,
-                              tokenExpiresAt: grant.entry.token.expiresAt, remoteAddress: grant.remoteAddress,
+                              tokenExpiresAt: grant.entry.token.expiresAt, rights: grant.entry.token.rights,
+                              remoteAddress: grant.remoteAddress,
                               connectedAt: env.clock.wall(), now: now,
                               queue: SendQueue(maxMessages: env.configuration.sendQueueMaxMessages,
                                                maxBytes: env.configuration.sendQueueMaxBytes))
         session.recovery = grant.recovery
+        session.wantsSenders = grant.wantsSenders
         let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)
         connection.opening = true  // its first messages are written as `established` returns
         session.transport = connection
@@ -364,9 +372,10 @@ final class WebSocketEndpoint {
     /// expiry, or (robots) the push before its TURN credential's refresh time.
     func scheduleChecks(_ session: Session, now: UInt64, wall: UnixTime) {
         var next = keepalive.nextCheck(session)
+        // Exact to the microsecond: whole seconds (as before) fired up to a second late.
         func at(_ time: UnixTime) -> UInt64 {
-            let seconds = time.seconds - wall.seconds
-            return seconds <= 0 ? now : now + UInt64(seconds) * 1_000_000_000
+            let micros = time.microseconds - wall.microseconds
+            return micros <= 0 ? now : now + UInt64(micros) * 1000
         }
         if let expires = session.tokenExpiresAt { next = min(next, at(expires)) }
         if session.role == .robot, let push = turn.nextPush(session) { next = min(next, at(push)) }
@@ -385,11 +394,7 @@ final class WebSocketEndpoint {
         env.thread.assertOnServiceThread()
         for session in scheduler.due(now: now) {
             guard let connection = session.transport as? Connection else { continue }
-            if let expires = session.tokenExpiresAt, expires <= wall {
-                session.close(.revoked, reason: "token expired")
-                env.hub.detach(session)
-                continue
-            }
+            if closeIfExpired(session, wall: wall) { continue }
             switch keepalive.check(session, now: now) {
             case .timeout:
                 // Silent for two intervals: the peer or its NAT is gone; drop without a close handshake.
@@ -408,6 +413,34 @@ final class WebSocketEndpoint {
             }
             if session.role == .robot, session.closing == nil, turn.pushDue(session, wall: wall) { turn.push(to: session) }
             scheduleChecks(session, now: now, wall: wall)
+        }
+    }
+
+    /// Closes `session` (4003) if its token has expired by `wall`; true if it did.
+    private func closeIfExpired(_ session: Session, wall: UnixTime) -> Bool {
+        guard let expires = session.tokenExpiresAt, expires <= wall, session.closing == nil else { return false }
+        session.close(.revoked, reason: "token expired")
+        env.hub.detach(session)
+        env.counters.tokenExpiryCloses += 1
+        return true
+    }
+
+    /// Once a second, every session against its token's expiry: what the wheel should have
+    /// closed already is closed now whatever became of its entry there, so an expired token —
+    /// a guest's `until` — never keeps a socket past a second (PROTOCOL.md v1.3), on a node that
+    /// heard no notification too: each node holds the expiry of the tokens it serves.
+    func closeExpiredSessions(wall: UnixTime) {
+        for session in env.hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }
+    }
+
+    /// A token's row changed (the mirror heard of it): its live sessions take the new access
+    /// level (from their next frame) and expiry.
+    func tokenChanged(_ entry: CredentialEntry) {
+        let now = env.clock.monotonic(), wall = env.clock.wall()
+        for session in env.hub.allSessions where session.tokenID == entry.token.id && session.closing == nil {
+            session.update(rights: entry.token.rights)
+            session.tokenExpiresAt = entry.token.expiresAt
+            if !closeIfExpired(session, wall: wall) { scheduleChecks(session, now: now, wall: wall) }
         }
     }
 

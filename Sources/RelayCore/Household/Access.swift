@@ -1,0 +1,28 @@
+/// An app token's access level (PROTOCOL.md v1.3 "Access levels"). Robot tokens are always
+/// `owner` in the store; the levels only mean something for app tokens.
+public enum Access: String, Sendable, CaseIterable, Equatable {
+    case owner, family, guest
+}
+
+/// What a member may do: the access table of the contract, in one place. The hub reads
+/// `mayCommand` per command frame; the router and the household endpoints the rest.
+public struct MemberRights: Sendable, Equatable {
+    public var access: Access
+    /// A guest's `control` flag (family and owners always have control).
+    public var control: Bool
+
+    public init(access: Access, control: Bool) {
+        self.access = access
+        self.control = control
+    }
+
+    /// `{"type":"command"}` frames and HTTP to the robot with methods other than GET/HEAD.
+    public var mayCommand: Bool { access != .guest || control }
+    /// `GET …/members`.
+    public var mayListHousehold: Bool { access != .guest }
+    /// Invite, change or remove members; list and cancel invites.
+    public var mayManageHousehold: Bool { access == .owner }
+
+    /// The control flag as stored and listed: true for owners and family, the grant for guests.
+    public var effectiveControl: Bool { mayCommand }
+}

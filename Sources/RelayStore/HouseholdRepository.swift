@@ -1,0 +1,248 @@
+import RelayCore
+import RelayCrypto
+
+/// Who changes the household, for the audit log (PROTOCOL.md v1.3 "Members": "with who did it").
+public enum HouseholdActor: Sendable, Equatable {
+    /// An owner's app token.
+    case owner(tokenID: Int64)
+    /// The member itself (leaving).
+    case member(tokenID: Int64)
+    case robot
+    case operatorCLI
+
+    /// The audit row's `actor`.
+    var name: String {
+        switch self {
+        case .owner: "owner"
+        case .member: "member"
+        case .robot: "robot"
+        case .operatorCLI: "cli"
+        }
+    }
+
+    /// The audit row's `details.by` and `details.by_token_id`.
+    var details: [(String, JSONValue)] {
+        switch self {
+        case .owner(let id): [("by", "owner"), ("by_token_id", .int(id))]
+        case .member(let id): [("by", "member"), ("by_token_id", .int(id))]
+        case .robot: [("by", "robot")]
+        case .operatorCLI: [("by", "operator")]
+        }
+    }
+}
+
+/// A pending invitation, never with its code (only `create` returns that, once).
+public struct InviteRecord: Sendable, Equatable {
+    public var id: Int64
+    public var rights: MemberRights
+    public var until: UnixTime?
+    public var label: String
+    public var createdAt: UnixTime
+    public var expiresAt: UnixTime
+}
+
+/// Why a household change was refused, in the contract's terms.
+public struct HouseholdRefusal: Error, Sendable, Equatable {
+    public var code: ErrorCode
+    public var message: String
+    init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The household in the store (PROTOCOL.md v1.3): invitations (pairing codes that carry an
+/// access level), members (the device's live app tokens) and the last-owner rule. Every change
+/// locks the device's row first, so two owners acting at once can neither leave the device
+/// without an owner nor pass 20 pending invites.
+public struct HouseholdRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    static let inviteColumns = "id, access, control, until, label, created_at, expires_at"
+
+    public func createInvite(device: DeviceID, _ invite: HouseholdRules.Invite, by actor: HouseholdActor,
+                             address: String?) throws -> (invite: InviteRecord, code: String) {
+        let code = try PairingCode.generate()
+        let digest = PairingCode.digest(PairingCode.normalize(code)!)
+        return try db.transaction {
+            try lockDevice(device, for: actor)
+            let pending = try db.execute(
+                """
+                SELECT count(*) FROM pairing_codes WHERE device_id = $1 AND access IS NOT NULL AND used_at IS NULL
+                  AND cancelled_at IS NULL AND expires_at > now()
+                """, [device.rawValue])
+            if Int(pending.rows.first?[0] ?? "0") ?? 0 >= HouseholdRules.maxPendingInvites {
+                throw HouseholdRefusal(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
+            }
+            let rows = try db.execute(
+                """
+                INSERT INTO pairing_codes (device_id, digest, expires_at, created_by, access, control, until, label, invited_by)
+                VALUES ($1, $2::bytea, now() + make_interval(secs => $3::bigint), $4, $5, $6, $7::timestamptz, $8, $9)
+                RETURNING \(HouseholdRepository.inviteColumns)
+                """,
+                [device.rawValue, PGValue.byteaText(digest), String(invite.expiresIn), actor.name, invite.rights.access.rawValue,
+                 invite.rights.control ? "t" : "f", PGValue.timeText(invite.until), invite.label, invitedBy(actor)])
+            let record = try HouseholdRepository.decodeInvite(rows.rows[0])
+            try audit(.inviteCreated, device: device, tokenID: nil, actor: actor, address: address,
+                      details: HouseholdRepository.json(record))
+            return (record, code)
+        }
+    }
+
+    /// Pending invites of `device`, oldest first.
+    public func pendingInvites(device: DeviceID) throws -> [InviteRecord] {
+        try db.execute(
+            """
+            SELECT \(HouseholdRepository.inviteColumns) FROM pairing_codes
+            WHERE device_id = $1 AND access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
+            ORDER BY id
+            """, [device.rawValue]).rows.map(HouseholdRepository.decodeInvite)
+    }
+
+    /// Cancels a pending invite of `device`: its code stops working. False: no such pending invite.
+    public func cancelInvite(device: DeviceID, id: Int64, by actor: HouseholdActor, address: String?) throws -> Bool {
+        try db.transaction {
+            try lockDevice(device, for: actor)
+            let rows = try db.execute(
+                """
+                UPDATE pairing_codes SET cancelled_at = now()
+                WHERE id = $1 AND device_id = $2 AND access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL
+                  AND expires_at > now()
+                RETURNING \(HouseholdRepository.inviteColumns)
+                """, [String(id), device.rawValue])
+            guard let row = rows.first else { return false }
+            try audit(.inviteCancelled, device: device, tokenID: nil, actor: actor, address: address,
+                      details: HouseholdRepository.json(try HouseholdRepository.decodeInvite(row)))
+            return true
+        }
+    }
+
+    /// Every app token of `device` that is neither revoked nor expired, oldest first.
+    public func members(device: DeviceID) throws -> [TokenRecord] {
+        try db.execute(
+            """
+            SELECT \(TokenRepository.columns) FROM tokens t
+            WHERE t.device_id = $1 AND t.role = 'app' AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+            ORDER BY t.id
+            """, [device.rawValue]).rows.map(TokenRepository.decode)
+    }
+
+    /// Applies `change` to member `tokenID` of `device`: the member after it. The last owner
+    /// can't be downgraded.
+    public func updateMember(device: DeviceID, tokenID: Int64, _ change: HouseholdRules.MemberChange, by actor: HouseholdActor,
+                             address: String?, now: UnixTime = .now()) throws -> TokenRecord {
+        try db.transaction {
+            try lockDevice(device, for: actor)
+            let current = try liveMember(device: device, tokenID: tokenID)
+            let after: (rights: MemberRights, until: UnixTime?)
+            do throws(HouseholdRules.Refusal) {
+                after = try change.applied(to: current.rights, until: current.until, now: now)
+            } catch {
+                throw HouseholdRefusal(error.code, error.message)
+            }
+            if current.access == .owner, after.rights.access != .owner, try otherOwners(device: device, than: tokenID) == 0 {
+                throw HouseholdRefusal(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
+            }
+            let rows = try db.execute(
+                """
+                UPDATE tokens t SET access = $2, control = $3, expires_at = $4::timestamptz WHERE t.id = $1
+                RETURNING \(TokenRepository.columns)
+                """, [String(tokenID), after.rights.access.rawValue, after.rights.control ? "t" : "f", PGValue.timeText(after.until)])
+            let updated = try TokenRepository.decode(rows.rows[0])
+            try audit(.memberChanged, device: device, tokenID: tokenID, actor: actor, address: address,
+                      details: [("before", HouseholdRepository.memberJSON(current)), ("after", HouseholdRepository.memberJSON(updated))])
+            return updated
+        }
+    }
+
+    /// Removes member `tokenID` of `device`: its token is revoked (every node closes its sockets,
+    /// its push registrations go, and the revocation asks for its TURN sessions to be cut — the
+    /// store's triggers). The last owner can't be removed.
+    public func removeMember(device: DeviceID, tokenID: Int64, by actor: HouseholdActor, address: String?) throws {
+        try db.transaction {
+            try lockDevice(device, for: actor)
+            let current = try liveMember(device: device, tokenID: tokenID)
+            if current.access == .owner, try otherOwners(device: device, than: tokenID) == 0 {
+                throw HouseholdRefusal(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
+            }
+            try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
+            try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
+                      details: [("member", HouseholdRepository.memberJSON(current))])
+        }
+    }
+
+    // MARK: - Parts
+
+    /// Locks `device`'s row (every household change of a device goes one at a time) and checks
+    /// that an owner acting still is one: the caller's token was checked against a node's
+    /// mirror, which may be a moment behind a downgrade or removal on another node.
+    private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
+        guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
+                                       [device.rawValue]).first
+        else { throw HouseholdRefusal(.notFound, "unknown device \(device)") }
+        if try DeviceRepository.decode(row).isDisabled { throw HouseholdRefusal(.deviceDisabled, "device \(device) is disabled") }
+        guard case .owner(let tokenID) = actor else { return }
+        let owner = try db.execute(
+            """
+            SELECT 1 FROM tokens WHERE id = $1 AND device_id = $2 AND role = 'app' AND access = 'owner' AND revoked_at IS NULL
+              AND (expires_at IS NULL OR expires_at > now())
+            """, [String(tokenID), device.rawValue])
+        if owner.rows.isEmpty { throw HouseholdRefusal(.forbidden, "this token is no longer an owner of the device") }
+    }
+
+    private func liveMember(device: DeviceID, tokenID: Int64) throws -> TokenRecord {
+        guard let row = try db.execute(
+            """
+            SELECT \(TokenRepository.columns) FROM tokens t
+            WHERE t.id = $1 AND t.device_id = $2 AND t.role = 'app' AND t.revoked_at IS NULL
+              AND (t.expires_at IS NULL OR t.expires_at > now())
+            FOR UPDATE
+            """, [String(tokenID), device.rawValue]).first
+        else { throw HouseholdRefusal(.notFound, "no member \(tokenID) on this device") }
+        return try TokenRepository.decode(row)
+    }
+
+    private func otherOwners(device: DeviceID, than tokenID: Int64) throws -> Int {
+        let rows = try db.execute(
+            """
+            SELECT count(*) FROM tokens WHERE device_id = $1 AND role = 'app' AND access = 'owner' AND id <> $2
+              AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+            """, [device.rawValue, String(tokenID)])
+        return Int(rows.rows.first?[0] ?? "0") ?? 0
+    }
+
+    private func invitedBy(_ actor: HouseholdActor) -> String? {
+        if case .owner(let id) = actor { return String(id) }
+        return nil
+    }
+
+    private func audit(_ kind: AuditKind, device: DeviceID, tokenID: Int64?, actor: HouseholdActor, address: String?,
+                       details: [(String, JSONValue)]) throws {
+        try AuditRepository(db).append([
+            AuditRepository.event(kind, actor: actor.name, deviceID: device.rawValue, tokenID: tokenID, remoteAddress: address,
+                                  details: .object(details + actor.details)),
+        ])
+    }
+
+    static func decodeInvite(_ row: [String?]) throws -> InviteRecord {
+        guard let id = row[0].flatMap({ Int64($0) }), let access = row[1].flatMap(Access.init(rawValue:)),
+              let created = PGValue.time(row[5]), let expires = PGValue.time(row[6])
+        else { throw StoreError(.schema, "unexpected invite row") }
+        return InviteRecord(id: id, rights: MemberRights(access: access, control: row[2] == "t"), until: PGValue.time(row[3]),
+                            label: row[4] ?? "", createdAt: created, expiresAt: expires)
+    }
+
+    static func json(_ invite: InviteRecord) -> [(String, JSONValue)] {
+        [("invite_id", .int(invite.id)), ("access", .string(invite.rights.access.rawValue)),
+         ("control", .bool(invite.rights.effectiveControl)), ("until", .optional(invite.until?.iso8601)),
+         ("label", .string(invite.label))]
+    }
+
+    /// A member's access as the audit log keeps it (before and after a change).
+    static func memberJSON(_ token: TokenRecord) -> JSONValue {
+        .object([("token_id", .int(token.id)), ("label", .string(token.label)), ("access", .string(token.access.rawValue)),
+                 ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))])
+    }
+}
