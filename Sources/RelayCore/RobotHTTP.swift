@@ -39,7 +39,10 @@ public enum RobotHTTP {
             .flatMap { $0.value.split(separator: ",").map { $0.trimmingSpaces.lowercased() } })
         var out: [(String, String)] = []
         for (name, value) in headers
-        where !hopByHop.contains(name) && !relayOwnRequestFields.contains(name) && !named.contains(name) {
+        where !hopByHop.contains(name) && !relayOwnRequestFields.contains(name) && !named.contains(name)
+            // `X-Wimz-*` is who-is-speaking on the robot's side (the bridge's X-Wimz-Member and
+            // X-Wimz-Access, from the relay's `from`): never an app's to set.
+            && !name.hasPrefix("x-wimz-") {
             if let k = out.firstIndex(where: { $0.0 == name }) {
                 out[k].1 += ", " + value
             } else {

@@ -23,7 +23,9 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         let body = try r.json()
         let username = try #require(body["username"] as? String)
         let parts = username.split(separator: ":")
-        #expect(parts.count == 2 && parts[1] == "dev1.app")
+        // An app's user id names the member (PROTOCOL.md v1.3): <device_id>/<token_id>.
+        let appTokenID = try f.database.connect().execute("SELECT id FROM tokens WHERE device_id = 'dev1' AND role = 'app'").rows[0][0]!
+        #expect(parts.count == 2 && parts[1] == "dev1/\(appTokenID)")
         let expiry = Int64(parts[0])!
         #expect(expiry >= before + 86400 && expiry <= UnixTime.now().seconds + 86400)
         #expect(body["credential"] as? String == Base64.encode(Crypto.hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8))))
@@ -39,7 +41,7 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         #expect(try get(f, token: f.robotTokens["dev1"]!, query: "?ttl=999999").json()["ttl"] as? Int == 172_800)
         #expect(try get(f, token: f.robotTokens["dev1"]!, query: "?ttl=600").json()["ttl"] as? Int == 600)
 
-        #expect(try f.waitForAudit { $0.event == "turn_credential_issued" && $0.details.contains("dev1.app") })
+        #expect(try f.waitForAudit { $0.event == "turn_credential_issued" && $0.details.contains("dev1/") })
         var issuances = 0
         for _ in 0..<50 {
             issuances = Int(try f.database.connect().execute("SELECT count(*) FROM turn_issuances WHERE via = 'http'").first![0]!)!

@@ -355,3 +355,22 @@ async def test_bad_frames_are_skipped_and_the_bridge_goes_on(relay, device, stan
     assert sorted((m["id"], m["status"]) for m in sent) == [("h1", 400), ("h2", 400), ("h3", 400)]
     status, _, body = await acall(robot_base(relay, device_id), "GET", "/mode", app_token)
     assert status == 200 and json.loads(body)["mode"] == "idle"
+
+
+async def test_the_robots_api_hears_who_is_asking_and_no_app_can_say_it_for_itself(relay, device, standin, bridge):
+    device_id, _, app_token = device
+    token_id = int(relay.database.psql(f"SELECT max(id) FROM tokens WHERE device_id = '{device_id}' AND role = 'app'"))
+    status, _, body = await acall(relay.url, "POST", f"/api/devices/{device_id}/robot/standin/echo", body=b"{}",
+                                  headers={"Authorization": f"Bearer {app_token}", "Content-Type": "application/json",
+                                           "X-Wimz-Access": "owner", "X-Wimz-Member": "1"})
+    assert status == 200
+    headers = json.loads(body)["headers"]
+    # The relay's word (from "from"), never the app's own X-Wimz-* headers.
+    assert headers["x-wimz-member"] == str(token_id) and headers["x-wimz-access"] == "owner"
+    assert headers["x-wimz-control"] == "true"
+    app = await app_socket(relay, device_id, app_token)
+    await next_message(app, lambda m: m.get("event") == "device_status")
+    await app.send(json.dumps({"type": "command", "id": "who", "command": "ping", "data": {}}))
+    await next_message(app, lambda m: m.get("type") == "response")
+    assert standin.commands[-1]["from"] == {"token_id": token_id, "access": "owner", "control": True}
+    await app.close()

@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from .backoff import Backoff
 from .client import RobotClient
+from .household import Sender
 from .protocol import RELAY_EVENTS, ROBOT_HTTP_CHUNK_BYTES
 from .turn import TurnCredentials
 
@@ -98,7 +99,8 @@ class Bridge:
         #: Local HTTP calls block a thread each: a pool of the bridge's own, so a busy default
         #: executor in the same process can never hold the robot's answers back.
         self._http_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wimz-bridge-http")
-        self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False)
+        # senders: every app message and HTTP request says which member sent it (PROTOCOL v1.3).
+        self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False, senders=True)
         self.client.on_raw(self._from_relay)
         self.client.on_turn_credentials(self._write_turn_file)
         self._to_local: asyncio.Queue[str | bytes] = asyncio.Queue(maxsize=1024)
@@ -183,8 +185,13 @@ class Bridge:
         raw_headers = request.get("headers")
         if isinstance(raw_headers, dict):
             for name, value in raw_headers.items():
-                if isinstance(name, str) and isinstance(value, str) and name.lower() not in HOP_BY_HOP:
+                # X-Wimz-* is only ever the relay's word (the relay strips an app's, and so do we).
+                if isinstance(name, str) and isinstance(value, str) and name.lower() not in HOP_BY_HOP \
+                        and not name.lower().startswith("x-wimz-"):
                     headers[name] = value
+        sender = Sender.of(request)
+        if sender is not None:
+            headers.update(sender.headers())
         try:
             return await asyncio.get_running_loop().run_in_executor(
                 self._http_pool, self._request_blocking, method, target, headers, body)

@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .backoff import Backoff
+from .household import AppToken, Sender, list_app_tokens
 from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, CloseCode
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
 
@@ -91,7 +92,7 @@ class RobotClient:
 
     def __init__(self, url: str, device_id: str, token: str, *, backoff: Backoff | None = None,
                  ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None,
-                 answer_commands: bool = True) -> None:
+                 answer_commands: bool = True, senders: bool = False) -> None:
         parts = urlsplit(url)
         secure = parts.scheme in ("wss", "https")
         if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
@@ -100,7 +101,8 @@ class RobotClient:
         self.device_id = device_id
         self._token = token
         self._ws_url = urlunsplit(("wss" if secure else "ws", parts.netloc,
-                                   f"{base_path}/ws/robot", f"device_id={quote(device_id, safe='')}", ""))
+                                   f"{base_path}/ws/robot",
+                                   f"device_id={quote(device_id, safe='')}{'&senders=1' if senders else ''}", ""))
         self._http_base = urlunsplit(("https" if secure else "http", parts.netloc, base_path, "", ""))
         self._ssl = ssl
         self._open_timeout = open_timeout
@@ -260,6 +262,11 @@ class RobotClient:
             self._set_credentials(fetched)
             return fetched
 
+    async def app_tokens(self) -> list[AppToken]:
+        """The device's app tokens with their household access (``access``, ``control``,
+        ``until``); raises :class:`TurnFetchError` (status and error code) when the relay refuses."""
+        return await list_app_tokens(self._http_base, self.device_id, self._token, ssl_context=self._ssl)
+
     async def ice_servers(self) -> list[Any]:
         """aiortc ``RTCIceServer``s (STUN, then TURN) with a fresh credential: pass them to
         ``RTCConfiguration(iceServers=...)`` for every new peer connection."""
@@ -416,13 +423,21 @@ class RobotClient:
             response.update(ok=False, error={"code": "unknown_command", "message": f"no handler for {name!r}"})
         else:
             try:
-                result = await _call(handler, command.get("data") or {})
+                data = command.get("data") or {}
+                # A handler that takes two arguments also gets who sent the command (``senders=True``).
+                takes_sender = len(inspect.signature(handler).parameters) >= 2
+                result = await (_call2(handler, data, Sender.of(command)) if takes_sender else _call(handler, data))
                 response.update(ok=True, data=result)
             except Exception as error:  # the handler's failure is the app's answer, not ours
                 log.exception("command %s failed", name)
                 response.update(ok=False, error={"code": "command_failed", "message": str(error)})
         if not await self.send(response):
             log.warning("response to %s lost: not connected", name)
+
+
+async def _call2(handler: Callable[..., Any], argument: Any, sender: Sender | None) -> Any:
+    result = handler(argument, sender)
+    return await result if inspect.isawaitable(result) else result
 
 
 async def _call(handler: Callable[[Any], Any], argument: Any) -> Any:

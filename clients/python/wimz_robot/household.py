@@ -1,0 +1,87 @@
+"""The household as the robot sees it (PROTOCOL.md v1.3): who sent an app message (``from``, with
+``senders=True``) and the device's app tokens with their access levels (``app_tokens()``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from .turn import TurnFetchError, _NoRedirects
+
+
+@dataclass(frozen=True)
+class Sender:
+    """The member that sent an app message or HTTP request: its app token's id, its access level
+    (``owner``, ``family`` or ``guest``) and whether it may control the robot (always true for
+    owners and family; a guest's grant)."""
+
+    token_id: int
+    access: str
+    control: bool
+
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> "Sender | None":
+        """The ``from`` the relay inserted into ``message`` (None: the robot did not opt in, or the
+        message is the relay's own)."""
+        member = message.get("from")
+        if not isinstance(member, dict):
+            return None
+        token_id, access, control = member.get("token_id"), member.get("access"), member.get("control")
+        if not isinstance(token_id, int) or access not in ("owner", "family", "guest") or not isinstance(control, bool):
+            return None
+        return cls(token_id, access, control)
+
+    def headers(self) -> dict[str, str]:
+        """What the bridge tells the robot's local API about the caller."""
+        return {"X-Wimz-Member": str(self.token_id), "X-Wimz-Access": self.access,
+                "X-Wimz-Control": "true" if self.control else "false"}
+
+
+@dataclass(frozen=True)
+class AppToken:
+    """One app token of the device (never its secret): the robot's ``GET …/app-tokens``."""
+
+    id: int
+    label: str
+    access: str
+    control: bool
+    until: str | None
+    created_at: str
+    last_used_at: str | None
+    expires_at: str | None
+    revoked_at: str | None
+
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> "AppToken":
+        return cls(int(item["id"]), str(item.get("label", "")), str(item.get("access", "owner")),
+                   bool(item.get("control", True)), item.get("until"), str(item["created_at"]),
+                   item.get("last_used_at"), item.get("expires_at"), item.get("revoked_at"))
+
+
+def _call_blocking(url: str, token: str, method: str, timeout: float, ssl_context: Any) -> Any:
+    request = urllib.request.Request(url, method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        try:
+            body = json.loads(error.read() or b"{}")
+        except ValueError:
+            body = {}
+        raise TurnFetchError(error.code, body.get("error", "http_error"), body.get("message", str(error))) from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise TurnFetchError(None, "unreachable", str(error)) from None
+
+
+async def list_app_tokens(http_base: str, device_id: str, token: str, *, timeout: float = 10.0,
+                          ssl_context: Any = None) -> list[AppToken]:
+    """``GET {http_base}/api/devices/{device_id}/app-tokens`` with the robot token."""
+    url = f"{http_base.rstrip('/')}/api/devices/{device_id}/app-tokens"
+    body = await asyncio.to_thread(_call_blocking, url, token, "GET", timeout, ssl_context)
+    return [AppToken.from_json(item) for item in body["tokens"]]
