@@ -41,16 +41,6 @@ public struct InviteRecord: Sendable, Equatable {
     public var expiresAt: UnixTime
 }
 
-/// Why a household change was refused, in the contract's terms.
-public struct HouseholdRefusal: Error, Sendable, Equatable {
-    public var code: ErrorCode
-    public var message: String
-    init(_ code: ErrorCode, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-}
-
 /// The household in the store (PROTOCOL.md v1.3): invitations (pairing codes that carry an
 /// access level), members (the device's live app tokens) and the last-owner rule. Every change
 /// locks the device's row first, so two owners acting at once can neither leave the device
@@ -74,7 +64,7 @@ public struct HouseholdRepository {
                   AND cancelled_at IS NULL AND expires_at > now()
                 """, [device.rawValue])
             if Int(pending.rows.first?[0] ?? "0") ?? 0 >= HouseholdRules.maxPendingInvites {
-                throw HouseholdRefusal(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
+                throw HouseholdRules.Refusal(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
             }
             let rows = try db.execute(
                 """
@@ -136,14 +126,9 @@ public struct HouseholdRepository {
         try db.transaction {
             try lockDevice(device, for: actor)
             let current = try liveMember(device: device, tokenID: tokenID)
-            let after: (rights: MemberRights, until: UnixTime?)
-            do throws(HouseholdRules.Refusal) {
-                after = try change.applied(to: current.rights, until: current.until, now: now)
-            } catch {
-                throw HouseholdRefusal(error.code, error.message)
-            }
+            let after = try change.applied(to: current.rights, until: current.until, now: now)
             if current.access == .owner, after.rights.access != .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw HouseholdRefusal(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
+                throw HouseholdRules.Refusal(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
             }
             let rows = try db.execute(
                 """
@@ -165,7 +150,7 @@ public struct HouseholdRepository {
             try lockDevice(device, for: actor)
             let current = try liveMember(device: device, tokenID: tokenID)
             if current.access == .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw HouseholdRefusal(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
+                throw HouseholdRules.Refusal(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
             }
             try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
@@ -181,15 +166,15 @@ public struct HouseholdRepository {
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
         guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
                                        [device.rawValue]).first
-        else { throw HouseholdRefusal(.notFound, "unknown device \(device)") }
-        if try DeviceRepository.decode(row).isDisabled { throw HouseholdRefusal(.deviceDisabled, "device \(device) is disabled") }
+        else { throw HouseholdRules.Refusal(.notFound, "unknown device \(device)") }
+        if try DeviceRepository.decode(row).isDisabled { throw HouseholdRules.Refusal(.deviceDisabled, "device \(device) is disabled") }
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """
             SELECT 1 FROM tokens WHERE id = $1 AND device_id = $2 AND role = 'app' AND access = 'owner' AND revoked_at IS NULL
               AND (expires_at IS NULL OR expires_at > now())
             """, [String(tokenID), device.rawValue])
-        if owner.rows.isEmpty { throw HouseholdRefusal(.forbidden, "this token is no longer an owner of the device") }
+        if owner.rows.isEmpty { throw HouseholdRules.Refusal(.forbidden, "this token is no longer an owner of the device") }
     }
 
     private func liveMember(device: DeviceID, tokenID: Int64) throws -> TokenRecord {
@@ -200,7 +185,7 @@ public struct HouseholdRepository {
               AND (t.expires_at IS NULL OR t.expires_at > now())
             FOR UPDATE
             """, [String(tokenID), device.rawValue]).first
-        else { throw HouseholdRefusal(.notFound, "no member \(tokenID) on this device") }
+        else { throw HouseholdRules.Refusal(.notFound, "no member \(tokenID) on this device") }
         return try TokenRepository.decode(row)
     }
 

@@ -427,8 +427,12 @@ async def test_removal_on_one_node_closes_the_members_socket_on_another(cluster)
     device = "house-" + secrets.token_hex(4)
     robot_token, owner = cluster.add_devices(1, prefix=device)[f"{device}0000"]
     device = f"{device}0000"
-    status, invite = http_json(f"{cluster.haproxy.url}/api/devices/{device}/invites", owner, "POST",
-                               {"access": "family", "label": "Sam"})
+    for _ in range(100):  # until the node the balancer picks has heard of the new token
+        status, invite = http_json(f"{cluster.haproxy.url}/api/devices/{device}/invites", owner, "POST",
+                                   {"access": "family", "label": "Sam"})
+        if status != 401:
+            break
+        time.sleep(0.05)
     assert status == 201, invite
     joined = http_json(f"{cluster.haproxy.url}/api/pairing", None, "POST", {"code": invite["code"]})[1]
     # Through the balancer: the device's sockets live on one node.
@@ -445,6 +449,7 @@ async def test_removal_on_one_node_closes_the_members_socket_on_another(cluster)
     others = [n for name, n in cluster.nodes.items() if n.running and name not in serving]
     assert others, "every node serves the device?"
     # The DELETE goes straight to a node that does not serve the device.
+    others[0].wait_known(device, owner)
     status, _ = http_json(f"{others[0].url}/api/devices/{device}/members/{joined['token_id']}", owner, "DELETE")
     assert status == 204
     assert await closed_with(ws, 1.5) == 4003

@@ -104,12 +104,12 @@ import RelayTestSupport
         _ = try robot.receiveJSON()
         _ = try robot.receiveJSON()
 
-        try a.send(#"{"type":"command","id":"7","command":"sit","from":"a"}"#)
-        try b.send(#"{"type":"command","id":"7","command":"down","from":"b"}"#)
+        try a.send(#"{"type":"command","id":"7","command":"sit","by":"a"}"#)
+        try b.send(#"{"type":"command","id":"7","command":"down","by":"b"}"#)
         // Two sockets: the relay may serve them in either order, so tell the commands apart by sender.
         let received = [try robot.receiveJSON(), try robot.receiveJSON()]
-        let c1 = try #require(received.first { $0["from"] as? String == "a" })
-        let c2 = try #require(received.first { $0["from"] as? String == "b" })
+        let c1 = try #require(received.first { $0["by"] as? String == "a" })
+        let c2 = try #require(received.first { $0["by"] as? String == "b" })
         let id1 = try #require(c1["id"] as? String)
         let id2 = try #require(c2["id"] as? String)
         #expect(id1 != id2)  // the relay keeps the two apps' "7" apart on the robot leg

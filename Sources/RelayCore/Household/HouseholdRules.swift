@@ -2,11 +2,12 @@
 /// read strictly: unknown or repeated members, wrong types, labels with control characters and
 /// `until` in any wrong form are refused with the contract's codes before anything is stored.
 public enum HouseholdRules {
-    /// A refused body: the error code (`bad_request`, `invalid_json`, `invalid_until`) and why.
+    /// A refused household request in the contract's terms: a body (`bad_request`, `invalid_json`,
+    /// `invalid_until`) or a rule of the store (`too_many_invites`, `last_owner`, `forbidden`, `not_found`).
     public struct Refusal: Error, Equatable, Sendable {
         public let code: ErrorCode
         public let message: String
-        init(_ code: ErrorCode, _ message: String) {
+        public init(_ code: ErrorCode, _ message: String) {
             self.code = code
             self.message = message
         }

@@ -115,7 +115,7 @@ final class HouseholdEndpoint {
         database.answer(request) { db in
             do {
                 return try job(db)
-            } catch let refusal as HouseholdRefusal {
+            } catch let refusal as HouseholdRules.Refusal {
                 return .error(refusal.code, refusal.message)
             }
         }

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from .turn import TurnFetchError, _NoRedirects
+from .turn import get_json
 
 
 @dataclass(frozen=True)
@@ -62,26 +59,9 @@ class AppToken:
                    item.get("last_used_at"), item.get("expires_at"), item.get("revoked_at"))
 
 
-def _call_blocking(url: str, token: str, method: str, timeout: float, ssl_context: Any) -> Any:
-    request = urllib.request.Request(url, method=method,
-                                     headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        try:
-            body = json.loads(error.read() or b"{}")
-        except ValueError:
-            body = {}
-        raise TurnFetchError(error.code, body.get("error", "http_error"), body.get("message", str(error))) from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise TurnFetchError(None, "unreachable", str(error)) from None
-
-
 async def list_app_tokens(http_base: str, device_id: str, token: str, *, timeout: float = 10.0,
                           ssl_context: Any = None) -> list[AppToken]:
     """``GET {http_base}/api/devices/{device_id}/app-tokens`` with the robot token."""
     url = f"{http_base.rstrip('/')}/api/devices/{device_id}/app-tokens"
-    body = await asyncio.to_thread(_call_blocking, url, token, "GET", timeout, ssl_context)
+    body = await asyncio.to_thread(get_json, url, token, timeout, ssl_context)
     return [AppToken.from_json(item) for item in body["tokens"]]

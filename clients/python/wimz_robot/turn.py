@@ -84,10 +84,27 @@ class TurnCredentials:
                 for s in self.ice_servers]
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error here: urllib would send the ``Authorization`` header on to
-    wherever the answer points (another host, or plain HTTP)."""
+def get_json(url: str, token: str, timeout: float, ssl_context: Any, method: str = "GET") -> Any:
+    """One blocking call to the relay with ``token``; the JSON answer, or :class:`TurnFetchError`
+    (status and the relay's error code) for a refusal or an unreachable relay. Redirects are not
+    followed: urllib would send the ``Authorization`` header on to wherever they point."""
+    request = urllib.request.Request(url, method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        try:
+            body = json.loads(error.read() or b"{}")
+        except ValueError:
+            body = {}
+        raise TurnFetchError(error.code, body.get("error", "http_error"), body.get("message", str(error))) from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise TurnFetchError(None, "unreachable", str(error)) from None
 
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
         return None
 
@@ -95,18 +112,9 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 def _fetch_blocking(url: str, token: str, ttl: int | None, timeout: float, ssl_context: Any) -> TurnCredentials:
     if ttl is not None:
         url += f"?ttl={int(ttl)}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
     try:
-        with opener.open(request, timeout=timeout) as response:
-            return TurnCredentials.from_json(json.loads(response.read()))
-    except urllib.error.HTTPError as error:
-        try:
-            body = json.loads(error.read() or b"{}")
-        except ValueError:
-            body = {}
-        raise TurnFetchError(error.code, body.get("error", "http_error"), body.get("message", str(error))) from None
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
+        return TurnCredentials.from_json(get_json(url, token, timeout, ssl_context))
+    except (KeyError, ValueError, TypeError, AttributeError) as error:
         raise TurnFetchError(None, "unreachable", str(error)) from None
 
 
