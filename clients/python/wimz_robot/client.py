@@ -86,6 +86,9 @@ class RobotClient:
             pc = RTCPeerConnection(RTCConfiguration(iceServers=await client.ice_servers()))
 
     ``url`` is the relay's base URL (``ws://``, ``wss://``, ``http://`` or ``https://``).
+    With ``senders=True`` the relay says which member sent each app message (PROTOCOL v1.3):
+    ``Sender.of(message)`` in message handlers, and a command handler with a ``sender``
+    parameter (``def treat(data, sender)``) gets it — e.g. a daily treat limit for guests.
     The client reconnects with capped exponential back-off and full jitter, at once after
     1001/1012, and stops for good on 401/403/4001/4003 (:attr:`refused` tells why).
     """
@@ -424,8 +427,9 @@ class RobotClient:
         else:
             try:
                 data = command.get("data") or {}
-                # A handler that takes two arguments also gets who sent the command (``senders=True``).
-                takes_sender = len(inspect.signature(handler).parameters) >= 2
+                # A handler with a parameter named ``sender`` also gets who sent the command
+                # (``senders=True``; None otherwise).
+                takes_sender = "sender" in inspect.signature(handler).parameters
                 result = await (_call2(handler, data, Sender.of(command)) if takes_sender else _call(handler, data))
                 response.update(ok=True, data=result)
             except Exception as error:  # the handler's failure is the app's answer, not ours
@@ -436,7 +440,7 @@ class RobotClient:
 
 
 async def _call2(handler: Callable[..., Any], argument: Any, sender: Sender | None) -> Any:
-    result = handler(argument, sender)
+    result = handler(argument, sender=sender)
     return await result if inspect.isawaitable(result) else result
 
 
