@@ -107,24 +107,18 @@ enum AdminAPI {
         if let e = expiresIn, !(1...maxTokenLifetime).contains(e) {
             throw Failure(.badRequest, "expires_in must be from 1 to \(maxTokenLifetime) seconds")
         }
+        // v1.3: an app token's access (owner unless given) and a guest's control; a guest without
+        // expires_in gets the longest an invited guest may have (30 days). Not for robot tokens.
         let accessText = try body.text("access")
-        guard accessText == nil || role == .app, let access = Access(rawValue: accessText ?? "owner") else {
-            throw Failure(.badRequest, role == .app ? "access must be owner, family or guest" : "robot tokens have no access level")
+        let controlFlag = try body.bool("control")
+        if role == .robot, accessText.map({ $0 != "owner" }) ?? false || controlFlag == true {
+            throw Failure(.badRequest, "a robot token is its device's owner: access family or guest and control are for app tokens")
         }
-        let control = try body.bool("control") ?? false
-        if control, access != .guest { throw Failure(.badRequest, "control is a guest's grant (owners and family always have it)") }
-        var until: UnixTime?
-        if let text = try body.text("until") {
-            guard let time = UnixTime(iso8601: text), time > r.at else {
-                throw Failure(.invalidUntil, "until must be an ISO 8601 time in the future")
-            }
-            until = time
-        }
-        if access == .guest, until == nil, expiresIn == nil { throw Failure(.invalidUntil, "a guest's access must end: give until") }
-        if until != nil, expiresIn != nil { throw Failure(.badRequest, "give expires_in or until, not both") }
+        guard let access = Access(rawValue: accessText ?? "owner") else { throw Failure(.badRequest, "access must be owner, family or guest") }
+        let lifetime = access == .guest ? expiresIn ?? HouseholdRules.guestHorizon : expiresIn
         let issued = try TokenRepository(db).issue(device: try deviceID(r), role: role, label: try body.text("label") ?? "",
-                                                   expiresIn: expiresIn, until: until,
-                                                   rights: MemberRights(access: access, control: control), actor: actor)
+                                                   expiresIn: lifetime,
+                                                   rights: MemberRights(access: access, control: controlFlag ?? false), actor: actor)
         return (201, .object([("token", token(issued.record, at: r.at)), ("secret", .string(issued.secret))]))
     }
 
