@@ -25,12 +25,14 @@ out=.build-fuzz
 mkdir -p "$out" Tests/Fuzz/crashers
 say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
 # WimzProtocol is a module of its own (RelayCore imports it): built first, as a static library.
+# RelayCore's sources are found in its feature folders too (Household/).
 flags=(-O -g -sanitize=fuzzer,address -parse-as-library)
 mkdir -p "$out/modules"
 { swiftc "${flags[@]}" -module-name WimzProtocol -emit-module -emit-module-path "$out/modules/WimzProtocol.swiftmodule" \
       -emit-library -static -o "$out/libWimzProtocol.a" Sources/WimzProtocol/*.swift \
   && swiftc "${flags[@]}" -module-name RelayFuzz -I "$out/modules" -L "$out" -lWimzProtocol \
-      Sources/RelayCore/*.swift Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift -o "$out/relay-fuzz"; } \
+      $(find Sources/RelayCore -name '*.swift' | sort) Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift \
+      -o "$out/relay-fuzz"; } \
     > "$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" >&2; die "fuzzer build failed (see $out/build.log)"; }
 
 status=0
