@@ -83,8 +83,8 @@ public enum ServeOptions {
         .number("WIMZ_TURN_REQUEST_RATE", "turn-request-rate", .turn, \.turnRequestRate, .positive,
                 "Credential requests per second per token (burst 10)."),
         .custom("WIMZ_TURN_ADMIN", "turn-admin", .turn,
-                "Comma-separated host:port of every TURN server's management CLI (coturn's cli-ip/cli-port, on a private address): a removed member's sessions are cut there. Unset: removal only stops issuing.",
-                defaultText: nil, example: "10.0.0.5:5766,10.0.0.6:5766") { config, text throws(ConfigurationError) in
+                "Comma-separated host:port of every TURN server's management CLI (coturn's cli-ip/cli-port, on a private address; e.g. 10.0.0.5:5766,10.0.0.6:5766): a removed member's sessions are cut there. Unset: removal only stops issuing.",
+                defaultText: nil, example: nil) { config, text throws(ConfigurationError) in
             guard let servers = TurnAdminServer.parseList(text) else {
                 throw ConfigurationError("invalid WIMZ_TURN_ADMIN '\(text.prefix(120))': expected host:port[,host:port…]")
             }
@@ -93,8 +93,8 @@ public enum ServeOptions {
         .optional("WIMZ_TURN_ADMIN_PASSWORD", nil, .turn, \.turnAdminPassword,
                   "The TURN CLI's password (coturn's cli-password). Prefer WIMZ_TURN_ADMIN_PASSWORD_FILE."),
         .custom("WIMZ_TURN_ADMIN_PASSWORD_FILE", "turn-admin-password-file", .turn,
-                "A file holding the TURN CLI's password (root:wimz-relay 0640).", defaultText: nil,
-                example: "/etc/wimz-relay/turn-cli-password") { config, path throws(ConfigurationError) in
+                "A file holding the TURN CLI's password (root:wimz-relay 0640), e.g. /etc/wimz-relay/turn-cli-password.",
+                defaultText: nil, example: nil) { config, path throws(ConfigurationError) in
             guard let contents = FileContents.read(path) else { throw ConfigurationError("cannot read the TURN CLI password file \(path)") }
             let password = String(decoding: contents, as: UTF8.self).trimmingASCIIWhitespace()
             config.turnAdminPassword = password.isEmpty ? nil : password
