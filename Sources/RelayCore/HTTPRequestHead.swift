@@ -161,7 +161,8 @@ public struct HTTPRequestHead: Sendable, Equatable {
     }
 }
 
-/// A request the relay refuses before routing: the status and the contract's error body.
+/// A request the relay refuses — before routing, or by a rule of the route (the household's) —:
+/// the status and the contract's error body.
 public struct RequestError: Error, Sendable, Equatable {
     public var code: ErrorCode
     public var message: String

@@ -148,7 +148,7 @@ public final class Session {
     /// `"from":{"token_id":N,"access":A,"control":BOOL}` (PROTOCOL.md v1.3 "Who is speaking").
     public static func sender(tokenID: Int64, rights: MemberRights) -> JSONValue {
         .object([("token_id", .int(tokenID)), ("access", .string(rights.access.rawValue)),
-                 ("control", .bool(rights.effectiveControl))])
+                 ("control", .bool(rights.mayCommand))])
     }
 
     private static func senderMember(tokenID: Int64, rights: MemberRights) -> [UInt8] {

@@ -39,6 +39,11 @@ public struct InviteRecord: Sendable, Equatable {
     public var label: String
     public var createdAt: UnixTime
     public var expiresAt: UnixTime
+
+    /// What it grants, as the audit log and the API state it.
+    public var fields: [(String, JSONValue)] {
+        [("invite_id", .int(id))] + rights.fields(until: until) + [("label", .string(label))]
+    }
 }
 
 /// The household in the store (PROTOCOL.md v1.3): invitations (pairing codes that carry an
@@ -64,7 +69,7 @@ public struct HouseholdRepository {
                   AND cancelled_at IS NULL AND expires_at > now()
                 """, [device.rawValue])
             if Int(pending.rows.first?[0] ?? "0") ?? 0 >= HouseholdRules.maxPendingInvites {
-                throw HouseholdRules.Refusal(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
+                throw RequestError(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
             }
             let rows = try db.execute(
                 """
@@ -76,7 +81,7 @@ public struct HouseholdRepository {
                  invite.rights.control ? "t" : "f", PGValue.timeText(invite.until), invite.label, invitedBy(actor)])
             let record = try HouseholdRepository.decodeInvite(rows.rows[0])
             try audit(.inviteCreated, device: device, tokenID: nil, actor: actor, address: address,
-                      details: HouseholdRepository.json(record))
+                      details: record.fields)
             return (record, code)
         }
     }
@@ -104,7 +109,7 @@ public struct HouseholdRepository {
                 """, [String(id), device.rawValue])
             guard let row = rows.first else { return false }
             try audit(.inviteCancelled, device: device, tokenID: nil, actor: actor, address: address,
-                      details: HouseholdRepository.json(try HouseholdRepository.decodeInvite(row)))
+                      details: try HouseholdRepository.decodeInvite(row).fields)
             return true
         }
     }
@@ -128,7 +133,7 @@ public struct HouseholdRepository {
             let current = try liveMember(device: device, tokenID: tokenID)
             let after = try change.applied(to: current.rights, until: current.until, now: now)
             if current.access == .owner, after.rights.access != .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw HouseholdRules.Refusal(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
+                throw RequestError(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
             }
             let rows = try db.execute(
                 """
@@ -150,7 +155,7 @@ public struct HouseholdRepository {
             try lockDevice(device, for: actor)
             let current = try liveMember(device: device, tokenID: tokenID)
             if current.access == .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw HouseholdRules.Refusal(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
+                throw RequestError(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
             }
             try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
@@ -166,15 +171,15 @@ public struct HouseholdRepository {
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
         guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
                                        [device.rawValue]).first
-        else { throw HouseholdRules.Refusal(.notFound, "unknown device \(device)") }
-        if try DeviceRepository.decode(row).isDisabled { throw HouseholdRules.Refusal(.deviceDisabled, "device \(device) is disabled") }
+        else { throw RequestError(.notFound, "unknown device \(device)") }
+        if try DeviceRepository.decode(row).isDisabled { throw RequestError(.deviceDisabled, "device \(device) is disabled") }
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """
             SELECT 1 FROM tokens WHERE id = $1 AND device_id = $2 AND role = 'app' AND access = 'owner' AND revoked_at IS NULL
               AND (expires_at IS NULL OR expires_at > now())
             """, [String(tokenID), device.rawValue])
-        if owner.rows.isEmpty { throw HouseholdRules.Refusal(.forbidden, "this token is no longer an owner of the device") }
+        if owner.rows.isEmpty { throw RequestError(.forbidden, "this token is no longer an owner of the device") }
     }
 
     private func liveMember(device: DeviceID, tokenID: Int64) throws -> TokenRecord {
@@ -185,7 +190,7 @@ public struct HouseholdRepository {
               AND (t.expires_at IS NULL OR t.expires_at > now())
             FOR UPDATE
             """, [String(tokenID), device.rawValue]).first
-        else { throw HouseholdRules.Refusal(.notFound, "no member \(tokenID) on this device") }
+        else { throw RequestError(.notFound, "no member \(tokenID) on this device") }
         return try TokenRepository.decode(row)
     }
 
@@ -219,15 +224,8 @@ public struct HouseholdRepository {
                             label: row[4] ?? "", createdAt: created, expiresAt: expires)
     }
 
-    static func json(_ invite: InviteRecord) -> [(String, JSONValue)] {
-        [("invite_id", .int(invite.id)), ("access", .string(invite.rights.access.rawValue)),
-         ("control", .bool(invite.rights.effectiveControl)), ("until", .optional(invite.until?.iso8601)),
-         ("label", .string(invite.label))]
-    }
-
     /// A member's access as the audit log keeps it (before and after a change).
     static func memberJSON(_ token: TokenRecord) -> JSONValue {
-        .object([("token_id", .int(token.id)), ("label", .string(token.label)), ("access", .string(token.access.rawValue)),
-                 ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))])
+        .object([("token_id", .int(token.id)), ("label", .string(token.label))] + token.rights.fields(until: token.until))
     }
 }

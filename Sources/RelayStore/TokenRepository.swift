@@ -47,7 +47,7 @@ public struct TokenRepository {
             let record = try TokenRepository.decode(rows.rows[0])
             var details: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("label", .string(label)),
                                                   ("expires_at", .optional(record.expiresAt?.iso8601))]
-            if role == .app { details += [("access", .string(record.access.rawValue)), ("control", .bool(record.rights.effectiveControl))] }
+            if role == .app { details += [("access", .string(record.access.rawValue)), ("control", .bool(record.rights.mayCommand))] }
             try AuditRepository(db).append([
                 AuditRepository.event(.tokenIssued, actor: actor, deviceID: device.rawValue, tokenID: record.id,
                                       details: .object(details)),

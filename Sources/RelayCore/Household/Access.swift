@@ -23,6 +23,9 @@ public struct MemberRights: Sendable, Equatable {
     /// Invite, change or remove members; list and cancel invites.
     public var mayManageHousehold: Bool { access == .owner }
 
-    /// The control flag as stored and listed: true for owners and family, the grant for guests.
-    public var effectiveControl: Bool { mayCommand }
+    /// `"access"`, `"control"` (as listed: true for owners and family, the grant for guests) and
+    /// `"until"`: how every answer and audit row states a member's access.
+    public func fields(until: UnixTime?) -> [(String, JSONValue)] {
+        [("access", .string(access.rawValue)), ("control", .bool(mayCommand)), ("until", .optional(until?.iso8601))]
+    }
 }

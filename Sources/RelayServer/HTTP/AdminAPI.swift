@@ -237,7 +237,7 @@ enum AdminAPI {
                         ("label", .string(t.label)), ("status", .string(status)), ("created_at", .string(t.createdAt.iso8601)),
                         ("expires_at", .optional(t.expiresAt?.iso8601)), ("revoked_at", .optional(t.revokedAt?.iso8601)),
                         ("last_used_at", .optional(t.lastUsedAt?.iso8601)), ("access", .string(t.access.rawValue)),
-                        ("control", .bool(t.rights.effectiveControl))])
+                        ("control", .bool(t.rights.mayCommand))])
     }
 
     static func secret(_ s: TurnSecret, signing: Bool) -> JSONValue {

@@ -47,21 +47,20 @@ final class HouseholdEndpoint {
         case .createInvite:
             guard let body else { return .error(.notSupported, "invites need the relay's own HTTP front") }
             let invite: HouseholdRules.Invite
-            do throws(HouseholdRules.Refusal) {
+            do throws(RequestError) {
                 invite = try HouseholdRules.invite(body, now: env.clock.wall())
             } catch {
                 return .error(error.code, error.message)
             }
             return answer(request) { db in
                 let (record, code) = try HouseholdRepository(db).createInvite(device: device, invite, by: owner, address: address)
-                var fields = HouseholdEndpoint.inviteJSON(record)
-                fields.insert(("code", .string(code)), at: 1)
-                return .json(201, .object(fields.filter { !["label", "created_at"].contains($0.0) }))
+                return .json(201, .object([("invite_id", .int(record.id)), ("code", .string(code)),
+                                           ("expires_at", .string(record.expiresAt.iso8601))] + record.rights.fields(until: record.until)))
             }
         case .listInvites:
             return answer(request) { db in
                 .json(200, .object([("invites", .array(try HouseholdRepository(db).pendingInvites(device: device)
-                                                           .map { .object(HouseholdEndpoint.inviteJSON($0)) }))]))
+                                                           .map(HouseholdEndpoint.inviteJSON)))]))
             }
         case .cancelInvite:
             guard let id = Self.positiveID(parameters["invite_id"]) else { return .error(.notFound, "no such invite") }
@@ -79,7 +78,7 @@ final class HouseholdEndpoint {
             guard let body else { return .error(.notSupported, "member changes need the relay's own HTTP front") }
             guard let id = Self.positiveID(parameters["token_id"]) else { return .error(.notFound, "no such member") }
             let change: HouseholdRules.MemberChange
-            do throws(HouseholdRules.Refusal) {
+            do throws(RequestError) {
                 change = try HouseholdRules.memberChange(body)
             } catch {
                 return .error(error.code, error.message)
@@ -115,7 +114,7 @@ final class HouseholdEndpoint {
         database.answer(request) { db in
             do {
                 return try job(db)
-            } catch let refusal as HouseholdRules.Refusal {
+            } catch let refusal as RequestError {
                 return .error(refusal.code, refusal.message)
             }
         }
@@ -127,18 +126,14 @@ final class HouseholdEndpoint {
     }
 
     /// A pending invite as listed.
-    static func inviteJSON(_ invite: InviteRecord) -> [(String, JSONValue)] {
-        [("invite_id", .int(invite.id)), ("access", .string(invite.rights.access.rawValue)),
-         ("control", .bool(invite.rights.effectiveControl)), ("until", .optional(invite.until?.iso8601)),
-         ("label", .string(invite.label)), ("created_at", .string(invite.createdAt.iso8601)),
-         ("expires_at", .string(invite.expiresAt.iso8601))]
+    static func inviteJSON(_ invite: InviteRecord) -> JSONValue {
+        .object(invite.fields + [("created_at", .string(invite.createdAt.iso8601)), ("expires_at", .string(invite.expiresAt.iso8601))])
     }
 
     /// A member as listed (and as PATCH answers).
     static func memberJSON(_ token: TokenRecord, online: Bool) -> JSONValue {
-        .object([("token_id", .int(token.id)), ("label", .string(token.label)), ("access", .string(token.access.rawValue)),
-                 ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601)),
-                 ("created_at", .string(token.createdAt.iso8601)), ("last_used_at", .optional(token.lastUsedAt?.iso8601)),
-                 ("online", .bool(online))])
+        .object([("token_id", .int(token.id)), ("label", .string(token.label))] + token.rights.fields(until: token.until)
+                + [("created_at", .string(token.createdAt.iso8601)), ("last_used_at", .optional(token.lastUsedAt?.iso8601)),
+                   ("online", .bool(online))])
     }
 }

@@ -104,8 +104,7 @@ final class PairingEndpoint {
                                                                                               deviceDisabled: false))))
                 let token = issued.record
                 return .json(201, .object([("device_id", .string(device.rawValue)), ("token", .string(issued.secret)),
-                                           ("token_id", .int(token.id)), ("access", .string(token.access.rawValue)),
-                                           ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))]))
+                                           ("token_id", .int(token.id))] + token.rights.fields(until: token.until)))
             case .invalid:
                 return .error(.invalidCode, "no such pairing code, or it was used or has expired")
             case .rateLimited:
@@ -139,7 +138,6 @@ final class PairingEndpoint {
     static func appTokenJSON(_ token: TokenRecord) -> JSONValue {
         .object([("id", .int(token.id)), ("label", .string(token.label)), ("created_at", .string(token.createdAt.iso8601)),
                  ("last_used_at", .optional(token.lastUsedAt?.iso8601)), ("expires_at", .optional(token.expiresAt?.iso8601)),
-                 ("revoked_at", .optional(token.revokedAt?.iso8601)), ("access", .string(token.access.rawValue)),
-                 ("control", .bool(token.rights.effectiveControl)), ("until", .optional(token.until?.iso8601))])
+                 ("revoked_at", .optional(token.revokedAt?.iso8601))] + token.rights.fields(until: token.until))
     }
 }
