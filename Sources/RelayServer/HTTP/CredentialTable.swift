@@ -23,10 +23,13 @@ final class CredentialTable {
         isLoaded = true
     }
 
-    /// Applies a changed token row (nil: gone).
-    func update(id: Int64, entry: CredentialEntry?) {
-        if let digest = digestByID.removeValue(forKey: id) { byDigest[digest] = nil }
+    /// Applies a changed token row (nil: gone); returns what the mirror held for it before.
+    @discardableResult
+    func update(id: Int64, entry: CredentialEntry?) -> CredentialEntry? {
+        var previous: CredentialEntry?
+        if let digest = digestByID.removeValue(forKey: id) { previous = byDigest.removeValue(forKey: digest) }
         if let entry, entry.token.revokedAt == nil { insert(entry) }
+        return previous
     }
 
     func setDisabled(_ device: DeviceID, _ disabled: Bool) {

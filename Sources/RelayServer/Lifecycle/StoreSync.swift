@@ -50,8 +50,13 @@ final class StoreSync {
                       code: .revoked, reason: "token revoked or device disabled")
             env.log.info("credentials_loaded", metadata: ["tokens": .stringConvertible(entries.count)])
         case .tokenChanged(let id, let entry):
-            credentials.update(id: id, entry: entry)
-            if let entry, entry.token.revokedAt == nil { webSocket.tokenChanged(entry) }
+            let previous = credentials.update(id: id, entry: entry)
+            // Live sessions take a new access level or expiry: only a token the mirror held can
+            // have any (a new token has none, and the NOTIFY after a change applied here is a repeat).
+            if let entry, entry.token.revokedAt == nil, let previous,
+               previous.token.rights != entry.token.rights || previous.token.expiresAt != entry.token.expiresAt {
+                webSocket.tokenChanged(entry)
+            }
             if entry == nil || entry?.token.revokedAt != nil {
                 let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
                 if !closed.isEmpty {
