@@ -223,7 +223,8 @@ public final class DeviceHub {
             }
             let resumed: Bool? = if case .resume = recovery { missed != nil } else { nil }
             deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince,
-                                               history: (history.epoch, history.lastSeq), recovered: resumed), to: session)
+                                               history: (history.epoch, history.lastSeq), recovered: resumed,
+                                               member: session.member), to: session)
             if let missed {
                 for m in missed { deliver(m.payload, numbering: Numbering.of(m.payload, seq: m.seq), to: session) }
             } else {
@@ -232,8 +233,8 @@ public final class DeviceHub {
                 }
             }
         } else {
-            deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince),
-                    to: session)
+            deliver(RelayMessages.deviceStatus(device.id, online: device.robot != nil, since: device.statusSince,
+                                               member: session.member), to: session)
             for case let event? in device.replay { deliver(event.payload, to: session) }
         }
         tellPresence(device)

@@ -6,13 +6,16 @@ import WimzProtocol
 public enum RelayMessages {
     /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
     /// For a recovering app (PROTOCOL.md v1.1) `data` also carries `"epoch":E,"seq":LAST`, and
-    /// `"recovered":BOOL` when it resumed with `since`.
+    /// `"recovered":BOOL` when it resumed with `since`. The greeting of an app socket carries
+    /// `"member":{"token_id","access","control","until"}`: the app's own access (v1.3; a
+    /// project addition, docs/protocol-notes.md).
     ///
     /// Written straight into bytes (a `JSONValue` tree cost ~5,000 instructions a message, and
     /// every connect and disconnect sends one to each app); `RelayMessagesTests` holds it to the
     /// tree's encoding.
     public static func deviceStatus(_ device: DeviceID, online: Bool, since: UnixTime,
-                                    history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil) -> Payload {
+                                    history: (epoch: String, seq: UInt64)? = nil, recovered: Bool? = nil,
+                                    member: JSONValue? = nil) -> Payload {
         var out = started(deviceStatusHead, capacity: 192)
         JSONValue.appendLiteral(#"{"device_id":"#, to: &out)
         JSONValue.appendQuoted(device.rawValue, to: &out)
@@ -29,6 +32,10 @@ public enum RelayMessages {
         if let recovered {
             JSONValue.appendLiteral(#","recovered":"#, to: &out)
             JSONValue.appendLiteral(recovered ? "true" : "false", to: &out)
+        }
+        if let member {
+            JSONValue.appendLiteral(#","member":"#, to: &out)
+            out += member.encodedBytes
         }
         JSONValue.appendLiteral("}}", to: &out)
         return Payload(out)

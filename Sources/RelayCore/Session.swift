@@ -151,6 +151,11 @@ public final class Session {
                  ("control", .bool(rights.mayCommand))])
     }
 
+    /// `{"token_id","access","control","until"}`: an app's own access, in its greeting.
+    public var member: JSONValue {
+        .object([("token_id", .int(tokenID))] + rights.fields(until: tokenExpiresAt))
+    }
+
     private static func senderMember(tokenID: Int64, rights: MemberRights) -> [UInt8] {
         Array(#""from":"#.utf8) + sender(tokenID: tokenID, rights: rights).encodedBytes
     }

@@ -4,7 +4,8 @@ import FoundationNetworking
 #endif
 
 extension RelayClient {
-    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing") for an app token:
+    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing"), or an owner's
+    /// invitation (v1.3), for an app token:
     /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
     /// `invalid_code` (wrong, used or expired) or `rate_limited`.
     public static func pair(relay url: URL, code: String, label: String, session: URLSession = .shared) async throws -> PairedDevice {
@@ -21,7 +22,7 @@ extension RelayClient {
               let tokenID = body["token_id"]?.intValue else {
             throw RelayClientError.invalidResponse("pairing: \(String(decoding: data, as: UTF8.self).prefix(200))")
         }
-        return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID))
+        return PairedDevice(deviceID: device, token: token, tokenID: Int64(tokenID), access: MemberAccess(body))
     }
 }
 
@@ -30,4 +31,7 @@ public struct PairedDevice: Sendable, Equatable {
     public var deviceID: String
     public var token: String
     public var tokenID: Int64
+    /// What the code made of this app (v1.3): an owner for a robot's pairing code, the
+    /// invitation's access for an owner's invite.
+    public var access: MemberAccess?
 }

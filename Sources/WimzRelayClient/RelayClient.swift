@@ -63,6 +63,9 @@ public actor RelayClient {
     /// More listeners: ``subscribe(bufferingNewest:)``.
     public nonisolated let events: AsyncStream<RelayEvent>
     public private(set) var state: ConnectionState = .stopped(.stopped)
+    /// This app's own access on the device (v1.3), as the relay last stated it: in each
+    /// connection's greeting, ``refreshMember()``, or a command refused as `forbidden`.
+    public internal(set) var member: MemberAccess?
     public nonisolated let configuration: Configuration
 
     private let eventSink: EventBroadcaster
@@ -170,6 +173,7 @@ public actor RelayClient {
     /// Sends a command to the robot and waits for its response.
     /// - Throws: ``RelayClientError/deviceOffline(message:)`` when the robot is not connected,
     ///   ``RelayClientError/rateLimited(message:)`` when the relay dropped it,
+    ///   ``RelayClientError/forbidden(code:message:)`` for a guest without control,
     ///   ``RelayClientError/timeout`` and ``RelayClientError/notConnected``.
     public func send(command name: String, data: JSON = [:], timeout: Duration? = nil) async throws -> CommandResponse {
         guard let connection else { throw RelayClientError.notConnected }
@@ -421,15 +425,13 @@ public actor RelayClient {
             resolve(id, .success(CommandResponse(id: id, ok: message["ok"]?.boolValue ?? true,
                                                  data: message["data"] ?? .null, error: message["error"], message: message)))
         case WimzProtocol.MessageType.error where id.map { pending[$0] != nil } ?? false:
-            let text = message["message"]?.stringValue ?? ""
-            switch message["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:)) {
-            case .deviceOffline?: resolve(id!, .failure(.deviceOffline(message: text)))
-            case .rateLimited?: resolve(id!, .failure(.rateLimited(message: text)))
-            case .robotBusy?: resolve(id!, .failure(.robotBusy(message: text)))
-            default: resolve(id!, .failure(.invalidResponse(text)))
-            }
+            let refusal = RelayClientError.commandRefusal(message)
+            if case .forbidden = refusal { member?.control = false }  // only a guest without control is refused
+            resolve(id!, .failure(refusal))
         default:
-            eventSink.yield(RelayEvent(message: message, raw: text))
+            let event = RelayEvent(message: message, raw: text)
+            if case .deviceStatus(let status) = event, let own = status.member { member = own }
+            eventSink.yield(event)
         }
     }
 }

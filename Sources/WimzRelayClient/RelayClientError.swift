@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -7,7 +8,9 @@ import FoundationNetworking
 public enum RelayClientError: Error, Sendable, Equatable {
     /// The token was refused (HTTP 401): missing, unknown, expired or revoked. The client stops.
     case unauthorized(code: String, message: String)
-    /// The token belongs to another device or role, or the device is disabled (HTTP 403). The client stops.
+    /// The token belongs to another device or role, or the device is disabled (HTTP 403): the
+    /// client stops. Or (code `forbidden`) this member's access does not allow the call: a
+    /// guest's command or change through the robot's API, household calls above its level.
     case forbidden(code: String, message: String)
     /// The token was revoked or the device disabled while connected (close 4003). The client stops.
     case revoked(reason: String)
@@ -46,3 +49,17 @@ extension RelayClientError {
     }
 }
 
+
+extension RelayClientError {
+    /// A command's refusal by the relay, from its error frame `{"type":"error","code":CODE,"id":ID,"message":TEXT}`.
+    static func commandRefusal(_ frame: JSON) -> RelayClientError {
+        let text = frame["message"]?.stringValue ?? ""
+        switch frame["code"]?.stringValue.flatMap(ErrorCode.init(rawValue:)) {
+        case .deviceOffline?: return .deviceOffline(message: text)
+        case .rateLimited?: return .rateLimited(message: text)
+        case .robotBusy?: return .robotBusy(message: text)
+        case .forbidden?: return .forbidden(code: ErrorCode.forbidden.rawValue, message: text)
+        default: return .invalidResponse(text)
+        }
+    }
+}

@@ -62,12 +62,15 @@ public struct DeviceStatus: Sendable, Equatable {
     /// After a reconnect with missed-event recovery: true when every missed event followed,
     /// false when some were lost (refetch state through the robot's API then); nil otherwise.
     public var recovered: Bool?
+    /// This app's own access, in the greeting of each connection (v1.3).
+    public var member: MemberAccess?
 
-    public init(deviceID: String, online: Bool, since: Date?, recovered: Bool? = nil) {
+    public init(deviceID: String, online: Bool, since: Date?, recovered: Bool? = nil, member: MemberAccess? = nil) {
         self.deviceID = deviceID
         self.online = online
         self.since = since
         self.recovered = recovered
+        self.member = member
     }
 }
 
@@ -95,7 +98,7 @@ extension RelayEvent {
         }
         return .deviceStatus(DeviceStatus(deviceID: data["device_id"]?.stringValue ?? "", online: data["online"]?.boolValue ?? false,
                                           since: data["since"]?.stringValue.flatMap(ISO8601.date),
-                                          recovered: data["recovered"]?.boolValue))
+                                          recovered: data["recovered"]?.boolValue, member: MemberAccess(data["member"])))
     }
 }
 

@@ -262,6 +262,24 @@ async def test_a_change_of_access_applies_to_live_sockets_at_once(home):
     await robot.close()
 
 
+async def test_an_app_learns_its_own_access_from_its_greeting_and_the_status_answer(home):
+    house = Household(home)
+    until = iso(3600)
+    guest, guest_id, _ = house.join("guest", "Sitter", until=until)
+    ws = await websockets.connect(f"ws://127.0.0.1:{home.port}/ws/app?device_id={house.device}&token={guest}")
+    greeting = json.loads(await ws.recv())
+    own = greeting["data"]["member"]
+    assert own["token_id"] == guest_id and own["access"] == "guest" and own["control"] is False
+    assert own["until"].startswith(until[:19])
+    await ws.close()
+    status, body = house.call("GET", "status", guest)
+    assert status == 200 and body["member"] == own
+    status, body = house.call("GET", "status", house.owner)
+    assert body["member"] == {"token_id": house.owner_id, "access": "owner", "control": True, "until": None}
+    status, body = house.call("GET", "status", house.robot_token)
+    assert status == 200 and "member" not in body  # a robot is no member
+
+
 async def test_invite_rules_and_bad_input_store_nothing(home):
     house = Household(home)
     count = lambda: int(home.database.psql(f"SELECT count(*) FROM pairing_codes WHERE device_id = '{house.device}'"))

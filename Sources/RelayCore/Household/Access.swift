@@ -1,8 +1,5 @@
-/// An app token's access level (PROTOCOL.md v1.3 "Access levels"). Robot tokens are always
-/// `owner` in the store; the levels only mean something for app tokens.
-public enum Access: String, Sendable, CaseIterable, Equatable {
-    case owner, family, guest
-}
+// The levels are WimzProtocol's, shared with the Swift client.
+@_exported import enum WimzProtocol.Access
 
 /// What a member may do: the access table of the contract, in one place. The hub reads
 /// `mayCommand` per command frame; the router and the household endpoints the rest.

@@ -87,12 +87,13 @@ final class ClusterCoordinator {
     /// `{"device_id","online","since","apps","nodes","scope"}`: the cluster's view of a device
     /// (every live node's presence rows), merged with this node's own, which is fresher than
     /// its last batch. Without the database: this node's view, `"scope":"node"`.
-    func presence(of device: DeviceID, _ request: HTTPRequest) -> HTTPResponse? {
+    /// `member`: an app caller's own access (v1.3), added to the answer.
+    func presence(of device: DeviceID, _ request: HTTPRequest, member: JSONValue? = nil) -> HTTPResponse? {
         let local = env.hub.status(of: device)
         let nodeID = self.nodeID
         let holdsHere = local.online || local.apps > 0
         let nodeView = Self.presenceJSON(device: device, online: local.online, since: local.since, apps: local.apps,
-                                         nodes: holdsHere ? [nodeID] : [], scope: "node")
+                                         nodes: holdsHere ? [nodeID] : [], scope: "node", member: member)
         return database.answer(request, unavailable: .json(200, nodeView)) { db in
             let shared = try ClusterRepository(db).presence(of: [device])[device]
             var online = shared?.online ?? false
@@ -106,13 +107,14 @@ final class ClusterCoordinator {
             if holdsHere, !nodes.contains(nodeID) { nodes.append(nodeID) }
             apps = max(apps, local.apps)
             return .json(200, Self.presenceJSON(device: device, online: online, since: since, apps: apps,
-                                                nodes: nodes.sorted(), scope: "cluster"))
+                                                nodes: nodes.sorted(), scope: "cluster", member: member))
         }
     }
 
     static func presenceJSON(device: DeviceID, online: Bool, since: UnixTime, apps: Int, nodes: [String],
-                             scope: String) -> JSONValue {
+                             scope: String, member: JSONValue?) -> JSONValue {
         .object([("device_id", .string(device.rawValue)), ("online", .bool(online)), ("since", .string(since.iso8601)),
-                 ("apps", .int(Int64(apps))), ("nodes", .array(nodes.map { .string($0) })), ("scope", .string(scope))])
+                 ("apps", .int(Int64(apps))), ("nodes", .array(nodes.map { .string($0) })), ("scope", .string(scope))]
+                + (member.map { [("member", $0)] } ?? []))
     }
 }

@@ -131,6 +131,12 @@ final class HouseholdEndpoint {
     }
 
     /// A member as listed (and as PATCH answers).
+    /// `{"token_id","access","control","until"}`: an app's own access (the status answer;
+    /// the socket's greeting says the same, `Session.member`).
+    static func ownAccess(_ token: TokenRecord) -> JSONValue {
+        .object([("token_id", .int(token.id))] + token.rights.fields(until: token.until))
+    }
+
     static func memberJSON(_ token: TokenRecord, online: Bool) -> JSONValue {
         .object([("token_id", .int(token.id)), ("label", .string(token.label))] + token.rights.fields(until: token.until)
                 + [("created_at", .string(token.createdAt.iso8601)), ("last_used_at", .optional(token.lastUsedAt?.iso8601)),
