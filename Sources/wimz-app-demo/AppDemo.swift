@@ -23,6 +23,12 @@ struct AppDemo: AsyncParsableCommand {
     @Option(name: .customLong("register-push"), help: "Register this APNs device token (hex) for every push kind of the device, print the stored registration as JSON, then exit.") var registerPush: String?
     @Option(name: .customLong("push-environment"), help: "production or sandbox (--register-push; default sandbox).") var pushEnvironment = "sandbox"
     @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
+    @Option(help: "Invite someone (owners): family or guest; prints the invitation with its code as JSON, then exits.") var invite: String?
+    @Option(help: "--invite: the name shown in the member list.") var label = "invited from the terminal"
+    @Flag(help: "--invite guest: may send commands and change things through the robot's API.") var control = false
+    @Option(help: "--invite: when the access ends, ISO 8601 (required for a guest, at most 30 days ahead).") var until: String?
+    @Flag(help: "List the household (owners and family) as JSON, then exit.") var members = false
+    @Option(help: "Remove the member with this token_id (owners): its sockets close and its video is cut; then exit.") var remove: Int64?
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
 
@@ -41,6 +47,7 @@ struct AppDemo: AsyncParsableCommand {
             return
         }
         let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
+        if try await HouseholdCommands.run(self, client: client) { return }
         if state {
             print(StateLine(try await client.lastKnownState()).text)
             return
@@ -117,6 +124,7 @@ struct Screen {
     let redraw: Bool
     var connection = "connecting"
     var online = "unknown"
+    var you = "-"
     var mode = "-"
     var mission = "-"
     var fraction: Double?
@@ -143,6 +151,10 @@ struct Screen {
         switch event {
         case .connection(let state): connection = "\(state)"
         case .deviceStatus(let status):
+            if let own = status.member {
+                you = own.access.rawValue + (own.control ? "" : " (no control)")
+                    + (own.until.map { ", until \($0.formatted(date: .abbreviated, time: .shortened))" } ?? "")
+            }
             online = status.online ? "online" : "offline"
             if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
         case .event(let message): apply(RobotEvent(message))
@@ -178,14 +190,14 @@ struct Screen {
         } ?? "[no mission]"
         if redraw {
             print("\u{1B}[H\u{1B}[2J", terminator: "")
-            print("WIM-Z \(device) — relay \(connection)")
+            print("WIM-Z \(device) — relay \(connection), you: \(you)")
             print("robot:   \(online), mode \(mode)")
             print("mission: \(mission)")
             print("         \(bar)")
             print("TURN:    \(turn)")
             print("last:    \(last)")
         } else {
-            let line = "relay=\(connection) robot=\(online) mode=\(mode) mission=\(mission) \(bar) turn=\(turn) last=\(last)"
+            let line = "relay=\(connection) you=\(you) robot=\(online) mode=\(mode) mission=\(mission) \(bar) turn=\(turn) last=\(last)"
             if line != lastLine { print(line) }
             lastLine = line
         }

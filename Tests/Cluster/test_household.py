@@ -362,6 +362,32 @@ async def test_member_rules_last_owner_leaving_and_other_devices(home):
     assert set(changed.split()) == {"owner"} and removed.split() == ["member"]
 
 
+def test_the_app_demo_invites_lists_and_removes(home):
+    """wimz-app-demo --invite, --members and --remove, on WimzRelayClient, against the relay."""
+    house = Household(home)
+
+    def demo(*arguments: str, token: str = house.owner) -> tuple[int, str]:
+        done = subprocess.run([os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", home.url,
+                               "--device", house.device, "--token", token, *arguments],
+                              capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout.strip()
+
+    code, out = demo("--invite", "guest", "--label", "Dog sitter", "--until", iso(7200)[:19] + "Z")
+    invite = json.loads(out)
+    assert code == 0 and invite["access"] == "guest" and invite["control"] is False
+    status, redeemed = http_json(f"{home.url}/api/pairing", None, "POST", {"code": invite["code"]})
+    assert status == 201 and redeemed["access"] == "guest"
+    code, out = demo("--members")
+    listed = {m["token_id"]: m for m in json.loads(out)["members"]}
+    assert code == 0 and listed[redeemed["token_id"]]["label"] == "Dog sitter" and listed[house.owner_id]["access"] == "owner"
+    # A guest may not list the household: the relay's refusal, exit 2.
+    code, out = demo("--members", token=redeemed["token"])
+    assert code == 2 and "forbidden" in out
+    code, out = demo("--remove", str(redeemed["token_id"]))
+    assert code == 0 and json.loads(out) == {"removed": redeemed["token_id"]}
+    assert house.call("GET", "status", redeemed["token"])[0] == 401
+
+
 async def test_a_guests_access_ends_on_time_while_the_other_core_is_busy(home, apns):
     house = Household(home)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
