@@ -68,7 +68,7 @@ let package = Package(
         // writer, admin jobs), all on one `DatabaseThread` with one reconnect policy.
         .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
                                                       .product(name: "Logging", package: "swift-log")]),
-        // APNs (PROTOCOL.md v1.2 push): the provider token and the HTTP/2 sender, on a worker of its
+        // APNs (docs/protocol.md v1.2 push): the provider token and the HTTP/2 sender, on a worker of its
         // own fed through a bounded queue. The only target that uses SwiftNIO in the daemon.
         .target(name: "RelayPush", dependencies: ["RelayCore", "RelayCrypto", .product(name: "Logging", package: "swift-log"),
                                                    .product(name: "AsyncHTTPClient", package: "async-http-client"),

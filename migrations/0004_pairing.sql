@@ -1,4 +1,4 @@
--- Pairing (PROTOCOL.md v1.1): codes a robot mints for an app to redeem for an app token.
+-- Pairing (docs/protocol.md v1.1): codes a robot mints for an app to redeem for an app token.
 -- Only the SHA-256 digest of a code is stored; a code is used once (used_at) and expires.
 CREATE TABLE pairing_codes (
     id         bigserial PRIMARY KEY,

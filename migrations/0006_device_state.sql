@@ -1,4 +1,4 @@
--- Last-known state (PROTOCOL.md v1.2): the robot's latest message of each replayed event, as it
+-- Last-known state (docs/protocol.md v1.2): the robot's latest message of each replayed event, as it
 -- sent it, and when it arrived. Written behind the forwarding path (batched, at most once a second
 -- per device); read by GET /api/devices/{id}/state on any node, also while the robot is offline.
 CREATE TABLE device_state_events (

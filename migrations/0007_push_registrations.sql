@@ -1,4 +1,4 @@
--- Push registrations (PROTOCOL.md v1.2): a phone's APNs device token, registered by an app
+-- Push registrations (docs/protocol.md v1.2): a phone's APNs device token, registered by an app
 -- token of the device for some kinds of push. One row per device and APNs token; the app token
 -- that registered it owns it (putting it again from another app token moves it there).
 CREATE TABLE push_registrations (

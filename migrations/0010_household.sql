@@ -1,4 +1,4 @@
--- The household (PROTOCOL.md v1.3): access levels on app tokens, invitations, and the TURN
+-- The household (docs/protocol.md v1.3): access levels on app tokens, invitations, and the TURN
 -- sessions a removal must cut.
 
 -- Every token has an access level; those issued before v1.3 are owners. A member's `until` is
@@ -30,7 +30,7 @@ ALTER TABLE pairing_codes
 CREATE INDEX pairing_codes_pending_invites_idx ON pairing_codes (device_id)
     WHERE access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL;
 
--- TURN sessions to cut on coturn (PROTOCOL.md v1.3 "TURN: removal cuts the video"): one row per
+-- TURN sessions to cut on coturn (docs/protocol.md v1.3 "Removal cuts the video"): one row per
 -- removed, revoked or expired app token, whichever node or process removed it. Every relay's
 -- cutter claims due rows (a lease, so a crashed node's claim runs out), cuts on every TURN
 -- server of its WIMZ_TURN_ADMIN, and marks them done: once per removal in a cluster.

@@ -2,7 +2,7 @@
 import WimzProtocol
 #endif
 
-/// What an app may send (PROTOCOL.md v1.2 "What an app may send (tightened)"): the relay reads
+/// What an app may send (docs/protocol.md v1.2 "Frames on the sockets"): the relay reads
 /// an app frame's `type`, `id` and `event` to route it and the robot reads the whole frame with a
 /// full JSON parser, so the relay forwards only frames both must read the same way:
 ///

@@ -1,4 +1,4 @@
-/// What happened, for the append-only audit log (PROTOCOL.md "Store").
+/// What happened, for the append-only audit log (docs/protocol.md "What is stored and audited").
 public enum AuditKind: String, Sendable, CaseIterable {
     case deviceCreated = "device_created"
     case deviceDisabled = "device_disabled"
@@ -20,7 +20,7 @@ public enum AuditKind: String, Sendable, CaseIterable {
     case pairingFailed = "pairing_failed"
     case pairingRateLimited = "pairing_rate_limited"
     case pushRegistered = "push_registered"
-    // The household (PROTOCOL.md v1.3); `details.by` says who: owner (with `by_token_id`),
+    // The household (docs/protocol.md v1.3); `details.by` says who: owner (with `by_token_id`),
     // member (itself), robot or operator.
     case inviteCreated = "invite_created"
     case inviteRedeemed = "invite_redeemed"

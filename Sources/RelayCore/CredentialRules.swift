@@ -12,7 +12,7 @@ public enum CredentialRules {
     }
 
     /// `check`, then the token must belong to `device` and carry `role`
-    /// (PROTOCOL.md: 401 for unknown/expired, 403 for another device or role, or disabled).
+    /// (docs/protocol.md: 401 for unknown/expired, 403 for another device or role, or disabled).
     @inlinable public static func authorize<Entry: CredentialState>(_ entry: Entry, device: DeviceID, role: Role,
                                                          at now: UnixTime) -> Result<Entry, AuthFailure> {
         if entry.deviceID != device { return .failure(.wrongDevice) }

@@ -1,4 +1,4 @@
-/// Missed-event recovery (PROTOCOL.md v1.1 "Missed events"): one device's numbered history of
+/// Missed-event recovery (docs/protocol.md v1.1 "Recovering missed events"): one device's numbered history of
 /// the robot's broadcasts, for apps that connect with `recover=1` and resume with `since=E:N`.
 ///
 /// Wire format: to a recovering app each such message arrives with `"seq":N` inserted as its

@@ -1,4 +1,4 @@
-/// Frames from apps (PROTOCOL.md "app → relay", tightened in v1.2): the strict check
+/// Frames from apps (docs/protocol.md "Frames on the sockets", tightened in v1.2): the strict check
 /// (`AppFrame`), the rate limit, commands under the relay's own unguessable ids, and a busy robot
 /// that drops the app's message instead of being closed.
 extension DeviceHub {
@@ -36,7 +36,7 @@ extension DeviceHub {
             deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
-        // A guest without control sends no commands (PROTOCOL.md v1.3): refused here, before the
+        // A guest without control sends no commands (docs/protocol.md v1.3): refused here, before the
         // robot, from the flag the token mirror keeps current.
         if !session.mayCommand, envelope?.kind == .command {
             onDrop?(.refused(.forbidden))

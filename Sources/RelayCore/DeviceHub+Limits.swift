@@ -8,11 +8,11 @@ extension DeviceHub {
         /// Consecutive rate-limited messages after which an app is closed with 4029.
         public var rateLimitCloseAfter = 200
         public var replayEvents: Set<String> = []
-        /// Robot events that may become pushes (PROTOCOL.md v1.2), for devices with registrations.
+        /// Robot events that may become pushes (docs/protocol.md v1.2), for devices with registrations.
         public var pushEvents: Set<String> = []
         /// Commands awaiting a response, per device; the oldest is forgotten beyond this.
         public var pendingCommandsPerDevice = 1024
-        /// Missed-event recovery's buffer per device (PROTOCOL.md v1.1).
+        /// Missed-event recovery's buffer per device (docs/protocol.md v1.1).
         public var history = DeviceHistory.Limits()
         /// Bytes every device's history may hold together (`HistoryMemory`).
         public var historyMemory = RelayConfiguration.defaults.recoveryMemoryBytes

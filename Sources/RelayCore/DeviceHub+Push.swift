@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Which robot events reach the push logic (PROTOCOL.md v1.2 "What is pushed"): only those of
+/// Which robot events reach the push logic (docs/protocol.md v1.2 "Push notifications"): only those of
 /// devices with registrations (`pushWatched`), only the names in `Limits.pushEvents`, and
 /// `mission_progress` only when it says `completed` — so a device without phones registered costs
 /// one flag test per event, and one with phones a name comparison (and, for progress updates, one

@@ -1,4 +1,4 @@
-/// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"): the latest message of
+/// The robot's last-known state (docs/protocol.md v1.2 "What the robot last said"): the latest message of
 /// each replayed event, with when it arrived. The hub keeps it as the replay; this is how it
 /// is read out — for the write-behind store (changed devices, once a tick) and for the
 /// `/state` endpoint (one device, now).

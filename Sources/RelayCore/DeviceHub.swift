@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// Pairing and routing (PROTOCOL.md "Frames"): the device table and every rule about who
+/// Pairing and routing (docs/protocol.md "Frames on the sockets"): the device table and every rule about who
 /// receives what. Owned by the service thread; pure logic over `Session`s, so it is tested
 /// without sockets.
 public final class DeviceHub {
@@ -89,7 +89,7 @@ public final class DeviceHub {
     public var onDeviceArrived: ((DeviceID) -> Void)?
     /// A socket of a device attached or detached; the time is set when its robot went offline.
     public var onPresenceChanged: ((DeviceID, UnixTime?) -> Void)?
-    /// The robot answered an HTTP request (`http_response`/`http_body`, PROTOCOL.md v1.1): the
+    /// The robot answered an HTTP request (`http_response`/`http_body`, docs/protocol.md v1.1): the
     /// frame and the robot session. Such frames never go to the apps.
     public var onRobotHTTP: ((Payload, Session) -> Void)?
     /// Whether other nodes are live (set by the server): then a resume with an unknown epoch

@@ -1,4 +1,4 @@
-/// A robot's identity on the wire and in the store: `[A-Za-z0-9_.-]{1,64}` (PROTOCOL.md).
+/// A robot's identity on the wire and in the store: `[A-Za-z0-9_.-]{1,64}` (docs/protocol.md).
 public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
     public static let maxLength = 64
     public let rawValue: String

@@ -8,7 +8,7 @@ import Darwin
 /// and for events the `event` name, for commands, responses and the robot's HTTP answers the
 /// `id` token's byte range.
 ///
-/// Wire format (PROTOCOL.md "Frames"): text frames are JSON objects such as
+/// Wire format (docs/protocol.md "Frames on the sockets"): text frames are JSON objects such as
 /// `{"type":"event","event":"mode_changed","data":{…}}` or `{"type":"command","id":"7",…}`.
 /// Everything else in the frame is forwarded byte for byte, so the scanner only walks the
 /// top-level keys, skips nested values without looking inside, and stops as soon as it has
@@ -16,7 +16,7 @@ import Darwin
 public struct Envelope: Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
         case event, command, response
-        /// The robot's answer to an `http_request` (PROTOCOL.md v1.1), and its continuation.
+        /// The robot's answer to an `http_request` (docs/protocol.md v1.1), and its continuation.
         case httpResponse, httpBody
         /// The relay's own request on the robot leg; an app may not send one.
         case httpRequest

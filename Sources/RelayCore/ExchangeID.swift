@@ -1,5 +1,5 @@
 /// Ids the relay puts on the robot leg for exchanges it must match an answer to: rewritten
-/// command ids (`"c…"`) and HTTP exchanges (`"h…"`). PROTOCOL.md v1.2: not guessable from
+/// command ids (`"c…"`) and HTTP exchanges (`"h…"`). docs/protocol.md v1.2: not guessable from
 /// outside — 64 random bits, written as 16 lower-case hex digits after the prefix — so nobody
 /// but the robot that received one can answer it. Bytes in and out: this runs per command.
 public enum ExchangeID {

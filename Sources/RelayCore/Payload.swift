@@ -165,7 +165,7 @@ public final class PayloadPool {
     }
 }
 
-/// Where a recovering app's copy of a message gets its number (PROTOCOL.md v1.1): `"seq":N`
+/// Where a recovering app's copy of a message gets its number (docs/protocol.md v1.1): `"seq":N`
 /// (and a comma unless the object is empty) right after the opening `{` at `at - 1`. The
 /// writer puts it in while it frames the message, so the one buffer is still shared and a
 /// numbered delivery allocates nothing.

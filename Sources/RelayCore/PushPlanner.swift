@@ -3,7 +3,7 @@
 @_exported import enum WimzProtocol.PushKind
 #endif
 
-/// A phone registered for pushes of one device (PROTOCOL.md v1.2 "Push registrations").
+/// A phone registered for pushes of one device (docs/protocol.md v1.2 "Push notifications").
 public struct PushRegistration: Sendable, Hashable {
     public enum Environment: String, Sendable, CaseIterable { case production, sandbox }
 
@@ -49,7 +49,7 @@ public struct PushMessage: Sendable, Equatable {
         self.locArgs = locArgs
     }
 
-    /// The APNs request body (PROTOCOL.md v1.2):
+    /// The APNs request body (docs/protocol.md v1.2):
     /// `{"aps":{"alert":{"loc-key":…,"loc-args":[…]},"sound":"default","thread-id":DEVICE,
     ///   "mutable-content":1},"wimz":{"device_id":…,"event":KIND,"count":N,"epoch":E,"seq":S}}`
     public var body: [UInt8] {
@@ -65,7 +65,7 @@ public struct PushMessage: Sendable, Equatable {
     }
 }
 
-/// "Counted, not flooded" (PROTOCOL.md v1.2): per registration and kind, an event outside a
+/// "Counted, not flooded" (docs/protocol.md v1.2): per registration and kind, an event outside a
 /// window is pushed at once and opens a window of `interval`; events inside it are counted, and
 /// when it closes one push carries their number (and opens the next window). Every event handed
 /// in is in exactly one push's count. Pure state with the caller's clock (monotonic ns);

@@ -50,7 +50,7 @@ public struct TokenRecord: Sendable, Equatable {
     /// What the token's holder may do.
     public var rights: MemberRights { MemberRights(access: access, control: control) }
 
-    /// A member's `until` (PROTOCOL.md v1.3): the token's expiry. One time ends a token, so
+    /// A member's `until` (docs/protocol.md v1.3): the token's expiry. One time ends a token, so
     /// "at until the token expires as any expired token does" holds by construction.
     public var until: UnixTime? { expiresAt }
 

@@ -28,7 +28,7 @@ public struct RelayConfiguration: Sendable {
         case libev, poll
     }
 
-    // TURN (PROTOCOL.md "GET /api/turn/credentials").
+    // TURN (docs/protocol.md "TURN credentials").
     public var turnURLs: [String] = []
     public var turnStaticSecret: String?
     public var turnRealm = "wimz"
@@ -39,7 +39,7 @@ public struct RelayConfiguration: Sendable {
     /// Credential requests per token: sustained rate per second and burst.
     public var turnRequestRate = 1.0
     public var turnRequestBurst = 10.0
-    /// coturn management CLIs where removed members' sessions are cut (PROTOCOL.md v1.3); empty:
+    /// coturn management CLIs where removed members' sessions are cut (docs/protocol.md v1.3); empty:
     /// the relay only stops issuing.
     public var turnAdminServers: [TurnAdminServer] = []
     public var turnAdminPassword: String?
@@ -53,7 +53,7 @@ public struct RelayConfiguration: Sendable {
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
 
-    // WebSocket limits (PROTOCOL.md "keepalive and limits").
+    // WebSocket limits (docs/protocol.md "Keepalive, limits and close codes").
     public var pingIntervalSeconds = WimzProtocol.defaultPingIntervalSeconds
     public var maxMessageBytes = WimzProtocol.defaultMaxMessageBytes
     public var maxAppsPerDevice = 16
@@ -64,7 +64,7 @@ public struct RelayConfiguration: Sendable {
     /// Events remembered per device and replayed to apps that connect later.
     public var replayEvents: Set<String> = WimzProtocol.replayedEvents
 
-    // HTTP to the robot (PROTOCOL.md v1.1 "HTTP to the robot through the relay").
+    // HTTP to the robot (docs/protocol.md v1.1 "The robot's API through the relay").
     /// Largest request and response body (`WIMZ_ROBOT_HTTP_MAX_BODY`, default 1 MiB).
     public var robotHTTPMaxBody = WimzProtocol.defaultRobotHTTPMaxBody
     /// Seconds the robot has to answer completely before the app gets 504 (`WIMZ_ROBOT_HTTP_TIMEOUT`).
@@ -76,7 +76,7 @@ public struct RelayConfiguration: Sendable {
     public var robotHTTPMaxPending = 64
 
     /// Missed-event recovery: messages and seconds kept per device (`WIMZ_RECOVERY_MESSAGES`,
-    /// `WIMZ_RECOVERY_SECONDS`; PROTOCOL.md v1.1 "Missed events").
+    /// `WIMZ_RECOVERY_SECONDS`; docs/protocol.md v1.1 "Recovering missed events").
     public var recoveryMessages = WimzProtocol.defaultRecoveryMessages
     public var recoverySeconds = 120.0
     /// Bytes the missed-event history of every device may hold together on this node
@@ -93,7 +93,7 @@ public struct RelayConfiguration: Sendable {
     public var authFailureBurst = 20.0
     public var authFailureRate = 1.0
 
-    /// Push through APNs (PROTOCOL.md v1.2): the `.p8` key (`WIMZ_APNS_KEY_FILE`; nil: no push,
+    /// Push through APNs (docs/protocol.md v1.2): the `.p8` key (`WIMZ_APNS_KEY_FILE`; nil: no push,
     /// registrations answer 501), its key id, the team id and the app's bundle id (topic).
     public var apnsKeyFile: String?
     public var apnsKeyID: String?

@@ -2,13 +2,13 @@
 import WimzProtocol
 #endif
 
-/// Relay-originated frames (PROTOCOL.md "relay-originated messages").
+/// Relay-originated frames (docs/protocol.md "Frames on the sockets").
 public enum RelayMessages {
     /// `{"type":"event","event":"device_status","data":{"device_id":ID,"online":BOOL,"since":ISO8601}}`
-    /// For a recovering app (PROTOCOL.md v1.1) `data` also carries `"epoch":E,"seq":LAST`, and
+    /// For a recovering app (docs/protocol.md v1.1) `data` also carries `"epoch":E,"seq":LAST`, and
     /// `"recovered":BOOL` when it resumed with `since`. The greeting of an app socket carries
     /// `"member":{"token_id","access","control","until"}`: the app's own access (v1.3; a
-    /// project addition, docs/protocol-notes.md).
+    /// project addition, docs/protocol.md).
     ///
     /// Written straight into bytes (a `JSONValue` tree cost ~5,000 instructions a message, and
     /// every connect and disconnect sends one to each app); `RelayMessagesTests` holds it to the

@@ -2,7 +2,7 @@
 import WimzProtocol
 #endif
 
-/// HTTP to the robot through the relay (PROTOCOL.md v1.1 "HTTP to the robot through the relay"):
+/// HTTP to the robot through the relay (docs/protocol.md v1.1 "The robot's API through the relay"):
 /// the route, which headers cross, and the robot leg's frames.
 ///
 ///     app   → relay   POST /api/devices/robot-42/robot/missions/start?a=1
@@ -53,7 +53,7 @@ public enum RobotHTTP {
     }
 
     /// The `http_request` frame (body already base64-encoded, or nil when there is none).
-    /// `from`: the asking member, first, for a robot that opted in (PROTOCOL.md v1.3 "Who is speaking").
+    /// `from`: the asking member, first, for a robot that opted in (docs/protocol.md v1.3 "Who is speaking").
     public static func requestFrame(id: UInt64, method: String, path: String, query: String?,
                                     headers: [(String, String)], bodyBase64: String?, from: JSONValue? = nil) -> [UInt8] {
         JSONValue.object((from.map { [("from", $0)] } ?? []) + [

@@ -1,4 +1,4 @@
-/// HTTP requests to robots that wait for an answer (PROTOCOL.md v1.1): which app connection
+/// HTTP requests to robots that wait for an answer (docs/protocol.md v1.1): which app connection
 /// each belongs to, the answer as it arrives, the deadline. Service-thread state; pure logic
 /// with an injected clock, so timeouts and limits are tested without sockets.
 ///

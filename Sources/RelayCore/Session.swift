@@ -58,7 +58,7 @@ public final class Session {
     public let tokenID: Int64
     /// When the token stops working (a member's `until`): a change reaches live sessions.
     public var tokenExpiresAt: UnixTime?
-    /// An app's access (PROTOCOL.md v1.3); a change applies from the next frame.
+    /// An app's access (docs/protocol.md v1.3); a change applies from the next frame.
     public private(set) var rights: MemberRights
     /// `rights.mayCommand`, as a plain flag: read per command frame.
     public private(set) var mayCommand: Bool
@@ -145,7 +145,7 @@ public final class Session {
         senderMember = Session.senderMember(tokenID: tokenID, rights: rights)
     }
 
-    /// `"from":{"token_id":N,"access":A,"control":BOOL}` (PROTOCOL.md v1.3 "Who is speaking").
+    /// `"from":{"token_id":N,"access":A,"control":BOOL}` (docs/protocol.md v1.3 "Who is speaking").
     public static func sender(tokenID: Int64, rights: MemberRights) -> JSONValue {
         .object([("token_id", .int(tokenID)), ("access", .string(rights.access.rawValue)),
                  ("control", .bool(rights.mayCommand))])

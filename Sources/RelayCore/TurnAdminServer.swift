@@ -1,4 +1,4 @@
-/// One TURN server's management CLI (`WIMZ_TURN_ADMIN`, PROTOCOL.md v1.3): where a removal's
+/// One TURN server's management CLI (`WIMZ_TURN_ADMIN`, docs/protocol.md v1.3): where a removal's
 /// sessions are cut.
 public struct TurnAdminServer: Sendable, Equatable {
     public var host: String

@@ -1,4 +1,4 @@
-/// TURN REST credentials as coturn's `use-auth-secret` expects them (PROTOCOL.md
+/// TURN REST credentials as coturn's `use-auth-secret` expects them (docs/protocol.md
 /// "GET /api/turn/credentials"): username `<expiry unix seconds><separator><user id>`,
 /// credential base64(HMAC-SHA1(secret, username)) — the MAC itself is computed by the caller
 /// (RelayCrypto). This type holds the rules: TTL clamping, user ids, times and the JSON body.
@@ -36,14 +36,14 @@ public struct TurnPolicy: Sendable {
     }
 
     /// Coturn-safe user ids: a robot's is its device id (already `[A-Za-z0-9_.-]`) and the role;
-    /// an app's names the member, `<device_id>/<token_id>` (PROTOCOL.md v1.3), so coturn's `ps`
+    /// an app's names the member, `<device_id>/<token_id>` (docs/protocol.md v1.3), so coturn's `ps`
     /// finds exactly that member's sessions.
     public func userID(device: DeviceID, role: Role, tokenID: Int64?) -> String {
         if role == .app, let tokenID { return "\(device.rawValue)/\(tokenID)" }
         return "\(device.rawValue).\(role.rawValue)"
     }
 
-    /// `ttl` cut so the credential expires no later than `end` (a member's `until`; PROTOCOL.md
+    /// `ttl` cut so the credential expires no later than `end` (a member's `until`; docs/protocol.md
     /// v1.3: even below the minimum TTL). Nil when `end` has passed.
     public func ttl(_ ttl: Int, endingBy end: UnixTime?, issuedAt: UnixTime) -> Int? {
         guard let end else { return ttl }

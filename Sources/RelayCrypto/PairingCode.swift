@@ -1,4 +1,4 @@
-/// Pairing codes (PROTOCOL.md v1.1 "Pairing"): short, single-use secrets a person reads off the
+/// Pairing codes (docs/protocol.md v1.1 "Pairing a phone"): short, single-use secrets a person reads off the
 /// robot and types into the app. 10 characters from a 31-symbol alphabet without the look-alikes
 /// 0/O and 1/I/L: 10 × log2(31) ≈ 49.5 bits, shown as `ABCDE-FGHJK`.
 public enum PairingCode {

@@ -159,7 +159,7 @@ public enum FuzzChecks {
         return nil
     }
 
-    /// The strict app-frame check (PROTOCOL.md v1.2) against an independent JSON parser
+    /// The strict app-frame check (docs/protocol.md v1.2) against an independent JSON parser
     /// (Foundation's): whatever the relay forwards or refuses as the relay's own, the parser reads
     /// as one object whose `type`, `id` and `event` are exactly what the relay routed by.
     /// (Where Foundation is stricter than the robot's parser — a lone UTF-16 surrogate escape, a

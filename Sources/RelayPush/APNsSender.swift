@@ -64,7 +64,7 @@ public struct PushOutcome: Sendable {
     public var latency: Double
 }
 
-/// Sends pushes to APNs (PROTOCOL.md v1.2): HTTP/2 over TLS with async-http-client on an event
+/// Sends pushes to APNs (docs/protocol.md v1.2): HTTP/2 over TLS with async-http-client on an event
 /// loop of its own — never the relay's service thread — through one kept, multiplexed connection
 /// per APNs host. Fed through a bounded queue: `enqueue` never blocks and drops (counted) when
 /// it is full. Retries 429 and 5xx with back-off until the push's expiration; a fresh provider

@@ -5,7 +5,7 @@ import RelayCrypto
 import Glibc
 #endif
 
-/// The APNs provider token (PROTOCOL.md v1.2, Apple's token-based authentication): a JWT signed
+/// The APNs provider token (docs/protocol.md v1.2, Apple's token-based authentication): a JWT signed
 /// ES256 with the team's `.p8` key — header `{"alg":"ES256","kid":KEY_ID}`, claims
 /// `{"iss":TEAM_ID,"iat":SECONDS}` — reused for `reuse` (Apple accepts one between 20 and 60
 /// minutes old and refuses a new one more often than every 20), minted again after that, after

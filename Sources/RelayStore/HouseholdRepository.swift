@@ -1,7 +1,7 @@
 import RelayCore
 import RelayCrypto
 
-/// Who changes the household, for the audit log (PROTOCOL.md v1.3 "Members": "with who did it").
+/// Who changes the household, for the audit log (docs/protocol.md v1.3 "Members": "with who did it").
 public enum HouseholdActor: Sendable, Equatable {
     /// An owner's app token.
     case owner(tokenID: Int64)
@@ -46,7 +46,7 @@ public struct InviteRecord: Sendable, Equatable {
     }
 }
 
-/// The household in the store (PROTOCOL.md v1.3): invitations (pairing codes that carry an
+/// The household in the store (docs/protocol.md v1.3): invitations (pairing codes that carry an
 /// access level), members (the device's live app tokens) and the last-owner rule. Every change
 /// locks the device's row first, so two owners acting at once can neither leave the device
 /// without an owner nor pass 20 pending invites.

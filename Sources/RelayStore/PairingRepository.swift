@@ -1,7 +1,7 @@
 import RelayCore
 import RelayCrypto
 
-/// Pairing codes in the store (PROTOCOL.md v1.1 "Pairing"): minted for a device, redeemed once
+/// Pairing codes in the store (docs/protocol.md v1.1 "Pairing a phone"): minted for a device, redeemed once
 /// for an app token. Failed redemptions are counted per client address in the database, so the
 /// limit holds across every node.
 public struct PairingRepository {

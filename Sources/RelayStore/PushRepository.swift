@@ -1,6 +1,6 @@
 import RelayCore
 
-/// Push registrations in the store (PROTOCOL.md v1.2 "Push registrations"). The table's triggers
+/// Push registrations in the store (docs/protocol.md v1.2 "Push notifications"). The table's triggers
 /// notify every node's mirror, audit each removal with its reason, and follow revoked tokens and
 /// disabled devices (migrations/0007_push_registrations.sql).
 public struct PushRepository {

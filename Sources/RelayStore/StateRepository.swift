@@ -1,6 +1,6 @@
 import RelayCore
 
-/// The robot's last-known state in the store (PROTOCOL.md v1.2 "Last-known state"): one row per
+/// The robot's last-known state in the store (docs/protocol.md v1.2 "What the robot last said"): one row per
 /// device and replayed event name, the message verbatim. A newer arrival wins, whichever node
 /// writes last (a device moving between nodes may be written by both for a moment).
 public struct StateRepository {

@@ -19,7 +19,7 @@ public struct TokenRepository {
     private static let disabledColumn = 11
 
     /// Issues a token for an existing, enabled device. `expiresIn` is in seconds; `until` an
-    /// absolute end (a member's, PROTOCOL.md v1.3) — at most one of them. `rights` only for app
+    /// absolute end (a member's, docs/protocol.md v1.3) — at most one of them. `rights` only for app
     /// tokens (robots are owners).
     public func issue(device: DeviceID, role: Role, label: String, expiresIn: Int64?, until: UnixTime? = nil,
                       rights: MemberRights = MemberRights(access: .owner, control: false), actor: String) throws -> IssuedToken {

@@ -1,6 +1,6 @@
 import RelayCore
 
-/// TURN sessions to cut (PROTOCOL.md v1.3 "TURN: removal cuts the video"), as rows of
+/// TURN sessions to cut (docs/protocol.md v1.3 "Removal cuts the video"), as rows of
 /// `turn_cuts` (migrations/0010): a revoked app token's row is written by the store's trigger in
 /// the revoking transaction; an expired one's by `recordExpiries`. Any node's cutter claims due
 /// rows under a lease, so each removal is cut once in a cluster and a crashed claimer's rows

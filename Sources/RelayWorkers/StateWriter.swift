@@ -2,7 +2,7 @@ import Logging
 import RelayCore
 import RelayStore
 
-/// Writes the robots' last-known state behind the forwarding path (PROTOCOL.md v1.2): the
+/// Writes the robots' last-known state behind the forwarding path (docs/protocol.md v1.2): the
 /// service thread hands it the changed devices once a second; this thread saves them in one
 /// statement per batch. Pending state is kept by device (the newest wins), so a database outage
 /// costs no more memory than one entry per changed device, and what could not be written is

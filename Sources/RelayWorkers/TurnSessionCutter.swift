@@ -2,7 +2,7 @@ import Logging
 import RelayCore
 import RelayStore
 
-/// Cuts removed members' video (PROTOCOL.md v1.3 "TURN: removal cuts the video"): a thread of
+/// Cuts removed members' video (docs/protocol.md v1.3 "Removal cuts the video"): a thread of
 /// its own, never the service thread, that claims the store's due `turn_cuts` (a revocation's
 /// trigger writes one and wakes it; expiries it records itself once a second) and, on every
 /// TURN server of `WIMZ_TURN_ADMIN`, lists each issued username's sessions with coturn's `ps`

@@ -1,4 +1,4 @@
-/// Every error code the relay answers with (PROTOCOL.md "Errors"): the `error` of an HTTP error
+/// Every error code the relay answers with (docs/protocol.md "Frames on the sockets"): the `error` of an HTTP error
 /// body `{"error":CODE,"message":TEXT}` with its status, or the `error` of a WebSocket `error`
 /// frame. Server, Swift client and (through `protocol-constants.json`) the Python library use
 /// this one list.

@@ -1,9 +1,9 @@
-/// What every end of the WIM-Z relay protocol must agree on (PROTOCOL.md), in one place without
+/// What every end of the WIM-Z relay protocol must agree on (docs/protocol.md), in one place without
 /// dependencies: the daemon (RelayCore), the app library (WimzRelayClient) and — through
 /// `wimz-relay protocol-constants`, which prints ``WimzProtocol/constantsJSON`` — the robot
 /// library's tests, which check their Python constants against it.
 
-/// What a phone can be woken for (PROTOCOL.md v1.2 "What is pushed"): the kind, the robot
+/// What a phone can be woken for (docs/protocol.md v1.2 "Push notifications"): the kind, the robot
 /// event that causes it, and the alert's localisation key (the app ships the texts).
 public enum PushKind: String, Sendable, CaseIterable, Codable {
     case barkDetected = "bark_detected"
@@ -37,7 +37,7 @@ public enum PushKind: String, Sendable, CaseIterable, Codable {
     }
 }
 
-/// WebSocket close codes (PROTOCOL.md "close codes") and what a client does after each.
+/// WebSocket close codes (docs/protocol.md "Keepalive, limits and close codes") and what a client does after each.
 public enum CloseCode: UInt16, Sendable, CaseIterable {
     case normal = 1000
     /// The relay is shutting down.
@@ -113,7 +113,7 @@ public enum WimzProtocol {
         public static let turnCredentials = "turn_credentials"
     }
 
-    /// Names only the relay speaks (PROTOCOL.md v1.2 "What an app may send"): an app frame whose
+    /// Names only the relay speaks (docs/protocol.md v1.2 "Frames on the sockets"): an app frame whose
     /// `type` is one of them, or whose `type` is `event` and whose `event` is one of them, is
     /// refused with `forbidden_type`.
     public static let relayOnlyNames: [String] = [

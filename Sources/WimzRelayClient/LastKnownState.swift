@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What the robot last said, kept by the relay while the robot is offline (PROTOCOL.md v1.2,
+/// What the robot last said, kept by the relay while the robot is offline (docs/protocol.md v1.2,
 /// `GET /api/devices/{device_id}/state`): the latest of each replayed event as the live stream
 /// delivers it, and when the robot was last connected.
 public struct LastKnownState: Sendable, Equatable {

@@ -4,7 +4,7 @@ import FoundationNetworking
 #endif
 
 extension RelayClient {
-    /// Redeems a pairing code the robot showed (PROTOCOL.md v1.1 "Pairing"), or an owner's
+    /// Redeems a pairing code the robot showed (docs/protocol.md v1.1 "Pairing a phone"), or an owner's
     /// invitation (v1.3), for an app token:
     /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
     /// `invalid_code` (wrong, used or expired) or `rate_limited`.

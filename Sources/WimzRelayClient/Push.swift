@@ -11,7 +11,7 @@ public enum PushEnvironment: String, Sendable, Codable, CaseIterable {
     case production, sandbox
 }
 
-/// A push registration as the relay stores it (PROTOCOL.md v1.2 "Push registrations").
+/// A push registration as the relay stores it (docs/protocol.md v1.2 "Push notifications").
 public struct PushRegistrationInfo: Sendable, Equatable, Codable {
     public var platform: String
     /// The APNs device token, lower-case hex.
@@ -20,7 +20,7 @@ public struct PushRegistrationInfo: Sendable, Equatable, Codable {
     public var events: [PushKind]
 }
 
-/// Where a stream resumes from: `since=EPOCH:SEQ` (PROTOCOL.md v1.1 "Missed events").
+/// Where a stream resumes from: `since=EPOCH:SEQ` (docs/protocol.md v1.1 "Recovering missed events").
 public struct ResumePoint: Sendable, Equatable, Codable {
     public var epoch: String
     public var seq: UInt64

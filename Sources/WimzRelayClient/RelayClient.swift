@@ -21,7 +21,7 @@ import FoundationNetworking
 ///
 /// Commands are `{"type":"command","id":ID,"command":NAME,"data":DATA}` with ids of the
 /// client's own; the robot answers `{"type":"response","id":ID,"ok":BOOL,"data":…}`
-/// (docs/protocol-notes.md, "Client conventions").
+/// (docs/protocol.md, "Client conventions").
 public actor RelayClient {
     public struct Configuration: Sendable {
         /// The relay: `https://api.wimzai.com` (or `http://`, `ws://`, `wss://`; a path prefix is kept).
@@ -42,7 +42,7 @@ public actor RelayClient {
         /// (or an error) stops the client with ``RelayClientError/unauthorized(code:message:)``.
         public var tokenProvider: (@Sendable () async throws -> String)?
         /// Ask for missed-event recovery (`recover=1`, then `since=E:N` on every reconnect), so a
-        /// drop loses no event (PROTOCOL.md v1.1 "Missed events").
+        /// drop loses no event (docs/protocol.md v1.1 "Recovering missed events").
         public var recoverMissedEvents = true
         /// Quiet this long (no message, no ping from the relay) → the client pings; no pong within
         /// as long again → it reconnects. The relay pings every 20 s by default.

@@ -18,7 +18,7 @@ public enum RelayClientError: Error, Sendable, Equatable {
     case deviceOffline(message: String)
     /// Over the relay's per-app message rate: the command was dropped.
     case rateLimited(message: String)
-    /// The robot's connection is not keeping up (PROTOCOL v1.2 `robot_busy`): the command was
+    /// The robot's connection is not keeping up (docs/protocol.md v1.2 `robot_busy`): the command was
     /// dropped; retry shortly.
     case robotBusy(message: String)
     /// No response within the command's timeout.

@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One TURN credential from `GET /api/turn/credentials` (PROTOCOL.md), ready for WebRTC.
+/// One TURN credential from `GET /api/turn/credentials` (docs/protocol.md), ready for WebRTC.
 public struct TurnCredentials: Sendable, Equatable, Decodable {
     /// One `RTCIceServer` entry: STUN first, then the TURN URLs with the credential.
     public struct ICEServer: Sendable, Equatable, Decodable {

@@ -8,7 +8,7 @@ import FoundationNetworking
 import Network
 #endif
 
-/// Where the robot's REST API is reached: on the LAN, or through the relay (PROTOCOL.md v1.1
+/// Where the robot's REST API is reached: on the LAN, or through the relay (docs/protocol.md v1.1
 /// "HTTP to the robot through the relay") — the same paths either way.
 public struct RobotRoute: Sendable, Equatable {
     public enum Kind: String, Sendable { case direct, relay }

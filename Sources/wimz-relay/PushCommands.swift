@@ -5,7 +5,7 @@ import RelayStore
 /// `wimz-relay push list --device ID`: the phones registered for a device's pushes.
 struct PushCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "push", abstract: "Push registrations (PROTOCOL.md v1.2).", subcommands: [List.self])
+        commandName: "push", abstract: "Push registrations (docs/protocol.md v1.2).", subcommands: [List.self])
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(

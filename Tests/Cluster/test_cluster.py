@@ -184,7 +184,7 @@ def test_turn_secret_rotation_reaches_every_node_within_a_second(cluster):
 
 
 async def test_a_code_minted_on_one_node_pairs_on_another_and_the_robot_revokes_everywhere(cluster):
-    """Pairing across nodes (PROTOCOL.md v1.1): the code lives in the database, the new token
+    """Pairing across nodes (docs/protocol.md v1.1): the code lives in the database, the new token
     works on every node, and the robot's revocation closes the app's socket within a second."""
     device, (robot_token, _) = next(iter(cluster.add_devices(1, prefix="pair").items()))
     robot = await robot_socket(cluster, device, robot_token)

@@ -1,4 +1,4 @@
-"""The household (PROTOCOL.md v1.3, docs/protocol.md "The household"), end to end with real
+"""The household (docs/protocol.md v1.3), end to end with real
 components: a relay on its own database, a real coturn with its management CLI, real sockets.
 Owners invite family and guests from the phone; each level may do what the access table says,
 from both sides (a refused frame or request never reaches the robot); a guest's access ends on

@@ -1,4 +1,4 @@
-"""Push in a cluster (PROTOCOL.md v1.2 "In a cluster each push is sent once"): three nodes behind
+"""Push in a cluster (docs/protocol.md v1.2 "Push notifications"): three nodes behind
 HAProxy, one APNs stand-in. A robot's events are pushed once, by the node that serves it; its
 robot_offline is pushed once even when that node is killed, by a node that noticed."""
 

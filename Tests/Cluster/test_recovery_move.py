@@ -1,4 +1,4 @@
-"""Missed-event recovery across a move between nodes (PROTOCOL.md v1.1): an app drops while its
+"""Missed-event recovery across a move between nodes (docs/protocol.md v1.1): an app drops while its
 device is on one node, the device moves (a node returns and the balancer's hash sends it there),
 and the app resumes on the new node with exactly what it missed — the hand-off carried the history."""
 

@@ -1,4 +1,4 @@
-"""Last-known state across nodes (PROTOCOL.md v1.2): what a robot last said is the same from
+"""Last-known state across nodes (docs/protocol.md v1.2): what a robot last said is the same from
 every node — while it is online on one of them, and after that node died."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import Testing
 struct AllocationTests {
     /// Allocations per message for a robot event routed to `apps` apps and drained from their queues.
     /// `historyKept`: a recovering app connected once and left, so the device keeps numbering its
-    /// history (PROTOCOL.md v1.1) while only v1 apps listen.
+    /// history (docs/protocol.md v1.1) while only v1 apps listen.
     func allocationsPerMessage(apps appCount: Int, messages: Int = 200, historyKept: Bool = false) -> Double {
         var limits = DeviceHub.Limits()
         limits.replayEvents = ["mode_changed", "mission_progress"]

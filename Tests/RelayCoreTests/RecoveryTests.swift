@@ -1,7 +1,7 @@
 import Testing
 @testable import RelayCore
 
-/// Missed-event recovery (PROTOCOL.md v1.1): the history ring, the numbered copies, and the
+/// Missed-event recovery (docs/protocol.md v1.1): the history ring, the numbered copies, and the
 /// hub's greetings for apps that resume — without sockets.
 @Suite struct RecoveryTests {
     func text(_ p: Payload) -> String { String(decoding: p.bytes, as: UTF8.self) }

@@ -3,7 +3,7 @@ import Testing
 import RelayStore
 import RelayTestSupport
 
-/// Pairing an app without an operator (PROTOCOL.md v1.1 "Pairing"): codes minted by the robot,
+/// Pairing an app without an operator (docs/protocol.md v1.1 "Pairing a phone"): codes minted by the robot,
 /// the CLI and the admin API, redeemed once for an app token; the robot's list and revocation.
 @Suite struct AppPairingTests {
     func post(_ f: RelayFixture, _ path: String, token: String? = nil, json: String = "") throws -> HTTPTestResponse {

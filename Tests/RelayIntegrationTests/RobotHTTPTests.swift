@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import RelayTestSupport
 
-/// HTTP to the robot through the relay (PROTOCOL.md v1.1), with a raw robot socket playing the
+/// HTTP to the robot through the relay (docs/protocol.md v1.1), with a raw robot socket playing the
 /// robot leg, so every frame the relay sends and every answer shape can be checked exactly.
 /// (The Python tests cover the same route end to end with the real bridge.)
 @Suite struct RobotHTTPTests {

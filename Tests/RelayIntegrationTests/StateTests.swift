@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import RelayTestSupport
 
-/// The robot's last-known state (PROTOCOL.md v1.2): its latest replayed events, verbatim, read
+/// The robot's last-known state (docs/protocol.md v1.2): its latest replayed events, verbatim, read
 /// with a robot or app token — while it is online, once it has gone, and after a relay restart.
 @Suite struct StateTests {
     func state(_ port: Int, _ token: String?, device: String = "dev1") throws -> (status: Int, json: [String: Any]) {

@@ -23,7 +23,7 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         let body = try r.json()
         let username = try #require(body["username"] as? String)
         let parts = username.split(separator: ":")
-        // An app's user id names the member (PROTOCOL.md v1.3): <device_id>/<token_id>.
+        // An app's user id names the member (docs/protocol.md v1.3): <device_id>/<token_id>.
         let appTokenID = try f.database.connect().execute("SELECT id FROM tokens WHERE device_id = 'dev1' AND role = 'app'").rows[0][0]!
         #expect(parts.count == 2 && parts[1] == "dev1/\(appTokenID)")
         let expiry = Int64(parts[0])!

@@ -1,4 +1,4 @@
-/// The request bodies of the household endpoints (PROTOCOL.md v1.3 "Invitations", "Members"),
+/// The request bodies of the household endpoints (docs/protocol.md v1.3 "Invitations", "Members"),
 /// read strictly: unknown or repeated members, wrong types, labels with control characters and
 /// `until` in any wrong form are refused (`RequestError`, with the contract's codes) before anything is stored.
 public enum HouseholdRules {

@@ -78,7 +78,7 @@ private struct DigestKey: Hashable {
     }
 }
 
-/// Limits authentication failures per client address (PROTOCOL.md: 429 for too many auth
+/// Limits authentication failures per client address (docs/protocol.md: 429 for too many auth
 /// failures from one address): `burst` failures, refilled at `rate` per second, counted per
 /// `AddressKey` (IPv6 per /64). Only failing attempts are slowed: the server checks a presented
 /// credential first and asks `isBlocked` only when it failed, so a valid token still connects

@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// The household (PROTOCOL.md v1.3 "Invitations", "Members"), for app tokens of the device; the
+/// The household (docs/protocol.md v1.3 "Invitations", "Members"), for app tokens of the device; the
 /// router checked the caller's access level against the route (owner, or owner-or-family):
 ///
 ///     POST   /api/devices/{id}/invites             owner  → 201 {"invite_id","code","expires_at","access","control","until"}

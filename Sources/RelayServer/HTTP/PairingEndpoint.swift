@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// Pairing (PROTOCOL.md v1.1 "Pairing"): a robot mints a code, an app redeems it for an app
+/// Pairing (docs/protocol.md v1.1 "Pairing a phone"): a robot mints a code, an app redeems it for an app
 /// token, the robot lists and revokes its app tokens. The token checks run on the service thread
 /// (the token mirror); the database work on the database worker.
 ///

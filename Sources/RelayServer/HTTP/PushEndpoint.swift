@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// Push registrations (PROTOCOL.md v1.2 "Push registrations"), for an app token of the device:
+/// Push registrations (docs/protocol.md v1.2 "Push notifications"), for an app token of the device:
 ///
 ///     PUT    /api/devices/{id}/push          {"platform":"apns","token":HEX,"environment":E,"events":[KIND,…]}
 ///                                            → 200 the stored registration

@@ -14,7 +14,7 @@ struct RobotHTTPClient: Hashable {
     func hash(into hasher: inout Hasher) { hasher.combine(client) }
 }
 
-/// HTTP to the robot (PROTOCOL.md v1.1 "HTTP to the robot"): `/api/devices/{device_id}/robot/{path}`
+/// HTTP to the robot (docs/protocol.md v1.1 "The robot's API through the relay"): `/api/devices/{device_id}/robot/{path}`
 /// checks the app token, sends the request over the robot's socket as an `http_request` frame
 /// and answers later, when the robot's `http_response` (and `http_body` frames) arrived, it timed
 /// out or the robot left. Owns the exchanges in flight and the per-token limit.
@@ -74,7 +74,7 @@ final class RobotHTTPEndpoint {
         guard let body else {
             return .error(.notSupported, "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
         }
-        // A guest without control reads (GET, HEAD) but changes nothing (PROTOCOL.md v1.3).
+        // A guest without control reads (GET, HEAD) but changes nothing (docs/protocol.md v1.3).
         if !entry.token.rights.mayCommand, method != "GET", method != "HEAD" {
             return .error(.forbidden, "a guest without control may only GET and HEAD the robot's API")
         }

@@ -17,7 +17,7 @@ struct Route: Sendable {
         case none, admin
         case robotOrApp = "robot_or_app"
         case robot, app
-        /// An app token whose access is `owner` (PROTOCOL.md v1.3); another app token: 403 `forbidden`.
+        /// An app token whose access is `owner` (docs/protocol.md v1.3); another app token: 403 `forbidden`.
         case owner
         /// An owner's or family member's app token (v1.3 "list the household").
         case household
@@ -106,21 +106,21 @@ enum Routes {
         Route(["GET"], "/metrics", .none, .metrics),
         Route(["GET"], WimzProtocol.Path.turnCredentials, .robotOrApp, query: ["ttl"], .turnCredentials),
         Route(["GET"], devices + "/{device_id}/status", .robotOrApp, .deviceStatus),
-        // The robot's last-known state (PROTOCOL.md v1.2).
+        // The robot's last-known state (docs/protocol.md v1.2).
         Route(["GET"], devices + "/{device_id}/state", .robotOrApp, .deviceState),
-        // HTTP to the robot (PROTOCOL.md v1.1): the path after /robot goes to the robot as sent.
+        // HTTP to the robot (docs/protocol.md v1.1): the path after /robot goes to the robot as sent.
         Route(RobotHTTP.methods, devices + "/{device_id}/robot", .app, bodyLimit: .robotHTTP, .robotHTTP),
         Route(RobotHTTP.methods, devices + "/{device_id}/robot/{path+}", .app, bodyLimit: .robotHTTP, .robotHTTP),
-        // Push registrations (PROTOCOL.md v1.2).
+        // Push registrations (docs/protocol.md v1.2).
         Route(["PUT"], devices + "/{device_id}/push", .app, .registerPush),
         Route(["GET"], devices + "/{device_id}/push", .app, .listPush),
         Route(["DELETE"], devices + "/{device_id}/push/{token}", .app, .removePush),
-        // Pairing (PROTOCOL.md v1.1).
+        // Pairing (docs/protocol.md v1.1).
         Route(["POST"], devices + "/{device_id}/pairing-codes", .robot, .mintPairingCode),
         Route(["POST"], WimzProtocol.Path.pairing, .none, .redeemPairingCode),
         Route(["GET"], devices + "/{device_id}/app-tokens", .robot, .listAppTokens),
         Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
-        // The household (PROTOCOL.md v1.3).
+        // The household (docs/protocol.md v1.3).
         Route(["POST"], devices + "/{device_id}/invites", .owner, .createInvite),
         Route(["GET"], devices + "/{device_id}/invites", .owner, .listInvites),
         Route(["DELETE"], devices + "/{device_id}/invites/{invite_id}", .owner, .cancelInvite),

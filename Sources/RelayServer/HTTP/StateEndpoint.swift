@@ -2,7 +2,7 @@ import RelayCore
 import RelayStore
 import RelayWorkers
 
-/// The robot's last-known state (PROTOCOL.md v1.2 "Last-known state"):
+/// The robot's last-known state (docs/protocol.md v1.2 "What the robot last said"):
 ///
 ///     GET /api/devices/{device_id}/state   robot or app token of that device →
 ///     200 {"device_id","online","last_seen":ISO8601|null,

@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// TURN credentials (PROTOCOL.md "TURN credentials"): `GET /api/turn/credentials` for robots and
+/// TURN credentials (docs/protocol.md "TURN credentials"): `GET /api/turn/credentials` for robots and
 /// apps, and the `turn_credentials` events pushed to robots on connect and before `refresh_at`.
 /// Owns the `TurnService` (secrets, signer, per-token limit). Service thread only.
 final class TurnEndpoint {

@@ -12,7 +12,7 @@ enum PushEvent: Sendable {
     case offlineClaimed([DeviceID])
 }
 
-/// The phone in the pocket (PROTOCOL.md v1.2 "What is pushed"), on the service thread: the
+/// The phone in the pocket (docs/protocol.md v1.2 "Push notifications"), on the service thread: the
 /// registration mirror, the decision for each robot event (local first, counted in windows),
 /// `robot_offline`, and the outcomes. The sending itself is `APNsSender`'s, on its own threads;
 /// nothing here waits for it or for the database.

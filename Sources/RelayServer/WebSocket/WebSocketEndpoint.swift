@@ -4,7 +4,7 @@ import RelayLogging
 import RelayCore
 import WimzProtocol
 
-/// The WebSocket endpoints `/ws/robot` and `/ws/app` (PROTOCOL.md "WebSocket endpoints"): the
+/// The WebSocket endpoints `/ws/robot` and `/ws/app` (docs/protocol.md "The two sockets"): the
 /// upgrade's checks (WebSocketUpgrade.swift), the sessions from ESTABLISHED to CLOSED (receive,
 /// write, close), and the session wheel that pings, times out, expires tokens and pushes TURN credentials. Owns the
 /// open connections and the write buffer. Service thread only.
@@ -305,7 +305,7 @@ final class WebSocketEndpoint {
 
     /// Once a second, every session against its token's expiry: what the wheel should have
     /// closed already is closed now whatever became of its entry there, so an expired token —
-    /// a guest's `until` — never keeps a socket past a second (PROTOCOL.md v1.3), on a node that
+    /// a guest's `until` — never keeps a socket past a second (docs/protocol.md v1.3), on a node that
     /// heard no notification too: each node holds the expiry of the tokens it serves.
     func closeExpiredSessions(wall: UnixTime) {
         for session in env.hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }

@@ -8,13 +8,13 @@ struct UpgradeGrant {
     var device: DeviceID
     var entry: CredentialEntry
     var remoteAddress: String
-    /// An app's `recover=1`/`since=E:N` (PROTOCOL.md v1.1 "Missed events").
+    /// An app's `recover=1`/`since=E:N` (docs/protocol.md v1.1 "Recovering missed events").
     var recovery: RecoveryRequest?
-    /// A robot's `senders=1` (PROTOCOL.md v1.3 "Who is speaking").
+    /// A robot's `senders=1` (docs/protocol.md v1.3 "Who is speaking").
     var wantsSenders = false
 }
 
-/// The WebSocket upgrade, before the 101 (PROTOCOL.md "WebSocket endpoints"): path, device id,
+/// The WebSocket upgrade, before the 101 (docs/protocol.md "The two sockets"): path, device id,
 /// token and its rules, the failure limit, the app cap, and a robot's `senders=1`.
 extension WebSocketEndpoint {
     /// `LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED`: the handshake clock starts.
@@ -23,7 +23,7 @@ extension WebSocketEndpoint {
     /// `LWS_CALLBACK_CLOSED_HTTP`: a connection that never became a WebSocket.
     func forget(_ wsi: OpaquePointer) { acceptedAt[wsi] = nil }
 
-    /// Checks an upgrade request (PROTOCOL.md "WebSocket endpoints"): path, device id, token,
+    /// Checks an upgrade request (docs/protocol.md "The two sockets"): path, device id, token,
     /// credential rules, per-address failure limit, app cap. Returns the grant or the response.
     func authorizeUpgrade(_ request: HTTPRequest) -> Result<UpgradeGrant, UpgradeRejection> {
         let address = authenticator.clientAddress(request)

@@ -1,5 +1,5 @@
 """HTTP to the robot through the relay, end to end: the real relay, the real ``wimz-robot bridge``
-and the guide-speaking stand-in robot (PROTOCOL.md v1.1)."""
+and the guide-speaking stand-in robot (docs/protocol.md v1.1)."""
 
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ async def test_the_app_library_decodes_every_event_of_the_stand_in_into_the_guid
 
 async def test_the_app_library_reads_the_last_known_state_while_the_robot_is_offline(relay, device, standin, bridge):
     """`wimz-app-demo --state`: after the robot's events and its departure, the app library reads
-    what the relay kept (PROTOCOL v1.2) as the guide's models — field for field."""
+    what the relay kept (docs/protocol.md v1.2) as the guide's models — field for field."""
     device_id, _, app_token = device
     await eventually(lambda: bridge.client.connected)
     replayed = ["mode_changed", "mission_progress", "audio_state", "program_progress"]

@@ -1,4 +1,4 @@
-"""The household from the robot's side (PROTOCOL.md v1.3): who sent each command and message
+"""The household from the robot's side (docs/protocol.md v1.3): who sent each command and message
 (``senders=True``), what the bridge tells the robot's own API, and the access levels in
 ``app_tokens()``."""
 

@@ -1,4 +1,4 @@
-"""Push through APNs (PROTOCOL.md v1.2) against the test kit's APNs stand-in (HTTP/2 + TLS, the
+"""Push through APNs (docs/protocol.md v1.2) against the test kit's APNs stand-in (HTTP/2 + TLS, the
 provider token verified with the key's public half): registrations, what is pushed and when,
 APNs's answers, robot_offline, a relay restart in the middle of a window."""
 

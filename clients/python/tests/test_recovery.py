@@ -1,4 +1,4 @@
-"""Missed-event recovery against the real relay (PROTOCOL.md v1.1 "Missed events"): an app that
+"""Missed-event recovery against the real relay (docs/protocol.md v1.1 "Recovering missed events"): an app that
 drops and resumes with since=E:N gets exactly what it missed, in order, then the live stream."""
 
 from __future__ import annotations

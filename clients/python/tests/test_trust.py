@@ -1,4 +1,4 @@
-"""Trust boundaries (PROTOCOL.md v1.2 "What an app may send"), seen from the robot: the relay and
+"""Trust boundaries (docs/protocol.md v1.2 "Frames on the sockets"), seen from the robot: the relay and
 the robot's own JSON parser (``json.loads``) never disagree about an app frame, an app cannot
 speak for the relay, and the robot library trusts only what the relay issues."""
 

@@ -1,6 +1,6 @@
 """``wimz-robot bridge``: puts a robot whose stack already serves the integration guide's API
 (REST on ``http://127.0.0.1:8000``, events and commands on ``ws://127.0.0.1:8000/ws/control``)
-on the relay without a code change (PROTOCOL.md v1.1 "The robot bridge").
+on the relay without a code change (docs/protocol.md v1.1 "The robot bridge").
 
 - ``http_request`` frames from the relay become HTTP requests to ``--local`` and nowhere else:
   the target must be a plain path (no scheme or host, no ``//`` start, no ``.``/``..`` segment
@@ -99,7 +99,7 @@ class Bridge:
         #: Local HTTP calls block a thread each: a pool of the bridge's own, so a busy default
         #: executor in the same process can never hold the robot's answers back.
         self._http_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wimz-bridge-http")
-        # senders: every app message and HTTP request says which member sent it (PROTOCOL v1.3).
+        # senders: every app message and HTTP request says which member sent it (docs/protocol.md v1.3).
         self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False, senders=True)
         self.client.on_raw(self._from_relay)
         self.client.on_turn_credentials(self._write_turn_file)

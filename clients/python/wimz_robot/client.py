@@ -1,8 +1,8 @@
 """The robot's end of the WIM-Z relay: one WebSocket to ``/ws/robot``, kept up for as long as
 the client runs, plus always-fresh TURN credentials.
 
-Messages (PROTOCOL.md; the conventions for commands and responses are the project's own,
-documented in docs/protocol-notes.md):
+Messages (docs/protocol.md; the conventions for commands and responses are the project's own,
+documented in docs/protocol.md):
 
 - in:  ``{"type":"command","id":ID,"command":NAME,"data":{...}}`` from an app (the relay
   rewrites ``id``; answer with the id you got),
@@ -86,7 +86,7 @@ class RobotClient:
             pc = RTCPeerConnection(RTCConfiguration(iceServers=await client.ice_servers()))
 
     ``url`` is the relay's base URL (``ws://``, ``wss://``, ``http://`` or ``https://``).
-    With ``senders=True`` the relay says which member sent each app message (PROTOCOL v1.3):
+    With ``senders=True`` the relay says which member sent each app message (docs/protocol.md v1.3):
     ``Sender.of(message)`` in message handlers, and a command handler with a ``sender``
     parameter (``def treat(data, sender)``) gets it — e.g. a daily treat limit for guests.
     The client reconnects with capped exponential back-off and full jitter, at once after
@@ -278,7 +278,7 @@ class RobotClient:
     def _set_credentials(self, credentials: TurnCredentials) -> None:
         # The most recently issued one wins, not the one that expires last: a credential's
         # expiry says nothing of who issued it, and the relay is the only issuer (it refuses
-        # turn_credentials events from apps, PROTOCOL.md v1.2).
+        # turn_credentials events from apps, docs/protocol.md v1.2).
         current = self._credentials
         if current is None or credentials.issued_at >= current.issued_at:
             self._credentials = credentials

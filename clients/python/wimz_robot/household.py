@@ -1,4 +1,4 @@
-"""The household as the robot sees it (PROTOCOL.md v1.3): who sent an app message (``from``, with
+"""The household as the robot sees it (docs/protocol.md v1.3): who sent an app message (``from``, with
 ``senders=True``) and the device's app tokens with their access levels (``app_tokens()``)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ _LIMITS: dict[str, Any] = _CONSTANTS["limits"]
 
 
 class CloseCode(IntEnum):
-    """WebSocket close codes (PROTOCOL.md "close codes")."""
+    """WebSocket close codes (docs/protocol.md "Keepalive, limits and close codes")."""
 
     NORMAL = _CLOSE["normal"]["code"]
     GOING_AWAY = _CLOSE["goingAway"]["code"]

@@ -1,7 +1,7 @@
 """TURN credentials as the relay hands them out.
 
 The body of ``GET /api/turn/credentials`` and the ``data`` of the ``turn_credentials`` event
-pushed to robots are the same JSON (PROTOCOL.md)::
+pushed to robots are the same JSON (docs/protocol.md)::
 
     {"urls": [...], "username": "<expiry>:<user>", "credential": "...", "ttl": 86400,
      "expires_at": "2026-11-23T04:13:20Z", "refresh_at": "2026-11-22T16:13:20Z",
@@ -69,7 +69,7 @@ class TurnCredentials:
 
     @property
     def issued_at(self) -> datetime:
-        """When the relay issued it: the expiry less the ttl (PROTOCOL.md)."""
+        """When the relay issued it: the expiry less the ttl (docs/protocol.md)."""
         return self.expires_at - timedelta(seconds=self.ttl)
 
     def is_fresh(self, now: datetime | None = None) -> bool:

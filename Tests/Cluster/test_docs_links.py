@@ -1,0 +1,77 @@
+"""Every link in the repository's Markdown points inside the repository, at a file that exists
+and, with a #fragment, at a heading that exists there (GitHub's anchors). A link that leaves
+the repository — a path above its root or a web address — fails: a clone must be complete."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|^\s*\[[^\]\n]+\]:\s*(\S+)", re.MULTILINE)
+
+
+def markdown_files() -> list[Path]:
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "*.md"], capture_output=True, text=True, check=True)
+    return [ROOT / name for name in listed.stdout.split()]
+
+
+def prose(text: str) -> str:
+    """The text without fenced code blocks and code spans (links there are examples)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def anchors(markdown: Path) -> set[str]:
+    """GitHub's heading anchors (lower case, punctuation dropped, spaces as hyphens, -N for
+    repeats) and explicit `<a id>` ones."""
+    seen: dict[str, int] = {}
+    out = set()
+    text = re.sub(r"^```.*?^```", "", markdown.read_text(), flags=re.MULTILINE | re.DOTALL)
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        out.add(slug if count == 0 else f"{slug}-{count}")
+    return out | set(re.findall(r'<a (?:id|name)="([^"]+)"', text))  # explicit anchors (the runbook's alert names)
+
+
+def broken_links(markdown: Path) -> list[str]:
+    problems = []
+    for match in LINK.finditer(prose(markdown.read_text())):
+        target = match.group(1) or match.group(2)
+        where = f"{markdown.relative_to(ROOT)}: {target}"
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
+            problems.append(f"{where} leaves the repository")
+            continue
+        path, _, fragment = target.partition("#")
+        resolved = (markdown.parent / path).resolve() if path else markdown
+        if ROOT not in resolved.parents and resolved != ROOT:
+            problems.append(f"{where} leaves the repository")
+        elif not resolved.exists():
+            problems.append(f"{where} points to a missing file")
+        elif fragment and resolved.suffix == ".md" and fragment not in anchors(resolved):
+            problems.append(f"{where} points to a missing anchor")
+    return problems
+
+
+def test_every_markdown_link_stays_inside_the_repository_and_resolves():
+    files = markdown_files()
+    assert len(files) >= 10, files  # the docs are there to check
+    problems = [problem for markdown in files for problem in broken_links(markdown)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_checker_catches_what_it_should(tmp_path):
+    page = ROOT / "docs" / "protocol.md"
+    assert "the-two-sockets" in anchors(page) and "client-conventions-wimzrelayclient-wimz-robot" in anchors(page)
+    bad = ROOT / "docs" / ".link-check-probe.md"
+    bad.write_text("[a](../../outside.md) [b](missing.md) [c](protocol.md#no-such-heading) [d](https://example.com)\n"
+                   "[e](protocol.md#the-two-sockets) `[f](https://in-code.example)`\n")
+    try:
+        found = broken_links(bad)
+    finally:
+        bad.unlink()
+    assert [p.split(" ", 2)[2] for p in found] == ["leaves the repository", "points to a missing file",
+                                                   "points to a missing anchor", "leaves the repository"]
