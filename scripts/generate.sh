@@ -2,7 +2,7 @@
 # Rewrites the files made from the code: from VERSION the relay's RelayVersion.swift, the robot
 # library's _version.py, the README's SwiftPM line and the OpenAPI document's info.version
 # (CLITests fails while they differ); from
-# serve's table of settings (Sources/RelayCore/ServeOptions.swift) systemd/wimz-relay.env.example and the README's table
+# serve's table of settings (Sources/RelayCore/ServeOptions.swift) systemd/wimz-relay.env.example and docs/configuration.md's table
 # between its options markers; from WimzProtocol the robot library's protocol-constants.json.
 # ServeOptionsTests and WimzProtocolTests fail while they differ.
 set -euo pipefail
@@ -21,9 +21,9 @@ relay=$(swift build --show-bin-path)/wimz-relay
 python3 - "$relay" <<'PY'
 import subprocess, sys
 table = subprocess.run([sys.argv[1], "options", "--format", "markdown"], check=True, capture_output=True, text=True).stdout
-readme = open("README.md").read()
+readme = open("docs/configuration.md").read()
 begin, end = "<!-- options:begin (scripts/generate.sh) -->\n", "<!-- options:end -->"
 head, rest = readme.split(begin, 1)
 _, tail = rest.split(end, 1)
-open("README.md", "w").write(head + begin + table + end + tail)
+open("docs/configuration.md", "w").write(head + begin + table + end + tail)
 PY

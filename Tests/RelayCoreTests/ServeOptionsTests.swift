@@ -72,15 +72,15 @@ import Testing
         }
     }
 
-    /// The committed env example and the README's table are the table's (regenerate with
+    /// The committed env example and docs/configuration.md's table are the table's (regenerate with
     /// `scripts/generate.sh`).
-    @Test func theEnvExampleAndTheReadmeTableAreGeneratedFromTheTable() throws {
+    @Test func theEnvExampleAndTheConfigurationTableAreGeneratedFromTheTable() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let example = try String(contentsOf: root.appendingPathComponent("systemd/wimz-relay.env.example"), encoding: .utf8)
         #expect(example == ServeOptions.envExample, "systemd/wimz-relay.env.example: run scripts/generate.sh")
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(contentsOf: root.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         let begin = "<!-- options:begin (scripts/generate.sh) -->\n", end = "<!-- options:end -->"
         let start = try #require(readme.range(of: begin)), stop = try #require(readme.range(of: end))
-        #expect(String(readme[start.upperBound..<stop.lowerBound]) == ServeOptions.markdownTable, "README: run scripts/generate.sh")
+        #expect(String(readme[start.upperBound..<stop.lowerBound]) == ServeOptions.markdownTable, "docs/configuration.md: run scripts/generate.sh")
     }
 }
