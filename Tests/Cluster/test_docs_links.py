@@ -75,3 +75,29 @@ def test_the_checker_catches_what_it_should(tmp_path):
         bad.unlink()
     assert [p.split(" ", 2)[2] for p in found] == ["leaves the repository", "points to a missing file",
                                                    "points to a missing anchor", "leaves the repository"]
+
+
+def test_architecture_names_only_what_exists():
+    """Every `Type.member`, `function()` and `File.swift` docs/architecture.md names exists in
+    Sources/ or Tests/ (a renamed function leaves the document stale otherwise)."""
+    sources = {path: path.read_text() for folder in ("Sources", "Tests") for path in (ROOT / folder).rglob("*.swift")}
+    everything = "\n".join(sources.values())
+    names = set(re.findall(r"`([^`\n]+)`", (ROOT / "docs" / "architecture.md").read_text()))
+    stale = []
+    for code in names:
+        for file in re.findall(r"([\w+]+\.swift)", code):
+            if not any(path.name == file for path in sources):
+                stale.append(f"file {file}")
+        for type_name, member in re.findall(r"\b([A-Z][A-Za-z0-9]+)\.([a-z][A-Za-z0-9]*)\b(?!\.swift)", code):
+            if member == "swift":
+                continue
+            homes = [text for text in sources.values()
+                     if re.search(rf"\b(class|struct|enum|actor|protocol|extension|typealias)\s+{type_name}\b", text)]
+            if not homes:
+                stale.append(f"type {type_name}")
+            elif not any(re.search(rf"\b(func|var|let|case)\s+{member}\b|case\s[^\n]*\b{member}\b", text) for text in homes):
+                stale.append(f"{type_name}.{member}")
+        for function in re.findall(r"\b([a-z][A-Za-z0-9]+)\(\)", code):
+            if not re.search(rf"func\s+{function}\b", everything):
+                stale.append(f"{function}()")
+    assert sorted(set(stale)) == []
