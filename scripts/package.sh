@@ -40,6 +40,7 @@ install -m 0644 migrations/*.sql "$root/usr/share/wimz-relay/migrations/"
 install -m 0644 systemd/wimz-relay.service systemd/wimz-relay@.service systemd/wimz-relay-backup.service \
     systemd/wimz-relay-backup.timer "$root/lib/systemd/system/"
 install -D -m 0755 deploy/backup/wimz-relay-backup "$root/usr/lib/wimz-relay/wimz-relay-backup"
+install -D -m 0755 deploy/certbot/wimz-relay-deploy-hook "$root/usr/lib/wimz-relay/wimz-relay-deploy-hook"
 install -m 0644 systemd/wimz-relay.env.example "$root/etc/wimz-relay/wimz-relay.env"
 install -m 0644 README.md CHANGELOG.md docs/*.md docs/openapi.json "$doc/"
 install -m 0644 systemd/wimz-relay.env.example "$doc/wimz-relay.env.example"

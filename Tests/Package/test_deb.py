@@ -114,6 +114,7 @@ def test_files_owners_and_modes(debian):
     expected = {
         "/usr/bin/wimz-relay": ("root", "root", "755"),
         "/usr/lib/wimz-relay/wimz-relay-backup": ("root", "root", "755"),
+        "/usr/lib/wimz-relay/wimz-relay-deploy-hook": ("root", "root", "755"),
         "/lib/systemd/system/wimz-relay-backup.service": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay-backup.timer": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay.service": ("root", "root", "644"),
