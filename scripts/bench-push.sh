@@ -6,16 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
-ensure_packages
-relay=$(build_relay release)
-
-work=$(mktemp -d /tmp/wimz-bench-push.XXXXXX)
-chmod 755 "$work"
-cleanup() { pg_stop "$work/pg" immediate; rm -rf "$work"; }
-trap cleanup EXIT
-export WIMZ_TEST_DATABASE_URL; WIMZ_TEST_DATABASE_URL=$(WIMZ_PG_FSYNC=off pg_start "$work/pg")
-export WIMZ_RELAY_BIN="$relay" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-say "installing the stand-in's Python packages (PyPI) in $work/venv"
-python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --disable-pip-version-check websockets h2 cryptography >&2
-"$work/venv/bin/python" scripts/bench_push.py "$@"
+python_bench bench-push scripts/bench_push.py websockets h2 cryptography -- "$@"

@@ -211,3 +211,25 @@ bench_cleanup() {
     pg_stop "$work/pg" immediate
     rm -rf "$work"
 }
+
+# python_bench NAME SCRIPT PACKAGE... -- ARGS: a Python benchmark from a clean clone: a release
+# relay (WIMZ_RELAY_BIN), a private PostgreSQL without fsync (WIMZ_TEST_DATABASE_URL) and a venv
+# with PACKAGEs from PyPI, all removed afterwards; then SCRIPT ARGS (the test kit's Database and
+# RelayNode find them through those variables).
+python_bench() {
+    local name=$1 script=$2 packages=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do packages+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ensure_packages
+    WIMZ_RELAY_BIN=$(build_relay release)
+    bench_dir=$(mktemp -d "/tmp/wimz-$name.XXXXXX")
+    chmod 755 "$bench_dir"
+    trap 'pg_stop "$bench_dir/pg" immediate; rm -rf "$bench_dir"' EXIT
+    WIMZ_TEST_DATABASE_URL=$(WIMZ_PG_FSYNC=off pg_start "$bench_dir/pg")
+    export WIMZ_TEST_DATABASE_URL WIMZ_RELAY_BIN WIMZ_MIGRATIONS_DIR="$PWD/migrations"
+    say "installing ${packages[*]} (PyPI) in $bench_dir/venv"
+    python3 -m venv "$bench_dir/venv"
+    "$bench_dir/venv/bin/pip" install -q --disable-pip-version-check "${packages[@]}" >&2
+    "$bench_dir/venv/bin/python" "$script" "$@"
+}
