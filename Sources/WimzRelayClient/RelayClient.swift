@@ -279,7 +279,9 @@ public actor RelayClient {
             } catch let refused as WebSocketUpgradeRefused {
                 // URLSession does not hand over a refused upgrade's body: ask the status endpoint
                 // with the same token, which answers with the same JSON error.
-                let text = refused.body.isEmpty && (refused.status == 401 || refused.status == 403) ? await refusalBody() : refused.body
+                let lostBody = refused.body.isEmpty && (refused.status == 401 || refused.status == 403)
+                let text = lostBody ? await refusalBody(base: httpBase, device: configuration.deviceID, token: token,
+                                                        session: configuration.urlSession) : refused.body
                 let refusal = RelayClientError.refusal(status: refused.status, body: Data(text.utf8))
                 switch refusal {
                 case .unauthorized(let code, _):
@@ -361,16 +363,6 @@ public actor RelayClient {
         token = fresh
         turn = nil
         return true
-    }
-
-    /// The JSON error the relay gives this token (`GET /api/devices/ID/status`), for transports
-    /// that lose a refused upgrade's body.
-    private func refusalBody() async -> String {
-        var request = URLRequest(url: httpBase.appendingPathComponent("api/devices").appendingPathComponent(configuration.deviceID)
-            .appendingPathComponent("status"))
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        guard let (data, _) = try? await configuration.urlSession.data(for: request) else { return "" }
-        return String(decoding: data, as: UTF8.self)
     }
 
     /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong

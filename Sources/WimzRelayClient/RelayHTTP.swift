@@ -20,3 +20,12 @@ func relayCall(_ request: URLRequest, token: String, session: URLSession, expect
     guard answered == status else { throw RelayClientError.refusal(status: answered, body: data) }
     return data
 }
+
+/// The JSON error the relay gives `token` (`GET /api/devices/ID/status`), for WebSocket
+/// transports that lose a refused upgrade's body.
+func refusalBody(base: URL, device: String, token: String, session: URLSession) async -> String {
+    var request = URLRequest(url: base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("status"))
+    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+    guard let (data, _) = try? await session.data(for: request) else { return "" }
+    return String(decoding: data, as: UTF8.self)
+}
