@@ -54,6 +54,12 @@ public struct TokenRecord: Sendable, Equatable {
     /// "at until the token expires as any expired token does" holds by construction.
     public var until: UnixTime? { expiresAt }
 
+    /// `"token_id"`, `"label"` (when `labelled`), `"access"`, `"control"`, `"until"`: how answers
+    /// and audit rows state a member (the members list, a change's before and after, an app's own access).
+    public func memberFields(labelled: Bool) -> [(String, JSONValue)] {
+        [("token_id", .int(id))] + (labelled ? [("label", .string(label))] : []) + rights.fields(until: until)
+    }
+
     public func isExpired(at now: UnixTime) -> Bool {
         if let expiresAt { return expiresAt <= now }
         return false

@@ -18,19 +18,10 @@ public struct TurnAdminServer: Sendable, Equatable {
         for raw in text.split(separator: ",") {
             let item = raw.filter { $0 != " " }
             guard !item.isEmpty else { continue }
-            let host: Substring, portText: Substring
-            if item.hasPrefix("["), let close = item.firstIndex(of: "]") {
-                host = item[item.index(after: item.startIndex)..<close]
-                let rest = item[item.index(after: close)...]
-                guard rest.hasPrefix(":") else { return nil }
-                portText = rest.dropFirst()
-            } else {
-                guard let colon = item.lastIndex(of: ":") else { return nil }
-                host = item[..<colon]
-                portText = item[item.index(after: colon)...]
-            }
-            guard !host.isEmpty, !host.contains(":") || item.hasPrefix("["), let port = UInt16(portText), port > 0 else { return nil }
-            servers.append(TurnAdminServer(host: String(host), port: port))
+            // The listen address's grammar; an IPv6 host only in brackets, and a port to dial.
+            guard let (host, port) = RelayConfiguration.parseListen(String(item)), port > 0,
+                  !host.contains(":") || item.hasPrefix("[") else { return nil }
+            servers.append(TurnAdminServer(host: host, port: UInt16(port)))
         }
         return servers
     }

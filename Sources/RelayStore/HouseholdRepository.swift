@@ -56,6 +56,10 @@ public struct HouseholdRepository {
     public init(_ db: PGConnection) { self.db = db }
 
     static let inviteColumns = "id, access, control, until, label, created_at, expires_at"
+    /// A pairing code that is an invitation nobody redeemed or cancelled yet.
+    static let pendingInviteCondition = "access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()"
+    /// An app token that is a member now (`tokens t`): neither revoked nor expired.
+    static let liveMemberCondition = "t.role = 'app' AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
 
     public func createInvite(device: DeviceID, _ invite: HouseholdRules.Invite, by actor: HouseholdActor,
                              address: String?) throws -> (invite: InviteRecord, code: String) {
@@ -63,12 +67,7 @@ public struct HouseholdRepository {
         let digest = PairingCode.digest(PairingCode.normalize(code)!)
         return try db.transaction {
             try lockDevice(device, for: actor)
-            let pending = try db.execute(
-                """
-                SELECT count(*) FROM pairing_codes WHERE device_id = $1 AND access IS NOT NULL AND used_at IS NULL
-                  AND cancelled_at IS NULL AND expires_at > now()
-                """, [device.rawValue])
-            if Int(pending.rows.first?[0] ?? "0") ?? 0 >= HouseholdRules.maxPendingInvites {
+            if try pendingInvites(device: device).count >= HouseholdRules.maxPendingInvites {
                 throw RequestError(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
             }
             let rows = try db.execute(
@@ -91,7 +90,7 @@ public struct HouseholdRepository {
         try db.execute(
             """
             SELECT \(HouseholdRepository.inviteColumns) FROM pairing_codes
-            WHERE device_id = $1 AND access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
+            WHERE device_id = $1 AND \(HouseholdRepository.pendingInviteCondition)
             ORDER BY id
             """, [device.rawValue]).rows.map(HouseholdRepository.decodeInvite)
     }
@@ -103,8 +102,7 @@ public struct HouseholdRepository {
             let rows = try db.execute(
                 """
                 UPDATE pairing_codes SET cancelled_at = now()
-                WHERE id = $1 AND device_id = $2 AND access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL
-                  AND expires_at > now()
+                WHERE id = $1 AND device_id = $2 AND \(HouseholdRepository.pendingInviteCondition)
                 RETURNING \(HouseholdRepository.inviteColumns)
                 """, [String(id), device.rawValue])
             guard let row = rows.first else { return false }
@@ -119,7 +117,7 @@ public struct HouseholdRepository {
         try db.execute(
             """
             SELECT \(TokenRepository.columns) FROM tokens t
-            WHERE t.device_id = $1 AND t.role = 'app' AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+            WHERE t.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
             ORDER BY t.id
             """, [device.rawValue]).rows.map(TokenRepository.decode)
     }
@@ -142,7 +140,8 @@ public struct HouseholdRepository {
                 """, [String(tokenID), after.rights.access.rawValue, after.rights.control ? "t" : "f", PGValue.timeText(after.until)])
             let updated = try TokenRepository.decode(rows.rows[0])
             try audit(.memberChanged, device: device, tokenID: tokenID, actor: actor, address: address,
-                      details: [("before", HouseholdRepository.memberJSON(current)), ("after", HouseholdRepository.memberJSON(updated))])
+                      details: [("before", .object(current.memberFields(labelled: true))),
+                                ("after", .object(updated.memberFields(labelled: true)))])
             return updated
         }
     }
@@ -159,7 +158,7 @@ public struct HouseholdRepository {
             }
             try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
-                      details: [("member", HouseholdRepository.memberJSON(current))])
+                      details: [("member", .object(current.memberFields(labelled: true)))])
         }
     }
 
@@ -176,8 +175,7 @@ public struct HouseholdRepository {
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """
-            SELECT 1 FROM tokens WHERE id = $1 AND device_id = $2 AND role = 'app' AND access = 'owner' AND revoked_at IS NULL
-              AND (expires_at IS NULL OR expires_at > now())
+            SELECT 1 FROM tokens t WHERE t.id = $1 AND t.device_id = $2 AND t.access = 'owner' AND \(HouseholdRepository.liveMemberCondition)
             """, [String(tokenID), device.rawValue])
         if owner.rows.isEmpty { throw RequestError(.forbidden, "this token is no longer an owner of the device") }
     }
@@ -186,8 +184,7 @@ public struct HouseholdRepository {
         guard let row = try db.execute(
             """
             SELECT \(TokenRepository.columns) FROM tokens t
-            WHERE t.id = $1 AND t.device_id = $2 AND t.role = 'app' AND t.revoked_at IS NULL
-              AND (t.expires_at IS NULL OR t.expires_at > now())
+            WHERE t.id = $1 AND t.device_id = $2 AND \(HouseholdRepository.liveMemberCondition)
             FOR UPDATE
             """, [String(tokenID), device.rawValue]).first
         else { throw RequestError(.notFound, "no member \(tokenID) on this device") }
@@ -197,8 +194,8 @@ public struct HouseholdRepository {
     private func otherOwners(device: DeviceID, than tokenID: Int64) throws -> Int {
         let rows = try db.execute(
             """
-            SELECT count(*) FROM tokens WHERE device_id = $1 AND role = 'app' AND access = 'owner' AND id <> $2
-              AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+            SELECT count(*) FROM tokens t WHERE t.device_id = $1 AND t.access = 'owner' AND t.id <> $2
+              AND \(HouseholdRepository.liveMemberCondition)
             """, [device.rawValue, String(tokenID)])
         return Int(rows.rows.first?[0] ?? "0") ?? 0
     }
@@ -222,10 +219,5 @@ public struct HouseholdRepository {
         else { throw StoreError(.schema, "unexpected invite row") }
         return InviteRecord(id: id, rights: MemberRights(access: access, control: row[2] == "t"), until: PGValue.time(row[3]),
                             label: row[4] ?? "", createdAt: created, expiresAt: expires)
-    }
-
-    /// A member's access as the audit log keeps it (before and after a change).
-    static func memberJSON(_ token: TokenRecord) -> JSONValue {
-        .object([("token_id", .int(token.id)), ("label", .string(token.label))] + token.rights.fields(until: token.until))
     }
 }

@@ -74,7 +74,7 @@ public final class TurnSessionCutter: DatabaseWork {
     public func finish(_ db: PGConnection?) {}
 
     /// How long after a removal the cut is made once more: a credential issued just before the
-    /// removal reaches `turn_issuances` through the audit writer's batches (every 200 ms), so the
+    /// removal reaches `turn_issuances` through the audit writer's batches (tens of milliseconds), so the
     /// first pass, within milliseconds of the removal, may not know its username yet.
     static let settle = 3.0
 

@@ -83,7 +83,7 @@ final class HouseholdEndpoint {
             } catch {
                 return .error(error.code, error.message)
             }
-            let online = Set(env.hub.apps(of: device).map(\.tokenID)).contains(id)
+            let online = env.hub.apps(of: device).contains { $0.tokenID == id }
             let mailbox = self.mailbox
             return answer(request) { db in
                 let updated = try HouseholdRepository(db).updateMember(device: device, tokenID: id, change, by: owner, address: address)
@@ -131,14 +131,8 @@ final class HouseholdEndpoint {
     }
 
     /// A member as listed (and as PATCH answers).
-    /// `{"token_id","access","control","until"}`: an app's own access (the status answer;
-    /// the socket's greeting says the same, `Session.member`).
-    static func ownAccess(_ token: TokenRecord) -> JSONValue {
-        .object([("token_id", .int(token.id))] + token.rights.fields(until: token.until))
-    }
-
     static func memberJSON(_ token: TokenRecord, online: Bool) -> JSONValue {
-        .object([("token_id", .int(token.id)), ("label", .string(token.label))] + token.rights.fields(until: token.until)
+        .object(token.memberFields(labelled: true)
                 + [("created_at", .string(token.createdAt.iso8601)), ("last_used_at", .optional(token.lastUsedAt?.iso8601)),
                    ("online", .bool(online))])
     }

@@ -158,7 +158,8 @@ final class Router {
         switch route.handler {
         case .turnCredentials: return h.turn.credentials(request, entry: entry)
         case .deviceStatus:
-            return h.cluster.presence(of: device, request, member: entry.token.role == .app ? HouseholdEndpoint.ownAccess(entry.token) : nil)
+            return h.cluster.presence(of: device, request,
+                                      member: entry.token.role == .app ? .object(entry.token.memberFields(labelled: false)) : nil)
         case .deviceState: return h.state.state(request, device: device)
         case .robotHTTP: return h.robotHTTP.request(request, entry: entry, path: parameters["path+"] ?? "/", body: body)
         case .registerPush: return h.push.register(request, entry: entry, body: body)
