@@ -77,19 +77,17 @@ extension DeviceHub {
         forwarded.appToRobot.add(payload.count)
     }
 
-    /// `member` inserted as the first member of the JSON object `payload` (checked by `AppFrame`).
+    /// `member` inserted as the first member of the JSON object `payload` (checked by `AppFrame`),
+    /// where a recovering app's `seq` goes (`Numbering.firstMemberSlot`).
     static func inserting(_ member: [UInt8], into payload: Payload) -> [UInt8] {
         payload.withBytes { bytes in
-            guard let open = bytes.firstIndex(of: UInt8(ascii: "{")) else { return Array(bytes) }
-            var rest = open + 1
-            while rest < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[rest]) { rest += 1 }
-            let empty = rest < bytes.count && bytes[rest] == UInt8(ascii: "}")
+            guard let slot = Numbering.firstMemberSlot(bytes) else { return Array(bytes) }
             var out = [UInt8]()
             out.reserveCapacity(bytes.count + member.count + 1)
-            out += bytes[...open]
+            out += bytes[..<slot.at]
             out += member
-            if !empty { out.append(UInt8(ascii: ",")) }
-            out += bytes[(open + 1)...]
+            if slot.comma { out.append(UInt8(ascii: ",")) }
+            out += bytes[slot.at...]
             return out
         }
     }

@@ -195,12 +195,19 @@ public struct Numbering: Sendable, Equatable {
     }
 
     static func of(_ bytes: UnsafeBufferPointer<UInt8>, seq: UInt64) -> Numbering? {
+        firstMemberSlot(bytes).map { Numbering(seq: seq, at: $0.at, comma: $0.comma) }
+    }
+
+    /// Where a member goes in first in the JSON object `bytes` (possibly after white space): the
+    /// index just after its `{`, and whether a comma must follow (the object is not empty). Nil
+    /// for anything but an object. The relay's `seq` and `from` are both inserted there.
+    public static func firstMemberSlot(_ bytes: UnsafeBufferPointer<UInt8>) -> (at: Int, comma: Bool)? {
         var i = 0
         while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
         guard i < bytes.count, bytes[i] == UInt8(ascii: "{") else { return nil }
         var j = i + 1
         while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 || bytes[j] == 0x0A || bytes[j] == 0x0D { j += 1 }
-        return Numbering(seq: seq, at: i + 1, comma: !(j < bytes.count && bytes[j] == UInt8(ascii: "}")))
+        return (i + 1, !(j < bytes.count && bytes[j] == UInt8(ascii: "}")))
     }
 
     /// Writes the insertion at `p` (room for `insertionCount` bytes).
