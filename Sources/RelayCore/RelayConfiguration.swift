@@ -131,6 +131,18 @@ public struct RelayConfiguration: Sendable {
     /// 1012 (the balancer's time to stop choosing this node: HAProxy `inter` × `fall`).
     public var drainSeconds = 3.0
 
+    // Retention (docs/operations.md "Retention"): days a row of each growing table is kept; 0 keeps it.
+    /// Audit log rows, by their time (`WIMZ_AUDIT_RETENTION_DAYS`).
+    public var auditRetentionDays = 365
+    /// TURN issuances, once expired (`WIMZ_TURN_ISSUANCE_RETENTION_DAYS`).
+    public var turnIssuanceRetentionDays = 90
+    /// Pairing codes and invitations, once expired (`WIMZ_PAIRING_RETENTION_DAYS`).
+    public var pairingRetentionDays = 30
+    /// Removals' TURN cuts, once done (`WIMZ_TURN_CUT_RETENTION_DAYS`).
+    public var turnCutRetentionDays = 30
+    /// Seconds between pruning rounds (`WIMZ_RETENTION_INTERVAL`).
+    public var retentionIntervalSeconds = 300.0
+
     /// Where audit events go when the database is unreachable at shutdown (`WIMZ_SPOOL_DIR`).
     public var spoolDirectory = "./var/spool"
 

@@ -13,6 +13,7 @@ public struct ServeOption: Sendable {
         case recovery = "Missed events and pairing"
         case push = "Push through APNs"
         case cluster = "Several nodes"
+        case retention = "Retention"
     }
 
     /// `WIMZ_…`.

@@ -6,7 +6,7 @@ import WimzProtocol
 /// example (`systemd/wimz-relay.env.example`) and the README's table are made from this table
 /// (`wimz-relay options` prints the generated files; a test keeps them equal).
 public enum ServeOptions {
-    public static let all: [ServeOption] = service + turn + tls + websocket + robotHTTP + recovery + push + cluster
+    public static let all: [ServeOption] = service + turn + tls + websocket + robotHTTP + recovery + push + cluster + retention
 
     static let service: [ServeOption] = [
         .custom("WIMZ_DATABASE_URL", "database-url", .service, "PostgreSQL: libpq conninfo or postgresql:// URL (required).",
@@ -179,6 +179,19 @@ public enum ServeOptions {
                 "Seconds a device that moved to another node must stay away before it is claimed back."),
         .number("WIMZ_DRAIN", "drain", .cluster, \.drainSeconds, .atLeast(0),
                 "SIGTERM with other nodes live: seconds /readyz says 503 before sockets are told 1012."),
+    ]
+
+    static let retention: [ServeOption] = [
+        .int("WIMZ_AUDIT_RETENTION_DAYS", "audit-retention-days", .retention, \.auditRetentionDays, .from(0, to: 36_500),
+             "Days an audit log row is kept (0: for ever). Pruned by the relay in small batches, one node at a time."),
+        .int("WIMZ_TURN_ISSUANCE_RETENTION_DAYS", "turn-issuance-retention-days", .retention, \.turnIssuanceRetentionDays,
+             .from(0, to: 36_500), "Days a TURN issuance row is kept after its credential expired (0: for ever)."),
+        .int("WIMZ_PAIRING_RETENTION_DAYS", "pairing-retention-days", .retention, \.pairingRetentionDays, .from(0, to: 36_500),
+             "Days a pairing code or invitation is kept after it expired, used or not (0: for ever)."),
+        .int("WIMZ_TURN_CUT_RETENTION_DAYS", "turn-cut-retention-days", .retention, \.turnCutRetentionDays, .from(0, to: 36_500),
+             "Days a finished TURN cut (a removal's) is kept (0: for ever; at least 2 days while the expiry scan may look at it)."),
+        .number("WIMZ_RETENTION_INTERVAL", "retention-interval", .retention, \.retentionIntervalSeconds, .from(1, to: 86_400),
+                "Seconds between pruning rounds (and table size readings for /metrics): frequent rounds keep each one small."),
     ]
 
     /// The option named `env`.

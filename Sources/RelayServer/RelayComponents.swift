@@ -17,6 +17,8 @@ final class RelayComponents {
     let household: HouseholdEndpoint
     /// Cuts removed members' TURN sessions on coturn (its own thread; started by `RelayServer`).
     let turnCutter: TurnSessionCutter
+    /// Prunes the tables that grow per event and reads table sizes (its own thread; started by `RelayServer`).
+    let retention: RetentionPruner
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -49,6 +51,7 @@ final class RelayComponents {
         turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
                                        password: env.configuration.turnAdminPassword, node: env.audit.node,
                                        allocationLifetime: env.configuration.turnMaxAllocationLifetime)
+        retention = RetentionPruner(conninfo: env.configuration.databaseURL, policy: .init(env.configuration))
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)
@@ -56,7 +59,7 @@ final class RelayComponents {
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
                                       cluster: cluster, store: store, stop: stop, database: database, push: push,
-                                      turnCutter: turnCutter)
+                                      turnCutter: turnCutter, retention: retention)
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),

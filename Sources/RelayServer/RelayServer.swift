@@ -128,6 +128,7 @@ public final class RelayServer {
         components.cluster.agent.start()
         components.state.writer.start()
         components.turnCutter.start()
+        components.retention.start()
         if configuration.turnAdminServers.isEmpty {
             env.log.warning("turn_admin_unset", metadata: ["effect": "a removed member's live TURN sessions are not cut (new credentials are refused); set WIMZ_TURN_ADMIN"])
         }
@@ -145,6 +146,7 @@ public final class RelayServer {
         components.state.flush()
         components.state.writer.stop()
         components.turnCutter.stop()
+        components.retention.stop()
         let left = env.clock.monotonic()
         loop.destroy()
         let destroyed = env.clock.monotonic()

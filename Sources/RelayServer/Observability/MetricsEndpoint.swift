@@ -15,11 +15,13 @@ final class MetricsEndpoint {
     private let database: DatabaseExchanges
     private let push: PushCoordinator
     private let turnCutter: TurnSessionCutter
+    private let retention: RetentionPruner
 
     init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
          cluster: ClusterCoordinator, store: StoreSync, stop: StopSequence, database: DatabaseExchanges, push: PushCoordinator,
-         turnCutter: TurnSessionCutter) {
+         turnCutter: TurnSessionCutter, retention: RetentionPruner) {
         self.turnCutter = turnCutter
+        self.retention = retention
         self.database = database
         self.push = push
         self.env = env
@@ -92,6 +94,20 @@ final class MetricsEndpoint {
         counter("wimz_turn_admin_failures_total", "TURN CLI conversations that failed (unreachable, refused, no prompt).",
                 cuts.serverFailures)
         gauge("wimz_turn_cuts_pending", "TURN cuts not done yet, cluster-wide (should return to 0).", cuts.pending)
+        let pruned = retention.stats
+        for table in RetentionPruner.Table.allCases {
+            counter("wimz_retention_deleted_rows_total", "Rows this node pruned past their retention, by table.",
+                    [("table", table.rawValue)], pruned.deleted[table.rawValue] ?? 0)
+        }
+        counter("wimz_retention_rounds_total", "Pruning rounds this node ran holding the cluster's pruning lock.", pruned.rounds)
+        counter("wimz_retention_errors_total", "Pruning rounds or table size readings that failed (retried next interval).",
+                pruned.errors)
+        for size in pruned.sizes {
+            gauge("wimz_table_bytes", "Each table's size on disk with its indexes and TOAST, as last read.",
+                  [("table", size.table)], Int(size.bytes))
+            gauge("wimz_table_rows", "Each table's row count as PostgreSQL estimates it (autovacuum's reltuples).",
+                  [("table", size.table)], Int(size.rows))
+        }
         counter("wimz_database_queue_full_total", "Requests answered 503 busy: the database worker's queue was full.",
                 counters.databaseQueueFull)
         counter("wimz_pairing_refused_in_memory_total", "Pairing attempts answered 429 without the database (address over its limit).",

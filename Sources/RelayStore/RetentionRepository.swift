@@ -1,0 +1,87 @@
+import RelayCore
+
+/// Pruning of the tables that grow with every event (docs/operations.md "Retention"), a batch at
+/// a time: each batch is one short statement, so the audit writer's inserts and every other
+/// writer never queue behind a long delete, and vacuum keeps up. Batches rather than partitions:
+/// docs/performance.md "Retention at 10 million rows" has the measurement.
+public struct RetentionRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// A table that grows per event, and which of its rows are older than the retention.
+    public enum Table: String, CaseIterable, Sendable {
+        /// Every audited event, by its time.
+        case auditLog = "audit_log"
+        /// Every TURN credential, once it has expired (a two-day credential is not pruned while valid).
+        case turnIssuances = "turn_issuances"
+        /// Pairing codes and invitations, used or not, by their expiry.
+        case pairingCodes = "pairing_codes"
+        /// Removals' TURN cuts, once done.
+        case turnCuts = "turn_cuts"
+
+        /// The condition on rows older than `$1` days, each served by an index (a BRIN on time
+        /// for the two large tables, which arrive in time order).
+        var oldRows: String {
+            let cutoff = "now() - make_interval(days => $1::int)"
+            switch self {
+            case .auditLog: return "at < \(cutoff)"
+            case .turnIssuances: return "issued_at < \(cutoff) AND expires_at < \(cutoff)"
+            case .pairingCodes: return "expires_at < \(cutoff)"
+            case .turnCuts: return "done_at < \(cutoff)"
+            }
+        }
+    }
+
+    /// Deletes up to `limit` rows of `table` older than `days` days, in one statement; how many.
+    public func pruneBatch(_ table: Table, olderThanDays days: Int, limit: Int) throws -> Int {
+        let sql = """
+            DELETE FROM \(table.rawValue) WHERE ctid = ANY(ARRAY(
+                SELECT ctid FROM \(table.rawValue) WHERE \(table.oldRows) LIMIT $2))
+            """
+        let parameters = [String(days), String(limit)]
+        guard table == .auditLog else { return try db.execute(sql, parameters).affected }
+        // The audit log is append-only (migrations/0011) except for a transaction that says it prunes.
+        return try db.transaction {
+            try db.execute("SET LOCAL wimz.audit_prune = 'on'")
+            return try db.execute(sql, parameters).affected
+        }
+    }
+
+    /// Key of the advisory lock that lets one node of a cluster prune at a time.
+    static let lockKey: Int64 = 0x77_69_6D_7A_72_65_74  // "wimzret"
+
+    /// Takes the cluster's pruning lock for this connection's session, if no other holds it.
+    public func tryLock() throws -> Bool {
+        try db.execute("SELECT pg_try_advisory_lock($1)", [String(RetentionRepository.lockKey)]).first?[0] == "t"
+    }
+
+    /// Gives the pruning lock back.
+    public func unlock() throws {
+        _ = try db.execute("SELECT pg_advisory_unlock($1)", [String(RetentionRepository.lockKey)])
+    }
+
+    /// One table's footprint, for `/metrics`.
+    public struct TableSize: Sendable, Equatable {
+        public var table: String
+        /// Heap, indexes and TOAST.
+        public var bytes: Int64
+        /// The planner's estimate (kept by autovacuum and ANALYZE): no count(*) over millions of rows.
+        public var rows: Int64
+    }
+
+    /// Every table of the relay's schema with its size.
+    public func tableSizes() throws -> [TableSize] {
+        try db.execute(
+            """
+            SELECT c.relname, pg_total_relation_size(c.oid), GREATEST(c.reltuples, 0)::bigint
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()
+            ORDER BY c.relname
+            """).rows.compactMap { row in
+            guard let name = row[0], let bytes = row[1].flatMap({ Int64($0) }), let rows = row[2].flatMap({ Int64($0) })
+            else { return nil }
+            return TableSize(table: name, bytes: bytes, rows: rows)
+        }
+    }
+}

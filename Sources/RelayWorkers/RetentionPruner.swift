@@ -1,0 +1,128 @@
+import Logging
+import RelayCore
+import RelayStore
+
+/// Keeps the tables that grow with every event within the operator's retention
+/// (docs/operations.md "Retention"): a thread of its own with its own connection, never the
+/// service thread or the audit writer's. Every `interval` it takes the cluster's pruning lock (one
+/// node prunes at a time; the others skip the round) and deletes old rows a batch at a time, with
+/// a pause between batches so the deletes never hold the disk for long; it also reads every
+/// table's size for `/metrics`.
+public final class RetentionPruner: DatabaseWork {
+    public typealias Table = RetentionRepository.Table
+
+    /// What to prune and how fast.
+    public struct Policy: Sendable, Equatable {
+        /// Days each table's rows are kept; a table that is absent (0 in the settings) is kept for ever.
+        public var days: [Table: Int]
+        /// Seconds between rounds.
+        public var interval: Double
+        /// Rows one statement deletes (docs/performance.md "Retention at 10 million rows").
+        public var batch = 5_000
+        /// Seconds between two batches of a round.
+        public var pause = 0.05
+
+        public init(days: [Table: Int], interval: Double) {
+            self.days = days.filter { $0.value > 0 }
+            self.interval = interval
+        }
+
+        /// The settings' policy. A finished TURN cut is kept past the cutter's expiry scan, which
+        /// looks back `max(allocationLifetime, 1 day)` for expired tokens without a cut: pruned
+        /// sooner, an expiry would be cut and audited twice.
+        public init(_ configuration: RelayConfiguration) {
+            let scanDays = max(configuration.turnMaxAllocationLifetime, 86_400) / 86_400 + 1
+            let cutDays = configuration.turnCutRetentionDays == 0 ? 0 : max(configuration.turnCutRetentionDays, scanDays)
+            self.init(days: [.auditLog: configuration.auditRetentionDays, .turnIssuances: configuration.turnIssuanceRetentionDays,
+                             .pairingCodes: configuration.pairingRetentionDays, .turnCuts: cutDays],
+                      interval: configuration.retentionIntervalSeconds)
+        }
+    }
+
+    /// What the pruner did and saw, for `/metrics`.
+    public struct Counts: Sendable, Equatable {
+        /// Rows deleted by this node, by table.
+        public var deleted: [String: Int] = [:]
+        /// Rounds this node ran holding the lock.
+        public var rounds = 0
+        /// Rounds or size readings that failed (retried at the next interval).
+        public var errors = 0
+        /// Every table's size as last read.
+        public var sizes: [RetentionRepository.TableSize] = []
+    }
+
+    private let policy: Policy
+    private let thread: DatabaseThread
+    private let counts = Locked(Counts())
+    private let nextRound = Locked<UInt64>(0)
+    private let log = Logger(label: "wimz.retention")
+
+    public init(conninfo: String, policy: Policy) {
+        self.policy = policy
+        thread = DatabaseThread(name: "retention", conninfo: conninfo)
+    }
+
+    public func start() { thread.start(self) }
+    public func stop() { thread.stop() }
+
+    public var stats: Counts { counts.withLock { $0 } }
+
+    // MARK: DatabaseWork
+
+    public var channels: [String] { [] }
+
+    public func connected(_ db: PGConnection) throws {}
+
+    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+        let now = MonotonicClock.nanoseconds()
+        let due = nextRound.withLock { next -> Bool in
+            guard now >= next else { return false }
+            // Set before the round: a failing one is tried again next interval, not at every reconnect.
+            next = now + UInt64(policy.interval * 1e9)
+            return true
+        }
+        if due {
+            let repository = RetentionRepository(db)
+            try prune(repository, on: thread)
+            let sizes = try repository.tableSizes()
+            counts.withLock { $0.sizes = sizes }
+        }
+        let next = nextRound.withLock { $0 }, later = MonotonicClock.nanoseconds()
+        thread.wait(milliseconds: next > later ? Int32(clamping: min((next - later) / 1_000_000, 1_000)) : 0)
+    }
+
+    public func unavailable(_ error: Error) {
+        counts.withLock { $0.errors += 1 }
+        log.warning("retention_failed", metadata: ["reason": "\(error)"])
+    }
+
+    public func finish(_ db: PGConnection?) {}
+
+    /// One round under the cluster's lock: each table's old rows, a batch at a time, until a
+    /// batch comes back short or the relay stops.
+    private func prune(_ repository: RetentionRepository, on thread: DatabaseThread) throws {
+        guard !policy.days.isEmpty else { return }
+        guard try repository.tryLock() else {
+            log.debug("retention_skipped", metadata: ["reason": "another node is pruning"])
+            return
+        }
+        defer { try? repository.unlock() }
+        let started = MonotonicClock.nanoseconds()
+        var deleted: [String: Int] = [:]
+        for table in Table.allCases {
+            guard let days = policy.days[table] else { continue }
+            while thread.isRunning {
+                let n = try repository.pruneBatch(table, olderThanDays: days, limit: policy.batch)
+                deleted[table.rawValue, default: 0] += n
+                counts.withLock { $0.deleted[table.rawValue, default: 0] += n }
+                guard n == policy.batch else { break }
+                thread.wait(milliseconds: Int32(policy.pause * 1000))
+            }
+        }
+        counts.withLock { $0.rounds += 1 }
+        guard deleted.values.contains(where: { $0 > 0 }) else { return }
+        var metadata: Logger.Metadata = ["ms": .stringConvertible((MonotonicClock.nanoseconds() - started) / 1_000_000)]
+        for (table, n) in deleted where n > 0 { metadata[table] = .stringConvertible(n) }
+        log.info("retention_pruned", metadata: metadata)
+    }
+}
