@@ -6,8 +6,8 @@ import RelayStore
 /// (docs/operations.md "Retention"): a thread of its own with its own connection, never the
 /// service thread or the audit writer's. Every `interval` it takes the cluster's pruning lock (one
 /// node prunes at a time; the others skip the round) and deletes old rows a batch at a time, with
-/// a pause between batches so the deletes never hold the disk for long; it also reads every
-/// table's size for `/metrics`.
+/// a pause between batches so the deletes never hold the disk for long; after each round, and at
+/// every connect, it reads every table's size for `/metrics`.
 public final class RetentionPruner: DatabaseWork {
     public typealias Table = RetentionRepository.Table
 
@@ -45,7 +45,7 @@ public final class RetentionPruner: DatabaseWork {
         public var deleted: [String: Int] = [:]
         /// Rounds this node ran holding the lock.
         public var rounds = 0
-        /// Rounds or size readings that failed (retried at the next interval).
+        /// Rounds that failed with the database reachable (retried at the next interval).
         public var errors = 0
         /// Every table's size as last read.
         public var sizes: [RetentionRepository.TableSize] = []
@@ -71,7 +71,14 @@ public final class RetentionPruner: DatabaseWork {
 
     public var channels: [String] { [] }
 
-    public func connected(_ db: PGConnection) throws {}
+    /// Sizes at once; the first round one interval after start, not during a restart's reconnect storm.
+    public func connected(_ db: PGConnection) throws {
+        let sizes = try RetentionRepository(db).tableSizes()
+        counts.withLock { $0.sizes = sizes }
+        nextRound.withLock { next in
+            if next == 0 { next = MonotonicClock.nanoseconds() + UInt64(policy.interval * 1e9) }
+        }
+    }
 
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
         let now = MonotonicClock.nanoseconds()
@@ -82,17 +89,22 @@ public final class RetentionPruner: DatabaseWork {
             return true
         }
         if due {
-            let repository = RetentionRepository(db)
-            try prune(repository, on: thread)
-            let sizes = try repository.tableSizes()
-            counts.withLock { $0.sizes = sizes }
+            do {
+                let repository = RetentionRepository(db)
+                try prune(repository, on: thread)
+                let sizes = try repository.tableSizes()
+                counts.withLock { $0.sizes = sizes }
+            } catch {
+                // A failed round, not a failed connect (the database's own alert covers outages).
+                counts.withLock { $0.errors += 1 }
+                throw error
+            }
         }
         let next = nextRound.withLock { $0 }, later = MonotonicClock.nanoseconds()
         thread.wait(milliseconds: next > later ? Int32(clamping: min((next - later) / 1_000_000, 1_000)) : 0)
     }
 
     public func unavailable(_ error: Error) {
-        counts.withLock { $0.errors += 1 }
         log.warning("retention_failed", metadata: ["reason": "\(error)"])
     }
 
