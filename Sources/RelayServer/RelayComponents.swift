@@ -57,9 +57,10 @@ final class RelayComponents {
                                       io: webSocketIO)
         stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
-        let metrics = MetricsEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP,
-                                      cluster: cluster, store: store, stop: stop, database: database, push: push,
-                                      turnCutter: turnCutter, retention: retention)
+        // `/metrics`: every component reports its own series.
+        let metrics = MetricsEndpoint(registry: env.metrics.registry,
+                                      reporters: [env, authenticator, database, cluster, turn,
+                                                  robotHTTP, push, store, stop, env.audit.writer, turnCutter, retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),

@@ -118,3 +118,19 @@ final class ClusterCoordinator {
                 + (member.map { [("member", $0)] } ?? []))
     }
 }
+
+extension ClusterCoordinator: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        let stats = agent.stats
+        metrics.gauge("wimz_cluster_live_nodes", "Live nodes in the cluster, this one included (as last read).", liveNodes)
+        metrics.gauge("wimz_cluster_split_devices", "Devices with sockets on more than one live node (as last read).", splitDevices)
+        let leaseAge = stats.lastRenewal == 0 ? -1 : Int((env.clock.monotonic() - stats.lastRenewal) / 1_000_000_000)
+        metrics.gauge("wimz_cluster_lease_age_seconds", "Seconds since this node last renewed its lease (-1: never).", leaseAge)
+        metrics.counter("wimz_cluster_presence_rows_total", "Presence rows written.", stats.presenceRows)
+        metrics.counter("wimz_cluster_presence_statements_total", "Presence SQL statements run (batched).", stats.presenceStatements)
+        metrics.counter("wimz_cluster_claims_sent_total", "Devices claimed from other nodes.", stats.claimsSent)
+        metrics.counter("wimz_cluster_registrations_total", "Times this node joined the cluster (> 1: its lease lapsed and it rejoined).",
+                        stats.registrations)
+        metrics.counter("wimz_cluster_store_errors_total", "Failed membership or presence writes (retried).", stats.writeFailures)
+    }
+}

@@ -117,3 +117,9 @@ struct Refusal: Error {
         self.message = message
     }
 }
+
+extension Authenticator: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_credentials_cached", "Active tokens in the relay's mirror.", credentials.count)
+    }
+}

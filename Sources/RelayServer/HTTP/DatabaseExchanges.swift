@@ -187,3 +187,9 @@ final class DatabaseExchanges {
         if let id = byClient.removeValue(forKey: client) { exchanges[id] = nil }
     }
 }
+
+extension DatabaseExchanges: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_database_queue_depth", "Requests waiting for the database worker.", worker.queued)
+    }
+}

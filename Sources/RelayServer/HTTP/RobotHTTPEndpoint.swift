@@ -159,3 +159,9 @@ final class RobotHTTPEndpoint {
         respond(client.client, response)
     }
 }
+
+extension RobotHTTPEndpoint: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_robot_http_waiting", "HTTP requests waiting for a robot's answer.", waiting)
+    }
+}

@@ -102,3 +102,15 @@ final class TurnEndpoint {
         env.audit.writer.record(event)
     }
 }
+
+extension TurnEndpoint: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.counter("wimz_turn_credentials_issued_total", "TURN credentials minted (HTTP and push).", service.issued)
+        metrics.counter("wimz_turn_refresh_pushes_total", "turn_credentials events pushed to robots.", service.pushed)
+        let stale = robotsWithStaleCredentials(now: env.clock.wall())
+        metrics.gauge("wimz_turn_robots_past_refresh", "Online robots whose newest credential is past refresh_at (should be 0).",
+                      stale.pastRefresh)
+        metrics.gauge("wimz_turn_robots_past_expiry", "Online robots whose newest credential has expired (should be 0).",
+                      stale.pastExpiry)
+    }
+}

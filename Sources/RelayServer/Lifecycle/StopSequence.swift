@@ -91,3 +91,9 @@ protocol LoopControl: AnyObject {
     /// Accepts no new connections (those already open stay).
     func stopAccepting()
 }
+
+extension StopSequence: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_cluster_draining", "1 while this node drains for a stop.", isDraining ? 1 : 0)
+    }
+}

@@ -83,3 +83,9 @@ final class StoreSync {
         }
     }
 }
+
+extension StoreSync: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_database_up", "1 when the store is reachable and its schema current.", health.state == .ready ? 1 : 0)
+    }
+}

@@ -222,3 +222,18 @@ final class PushCoordinator {
         }
     }
 }
+
+extension PushCoordinator: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        for (kind, results) in outcomes {
+            for (result, n) in results {
+                metrics.counter("wimz_pushes_total",
+                                "Pushes by kind and what became of them (delivered, unregistered, rejected, expired, queue_full, provider_auth).",
+                                [("kind", kind), ("result", result.rawValue)], n)
+            }
+        }
+        metrics.gauge("wimz_push_queue_depth", "Pushes waiting for the APNs sender.", sender?.queueDepth ?? 0)
+        metrics.gauge("wimz_push_registrations", "Push registrations in this node's mirror.", registrationCount)
+        metrics.gauge("wimz_push_enabled", "1 when an APNs key is configured.", isEnabled ? 1 : 0)
+    }
+}
