@@ -1,6 +1,4 @@
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 
 /// What an app may send (docs/protocol.md v1.2 "Frames on the sockets"): the relay reads
 /// an app frame's `type`, `id` and `event` to route it and the robot reads the whole frame with a

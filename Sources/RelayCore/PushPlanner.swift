@@ -1,7 +1,5 @@
-#if canImport(WimzProtocol)
 // Push kinds live in WimzProtocol, shared with the app library.
 @_exported import enum WimzProtocol.PushKind
-#endif
 
 /// A phone registered for pushes of one device (docs/protocol.md v1.2 "Push notifications").
 public struct PushRegistration: Sendable, Hashable {

@@ -1,6 +1,4 @@
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 
 /// Everything `wimz-relay serve` can be told, with the defaults in one place. How each field is
 /// set (its `WIMZ_*` variable and flag) and the values it may take are rows of ``ServeOptions``;

@@ -1,6 +1,4 @@
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 
 /// Relay-originated frames (docs/protocol.md "Frames on the sockets").
 public enum RelayMessages {

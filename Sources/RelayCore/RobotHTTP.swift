@@ -1,6 +1,4 @@
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 
 /// HTTP to the robot through the relay (docs/protocol.md v1.1 "The robot's API through the relay"):
 /// the route, which headers cross, and the robot leg's frames.

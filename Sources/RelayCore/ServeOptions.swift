@@ -1,6 +1,4 @@
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 
 /// Every setting of `wimz-relay serve`, once: the CLI's help and parsing, `validate()`, the env
 /// example (`systemd/wimz-relay.env.example`) and the README's table are made from this table

@@ -1,9 +1,7 @@
-#if canImport(WimzProtocol)
 // Close codes and their reconnect meaning live in WimzProtocol, shared with the app library.
 @_exported import enum WimzProtocol.CloseCode
 // Error codes too: the hub's error frames and the server's error bodies use the one list.
 @_exported import enum WimzProtocol.ErrorCode
-#endif
 
 /// Why a message was not delivered (feeds metrics, labelled by `label`).
 public enum DropReason: Hashable, Sendable {

@@ -1,9 +1,7 @@
 #if canImport(RelayCore)
 import RelayCore
 #endif
-#if canImport(WimzProtocol)
 import WimzProtocol
-#endif
 import Foundation
 
 /// The invariants the fuzz targets check (scripts/fuzz.sh builds them with libFuzzer) and the

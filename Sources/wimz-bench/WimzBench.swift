@@ -173,215 +173,22 @@ struct WimzBench: ParsableCommand {
             apps = Array(apps[..<devices])
             engine.run(for: 300_000_000)  // settle: greetings and replays
 
-            // Event template padded to `size` bytes; seq and t are written per message.
-            func event(seq: UInt64, t: UInt64) -> [UInt8] {
-                let head = #"{"type":"event","event":"mission_progress","data":{"n":\#(seq),"t":\#(t),"pad":""#
-                let tail = #""}}"#
-                let pad = max(0, size - head.utf8.count - tail.utf8.count)
-                return Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: pad) + Array(tail.utf8)
-            }
-            var commandLatencies: [UInt32] = []
-            var commandMode = false
-            engine.onMessage = { socket, payload in
-                if commandMode {
-                    if socket.isRobot {
-                        // Echo as the robot stack does: the id token verbatim, plus the app's t.
-                        guard let id = scanStringToken(payload, key: "\"id\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
-                        let reply = Array(#"{"type":"response","id":"#.utf8) + id + Array(#","t":\#(t)}"#.utf8)
-                        reply.withUnsafeBufferPointer { engine.send(socket, text: $0) }
-                        engine.flush(socket)
-                    } else if engine.measuring, let t = scanNumber(payload, key: "\"t\":"),
-                              scanStringToken(payload, key: "\"type\":") == Array("\"response\"".utf8) {
-                        commandLatencies.append(UInt32(clamping: monotonicNanos() &- t))
-                    }
-                    return
-                }
-                guard !socket.isRobot, let seq = scanNumber(payload, key: "\"n\":"), let t = scanNumber(payload, key: "\"t\":") else { return }
-                socket.lastSeen = max(socket.lastSeen, seq)
-                if engine.measuring {
-                    engine.received += 1
-                    let latency = monotonicNanos() &- t
-                    engine.latenciesNanos.append(UInt32(clamping: latency))
-                }
-            }
-            func sendEvent(_ r: LoadSocket) {
-                r.seq += 1
-                let bytes = event(seq: r.seq, t: monotonicNanos())
-                bytes.withUnsafeBufferPointer { engine.send(r, text: $0) }
-            }
-            func measure(_ label: String, seconds: Double? = nil, tick: @escaping () -> Void) {
-                engine.received = 0
-                engine.latenciesNanos.removeAll(keepingCapacity: true)
-                engine.measuring = true
-                let start = monotonicNanos()
-                let cpuBefore = relayPID.map(cpuSeconds)
-                // Where each 5 s slice of the phase begins in the samples: a slow stretch (a
-                // burst of work in the relay, or of the database on the load's core) shows
-                // as one slice's tail rather than disappearing in the whole phase's.
-                var sliceStarts = [0]
-                engine.run(for: UInt64((seconds ?? duration) * 1e9), tick: {
-                    if monotonicNanos() - start >= UInt64(sliceStarts.count) * 5_000_000_000 {
-                        sliceStarts.append(engine.latenciesNanos.count)
-                    }
-                    tick()
-                })
-                let elapsed = Double(monotonicNanos() - start) / 1e9
-                // The relay's CPU share over the phase: what idle sockets cost shows here even
-                // when the machine's stalls hide it in the latency tail.
-                var cpu = ""
-                if let relayPID, let cpuBefore {
-                    cpu = String(format: "  relay CPU %.1f %%", (cpuSeconds(relayPID) - cpuBefore) / elapsed * 100)
-                }
-                engine.measuring = false
-                engine.run(for: 500_000_000)  // drain
-                let l = engine.latenciesNanos.sorted()
-                print(String(format: "%@ %.0f msgs/s delivered  one-way latency p50 %.0f us  p90 %.0f us  p99 %.0f us  p99.9 %.0f us  (n=%d)%@",
-                             label, Double(engine.received) / elapsed, Double(percentile(l, 0.5)) / 1e3, Double(percentile(l, 0.9)) / 1e3,
-                             Double(percentile(l, 0.99)) / 1e3, Double(percentile(l, 0.999)) / 1e3, l.count, cpu))
-                if sliceStarts.count > 2 {
-                    let bounds = sliceStarts + [engine.latenciesNanos.count]
-                    let slices = zip(bounds, bounds.dropFirst()).map { from, to -> String in
-                        let slice = engine.latenciesNanos[from..<to].sorted()
-                        return String(format: "%.0f/%.0f", Double(percentile(slice, 0.5)) / 1e3, Double(percentile(slice, 0.99)) / 1e3)
-                    }
-                    print("  p50/p99 us by 5 s: " + slices.joined(separator: "  "))
-                }
-            }
-            if wanted.contains("fanout") {
-                measure("fanout window \(window)") {
-                    for (r, a) in zip(robots, apps) where r.state == .open {
-                        var queued = false
-                        while r.seq - a.lastSeen < UInt64(window) {
-                            sendEvent(r)
-                            queued = true
-                        }
-                        if queued { engine.flush(r) }
-                    }
-                }
-            }
-            if wanted.contains("latency") {
-                var pacer = Pacer(rate: rate)
-                measure("rate \(rate)/s       ") {
-                    while let n = pacer.next() {
-                        let r = robots[n % robots.count]
-                        sendEvent(r)
-                        engine.flush(r)
-                    }
-                }
-            }
-            if wanted.contains("command") {
-                commandMode = true
-                var pacer = Pacer(rate: commandRate)
-                engine.measuring = true
-                commandLatencies.removeAll()
-                let begin = monotonicNanos()
-                engine.run(for: UInt64(duration * 1e9), tick: {
-                    while let n = pacer.next() {
-                        let a = apps[n % apps.count]
-                        let command = Array(#"{"type":"command","id":"\#(n + 1)","command":"ping","t":\#(monotonicNanos())}"#.utf8)
-                        command.withUnsafeBufferPointer { engine.send(a, text: $0) }
-                        engine.flush(a)
-                    }
-                })
-                let elapsed = Double(monotonicNanos() - begin) / 1e9
-                engine.measuring = false
-                engine.run(for: 500_000_000)
-                commandMode = false
-                let l = commandLatencies.sorted()
-                print(String(format: "command rate %d/s  %.0f round trips/s  p50 %.0f us  p99 %.0f us  (n=%d of %d sent)",
-                             commandRate, Double(l.count) / elapsed, Double(percentile(l, 0.5)) / 1e3,
-                             Double(percentile(l, 0.99)) / 1e3, l.count, pacer.sent))
-            }
+            let load = LoadPhases(engine: engine, settings: .init(size: size, window: window, duration: duration, rate: rate,
+                                                                  commandRate: commandRate, idleSockets: idleSockets,
+                                                                  idleLatencyDuration: idleLatencyDuration, relayPID: relayPID),
+                                  creds: creds, robots: robots, apps: apps)
+            if wanted.contains("fanout") { load.fanout() }
+            if wanted.contains("latency") { load.latency() }
+            if wanted.contains("command") { load.commands() }
             if wanted.contains("idle"), let relayPID {
-                // Each socket is one descriptor here and one in the relay; both processes live
-                // under the same hard RLIMIT_NOFILE, which may cap the count below the request.
-                let limit = raiseDescriptorLimit()
-                let room = limit - engine.sockets.count - 64
-                // On the devices the load phases do not use, so the idle sockets stay idle (no
-                // fan-out to them) and the latency phase below measures the same load as before.
-                let idleDevices = max(creds.count - devices, 1)
-                let capacity = idleDevices * 15  // apps per device, under the default cap of 16
-                let wantedSockets = min(idleSockets, room, capacity)
-                engine.run(for: 1_000_000_000)
-                let before = rssKB(relayPID)
-                let base = engine.handshakeTimes.count + engine.handshakeFailures
-                var opened = 0
-                while true {
-                    let done = engine.handshakeTimes.count + engine.handshakeFailures - base
-                    while opened < wantedSockets, opened - done < 256 {
-                        let d = (devices + opened % idleDevices) % creds.count
-                        _ = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
-                        opened += 1
-                    }
-                    if done >= opened { break }
-                    engine.run(for: 1_000_000)
-                }
-                engine.run(for: 2_000_000_000)
-                let after = rssKB(relayPID)
-                let ok = engine.handshakeTimes.count - base
-                var cap = ""
-                if wantedSockets < idleSockets {
-                    cap = wantedSockets == capacity ? " (capped: \(idleDevices) idle devices x 15 apps)"
-                        : " (capped by RLIMIT_NOFILE \(limit) of this process and the relay)"
-                }
-                print(String(format: "idle sockets    %d of %d requested%@, relay RSS %d -> %d kB = %.0f bytes per socket",
-                             ok, idleSockets, cap, before, after, Double(after - before) * 1024 / Double(max(ok, 1))))
+                let idle = load.idle(relayPID: relayPID)
+                // The same paced load while every idle socket stays open through its first
+                // ping round (10–20 s after connect with per-socket phases).
                 if wanted.contains("idlelatency") {
-                    // The same paced load while every idle socket stays open through its first
-                    // ping round (10–20 s after connect with per-socket phases).
-                    var pacer = Pacer(rate: rate)
-                    measure("rate \(rate)/s with \(ok) idle", seconds: idleLatencyDuration) {
-                        while let n = pacer.next() {
-                            let r = robots[n % robots.count]
-                            sendEvent(r)
-                            engine.flush(r)
-                        }
-                    }
+                    load.latency(label: "rate \(rate)/s with \(idle) idle", seconds: idleLatencyDuration)
                 }
             }
-            if wanted.contains("storm"), let relayPID {
-                // Every open socket (robots, apps, idle ones) loses the relay at once and comes
-                // back: how long until all are authenticated again, and what they were told.
-                let targets = engine.sockets.values.filter { $0.state == .open }
-                    .map { (path: $0.path, token: $0.token, isRobot: $0.isRobot, device: $0.device) }
-                engine.refusals.removeAll()
-                let base = engine.handshakeTimes.count
-                let start = monotonicNanos()
-                kill(relayPID, SIGTERM)
-                engine.run(for: 3_000_000_000, until: { engine.sockets.values.allSatisfy { $0.state != .open } })
-                var waiting = Array(targets.indices)
-                var live: [Int32: Int] = [:]  // socket → target index
-                var attempts = 0
-                var firstBack: UInt64?
-                while !waiting.isEmpty || !live.isEmpty, monotonicNanos() - start < 60_000_000_000 {
-                    if firstBack == nil, engine.handshakeTimes.count > base { firstBack = monotonicNanos() }
-                    while live.count < 512, let index = waiting.popLast() {
-                        let t = targets[index]
-                        if let s = engine.open(path: t.path, token: t.token, isRobot: t.isRobot, device: t.device) {
-                            live[s.fd] = index
-                            attempts += 1
-                        } else {
-                            waiting.append(index)
-                            break
-                        }
-                    }
-                    engine.run(for: 2_000_000)
-                    for (fd, index) in live {
-                        guard let s = engine.sockets[fd], s.state != .closed else {
-                            live[fd] = nil
-                            waiting.insert(index, at: 0)  // refused or failed: again, after the others
-                            continue
-                        }
-                        if s.state == .open { live[fd] = nil }
-                    }
-                }
-                let elapsed = Double(monotonicNanos() - start) / 1e9
-                let back = engine.handshakeTimes.count - base
-                let told = engine.refusals.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-                let first = Double((firstBack ?? monotonicNanos()) - start) / 1e9
-                print(String(format: "storm           %d of %d sockets authenticated again %.2f s after SIGTERM (restart included; the first after %.2f s), %d attempts, refusals: %@",
-                             back, targets.count, elapsed, first, attempts, told.isEmpty ? "none" : told.joined(separator: ", ")))
-            }
+            if wanted.contains("storm"), let relayPID { load.storm(relayPID: relayPID) }
             engine.closeAll()
         }
     }
