@@ -25,7 +25,7 @@ out=.build-fuzz
 mkdir -p "$out" Tests/Fuzz/crashers
 say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
 # WimzProtocol is a module of its own (RelayCore imports it): built first, as a static library.
-# RelayCore's sources are found in its feature folders too (Household/).
+# RelayCore's sources are found in its feature folders (Hub/, Wire/, …).
 flags=(-O -g -sanitize=fuzzer,address -parse-as-library)
 mkdir -p "$out/modules"
 { swiftc "${flags[@]}" -module-name WimzProtocol -emit-module -emit-module-path "$out/modules/WimzProtocol.swiftmodule" \

@@ -2,14 +2,14 @@
 # Rewrites the files made from the code: from VERSION the relay's RelayVersion.swift, the robot
 # library's _version.py, the README's SwiftPM line and the OpenAPI document's info.version
 # (CLITests fails while they differ); from
-# serve's table of settings (Sources/RelayCore/ServeOptions.swift) systemd/wimz-relay.env.example and docs/configuration.md's table
+# serve's table of settings (Sources/RelayCore/Config/ServeOptions.swift) systemd/wimz-relay.env.example and docs/configuration.md's table
 # between its options markers; from WimzProtocol the robot library's protocol-constants.json.
 # ServeOptionsTests and WimzProtocolTests fail while they differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(tr -d '[:space:]' < VERSION)
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "VERSION is not MAJOR.MINOR.PATCH: $version" >&2; exit 1; }
-sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCore/RelayVersion.swift
+sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCore/Support/RelayVersion.swift
 printf '"""The version of the robot library: the repository VERSION, copied by scripts/generate.sh."""\n\n__version__ = "%s"\n' \
     "$version" > clients/python/wimz_robot/_version.py
 sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay.git\", from: )\"[^\"]*\"|\1\"$version\"|" README.md

@@ -85,8 +85,9 @@ def test_architecture_names_only_what_exists():
     names = set(re.findall(r"`([^`\n]+)`", (ROOT / "docs" / "architecture.md").read_text()))
     stale = []
     for code in names:
-        for file in re.findall(r"([\w+]+\.swift)", code):
-            if not any(path.name == file for path in sources):
+        for file in re.findall(r"([\w+/]+\.swift)", code):
+            # A path (`Turn/TurnEndpoint.swift`) must name the folders the file is in too.
+            if not any(f"/{path.relative_to(ROOT)}".endswith("/" + file) for path in sources):
                 stale.append(f"file {file}")
         for type_name, member in re.findall(r"\b([A-Z][A-Za-z0-9]+)\.([a-z][A-Za-z0-9]*)\b(?!\.swift)", code):
             if member == "swift":
