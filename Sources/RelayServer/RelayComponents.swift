@@ -27,14 +27,21 @@ final class RelayComponents {
     let heads: RequestHeads
     /// The plain-HTTP front door on `gateListener`'s sockets (nil with TLS served by lws).
     let gate: HTTPGate?
+    /// Events from other threads, drained on the service thread (`drainMailbox`).
+    private let mailbox: Mailbox<ServiceEvent>
+    /// Re-reads the TLS certificate and key (SIGHUP; the loop's).
+    private let reloadTLS: () -> Void
 
     /// A deferred answer is written on its client's connection by the gate (`gateListener`'s
     /// sockets), by `respond` in tests that have no gate, and with TLS served by lws (neither)
     /// when the connection turns writeable. `webSocketIO` is the WebSocket connections' socket
     /// layer (lws's, unless a test records).
     init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl,
-         gateListener: GateListener?, webSocketIO: WebSocketIO, respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
+         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
+         respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
         self.env = env
+        self.mailbox = mailbox
+        self.reloadTLS = reloadTLS
         let gate = gateListener.map { HTTPGate(io: $0, clock: env.clock) }
         self.gate = gate
         let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
@@ -68,7 +75,38 @@ final class RelayComponents {
         webSocket.stop = stop
         webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }
         cluster.isStopping = { [unowned stop] in stop.stopping }
-        env.hub.onRobotHTTP = { [unowned robotHTTP] payload, robot in robotHTTP.answered(payload, from: robot) }
+        env.hub.observer = self
+        if let gate { connect(gate) }
+    }
+
+    /// The plain-HTTP front door: every request through the router, refusals counted and logged.
+    private func connect(_ gate: HTTPGate) {
+        let env = self.env
+        gate.onRequest = { [unowned router] request, body in
+            let started = env.clock.monotonic()
+            guard let response = router.route(request, body: body) else { return nil }  // answered later
+            env.logRequest(request, status: response.status, startedAt: started)
+            return response
+        }
+        gate.checkHead = { [unowned router] request in
+            let started = env.clock.monotonic()
+            guard let refusal = router.refusalBeforeBody(request) else { return nil }
+            env.logRequest(request, status: refusal.status, startedAt: started)
+            return refusal
+        }
+        gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
+            database.forget(HTTPClient(wsi))
+            robotHTTP.cancel(HTTPClient(wsi))
+        }
+        gate.bodyLimit = { [unowned router] head in router.bodyLimit(head) }
+        gate.deferredTimeoutSeconds = Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
+        let holdUntil = env.clock.monotonic() + UInt64(env.configuration.upgradeHoldSeconds * 1e9)
+        gate.holdUpgrades = { [unowned authenticator] in !authenticator.credentials.isLoaded && env.clock.monotonic() < holdUntil }
+        gate.onRefused = { error, peer in
+            env.counters.requestsRefused += 1
+            env.log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)",
+                                                            "message": "\(error.message)", "remote": "\(peer)"])
+        }
     }
 
     /// Once a second: housekeeping that is not per session.
@@ -104,8 +142,13 @@ final class RelayComponents {
         cluster.flush()
     }
 
+    /// Every event other threads posted (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
+    func drainMailbox() {
+        for event in mailbox.drain() { handle(event) }
+    }
+
     /// One event from another thread, on the service thread.
-    func handle(_ event: ServiceEvent, reloadTLS: () -> Void) {
+    func handle(_ event: ServiceEvent) {
         env.thread.assertOnServiceThread()
         switch event {
         case .stop: stop.beginDrain()
@@ -117,5 +160,17 @@ final class RelayComponents {
         case .cluster(let clusterEvent): cluster.handle(clusterEvent)
         case .push(let pushEvent): push.handle(pushEvent)
         }
+    }
+}
+
+/// The hub's reports, each handed to the component it concerns: the one place the hub is wired.
+extension RelayComponents: DeviceHubObserver {
+    func hubDropped(_ reason: DropReason) { env.counters.drops[reason, default: 0] += 1 }
+    func hubReplacedRobot(_ old: Session, with new: Session) { env.robotReplaced(old, by: new) }
+    func hubDeviceArrived(_ device: DeviceID) { cluster.deviceArrived(device) }
+    func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) { cluster.presenceChanged(device, robotLeftAt: robotLeftAt) }
+    func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
+    func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {
+        push.robotEvent(device, name, message, place)
     }
 }

@@ -25,13 +25,14 @@ final class RelayEnvironment {
         self.clock = clock
         self.thread = thread
         self.audit = audit
-        hub.onDrop = { [unowned self] reason in counters.drops[reason, default: 0] += 1 }
-        hub.onRobotReplaced = { [unowned self] old, new in
-            counters.robotsReplaced += 1
-            self.audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
-                         details: [("old_connection", .int(Int64(old.id))), ("new_connection", .int(Int64(new.id))),
-                                   ("old_address", .string(old.remoteAddress))])
-        }
+    }
+
+    /// The hub replaced a robot by a newer connection (4001): counted and audited.
+    func robotReplaced(_ old: Session, by new: Session) {
+        counters.robotsReplaced += 1
+        audit.record(.robotReplaced, device: new.deviceID.rawValue, tokenID: new.tokenID, address: new.remoteAddress,
+                     details: [("old_connection", .int(Int64(old.id))), ("new_connection", .int(Int64(new.id))),
+                               ("old_address", .string(old.remoteAddress))])
     }
 
     /// The request log line: method, path without the token's value, status, peer, duration.

@@ -39,9 +39,8 @@ public final class RelayServer {
     private let loop: ServiceLoop
     private let mailbox: Mailbox<ServiceEvent>
     private let monitor: StoreMonitor
-    private let components: RelayComponents
     /// What the lws callbacks reach (held here: the callbacks do not retain it).
-    private let targets: CallbackTargets
+    private let components: RelayComponents
     private var env: RelayEnvironment { components.env }
     private var store: StoreSync { components.store }
     private var stop: StopSequence { components.stop }
@@ -72,50 +71,13 @@ public final class RelayServer {
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
-                                     }))
-        targets = CallbackTargets(components: components) { [unowned components, unowned loop] in
-            for event in mailbox.drain() { components.handle(event, reloadTLS: loop.reloadTLS) }
-        }
-        callbacks.connect(targets)
-        connectGate()
+                                     }), reloadTLS: { [unowned loop] in loop.reloadTLS() })
+        callbacks.connect(components)
     }
 
     deinit {
         // The callbacks do not retain the components: no lws callback may outlive them.
         loop.destroy()
-    }
-
-    /// The plain-HTTP front door: every request through the router, refusals counted and logged.
-    private func connectGate() {
-        guard let gate = components.gate else { return }
-        let env = self.env, configuration = self.configuration
-        let (router, database, robotHTTP, authenticator) = (components.router, components.database, components.robotHTTP,
-                                                            components.authenticator)
-        gate.onRequest = { [unowned router] request, body in
-            let started = env.clock.monotonic()
-            guard let response = router.route(request, body: body) else { return nil }  // answered later
-            env.logRequest(request, status: response.status, startedAt: started)
-            return response
-        }
-        gate.checkHead = { [unowned router] request in
-            let started = env.clock.monotonic()
-            guard let refusal = router.refusalBeforeBody(request) else { return nil }
-            env.logRequest(request, status: refusal.status, startedAt: started)
-            return refusal
-        }
-        gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
-            database.forget(HTTPClient(wsi))
-            robotHTTP.cancel(HTTPClient(wsi))
-        }
-        gate.bodyLimit = { [unowned router] head in router.bodyLimit(head) }
-        gate.deferredTimeoutSeconds = Int32(max(30, configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
-        let holdUntil = env.clock.monotonic() + UInt64(configuration.upgradeHoldSeconds * 1e9)
-        gate.holdUpgrades = { [unowned authenticator] in !authenticator.credentials.isLoaded && env.clock.monotonic() < holdUntil }
-        gate.onRefused = { error, peer in
-            env.counters.requestsRefused += 1
-            env.log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)",
-                                                            "message": "\(error.message)", "remote": "\(peer)"])
-        }
     }
 
     /// Serves until `requestStop()`; returns after a graceful stop.

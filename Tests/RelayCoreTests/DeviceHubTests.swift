@@ -84,10 +84,10 @@ final class RecordingTransport: SessionTransport {
         #expect(drain(a) == [#"{"type":"response","id":"1","r":"a"}"#])
         #expect(drain(b) == [#"{"type":"response","id":"1","r":"b"}"#])
         // A second response with the same id is unknown now.
-        var drops: [DropReason] = []
-        h.onDrop = { drops.append($0) }
+        let observer = HubRecorder()
+        h.observer = observer
         h.receive(Payload(Array(#"{"type":"response","id":"\#(ids[0])"}"#.utf8)), from: robot, now: 0)
-        #expect(drops == [.unknownResponse] && drain(a).isEmpty && drain(b).isEmpty)
+        #expect(observer.drops == [.unknownResponse] && drain(a).isEmpty && drain(b).isEmpty)
     }
 
     @Test mutating func relayCommandIDsAreNotSequential() {
@@ -128,13 +128,13 @@ final class RecordingTransport: SessionTransport {
         h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
         h.attach(other, now: 0, wallClock: UnixTime(seconds: 100))  // the robot's queue holds three presences now: full
         _ = drain(app)
-        var drops: [DropReason] = []
-        h.onDrop = { drops.append($0) }
+        let observer = HubRecorder()
+        h.observer = observer
         h.receive(Payload(Array(#"{"type":"command","id":"k1","command":"sit"}"#.utf8)), from: app, now: 0)
         h.detach(other)  // its presence does not fit either
         #expect(robot.closing == nil && h.robot(of: DeviceID("d1")!) === robot)
         #expect(drain(app) == [#"{"type":"error","code":"robot_busy","message":"the robot is not keeping up; message dropped","id":"k1"}"#])
-        #expect(drops == [.refused(.robotBusy), .refused(.robotBusy)])
+        #expect(observer.drops == [.refused(.robotBusy), .refused(.robotBusy)])
         _ = drain(robot)
         h.receive(Payload(Array(#"{"type":"command","id":"k2"}"#.utf8)), from: app, now: 0)
         #expect(drain(robot).count == 1)
@@ -245,12 +245,12 @@ final class RecordingTransport: SessionTransport {
 
     @Test mutating func onlyPushWorthyEventsOfDevicesWithPhonesReachThePushLogicNumbered() {
         let h = hub { $0.pushEvents = ["bark_detected", "mission_progress", "treat_dispensed", "dog_detected"] }
-        var seen: [(String, UInt64)] = []
-        h.onPushEvent = { _, name, _, place in seen.append((name, place.seq)) }
+        let observer = HubRecorder()
+        h.observer = observer
         let robot = session(.robot)
         h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
         h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
-        #expect(seen.isEmpty, "no phones registered: nothing")
+        #expect(observer.pushEvents.isEmpty, "no phones registered: nothing")
         h.setPushWatched(DeviceID("d1")!, true)
         for text in [#"{"type":"event","event":"mission_progress","data":{"status":"watching"}}"#,
                      #"{"type":"event","event":"mode_changed","data":{}}"#,
@@ -259,9 +259,19 @@ final class RecordingTransport: SessionTransport {
             h.receive(Payload(Array(text.utf8)), from: robot, now: 0)
         }
         // Numbered from the first push-worthy event (the bark is 1, the mode change before it was not).
-        #expect(seen.map(\.0) == ["bark_detected", "mission_progress"] && seen.map(\.1) == [1, 2])
+        #expect(observer.pushEvents.map(\.name) == ["bark_detected", "mission_progress"] && observer.pushEvents.map(\.seq) == [1, 2])
         h.setPushWatched(DeviceID("d1")!, false)
         h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
-        #expect(seen.count == 2)
+        #expect(observer.pushEvents.count == 2)
+    }
+}
+
+/// Records what the hub reports (`DeviceHubObserver`).
+final class HubRecorder: DeviceHubObserver {
+    var drops: [DropReason] = []
+    var pushEvents: [(name: String, seq: UInt64)] = []
+    func hubDropped(_ reason: DropReason) { drops.append(reason) }
+    func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {
+        pushEvents.append((name, place.seq))
     }
 }

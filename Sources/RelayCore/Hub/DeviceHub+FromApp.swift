@@ -8,7 +8,7 @@ extension DeviceHub {
         // The app's own id goes back with an error about its command (only from a frame that passed).
         let commandID = envelope?.kind == .command ? envelope?.id.map { id in payload.withBytes { Array($0[id]) } } : nil
         if session.rateLimiter?.take(now: now) == false {
-            onDrop?(.refused(.rateLimited))
+            observer?.hubDropped(.refused(.rateLimited))
             session.consecutiveRateLimited += 1
             if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
                 session.close(.rateLimited, reason: "rate limited")
@@ -26,25 +26,25 @@ extension DeviceHub {
         switch verdict {
         case .accepted: break
         case .malformed(let why):
-            onDrop?(.refused(.badMessage))
+            observer?.hubDropped(.refused(.badMessage))
             deliver(RelayMessages.error(.badMessage, why), to: session)
             return
         case .forbidden:
             // Only the relay speaks these: a forged http_request could answer another app's
             // request, a forged turn_credentials would steer the robot's video elsewhere.
-            onDrop?(.refused(.forbiddenType))
+            observer?.hubDropped(.refused(.forbiddenType))
             deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
         // A guest without control sends no commands (docs/protocol.md v1.3): refused here, before the
         // robot, from the flag the token mirror keeps current.
         if !session.mayCommand, envelope?.kind == .command {
-            onDrop?(.refused(.forbidden))
+            observer?.hubDropped(.refused(.forbidden))
             deliver(RelayMessages.error(.forbidden, "a guest without control can't send commands", idToken: commandID), to: session)
             return
         }
         guard let robot = device.robot else {
-            onDrop?(.refused(.deviceOffline))
+            observer?.hubDropped(.refused(.deviceOffline))
             deliver(RelayMessages.error(.deviceOffline, "the robot is not connected", idToken: commandID), to: session)
             return
         }
@@ -69,7 +69,7 @@ extension DeviceHub {
         if robot.wantsSenders, !payload.isBinary { outgoing = Payload(DeviceHub.inserting(session.senderMember, into: outgoing)) }
         // An app can't push its robot off the relay: a full robot queue drops the app's message.
         guard robot.closing == nil, robot.enqueue(outgoing) else {
-            onDrop?(.refused(.robotBusy))
+            observer?.hubDropped(.refused(.robotBusy))
             deliver(RelayMessages.error(.robotBusy, "the robot is not keeping up; message dropped", idToken: commandID), to: session)
             return
         }
@@ -117,7 +117,7 @@ extension DeviceHub {
         guard let idRange = envelope.id, let relayID = payload.withBytes({ DeviceHub.parseRelayID(UnsafeBufferPointer(rebasing: $0[idRange])) }),
               let pending = device.pending.removeValue(forKey: relayID), pending.app.attached
         else {
-            onDrop?(.unknownResponse)
+            observer?.hubDropped(.unknownResponse)
             return
         }
         var restored = [UInt8]()

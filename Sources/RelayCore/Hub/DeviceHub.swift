@@ -70,28 +70,17 @@ public final class DeviceHub {
     let completedNeedle = Array(#"completed""#.utf8)
     /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
     var pushWatchedDevices: Set<DeviceID> = []
-    /// A push-relevant robot event of a device with registrations: the device, the event's name,
-    /// the message, and its number in the missed-event history (epoch, seq). Service thread.
-    public var onPushEvent: ((DeviceID, String, Payload, (epoch: String, seq: UInt64)) -> Void)?
     /// Devices whose replayed events changed since `takeChangedState` last ran.
     var changedState: [Device] = []
     private var devices: [DeviceID: Device] = [:]
     private let startedAt: UnixTime
 
-    /// Observers (metrics, audit). Called synchronously on the service thread.
-    public var onDrop: ((DropReason) -> Void)?
+    /// Who hears of drops, replaced robots, arrivals, presence, HTTP answers and push events
+    /// (`DeviceHubObserver`): the server's composition root. Weak: the root owns the hub's users.
+    public weak var observer: DeviceHubObserver?
     /// Messages and bytes accepted for forwarding, by direction: plain fields bumped on the
     /// forwarding path (a closure into the server's counters cost ~150 instructions a message).
     public internal(set) var forwarded = ForwardedCounts()
-    /// A robot was replaced by a newer connection: (old, new).
-    public var onRobotReplaced: ((Session, Session) -> Void)?
-    /// The first socket of a device on this node attached (cluster: claim the device).
-    public var onDeviceArrived: ((DeviceID) -> Void)?
-    /// A socket of a device attached or detached; the time is set when its robot went offline.
-    public var onPresenceChanged: ((DeviceID, UnixTime?) -> Void)?
-    /// The robot answered an HTTP request (`http_response`/`http_body`, docs/protocol.md v1.1): the
-    /// frame and the robot session. Such frames never go to the apps.
-    public var onRobotHTTP: ((Payload, Session) -> Void)?
     /// Whether other nodes are live (set by the server): then a resume with an unknown epoch
     /// waits `Limits.resumeWait` for the device's hand-off.
     public var clustered = false
@@ -175,15 +164,15 @@ public final class DeviceHub {
         let arrived = device.isEmpty
         session.device = device
         defer {
-            if arrived { onDeviceArrived?(device.id) }
-            onPresenceChanged?(device.id, nil)
+            if arrived { observer?.hubDeviceArrived(device.id) }
+            observer?.hubPresenceChanged(device.id, robotLeftAt: nil)
         }
         switch session.role {
         case .robot:
             if let old = device.robot {
                 old.device = nil
                 old.close(.replaced, reason: "replaced")
-                onRobotReplaced?(old, session)
+                observer?.hubReplacedRobot(old, with: session)
             } else {
                 if let carried = device.carriedOnlineSince, now < carried.until {
                     device.statusSince = carried.since
@@ -298,7 +287,7 @@ public final class DeviceHub {
             device.pendingOrder.removeAll()
             device.pendingHead = 0
             announce(device, online: false, since: wallClock)
-            onPresenceChanged?(device.id, wallClock)
+            observer?.hubPresenceChanged(device.id, robotLeftAt: wallClock)
         case .app:
             if let k = device.parked.firstIndex(where: { $0 === session }) {
                 device.parked.remove(at: k)
@@ -308,7 +297,7 @@ public final class DeviceHub {
             device.apps.removeAll { $0 === session }
             if session.recovers { device.recoveringApps -= 1 }
             tellPresence(device)
-            onPresenceChanged?(device.id, nil)
+            observer?.hubPresenceChanged(device.id, robotLeftAt: nil)
         }
         if device.isEmpty && !device.hasReplay { remove(device) }
     }
@@ -366,7 +355,7 @@ public final class DeviceHub {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
         case .httpResponse, .httpBody:
-            onRobotHTTP?(payload, session)
+            observer?.hubRobotAnsweredHTTP(payload, from: session)
         default:
             // While resumes wait for a hand-off, broadcasts wait too (bounded), so the history
             // numbers them after the handed-over ones.
@@ -394,7 +383,7 @@ public final class DeviceHub {
             if !history.isListed { historyMemory.resumed(device.id, history) }
             if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
-        if let pushable, let history = device.history { onPushEvent?(device.id, pushable, payload, (history.epoch, seq)) }
+        if let pushable, let history = device.history { observer?.hubPushEvent(device.id, name: pushable, message: payload, place: (history.epoch, seq)) }
         if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
             device.prepareReplay(replayNames.count)
             var replaced = device.replay[index].take()
@@ -407,7 +396,7 @@ public final class DeviceHub {
                 changedState.append(device)
             }
         }
-        if device.apps.isEmpty { onDrop?(.noApps); return }
+        if device.apps.isEmpty { observer?.hubDropped(.noApps); return }
         let numbering = seq > 0 && device.recoveringApps > 0 ? Numbering.of(payload, seq: seq) : nil
         // The local copy of the list keeps every app alive (a slow consumer detached by `deliver`
         // changes `device.apps`, not this copy), so each is used without a retain and release of
@@ -428,7 +417,7 @@ public final class DeviceHub {
     /// closing the robot.
     private func tellPresence(_ device: Device) {
         guard let robot = device.robot, robot.closing == nil else { return }
-        if !robot.enqueue(RelayMessages.appPresence(apps: device.apps.count)) { onDrop?(.refused(.robotBusy)) }
+        if !robot.enqueue(RelayMessages.appPresence(apps: device.apps.count)) { observer?.hubDropped(.refused(.robotBusy)) }
     }
 
     /// Queues `payload` for `session`; a full queue closes it as a slow consumer (4008) without
@@ -436,7 +425,7 @@ public final class DeviceHub {
     public func deliver(_ payload: Payload, numbering: Numbering? = nil, to session: Session) {
         guard session.closing == nil else { return }
         if !session.enqueue(payload, numbering: numbering) {
-            onDrop?(.queueFull)
+            observer?.hubDropped(.queueFull)
             session.close(.slowConsumer, reason: "slow consumer")
             detach(session)
         }

@@ -22,10 +22,13 @@ final class ClusterCoordinator {
         self.agent = agent
         self.database = database
         book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
-        // `self.env`, not the parameter: the hub would keep the environment that holds it alive.
-        env.hub.onDeviceArrived = { [unowned self] device in book.deviceArrived(device, now: self.env.clock.monotonic()) }
-        env.hub.onPresenceChanged = { [unowned self] device, leftAt in book.changed(device, robotLeftAt: leftAt) }
     }
+
+    /// The first socket of `device` on this node attached: claimed from other nodes (damped).
+    func deviceArrived(_ device: DeviceID) { book.deviceArrived(device, now: env.clock.monotonic()) }
+
+    /// A socket of `device` attached or detached: its presence row is written with the next batch.
+    func presenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) { book.changed(device, robotLeftAt: robotLeftAt) }
 
     var nodeID: String { agent.identity.nodeID }
 

@@ -56,7 +56,6 @@ final class PushCoordinator {
         } else {
             sender = nil
         }
-        env.hub.onPushEvent = { [unowned self] device, name, payload, place in robotEvent(device, name, payload, place) }
     }
 
     var isEnabled: Bool { sender != nil }
@@ -94,7 +93,7 @@ final class PushCoordinator {
 
     // MARK: - Deciding
 
-    private func robotEvent(_ device: DeviceID, _ name: String, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
+    func robotEvent(_ device: DeviceID, _ name: String, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
         guard sender != nil, let candidates = registrations[device] else { return }
         let kind: PushKind
         switch name {

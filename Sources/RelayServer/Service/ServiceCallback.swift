@@ -6,34 +6,13 @@ import RelayCore
 final class ServiceCallbacks {
     /// Unmanaged, so a callback reaches the components without a retain and release per call
     /// (per forwarded message twice: callgrind counted the difference). `RelayServer` owns them.
-    private(set) var targets: Unmanaged<CallbackTargets>?
+    private(set) var targets: Unmanaged<RelayComponents>?
 
-    func connect(_ targets: CallbackTargets) { self.targets = .passUnretained(targets) }
+    func connect(_ targets: RelayComponents) { self.targets = .passUnretained(targets) }
 }
 
-/// The components lws callbacks lead to.
-final class CallbackTargets {
-    let env: RelayEnvironment
-    let webSocket: WebSocketEndpoint
-    let router: Router
-    let database: DatabaseExchanges
-    let robotHTTP: RobotHTTPEndpoint
-    let heads: RequestHeads
-    let gate: HTTPGate?
-    /// Drains the mailbox (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
-    let mailbox: () -> Void
-
-    init(components: RelayComponents, mailbox: @escaping () -> Void) {
-        env = components.env
-        webSocket = components.webSocket
-        router = components.router
-        database = components.database
-        robotHTTP = components.robotHTTP
-        heads = components.heads
-        gate = components.gate
-        self.mailbox = mailbox
-    }
-
+/// What lws callbacks lead to: each goes to the component it concerns.
+extension RelayComponents {
     /// `LWS_CALLBACK_HTTP`: a plain request lws parsed itself (TLS served by lws; with the gate,
     /// requests never reach lws as HTTP).
     func http(_ wsi: OpaquePointer) -> Int32 {
@@ -71,12 +50,12 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     return targets._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
 }
 
-extension CallbackTargets {
+extension RelayComponents {
     func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                   _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            mailbox()
+            drainMailbox()
             return 0
         case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
             webSocket.accepted(wsi)
