@@ -67,21 +67,21 @@ import Testing
                 .replacingOccurrences(of: "{invite_id}", with: "3")
                 .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
             func error(_ token: String?) -> String? { relay.request(method, path, token: token)?.json["error"] as? String }
-            switch route.auth {
-            case .none: continue
+            switch route.kind {
+            case .open: continue
             case .admin:
                 #expect(error(nil) == "unknown_token" && error(app.secret) == "unknown_token", "\(method) \(path)")
                 #expect(error(admin) != "unknown_token", "\(method) \(path)")
-            case .robotOrApp, .robot, .app, .owner, .household:
+            case .token(let access, _):
                 #expect(error(nil) == "missing_token", "\(method) \(path)")
                 #expect(error("wimz_a_unknown") == "unknown_token", "\(method) \(path)")
                 if route.pattern.contains("{device_id}") {
                     #expect(error(other.secret) == "wrong_device", "\(method) \(path)")
                 }
-                if route.auth != .robotOrApp {
-                    #expect(error(route.auth == .robot ? app.secret : robot.secret) == "wrong_role", "\(method) \(path)")
+                if access != .robotOrApp {
+                    #expect(error(access == .robot ? app.secret : robot.secret) == "wrong_role", "\(method) \(path)")
                 }
-                let own = route.auth == .robot ? robot.secret : app.secret
+                let own = access == .robot ? robot.secret : app.secret
                 #expect(!["missing_token", "unknown_token", "wrong_device", "wrong_role"].contains(error(own) ?? ""), "\(method) \(path)")
             }
         }
@@ -93,6 +93,11 @@ import Testing
         let relay = InProcessRelay { $0.adminToken = "admin-secret" }
         #expect(relay.request("GET", "/admin/devices", token: "wrong")?.status == 401)
         #expect(relay.request("GET", "/admin/nothing-here", token: "admin-secret")?.status == 404)
+        // Where the admin API is, nobody else learns which paths or methods exist.
+        #expect(relay.request("GET", "/admin/nothing-here", token: "wrong")?.status == 401)
+        #expect(relay.request("DELETE", "/admin/devices", token: "wrong")?.status == 401)
+        #expect(relay.request("DELETE", "/admin/devices", token: "admin-secret")?.status == 405)
+        #expect(relay.request("GET", "/nothing-here", token: "wrong")?.status == 404)
         #expect(relay.request("GET", "/admin/devices", token: "admin-secret") == nil)  // to the database worker
     }
 

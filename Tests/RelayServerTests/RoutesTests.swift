@@ -32,7 +32,7 @@ import RelayTestSupport
         switch Routes.resolve(method: method, rawPath: path) {
         case .found(let route, let parameters):
             return "\(route.pattern) \(parameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))"
-        case .methodNotAllowed(let allowed): return "405 \(allowed.joined(separator: ", "))"
+        case .methodNotAllowed(let allowed, _): return "405 \(allowed.joined(separator: ", "))"
         case .notFound: return "404"
         }
     }

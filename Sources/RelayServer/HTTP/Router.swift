@@ -29,68 +29,59 @@ final class Router {
         self.handlers = handlers
     }
 
-    /// Who the router let through to a handler: the route's `auth`, checked.
-    enum Caller {
-        case anyone
-        case admin
-        /// A robot or app token (for the route's device, when it names one).
-        case token(CredentialEntry)
-
-        var entry: CredentialEntry? {
-            if case .token(let entry) = self { return entry }
-            return nil
-        }
-    }
-
     /// A route found, or the answer without one.
     enum Resolution {
         case route(Route, parameters: [String: String])
         case answer(HTTPResponse)
     }
 
-    /// A caller let through, or the refusal.
-    enum Authorization {
-        case caller(Caller)
-        case refused(HTTPResponse)
-    }
-
-    /// The route for `request`, or the 404/405 answer. The upgrade-only paths answer 400.
+    /// The route for `request`, or the 404/405 answer. The upgrade-only paths answer 400; where
+    /// hidden routes are (the admin API), only the admin hears which paths and methods exist.
     func resolve(_ request: HTTPRequest) -> Resolution {
         let (method, path) = request.methodAndPath
         if path == WimzProtocol.Path.robotSocket || path == WimzProtocol.Path.appSocket {
             return .answer(.error(.upgradeRequired, "this endpoint takes a WebSocket upgrade"))
         }
-        // The admin API says which of its paths and methods exist only to the admin.
-        if path.hasPrefix("/admin/"), let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
         switch Routes.resolve(method: method, rawPath: request.head.rawPath) {
         case .found(let route, let parameters): return .route(route, parameters: parameters)
-        case .methodNotAllowed(let allowed):
+        case .methodNotAllowed(let allowed, let hidden):
+            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
             let allow = allowed.joined(separator: ", ")
             return .answer(.error(.methodNotAllowed, "use \(allow)", headers: [("Allow", allow)]))
-        case .notFound:
-            return .answer(.error(.notFound, path.hasPrefix("/admin/") ? "no such admin endpoint" : "no such endpoint"))
+        case .notFound(let hidden):
+            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
+            return .answer(.error(.notFound, hidden ? "no such admin endpoint" : "no such endpoint"))
         }
     }
 
-    /// Checks the route's `auth` for `request`: the caller, or the refusal (401/403/429/503 in
-    /// the contract's terms, counted toward the address's failure limit; 400 for a malformed
-    /// device id in the path).
-    func authorize(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> Authorization {
-        let authenticator = handlers.authenticator
-        let role: Role?
-        switch route.auth {
-        case .none: return .caller(.anyone)
-        case .admin: return authenticator.adminRefusal(request).map { .refused($0) } ?? .caller(.admin)
-        case .robotOrApp: role = nil
-        case .robot: role = .robot
-        case .app, .owner, .household: role = .app
+    /// The route's caller checked: the refusal, or nil to go on.
+    func refusal(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> HTTPResponse? {
+        switch route.kind {
+        case .open: return nil
+        case .admin: return handlers.authenticator.adminRefusal(request)
+        case .token(let access, let handler):
+            if case .failure(let refusal) = tokenEntry(request, access, handler, parameters) { return refusal.response }
+            return nil
         }
-        let wants = "Authorization: Bearer <\(route.auth == .robotOrApp ? "robot or app" : role == .app ? "app" : "robot") token> is required"
+    }
+
+    /// A token route's caller: the entry of a token of the path's device (where it names one) and
+    /// of the route's access, or the refusal (401/403/429/503 in the contract's terms, counted
+    /// toward the address's failure limit; 400 for a malformed device id in the path).
+    private func tokenEntry(_ request: HTTPRequest, _ access: Route.Access, _ handler: Route.Device,
+                            _ parameters: [String: String]) -> Result<CredentialEntry, Refused> {
+        let authenticator = handlers.authenticator
+        let role: Role? = switch access {
+        case .robotOrApp: nil
+        case .robot: .robot
+        case .app, .owner, .household: .app
+        }
+        let wants = "Authorization: Bearer <\(access == .robotOrApp ? "robot or app" : role == .app ? "app" : "robot") token> is required"
         let result: Result<CredentialEntry, Refusal>
         if let deviceText = parameters["device_id"] {
-            guard let device = DeviceID(deviceText) else { return .refused(.error(.badRequest, "invalid device id")) }
+            guard let device = DeviceID(deviceText) else { return .failure(Refused(.error(.badRequest, "invalid device id"))) }
             result = authenticator.check(token: authenticator.bearerToken(request), device: device, role: role, wants: wants,
-                                         messages: [.wrongRole: route.wrongRoleMessage])
+                                         messages: [.wrongRole: handler.wrongRoleMessage(access)])
         } else {
             result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
         }
@@ -98,16 +89,22 @@ final class Router {
         case .success(let entry):
             // The access table of v1.3: a token of the right device and role, but not its level.
             let rights = entry.token.rights
-            if route.auth == .owner, !rights.mayManageHousehold {
-                return .refused(.error(.forbidden, "only an owner of the device may do this"))
+            if access == .owner, !rights.mayManageHousehold {
+                return .failure(Refused(.error(.forbidden, "only an owner of the device may do this")))
             }
-            if route.auth == .household, !rights.mayListHousehold {
-                return .refused(.error(.forbidden, "guests can't list the household"))
+            if access == .household, !rights.mayListHousehold {
+                return .failure(Refused(.error(.forbidden, "guests can't list the household")))
             }
-            return .caller(.token(entry))
+            return .success(entry)
         case .failure(let refusal):
-            return .refused(authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request)))
+            return .failure(Refused(authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request))))
         }
+    }
+
+    /// A refusal's answer, as an error (for `Result`).
+    struct Refused: Error {
+        let response: HTTPResponse
+        init(_ response: HTTPResponse) { self.response = response }
     }
 
     /// The head alone, before the gate reads a body: a request whose route or credential fails
@@ -116,9 +113,7 @@ final class Router {
     func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
         switch resolve(request) {
         case .answer(let response): return response
-        case .route(let route, let parameters):
-            if case .refused(let refusal) = authorize(request, route, parameters) { return refusal }
-            return nil
+        case .route(let route, let parameters): return refusal(request, route, parameters)
         }
     }
 
@@ -136,26 +131,30 @@ final class Router {
     /// through callbacks, TLS served by lws).
     func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
         env.thread.assertOnServiceThread()
-        let route: Route, parameters: [String: String], caller: Caller
+        let route: Route, parameters: [String: String]
         switch resolve(request) {
         case .answer(let response): return response
         case .route(let found, let foundParameters): (route, parameters) = (found, foundParameters)
         }
-        switch authorize(request, route, parameters) {
-        case .refused(let refusal): return refusal
-        case .caller(let authorized): caller = authorized
+        switch route.kind {
+        case .open(let handler): return open(handler, request, body: body)
+        case .admin(let handler):
+            if let refusal = handlers.authenticator.adminRefusal(request) { return refusal }
+            return admin(handler, request, route, parameters, body: body)
+        case .token(let access, let handler):
+            switch tokenEntry(request, access, handler, parameters) {
+            case .failure(let refused): return refused.response
+            case .success(let entry): return device(handler, request, entry: entry, parameters, body: body)
+            }
         }
-        return dispatch(request, route, parameters, caller: caller, body: body)
     }
 
-    /// The route's handler, its caller checked.
-    private func dispatch(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String], caller: Caller,
-                          body: [UInt8]?) -> HTTPResponse? {
+    /// A token route's handler, with the caller's entry (of the route's device where the path names one).
+    private func device(_ handler: Route.Device, _ request: HTTPRequest, entry: CredentialEntry, _ parameters: [String: String],
+                        body: [UInt8]?) -> HTTPResponse? {
         let h = handlers
-        // Token routes: the entry, for the route's device where the path names one.
-        guard let entry = caller.entry else { return dispatchUnauthenticated(request, route, parameters, body: body) }
         let device = entry.token.deviceID
-        switch route.handler {
+        switch handler {
         case .turnCredentials: return h.turn.credentials(request, entry: entry)
         case .deviceStatus:
             return h.cluster.presence(of: device, request,
@@ -168,17 +167,14 @@ final class Router {
         case .mintPairingCode: return h.pairing.mintPairingCode(request, entry: entry)
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
-        case .createInvite, .listInvites, .cancelInvite, .listMembers, .updateMember, .removeMember:
-            return h.household.handle(request, route.handler, entry: entry, parameters: parameters, body: body)
-        default: return .error(.internalError, "route without its handler")
+        case .household(let call): return h.household.handle(request, call, entry: entry, parameters: parameters, body: body)
         }
     }
 
-    /// Routes open to anyone, and the admin API's (the admin token checked).
-    private func dispatchUnauthenticated(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String],
-                                         body: [UInt8]?) -> HTTPResponse? {
+    /// The routes open to anyone.
+    private func open(_ handler: Route.Open, _ request: HTTPRequest, body: [UInt8]?) -> HTTPResponse? {
         let h = handlers
-        switch route.handler {
+        switch handler {
         case .healthz:
             return .json(200, .object([("status", "ok")]))
         case .readyz:
@@ -192,12 +188,19 @@ final class Router {
                 return .error(.notSupported, "pairing needs the relay's own HTTP front: terminate TLS at the balancer")
             }
             return h.pairing.redeemPairingCode(request, body: body)
-        case .admin(let endpoint): return h.database.beginAdmin(request, endpoint, route: route, id: parameters["id"], body: body)
-        case .adminPresence:
+        }
+    }
+
+    /// The admin API's routes (the admin token checked).
+    private func admin(_ handler: Route.Admin, _ request: HTTPRequest, _ route: Route, _ parameters: [String: String],
+                       body: [UInt8]?) -> HTTPResponse? {
+        switch handler {
+        case .endpoint(let endpoint):
+            return handlers.database.beginAdmin(request, endpoint, route: route, id: parameters["id"], body: body)
+        case .presence:
             // The cluster's view, merged with this node's own (fresher) one.
             guard let id = DeviceID(parameters["id"] ?? "") else { return .error(.badRequest, "invalid device id") }
-            return h.cluster.presence(of: id, request)
-        default: return .error(.internalError, "route without its handler")
+            return handlers.cluster.presence(of: id, request)
         }
     }
 }

@@ -11,10 +11,21 @@ import WimzProtocol
 /// Patterns: `{name}` is one non-empty path segment (percent-decoded), a final `{path+}` the rest
 /// (one or more segments, as sent). Matching runs on the path as sent, split at `/`.
 struct Route: Sendable {
-    /// Who may call a route: the router checks it before the handler runs (and, for a request
-    /// with a body, before the body is read).
-    enum Auth: String, Sendable {
-        case none, admin
+    /// Who may call a route and what answers it, together: the handler's kind follows from the
+    /// caller the router lets through, so a row cannot name a handler its caller can't reach.
+    enum Kind: Sendable, Equatable {
+        /// Anyone.
+        case open(Open)
+        /// The admin token only. Hidden: to anyone else its paths and methods do not exist
+        /// (401/404 alike, whether the path is a route or not; see `Routes.resolve`).
+        case admin(Admin)
+        /// A robot or app token of the path's device (where the path names one), of `access`.
+        case token(Access, Device)
+    }
+
+    /// The tokens a token route takes; the router checks it before the handler runs (and, for a
+    /// request with a body, before the body is read).
+    enum Access: String, Sendable {
         case robotOrApp = "robot_or_app"
         case robot, app
         /// An app token whose access is `owner` (docs/protocol.md v1.3); another app token: 403 `forbidden`.
@@ -23,14 +34,25 @@ struct Route: Sendable {
         case household
     }
 
-    enum Handler: Sendable, Equatable {
-        case healthz, readyz, metrics, turnCredentials, deviceStatus, deviceState, robotHTTP
-        case mintPairingCode, redeemPairingCode, listAppTokens, revokeAppToken
-        case registerPush, listPush, removePush
-        case createInvite, listInvites, cancelInvite, listMembers, updateMember, removeMember
+    enum Open: Sendable, Equatable { case healthz, readyz, metrics, redeemPairingCode }
+
+    enum Admin: Sendable, Equatable {
         /// Answered by the database worker (`AdminAPI`).
-        case admin(AdminAPI.Endpoint)
-        case adminPresence
+        case endpoint(AdminAPI.Endpoint)
+        /// The cluster's presence of a device, merged with this node's.
+        case presence
+    }
+
+    enum Device: Sendable, Equatable {
+        case turnCredentials, deviceStatus, deviceState, robotHTTP
+        case mintPairingCode, listAppTokens, revokeAppToken
+        case registerPush, listPush, removePush
+        case household(Household)
+    }
+
+    /// The household's routes (docs/protocol.md v1.3), answered by `HouseholdEndpoint`.
+    enum Household: Sendable, Equatable {
+        case createInvite, listInvites, cancelInvite, listMembers, updateMember, removeMember
     }
 
     /// The largest body a route reads.
@@ -43,31 +65,39 @@ struct Route: Sendable {
 
     let methods: [String]
     let pattern: String
-    let auth: Auth
+    let kind: Kind
     let query: [String]
     let bodyLimit: BodyLimit
-    let handler: Handler
 
-    init(_ methods: [String], _ pattern: String, _ auth: Auth, query: [String] = [], bodyLimit: BodyLimit = .standard,
-         _ handler: Handler) {
+    init(_ methods: [String], _ pattern: String, _ kind: Kind, query: [String] = [], bodyLimit: BodyLimit = .standard) {
         self.methods = methods
         self.pattern = pattern
-        self.auth = auth
+        self.kind = kind
         self.query = query
         self.bodyLimit = bodyLimit
-        self.handler = handler
     }
 
+    /// Whether only the admin may learn that the route exists.
+    var isHidden: Bool {
+        if case .admin = kind { return true }
+        return false
+    }
+}
+
+extension Route.Device {
     /// The refusal of a token of the other role, in the words of the route.
-    var wrongRoleMessage: String {
-        switch handler {
+    func wrongRoleMessage(_ access: Route.Access) -> String {
+        switch self {
         case .robotHTTP: return "HTTP to the robot takes an app token"
         case .registerPush, .listPush, .removePush: return "push registrations take an app token"
-        case .createInvite, .listInvites, .cancelInvite, .listMembers, .updateMember, .removeMember:
-            return "the household is managed with an app token"
-        default: return auth == .robot ? "this call takes the robot's token" : "this call takes an app token"
+        case .household: return "the household is managed with an app token"
+        case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
+            return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
         }
     }
+}
+
+extension Route {
 
     /// The path parameters of `segments` (raw) when they match this route's pattern.
     func match(_ segments: [Substring]) -> [String: String]? {
@@ -101,67 +131,75 @@ enum Routes {
     private static let devices = WimzProtocol.Path.devices
 
     static let table: [Route] = [
-        Route(["GET", "HEAD"], "/healthz", .none, .healthz),
-        Route(["GET", "HEAD"], "/readyz", .none, .readyz),
-        Route(["GET"], "/metrics", .none, .metrics),
-        Route(["GET"], WimzProtocol.Path.turnCredentials, .robotOrApp, query: ["ttl"], .turnCredentials),
-        Route(["GET"], devices + "/{device_id}/status", .robotOrApp, .deviceStatus),
+        Route(["GET", "HEAD"], "/healthz", .open(.healthz)),
+        Route(["GET", "HEAD"], "/readyz", .open(.readyz)),
+        Route(["GET"], "/metrics", .open(.metrics)),
+        Route(["GET"], WimzProtocol.Path.turnCredentials, .token(.robotOrApp, .turnCredentials), query: ["ttl"]),
+        Route(["GET"], devices + "/{device_id}/status", .token(.robotOrApp, .deviceStatus)),
         // The robot's last-known state (docs/protocol.md v1.2).
-        Route(["GET"], devices + "/{device_id}/state", .robotOrApp, .deviceState),
+        Route(["GET"], devices + "/{device_id}/state", .token(.robotOrApp, .deviceState)),
         // HTTP to the robot (docs/protocol.md v1.1): the path after /robot goes to the robot as sent.
-        Route(RobotHTTP.methods, devices + "/{device_id}/robot", .app, bodyLimit: .robotHTTP, .robotHTTP),
-        Route(RobotHTTP.methods, devices + "/{device_id}/robot/{path+}", .app, bodyLimit: .robotHTTP, .robotHTTP),
+        Route(RobotHTTP.methods, devices + "/{device_id}/robot", .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
+        Route(RobotHTTP.methods, devices + "/{device_id}/robot/{path+}", .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
         // Push registrations (docs/protocol.md v1.2).
-        Route(["PUT"], devices + "/{device_id}/push", .app, .registerPush),
-        Route(["GET"], devices + "/{device_id}/push", .app, .listPush),
-        Route(["DELETE"], devices + "/{device_id}/push/{token}", .app, .removePush),
+        Route(["PUT"], devices + "/{device_id}/push", .token(.app, .registerPush)),
+        Route(["GET"], devices + "/{device_id}/push", .token(.app, .listPush)),
+        Route(["DELETE"], devices + "/{device_id}/push/{token}", .token(.app, .removePush)),
         // Pairing (docs/protocol.md v1.1).
-        Route(["POST"], devices + "/{device_id}/pairing-codes", .robot, .mintPairingCode),
-        Route(["POST"], WimzProtocol.Path.pairing, .none, .redeemPairingCode),
-        Route(["GET"], devices + "/{device_id}/app-tokens", .robot, .listAppTokens),
-        Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .robot, .revokeAppToken),
+        Route(["POST"], devices + "/{device_id}/pairing-codes", .token(.robot, .mintPairingCode)),
+        Route(["POST"], WimzProtocol.Path.pairing, .open(.redeemPairingCode)),
+        Route(["GET"], devices + "/{device_id}/app-tokens", .token(.robot, .listAppTokens)),
+        Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .token(.robot, .revokeAppToken)),
         // The household (docs/protocol.md v1.3).
-        Route(["POST"], devices + "/{device_id}/invites", .owner, .createInvite),
-        Route(["GET"], devices + "/{device_id}/invites", .owner, .listInvites),
-        Route(["DELETE"], devices + "/{device_id}/invites/{invite_id}", .owner, .cancelInvite),
-        Route(["GET"], devices + "/{device_id}/members", .household, .listMembers),
-        Route(["PATCH"], devices + "/{device_id}/members/{token_id}", .owner, .updateMember),
-        Route(["DELETE"], devices + "/{device_id}/members/{token_id}", .app, .removeMember),
+        Route(["POST"], devices + "/{device_id}/invites", .token(.owner, .household(.createInvite))),
+        Route(["GET"], devices + "/{device_id}/invites", .token(.owner, .household(.listInvites))),
+        Route(["DELETE"], devices + "/{device_id}/invites/{invite_id}", .token(.owner, .household(.cancelInvite))),
+        Route(["GET"], devices + "/{device_id}/members", .token(.household, .household(.listMembers))),
+        Route(["PATCH"], devices + "/{device_id}/members/{token_id}", .token(.owner, .household(.updateMember))),
+        Route(["DELETE"], devices + "/{device_id}/members/{token_id}", .token(.app, .household(.removeMember))),
         // The admin API (AdminAPI.swift answers them on the database worker).
-        Route(["GET"], "/admin/devices", .admin, .admin(.listDevices)),
-        Route(["POST"], "/admin/devices", .admin, .admin(.addDevice)),
-        Route(["GET"], "/admin/devices/{id}", .admin, .admin(.device)),
-        Route(["POST"], "/admin/devices/{id}/disable", .admin, .admin(.disableDevice)),
-        Route(["POST"], "/admin/devices/{id}/enable", .admin, .admin(.enableDevice)),
-        Route(["POST"], "/admin/devices/{id}/tokens", .admin, .admin(.issueToken)),
-        Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin, .admin(.mintPairingCode)),
-        Route(["GET"], "/admin/devices/{id}/presence", .admin, .adminPresence),
-        Route(["GET"], "/admin/devices/{id}/push", .admin, .admin(.pushRegistrations)),
-        Route(["GET"], "/admin/tokens", .admin, query: ["device_id"], .admin(.listTokens)),
-        Route(["GET"], "/admin/devices/{id}/members", .admin, .admin(.members)),
-        Route(["POST"], "/admin/tokens/{id}/revoke", .admin, .admin(.revokeToken)),
-        Route(["GET"], "/admin/turn-secrets", .admin, query: ["realm"], .admin(.turnSecrets)),
-        Route(["POST"], "/admin/turn-secrets/rotate", .admin, query: ["realm"], .admin(.rotateTurnSecret)),
-        Route(["GET"], "/admin/audit", .admin, query: ["device_id", "from", "to", "after", "limit"], .admin(.audit)),
-        Route(["GET"], "/admin/cluster/nodes", .admin, .admin(.clusterNodes)),
+        Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
+        Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),
+        Route(["GET"], "/admin/devices/{id}", .admin(.endpoint(.device))),
+        Route(["POST"], "/admin/devices/{id}/disable", .admin(.endpoint(.disableDevice))),
+        Route(["POST"], "/admin/devices/{id}/enable", .admin(.endpoint(.enableDevice))),
+        Route(["POST"], "/admin/devices/{id}/tokens", .admin(.endpoint(.issueToken))),
+        Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin(.endpoint(.mintPairingCode))),
+        Route(["GET"], "/admin/devices/{id}/presence", .admin(.presence)),
+        Route(["GET"], "/admin/devices/{id}/push", .admin(.endpoint(.pushRegistrations))),
+        Route(["GET"], "/admin/tokens", .admin(.endpoint(.listTokens)), query: ["device_id"]),
+        Route(["GET"], "/admin/devices/{id}/members", .admin(.endpoint(.members))),
+        Route(["POST"], "/admin/tokens/{id}/revoke", .admin(.endpoint(.revokeToken))),
+        Route(["GET"], "/admin/turn-secrets", .admin(.endpoint(.turnSecrets)), query: ["realm"]),
+        Route(["POST"], "/admin/turn-secrets/rotate", .admin(.endpoint(.rotateTurnSecret)), query: ["realm"]),
+        Route(["GET"], "/admin/audit", .admin(.endpoint(.audit)), query: ["device_id", "from", "to", "after", "limit"]),
+        Route(["GET"], "/admin/cluster/nodes", .admin(.endpoint(.clusterNodes))),
     ]
 
     enum Resolution {
         case found(Route, parameters: [String: String])
-        /// The path exists with other methods (405, `Allow`).
-        case methodNotAllowed(allowed: [String])
-        case notFound
+        /// The path exists with other methods (405, `Allow`); `hidden`: only hidden routes have it.
+        case methodNotAllowed(allowed: [String], hidden: Bool)
+        /// No route; `hidden`: the path lies where hidden routes are (under their first segment,
+        /// `/admin/`), so only the admin may learn that it is no route.
+        case notFound(hidden: Bool)
     }
+
+    /// The first path segments of the hidden routes.
+    private static let hiddenScopes = Set(table.filter(\.isHidden).compactMap { $0.pattern.split(separator: "/").first })
 
     /// The route for `method` on `rawPath` (the path as sent, still percent-encoded).
     static func resolve(method: String, rawPath: String) -> Resolution {
         let segments = rawPath.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         var allowed: [String] = []
+        var hidden = false
         for route in table {
             guard let parameters = route.match(Array(segments)) else { continue }
             if route.methods.contains(method) { return .found(route, parameters: parameters) }
             allowed += route.methods.filter { !allowed.contains($0) }
+            hidden = hidden || route.isHidden
         }
-        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+        if !allowed.isEmpty { return .methodNotAllowed(allowed: allowed, hidden: hidden) }
+        return .notFound(hidden: segments.first.map { hiddenScopes.contains($0) } ?? false)
     }
 }

@@ -35,7 +35,7 @@ final class HouseholdEndpoint {
     func sweep(now: UInt64) { limiter.sweep(now: now) }
 
     /// The route's answer: 429 past the per-token rate of these calls, else `body`.
-    func handle(_ request: HTTPRequest, _ handler: Route.Handler, entry: CredentialEntry, parameters: [String: String],
+    func handle(_ request: HTTPRequest, _ call: Route.Household, entry: CredentialEntry, parameters: [String: String],
                 body: [UInt8]?) -> HTTPResponse? {
         guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
             return .authFailure(.rateLimited, message: "too many household calls for this token")
@@ -43,7 +43,7 @@ final class HouseholdEndpoint {
         let device = entry.token.deviceID
         let owner = HouseholdActor.owner(tokenID: entry.token.id)
         let address = authenticator.clientAddress(request)
-        switch handler {
+        switch call {
         case .createInvite:
             guard let body else { return .error(.notSupported, "invites need the relay's own HTTP front") }
             let invite: HouseholdRules.Invite
@@ -104,8 +104,6 @@ final class HouseholdEndpoint {
                 mailbox.post(.store(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id))))
                 return .noContent
             }
-        default:
-            return .error(.internalError, "route without its handler")
         }
     }
 
