@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
         // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
-        .testTarget(name: "WimzRelayClientUnitTests", dependencies: ["WimzRelayClient"]),
+        .testTarget(name: "WimzRelayClientUnitTests", dependencies: ["WimzRelayClient", "WimzProtocol"]),
         .testTarget(name: "WimzRobotTests", dependencies: ["WimzRobot", "WimzRelayClient"]),
         // The client against the real relay.
         .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "WimzRobot", "RelayCore", "RelayTestSupport"]),

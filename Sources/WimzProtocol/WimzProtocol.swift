@@ -90,8 +90,27 @@ public enum WimzProtocol {
         public static let appSocket = "/ws/app"
         public static let turnCredentials = "/api/turn/credentials"
         public static let pairing = "/api/pairing"
-        /// `/api/devices/{device_id}/…`: status, robot, pairing-codes, app-tokens.
+        /// `/api/devices/{device_id}/…`: one device's resources (`DeviceResource`).
         public static let devices = "/api/devices"
+
+        /// What `/api/devices/{device_id}/` leads to (docs/protocol.md).
+        public enum DeviceResource: String, CaseIterable, Sendable {
+            case status, state, robot, push, invites, members
+            case pairingCodes = "pairing-codes"
+            case appTokens = "app-tokens"
+        }
+
+        /// `/api/devices/<device>/<resource>[/<segment>…]`: the path the clients call. A device id
+        /// is `[A-Za-z0-9_.-]` (nothing to escape); further segments go as given.
+        public static func device(_ device: String, _ resource: DeviceResource, _ segments: [String] = []) -> String {
+            ([devices, device, resource.rawValue] + segments).joined(separator: "/")
+        }
+
+        /// The same as a route pattern, as the relay's route table and docs/openapi.json write it
+        /// (`/api/devices/{device_id}/members/{token_id}`).
+        public static func devicePattern(_ resource: DeviceResource, _ segments: [String] = []) -> String {
+            ([devices, "{device_id}", resource.rawValue] + segments).joined(separator: "/")
+        }
     }
 
     /// The `type` of a frame.
@@ -144,13 +163,17 @@ public enum WimzProtocol {
         let replayed = replayedEvents.sorted().map { #""\#($0)""# }
         let errors = ErrorCode.allCases.map(\.rawValue).sorted().map { #""\#($0)":\#(ErrorCode(rawValue: $0)!.httpStatus)"# }
         let pushKinds = PushKind.allCases.map(\.rawValue).sorted().map { #""\#($0)""# }
+        let resources = Path.DeviceResource.allCases.map { (String($0.rawValue.map { $0 == "-" ? "_" : $0 }), $0.rawValue) }
+            .sorted { $0.0 < $1.0 }.map { #""\#($0.0)":"\#($0.1)""# }
         return "{"
             + #""close_codes":{\#(codes.joined(separator: ","))},"#
             + #""limits":{"max_message_bytes":\#(defaultMaxMessageBytes),"ping_interval_seconds":\#(defaultPingIntervalSeconds),"#
             + #""quick_reconnect_after_seconds":\#(quickReconnectAfterSeconds),"recovery_messages":\#(defaultRecoveryMessages),"#
             + #""robot_http_chunk_bytes":\#(robotHTTPChunkBytes),"robot_http_max_body":\#(defaultRobotHTTPMaxBody)},"#
             + #""message_types":["\#([MessageType.command, MessageType.error, MessageType.event, MessageType.httpBody, MessageType.httpRequest, MessageType.httpResponse, MessageType.response].joined(separator: #"",""#))"],"#
-            + #""paths":{"app_socket":"\#(Path.appSocket)","pairing":"\#(Path.pairing)","robot_socket":"\#(Path.robotSocket)","turn_credentials":"\#(Path.turnCredentials)"},"#
+            + #""paths":{"app_socket":"\#(Path.appSocket)","device":"\#(Path.devices)/{device_id}","#
+            + #""device_resources":{\#(resources.joined(separator: ","))},"pairing":"\#(Path.pairing)","#
+            + #""robot_socket":"\#(Path.robotSocket)","turn_credentials":"\#(Path.turnCredentials)"},"#
             + #""error_codes":{\#(errors.joined(separator: ","))},"#
             + #""push_kinds":[\#(pushKinds.joined(separator: ","))],"#
             + #""relay_events":["\#(RelayEventName.appPresence)","\#(RelayEventName.deviceStatus)","\#(RelayEventName.turnCredentials)"],"#

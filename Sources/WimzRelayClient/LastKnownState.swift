@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -52,6 +53,6 @@ extension RelayClient {
 
 /// `GET {base}/api/devices/{device}/state` with the bearer token.
 func fetchLastKnownState(base: URL, device: String, token: String, session: URLSession) async throws -> LastKnownState {
-    let url = base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("state")
+    let url = relayURL(base, WimzProtocol.Path.device(device, .state))
     return try LastKnownState.decode(try await relayCall(URLRequest(url: url), token: token, session: session))
 }

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -9,7 +10,7 @@ extension RelayClient {
     /// `POST {relay}/api/pairing`. Throws ``RelayClientError/http(status:code:message:)`` with
     /// `invalid_code` (wrong, used or expired) or `rate_limited`.
     public static func pair(relay url: URL, code: String, label: String, session: URLSession = .shared) async throws -> PairedDevice {
-        var request = URLRequest(url: url.appendingPathComponent("api/pairing"))
+        var request = URLRequest(url: relayURL(url, WimzProtocol.Path.pairing))
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)

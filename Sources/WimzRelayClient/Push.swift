@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -99,10 +100,7 @@ extension RelayClient {
 
     /// `METHOD /api/devices/ID/push[/path]` with the app token: the body of the expected answer.
     private func pushRequest(_ method: String, path: String? = nil, body: Data? = nil, expecting status: Int) async throws -> Data {
-        var url = httpBase.appendingPathComponent("api/devices").appendingPathComponent(configuration.deviceID)
-            .appendingPathComponent("push")
-        if let path { url = url.appendingPathComponent(path) }
-        var request = URLRequest(url: url)
+        var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, .push, path.map { [$0] } ?? [])))
         request.httpMethod = method
         request.httpBody = body
         let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status)

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -21,10 +22,16 @@ func relayCall(_ request: URLRequest, token: String, session: URLSession, expect
     return data
 }
 
+/// `base` followed by one of the protocol's paths (`WimzProtocol.Path`: `/api/devices/ID/status`, …);
+/// the base's own path (a relay behind a prefix) stays in front.
+func relayURL(_ base: URL, _ path: String) -> URL {
+    base.appendingPathComponent(String(path.drop { $0 == "/" }))
+}
+
 /// The JSON error the relay gives `token` (`GET /api/devices/ID/status`), for WebSocket
 /// transports that lose a refused upgrade's body.
 func refusalBody(base: URL, device: String, token: String, session: URLSession) async -> String {
-    var request = URLRequest(url: base.appendingPathComponent("api/devices").appendingPathComponent(device).appendingPathComponent("status"))
+    var request = URLRequest(url: relayURL(base, WimzProtocol.Path.device(device, .status)))
     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
     guard let (data, _) = try? await session.data(for: request) else { return "" }
     return String(decoding: data, as: UTF8.self)

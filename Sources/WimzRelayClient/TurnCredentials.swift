@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -39,7 +40,7 @@ public struct TurnCredentials: Sendable, Equatable, Decodable {
 
 /// `GET {base}/api/turn/credentials` with the bearer token.
 func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSession) async throws -> TurnCredentials {
-    var components = URLComponents(url: base.appendingPathComponent("api/turn/credentials"), resolvingAgainstBaseURL: false)!
+    var components = URLComponents(url: relayURL(base, WimzProtocol.Path.turnCredentials), resolvingAgainstBaseURL: false)!
     if let ttl { components.queryItems = [URLQueryItem(name: "ttl", value: String(ttl))] }
     let data = try await relayCall(URLRequest(url: components.url!), token: token, session: session)
     do {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import WimzProtocol
 import RelayCore
 
 /// Spreads `rate` sends per second evenly from the first call on: `next()` returns the index
@@ -35,11 +36,11 @@ func connectPairs(_ engine: LoadEngine, creds: [[String]], devices: [Int], repor
         while robots.count + apps.count < total, robots.count + apps.count - done < 256 {
             let d = devices[robots.count == apps.count ? robots.count : apps.count]
             if robots.count == apps.count {
-                guard let r = engine.open(path: "/ws/robot?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d)
+                guard let r = engine.open(path: "\(WimzProtocol.Path.robotSocket)?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d)
                 else { throw ValidationError("socket() failed") }
                 robots.append(r)
             } else {
-                guard let a = engine.open(path: "/ws/app?device_id=\(creds[d][0])\(appQuery)", token: creds[d][2], isRobot: false, device: d)
+                guard let a = engine.open(path: "\(WimzProtocol.Path.appSocket)?device_id=\(creds[d][0])\(appQuery)", token: creds[d][2], isRobot: false, device: d)
                 else { throw ValidationError("socket() failed") }
                 apps.append(a)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 
 /// The load phases of `wimz-bench run` over one set of connected robots and apps (the first
 /// `robots.count` devices of the tokens file): each phase prints its figures.
@@ -183,7 +184,7 @@ final class LoadPhases {
             let done = engine.handshakeTimes.count + engine.handshakeFailures - base
             while opened < wantedSockets, opened - done < 256 {
                 let d = (devices + opened % idleDevices) % creds.count
-                _ = engine.open(path: "/ws/app?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
+                _ = engine.open(path: "\(WimzProtocol.Path.appSocket)?device_id=\(creds[d][0])", token: creds[d][2], isRobot: false, device: d)
                 opened += 1
             }
             if done >= opened { break }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import WimzProtocol
 import RelayCore
 import RelayStore
 
@@ -120,7 +121,7 @@ struct WimzBench: ParsableCommand {
                 answered += 1
             }
             for d in 0..<min(devices, creds.count) {
-                guard engine.open(path: "/ws/robot?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d) != nil
+                guard engine.open(path: "\(WimzProtocol.Path.robotSocket)?device_id=\(creds[d][0])", token: creds[d][1], isRobot: true, device: d) != nil
                 else { throw ValidationError("socket() failed") }
             }
             engine.run(for: UInt64(seconds * 1e9))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import RelayServer
+import WimzProtocol
 import RelayTestSupport
 
 /// The one route table, in process: what it resolves, what it refuses, and that it is exactly
@@ -25,6 +26,15 @@ import RelayTestSupport
                 let documentedQuery = Set(parameters.filter { $0["in"] as? String == "query" }.compactMap { $0["name"] as? String })
                 #expect(Set(route.query) == documentedQuery, "\(method) \(route.pattern)")
             }
+        }
+    }
+
+    /// Every device resource the protocol names is routed, at the path the clients build.
+    @Test func everyDeviceResourceOfTheProtocolIsRouted() {
+        for resource in WimzProtocol.Path.DeviceResource.allCases {
+            let pattern = WimzProtocol.Path.devicePattern(resource)
+            #expect(Routes.table.contains { $0.pattern == pattern }, "\(pattern)")
+            #expect(WimzProtocol.Path.device("d1", resource, ["x"]) == "/api/devices/d1/\(resource.rawValue)/x")
         }
     }
 

@@ -1,9 +1,20 @@
 import Foundation
 import Testing
 @testable import WimzRelayClient
+import WimzProtocol
 
 /// The relay client's pure parts: no relay, no database.
 @Suite struct ClientUnitTests {
+    /// The client calls the protocol's paths (`WimzProtocol.Path`) under the relay's base URL,
+    /// a path prefix included.
+    @Test func relayURLsAreTheProtocolsPathsUnderTheBase() {
+        let base = URL(string: "https://relay.example/prefix")!
+        #expect(relayURL(base, WimzProtocol.Path.device("robot-1", .members, ["7"])).absoluteString
+                == "https://relay.example/prefix/api/devices/robot-1/members/7")
+        #expect(relayURL(URL(string: "https://relay.example")!, WimzProtocol.Path.turnCredentials).absoluteString
+                == "https://relay.example/api/turn/credentials")
+    }
+
     @Test func backoffIsCappedFullJitterAndSlowerWhenAsked() {
         var backoff = Backoff(base: .milliseconds(500), cap: .seconds(8), slowFloor: .seconds(5), slowCap: .seconds(60))
         var rng = SystemRandomNumberGenerator()

@@ -128,35 +128,36 @@ extension Route {
 }
 
 enum Routes {
-    private static let devices = WimzProtocol.Path.devices
+    /// The protocol's paths: a device's resources are `Paths.devicePattern(…)` (`/api/devices/{device_id}/…`).
+    private typealias Paths = WimzProtocol.Path
 
     static let table: [Route] = [
         Route(["GET", "HEAD"], "/healthz", .open(.healthz)),
         Route(["GET", "HEAD"], "/readyz", .open(.readyz)),
         Route(["GET"], "/metrics", .open(.metrics)),
-        Route(["GET"], WimzProtocol.Path.turnCredentials, .token(.robotOrApp, .turnCredentials), query: ["ttl"]),
-        Route(["GET"], devices + "/{device_id}/status", .token(.robotOrApp, .deviceStatus)),
+        Route(["GET"], Paths.turnCredentials, .token(.robotOrApp, .turnCredentials), query: ["ttl"]),
+        Route(["GET"], Paths.devicePattern(.status), .token(.robotOrApp, .deviceStatus)),
         // The robot's last-known state (docs/protocol.md v1.2).
-        Route(["GET"], devices + "/{device_id}/state", .token(.robotOrApp, .deviceState)),
+        Route(["GET"], Paths.devicePattern(.state), .token(.robotOrApp, .deviceState)),
         // HTTP to the robot (docs/protocol.md v1.1): the path after /robot goes to the robot as sent.
-        Route(RobotHTTP.methods, devices + "/{device_id}/robot", .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
-        Route(RobotHTTP.methods, devices + "/{device_id}/robot/{path+}", .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
+        Route(RobotHTTP.methods, Paths.devicePattern(.robot), .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
+        Route(RobotHTTP.methods, Paths.devicePattern(.robot, ["{path+}"]), .token(.app, .robotHTTP), bodyLimit: .robotHTTP),
         // Push registrations (docs/protocol.md v1.2).
-        Route(["PUT"], devices + "/{device_id}/push", .token(.app, .registerPush)),
-        Route(["GET"], devices + "/{device_id}/push", .token(.app, .listPush)),
-        Route(["DELETE"], devices + "/{device_id}/push/{token}", .token(.app, .removePush)),
+        Route(["PUT"], Paths.devicePattern(.push), .token(.app, .registerPush)),
+        Route(["GET"], Paths.devicePattern(.push), .token(.app, .listPush)),
+        Route(["DELETE"], Paths.devicePattern(.push, ["{token}"]), .token(.app, .removePush)),
         // Pairing (docs/protocol.md v1.1).
-        Route(["POST"], devices + "/{device_id}/pairing-codes", .token(.robot, .mintPairingCode)),
-        Route(["POST"], WimzProtocol.Path.pairing, .open(.redeemPairingCode)),
-        Route(["GET"], devices + "/{device_id}/app-tokens", .token(.robot, .listAppTokens)),
-        Route(["DELETE"], devices + "/{device_id}/app-tokens/{token_id}", .token(.robot, .revokeAppToken)),
+        Route(["POST"], Paths.devicePattern(.pairingCodes), .token(.robot, .mintPairingCode)),
+        Route(["POST"], Paths.pairing, .open(.redeemPairingCode)),
+        Route(["GET"], Paths.devicePattern(.appTokens), .token(.robot, .listAppTokens)),
+        Route(["DELETE"], Paths.devicePattern(.appTokens, ["{token_id}"]), .token(.robot, .revokeAppToken)),
         // The household (docs/protocol.md v1.3).
-        Route(["POST"], devices + "/{device_id}/invites", .token(.owner, .household(.createInvite))),
-        Route(["GET"], devices + "/{device_id}/invites", .token(.owner, .household(.listInvites))),
-        Route(["DELETE"], devices + "/{device_id}/invites/{invite_id}", .token(.owner, .household(.cancelInvite))),
-        Route(["GET"], devices + "/{device_id}/members", .token(.household, .household(.listMembers))),
-        Route(["PATCH"], devices + "/{device_id}/members/{token_id}", .token(.owner, .household(.updateMember))),
-        Route(["DELETE"], devices + "/{device_id}/members/{token_id}", .token(.app, .household(.removeMember))),
+        Route(["POST"], Paths.devicePattern(.invites), .token(.owner, .household(.createInvite))),
+        Route(["GET"], Paths.devicePattern(.invites), .token(.owner, .household(.listInvites))),
+        Route(["DELETE"], Paths.devicePattern(.invites, ["{invite_id}"]), .token(.owner, .household(.cancelInvite))),
+        Route(["GET"], Paths.devicePattern(.members), .token(.household, .household(.listMembers))),
+        Route(["PATCH"], Paths.devicePattern(.members, ["{token_id}"]), .token(.owner, .household(.updateMember))),
+        Route(["DELETE"], Paths.devicePattern(.members, ["{token_id}"]), .token(.app, .household(.removeMember))),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
         Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),

@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .backoff import Backoff
 from .household import AppToken, Sender, list_app_tokens
-from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, CloseCode
+from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH, CloseCode
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
 
 log = logging.getLogger("wimz_robot")
@@ -104,7 +104,7 @@ class RobotClient:
         self.device_id = device_id
         self._token = token
         self._ws_url = urlunsplit(("wss" if secure else "ws", parts.netloc,
-                                   f"{base_path}/ws/robot",
+                                   f"{base_path}{ROBOT_SOCKET_PATH}",
                                    f"device_id={quote(device_id, safe='')}{'&senders=1' if senders else ''}", ""))
         self._http_base = urlunsplit(("https" if secure else "http", parts.netloc, base_path, "", ""))
         self._ssl = ssl

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from .protocol import device_path
 from .turn import get_json
 
 
@@ -62,6 +63,6 @@ class AppToken:
 async def list_app_tokens(http_base: str, device_id: str, token: str, *, timeout: float = 10.0,
                           ssl_context: Any = None) -> list[AppToken]:
     """``GET {http_base}/api/devices/{device_id}/app-tokens`` with the robot token."""
-    url = f"{http_base.rstrip('/')}/api/devices/{device_id}/app-tokens"
+    url = http_base.rstrip("/") + device_path(device_id, "app_tokens")
     body = await asyncio.to_thread(get_json, url, token, timeout, ssl_context)
     return [AppToken.from_json(item) for item in body["tokens"]]

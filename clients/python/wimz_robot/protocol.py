@@ -8,6 +8,7 @@ import json
 from enum import IntEnum
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 _CONSTANTS: dict[str, Any] = json.loads(resources.files(__package__).joinpath("protocol-constants.json").read_text())
 _CLOSE: dict[str, dict[str, Any]] = _CONSTANTS["close_codes"]
@@ -47,3 +48,17 @@ ROBOT_HTTP_CHUNK_BYTES: int = int(_LIMITS["robot_http_chunk_bytes"])
 ROBOT_HTTP_MAX_BODY: int = int(_LIMITS["robot_http_max_body"])
 #: What a phone can be woken for.
 PUSH_KINDS: frozenset[str] = frozenset(_CONSTANTS["push_kinds"])
+
+_PATHS: dict[str, Any] = _CONSTANTS["paths"]
+#: The robot's WebSocket path.
+ROBOT_SOCKET_PATH: str = str(_PATHS["robot_socket"])
+#: ``GET`` it for TURN credentials.
+TURN_CREDENTIALS_PATH: str = str(_PATHS["turn_credentials"])
+
+
+def device_path(device_id: str, resource: str, *segments: str) -> str:
+    """``/api/devices/<device_id>/<resource>[/<segment>…]``; ``resource`` is a key of the relay's
+    device resources (``status``, ``app_tokens``, ``pairing_codes``, …). The id and segments are
+    percent-encoded."""
+    path = str(_PATHS["device"]).replace("{device_id}", quote(device_id, safe=""))
+    return "/".join([path, str(_PATHS["device_resources"][resource]), *(quote(s, safe="") for s in segments)])

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .protocol import TURN_CREDENTIALS_PATH
+
 
 class TurnFetchError(Exception):
     """``GET /api/turn/credentials`` did not answer 200."""
@@ -121,5 +123,5 @@ def _fetch_blocking(url: str, token: str, ttl: int | None, timeout: float, ssl_c
 async def fetch_turn_credentials(http_base: str, token: str, *, ttl: int | None = None, timeout: float = 10.0,
                                  ssl_context: Any = None) -> TurnCredentials:
     """``GET {http_base}/api/turn/credentials`` with the token; raises :class:`TurnFetchError`."""
-    url = http_base.rstrip("/") + "/api/turn/credentials"
+    url = http_base.rstrip("/") + TURN_CREDENTIALS_PATH
     return await asyncio.to_thread(_fetch_blocking, url, token, ttl, timeout, ssl_context)
