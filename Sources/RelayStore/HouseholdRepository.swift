@@ -68,7 +68,7 @@ public struct HouseholdRepository {
         return try db.transaction {
             try lockDevice(device, for: actor)
             if try pendingInvites(device: device).count >= HouseholdRules.maxPendingInvites {
-                throw RequestError(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
+                throw RelayError(.tooManyInvites, "this device has \(HouseholdRules.maxPendingInvites) pending invites; cancel one first")
             }
             let rows = try db.execute(
                 """
@@ -131,7 +131,7 @@ public struct HouseholdRepository {
             let current = try liveMember(device: device, tokenID: tokenID)
             let after = try change.applied(to: current.rights, until: current.until, now: now)
             if current.access == .owner, after.rights.access != .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw RequestError(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
+                throw RelayError(.lastOwner, "the device's last owner can't be downgraded; make someone else owner first")
             }
             let rows = try db.execute(
                 """
@@ -154,7 +154,7 @@ public struct HouseholdRepository {
             try lockDevice(device, for: actor)
             let current = try liveMember(device: device, tokenID: tokenID)
             if current.access == .owner, try otherOwners(device: device, than: tokenID) == 0 {
-                throw RequestError(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
+                throw RelayError(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
             }
             try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
@@ -170,14 +170,14 @@ public struct HouseholdRepository {
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
         guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
                                        [device.rawValue]).first
-        else { throw RequestError(.notFound, "unknown device \(device)") }
-        if try DeviceRepository.decode(row).isDisabled { throw RequestError(.deviceDisabled, "device \(device) is disabled") }
+        else { throw RelayError(.notFound, "unknown device \(device)") }
+        if try DeviceRepository.decode(row).isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """
             SELECT 1 FROM tokens t WHERE t.id = $1 AND t.device_id = $2 AND t.access = 'owner' AND \(HouseholdRepository.liveMemberCondition)
             """, [String(tokenID), device.rawValue])
-        if owner.rows.isEmpty { throw RequestError(.forbidden, "this token is no longer an owner of the device") }
+        if owner.rows.isEmpty { throw RelayError(.forbidden, "this token is no longer an owner of the device") }
     }
 
     private func liveMember(device: DeviceID, tokenID: Int64) throws -> TokenRecord {
@@ -187,7 +187,7 @@ public struct HouseholdRepository {
             WHERE t.id = $1 AND t.device_id = $2 AND \(HouseholdRepository.liveMemberCondition)
             FOR UPDATE
             """, [String(tokenID), device.rawValue]).first
-        else { throw RequestError(.notFound, "no member \(tokenID) on this device") }
+        else { throw RelayError(.notFound, "no member \(tokenID) on this device") }
         return try TokenRepository.decode(row)
     }
 

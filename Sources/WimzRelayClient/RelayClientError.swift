@@ -34,6 +34,19 @@ public enum RelayClientError: Error, Sendable, Equatable {
 }
 
 extension RelayClientError {
+    /// The relay's error code, typed (`WimzProtocol.ErrorCode`: the same list the relay answers
+    /// with), for refusals that carry one; nil for the rest and for a code that is not the relay's
+    /// (the robot's own API answering through the relay).
+    public var errorCode: ErrorCode? {
+        switch self {
+        case .unauthorized(let code, _), .forbidden(let code, _), .http(_, let code, _): return ErrorCode(rawValue: code)
+        case .deviceOffline: return .deviceOffline
+        case .rateLimited: return .rateLimited
+        case .robotBusy: return .robotBusy
+        case .revoked, .timeout, .notConnected, .stopped, .invalidResponse: return nil
+        }
+    }
+
     /// The relay's (or the robot's) refusal of an HTTP request, from its status and JSON body
     /// `{"error":CODE,"message":TEXT}`: 401 and 403 typed, anything else ``http(status:code:message:)``.
     public static func refusal(status: Int, body: Data) -> RelayClientError {

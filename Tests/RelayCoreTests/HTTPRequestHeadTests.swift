@@ -9,7 +9,7 @@ import Testing
 
     func head(_ target: String, _ headers: String = "Host: relay\r\n") throws -> HTTPRequestHead {
         guard case .complete(let head, _) = parse("GET \(target) HTTP/1.1\r\n\(headers)\r\n") else {
-            throw RequestError(.internalError, "not complete: \(target)")
+            throw RelayError(.internalError, "not complete: \(target)")
         }
         return head
     }
@@ -112,7 +112,7 @@ import Testing
 
     @Test func repeatedCredentialsAreAnError() throws {
         let head = try head("/ws/app?device_id=a&device_id=b&token=t")
-        #expect(throws: RequestError.self) { try head.argument("device_id") }
+        #expect(throws: RelayError.self) { try head.argument("device_id") }
         #expect(try head.argument("token") == "t")
         #expect(try head.argument("absent") == nil)
     }
@@ -124,7 +124,7 @@ import Testing
         limits.headerBytes = 60
         limits.headerCount = 3
         // A long request line: 414 as soon as the limit is passed, CRLF or not.
-        #expect(parse("GET /" + String(repeating: "a", count: 200), limits: limits) == .invalid(RequestError(.uriTooLong, "the request line is over 100 bytes")))
+        #expect(parse("GET /" + String(repeating: "a", count: 200), limits: limits) == .invalid(RelayError(.uriTooLong, "the request line is over 100 bytes")))
         guard case .invalid(let query) = parse("GET /a?" + String(repeating: "b", count: 60) + " HTTP/1.1\r\n\r\n", limits: limits)
         else { Issue.record("long query accepted"); return }
         #expect(query.status == 414)

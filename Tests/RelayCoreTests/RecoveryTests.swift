@@ -103,9 +103,9 @@ import Testing
         #expect(try RecoveryRequest.parse(recover: "1", since: nil) == .fresh)
         #expect(try RecoveryRequest.parse(recover: nil, since: "ab12-_:42") == .resume(epoch: "ab12-_", seq: 42))
         for bad in ["x", "e:", ":1", "e:1:2", "e:-1", "e/x:1", String(repeating: "e", count: 33) + ":1"] {
-            #expect(throws: RequestError.self) { try RecoveryRequest.parse(recover: nil, since: bad) }
+            #expect(throws: RelayError.self) { try RecoveryRequest.parse(recover: nil, since: bad) }
         }
-        #expect(throws: RequestError.self) { try RecoveryRequest.parse(recover: "yes", since: nil) }
+        #expect(throws: RelayError.self) { try RecoveryRequest.parse(recover: "yes", since: nil) }
     }
 
     final class Harness {

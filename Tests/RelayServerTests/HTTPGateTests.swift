@@ -80,7 +80,7 @@ final class ScriptedGateIO: GateIO {
         let gate: HTTPGate
         /// Requests the gate handed to the server: head and body.
         var served: [(head: HTTPRequestHead, body: [UInt8])] = []
-        var refused: [(RequestError, String)] = []
+        var refused: [(RelayError, String)] = []
         /// What the server answers (nil: later, through `respond`).
         var answer: HTTPResponse? = .json(200, .object([("ok", true)]))
         private var nextSocket = 1

@@ -15,6 +15,14 @@ import WimzProtocol
                 == "https://relay.example/api/turn/credentials")
     }
 
+    @Test func refusalsCarryTheRelaysErrorCodeTyped() {
+        let refusal = RelayClientError.refusal(status: 403, body: Data(#"{"error":"wrong_device","message":"token belongs to another device"}"#.utf8))
+        #expect(refusal.errorCode == .wrongDevice)
+        #expect(RelayClientError.refusal(status: 409, body: Data(#"{"error":"last_owner","message":"x"}"#.utf8)).errorCode == .lastOwner)
+        #expect(RelayClientError.refusal(status: 500, body: Data(#"{"error":"robot_own_code"}"#.utf8)).errorCode == nil)
+        #expect(RelayClientError.robotBusy(message: "").errorCode == .robotBusy && RelayClientError.timeout.errorCode == nil)
+    }
+
     @Test func backoffIsCappedFullJitterAndSlowerWhenAsked() {
         var backoff = Backoff(base: .milliseconds(500), cap: .seconds(8), slowFloor: .seconds(5), slowCap: .seconds(60))
         var rng = SystemRandomNumberGenerator()

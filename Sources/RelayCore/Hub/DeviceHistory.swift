@@ -181,20 +181,20 @@ public enum RecoveryRequest: Sendable, Equatable {
 
     /// Reads the query arguments: nil when the app asked for neither (v1 behaviour); throws for
     /// a malformed `since` or `recover`.
-    public static func parse(recover: String?, since: String?) throws(RequestError) -> RecoveryRequest? {
+    public static func parse(recover: String?, since: String?) throws(RelayError) -> RecoveryRequest? {
         if let since {
             let parts = since.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 2, (1...32).contains(parts[0].count),
                   parts[0].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x2D || $0 == 0x5F }),
                   let seq = UInt64(parts[1]) else {
-                throw RequestError(.badRequest, "since must be EPOCH:SEQ as device_status reported them")
+                throw RelayError(.badRequest, "since must be EPOCH:SEQ as device_status reported them")
             }
             return .resume(epoch: String(parts[0]), seq: seq)
         }
         switch recover {
         case nil, "0": return nil
         case "1": return .fresh
-        default: throw RequestError(.badRequest, "recover must be 1")
+        default: throw RelayError(.badRequest, "recover must be 1")
         }
     }
 }

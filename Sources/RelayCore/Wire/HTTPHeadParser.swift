@@ -20,7 +20,7 @@ struct HTTPHeadParser {
     /// The index of the next CRLF at or after `position`, nil if not there yet; a bare LF or CR
     /// before it is an error. `tooLong` is made only when thrown (its message is an
     /// interpolation: ~5,000 instructions a request when both were built up front).
-    func lineEnd(maximum: Int, tooLong: @autoclosure () -> RequestError) throws(RequestError) -> Int? {
+    func lineEnd(maximum: Int, tooLong: @autoclosure () -> RelayError) throws(RelayError) -> Int? {
         let limit = min(bytes.count, position + maximum + 2)
         var found: Int?
         // The first CR or LF, found with memchr (vectorised) rather than a byte-by-byte switch.
@@ -30,9 +30,9 @@ struct HTTPHeadParser {
             found = lf ?? cr
         }
         if let i = found {
-            guard bytes[i] == 0x0D else { throw RequestError(.badRequest, "bare LF in the request head") }
+            guard bytes[i] == 0x0D else { throw RelayError(.badRequest, "bare LF in the request head") }
             guard i + 1 < bytes.count else { return nil }
-            guard bytes[i + 1] == 0x0A else { throw RequestError(.badRequest, "bare CR in the request head") }
+            guard bytes[i + 1] == 0x0A else { throw RelayError(.badRequest, "bare CR in the request head") }
             guard i - position <= maximum else { throw tooLong() }
             return i
         }
@@ -40,15 +40,15 @@ struct HTTPHeadParser {
         return nil
     }
 
-    mutating func run() throws(RequestError) -> HTTPRequestHead.ParseResult {
+    mutating func run() throws(RelayError) -> HTTPRequestHead.ParseResult {
         guard let end = try lineEnd(maximum: limits.requestLine,
-                                    tooLong: RequestError(.uriTooLong, "the request line is over \(limits.requestLine) bytes"))
+                                    tooLong: RelayError(.uriTooLong, "the request line is over \(limits.requestLine) bytes"))
         else { return .incomplete }
         var head = try requestLine(position, end)
         position = end + 2
         let headersStart = position
-        func headersTooLarge() -> RequestError {
-            RequestError(.headersTooLarge, "the header section is over \(limits.headerBytes) bytes or \(limits.headerCount) fields")
+        func headersTooLarge() -> RelayError {
+            RelayError(.headersTooLarge, "the header section is over \(limits.headerBytes) bytes or \(limits.headerCount) fields")
         }
         head.headers.reserveCapacity(16)
         while true {
@@ -80,16 +80,16 @@ struct HTTPHeadParser {
         UnsafeBufferPointer(rebasing: bytes[start..<end])
     }
 
-    private func requestLine(_ start: Int, _ end: Int) throws(RequestError) -> HTTPRequestHead {
+    private func requestLine(_ start: Int, _ end: Int) throws(RelayError) -> HTTPRequestHead {
         // Exactly three parts between two single spaces.
         let line = part(start, end)
         let space = UInt8(ascii: " ")
         guard let first = line.firstIndex(of: space), let second = line[(first + 1)...].firstIndex(of: space),
               !line[(second + 1)...].contains(space), first > 0, second > first + 1 else {
-            throw RequestError(.badRequest, "malformed request line")
+            throw RelayError(.badRequest, "malformed request line")
         }
         let method = UnsafeBufferPointer(rebasing: line[..<first])
-        for byte in method where !HTTPRequestHead.isTokenByte(byte) { throw RequestError(.badRequest, "malformed method") }
+        for byte in method where !HTTPRequestHead.isTokenByte(byte) { throw RelayError(.badRequest, "malformed method") }
         let version: String
         let versionBytes = UnsafeBufferPointer(rebasing: line[(second + 1)...])
         // Eight bytes, compared as one word each (a generic `elementsEqual` cost ~300).
@@ -97,24 +97,24 @@ struct HTTPHeadParser {
         switch versionWord {
         case Self.http11: version = "HTTP/1.1"
         case Self.http10: version = "HTTP/1.0"
-        default: throw RequestError(.httpVersionNotSupported, "only HTTP/1.1 and HTTP/1.0 are served")
+        default: throw RelayError(.httpVersionNotSupported, "only HTTP/1.1 and HTTP/1.0 are served")
         }
         let target = UnsafeBufferPointer(rebasing: line[(first + 1)..<second])
         for byte in target where byte <= 0x20 || byte >= 0x7F {
-            throw RequestError(.badRequest, "the request target has characters that must be percent-encoded")
+            throw RelayError(.badRequest, "the request target has characters that must be percent-encoded")
         }
         guard target.first == UInt8(ascii: "/") else {
-            throw RequestError(.badRequest, "the request target must be a path (origin-form)")
+            throw RelayError(.badRequest, "the request target must be a path (origin-form)")
         }
         guard memchr(target.baseAddress!, Int32(UInt8(ascii: "#")), target.count) == nil else {
-            throw RequestError(.badRequest, "fragment in the request target")
+            throw RelayError(.badRequest, "fragment in the request target")
         }
         let question = memchr(target.baseAddress!, Int32(UInt8(ascii: "?")), target.count)
             .map { UnsafeRawPointer($0) - UnsafeRawPointer(target.baseAddress!) }
         // Every byte of the target is visible ASCII (checked above): a part without `%` is its
         // own valid text, so only a target with escapes takes `percentDecode`'s checks.
         let escaped = memchr(target.baseAddress!, Int32(UInt8(ascii: "%")), target.count) != nil
-        func decoded(_ part: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
+        func decoded(_ part: UnsafeBufferPointer<UInt8>, what: String) throws(RelayError) -> String {
             escaped ? try HTTPRequestHead.percentDecode(part, what: what) : String(decoding: part, as: UTF8.self)
         }
         let rawPath = UnsafeBufferPointer(rebasing: target[..<(question ?? target.count)])
@@ -124,7 +124,7 @@ struct HTTPHeadParser {
         if let question {
             let query = UnsafeBufferPointer(rebasing: target[(question + 1)...])
             guard query.count <= limits.query else {
-                throw RequestError(.uriTooLong, "the query is over \(limits.query) bytes")
+                throw RelayError(.uriTooLong, "the query is over \(limits.query) bytes")
             }
             rawQuery = String(decoding: query, as: UTF8.self)
             arguments.reserveCapacity(4)
@@ -137,7 +137,7 @@ struct HTTPHeadParser {
                 let pair = UnsafeBufferPointer(rebasing: query[start..<end])
                 let equals = pair.firstIndex(of: UInt8(ascii: "="))
                 let name = try decoded(UnsafeBufferPointer(rebasing: pair[..<(equals ?? pair.count)]), what: "the query")
-                let value = try equals.map { eq throws(RequestError) in
+                let value = try equals.map { eq throws(RelayError) in
                     try decoded(UnsafeBufferPointer(rebasing: pair[(eq + 1)...]), what: "the query")
                 } ?? ""
                 arguments.append(.init(name: name, value: value))
@@ -149,14 +149,14 @@ struct HTTPHeadParser {
                                rawPath: String(decoding: rawPath, as: UTF8.self), rawQuery: rawQuery)
     }
 
-    private func field(_ start: Int, _ end: Int) throws(RequestError) -> (name: String, value: String) {
+    private func field(_ start: Int, _ end: Int) throws(RelayError) -> (name: String, value: String) {
         let line = part(start, end)
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
-            throw RequestError(.badRequest, line.first == 0x20 || line.first == 0x09
+            throw RelayError(.badRequest, line.first == 0x20 || line.first == 0x09
                                ? "folded header lines are not accepted" : "malformed header field")
         }
         guard let name = Self.lowercasedName(UnsafeBufferPointer(rebasing: line[..<colon])) else {
-            throw RequestError(.badRequest, "malformed header name")
+            throw RelayError(.badRequest, "malformed header name")
         }
         var from = colon + 1, to = line.count
         while from < to, line[from] == 0x20 || line[from] == 0x09 { from += 1 }
@@ -165,7 +165,7 @@ struct HTTPHeadParser {
         var ascii = true
         for byte in value {
             guard byte == 0x09 || (byte >= 0x20 && byte != 0x7F) else {
-                throw RequestError(.badRequest, "control character in a header value")
+                throw RelayError(.badRequest, "control character in a header value")
             }
             if byte >= 0x80 { ascii = false }
         }
@@ -242,7 +242,7 @@ struct HTTPHeadParser {
 
     /// Refuses heads two parsers could read differently (request smuggling). One pass over the
     /// fields (filtered arrays and a set cost ~1,800 instructions a request).
-    private func checkFraming(_ head: HTTPRequestHead) throws(RequestError) {
+    private func checkFraming(_ head: HTTPRequestHead) throws(RelayError) {
         var hosts = 0
         var length: String?
         var lengthInvalid = false
@@ -265,10 +265,10 @@ struct HTTPHeadParser {
                 break
             }
         }
-        if hosts > 1 { throw RequestError(.badRequest, "more than one Host header") }
-        if lengthInvalid { throw RequestError(.badRequest, "invalid Content-Length") }
+        if hosts > 1 { throw RelayError(.badRequest, "more than one Host header") }
+        if lengthInvalid { throw RelayError(.badRequest, "invalid Content-Length") }
         if length != nil, transferEncoding {
-            throw RequestError(.badRequest, "Content-Length together with Transfer-Encoding")
+            throw RelayError(.badRequest, "Content-Length together with Transfer-Encoding")
         }
     }
 }

@@ -64,10 +64,10 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// The value of query argument `name`; nil when absent. A repeated name is an error: which
     /// one a component would pick is exactly the ambiguity an attacker wants.
-    public func argument(_ name: String) throws(RequestError) -> String? {
+    public func argument(_ name: String) throws(RelayError) -> String? {
         var found: String?
         for argument in arguments where argument.name == name {
-            if found != nil { throw RequestError(.badRequest, "query argument '\(name)' is repeated") }
+            if found != nil { throw RelayError(.badRequest, "query argument '\(name)' is repeated") }
             found = argument.value
         }
         return found
@@ -90,7 +90,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
         case complete(HTTPRequestHead, length: Int)
         /// More bytes are needed (and the limits allow them).
         case incomplete
-        case invalid(RequestError)
+        case invalid(RelayError)
     }
 
     /// Parses the head at the start of `bytes` (which may hold less, or more, than the head).
@@ -101,7 +101,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// The same over bytes where they lie (the gate's accept buffer).
     public static func parse(_ bytes: UnsafeRawBufferPointer, limits: Limits = Limits()) -> ParseResult {
         var parser = HTTPHeadParser(bytes: bytes.assumingMemoryBound(to: UInt8.self), limits: limits)
-        do throws(RequestError) {
+        do throws(RelayError) {
             return try parser.run()
         } catch {
             return .invalid(error)
@@ -110,11 +110,11 @@ public struct HTTPRequestHead: Sendable, Equatable {
 
     /// Percent-decodes `text` exactly: `%XX` only, nothing else changes. The result must be valid
     /// UTF-8 without NUL or control characters.
-    public static func percentDecode(_ text: ArraySlice<UInt8>, what: String) throws(RequestError) -> String {
-        try text.withUnsafeBufferPointer { buffer throws(RequestError) in try percentDecode(buffer, what: what) }
+    public static func percentDecode(_ text: ArraySlice<UInt8>, what: String) throws(RelayError) -> String {
+        try text.withUnsafeBufferPointer { buffer throws(RelayError) in try percentDecode(buffer, what: what) }
     }
 
-    static func percentDecode(_ text: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
+    static func percentDecode(_ text: UnsafeBufferPointer<UInt8>, what: String) throws(RelayError) -> String {
         // Nothing to decode (most paths and arguments): checked as it is, no copy in between.
         if !text.contains(UInt8(ascii: "%")) { return try checkedText(text, what: what) }
         var out: [UInt8] = []
@@ -124,31 +124,31 @@ public struct HTTPRequestHead: Sendable, Equatable {
             var byte = text[i]
             if byte == UInt8(ascii: "%") {
                 guard i + 2 < text.count, let high = Hex.value(ofDigit: text[i + 1]), let low = Hex.value(ofDigit: text[i + 2])
-                else { throw RequestError(.badRequest, "malformed percent-encoding in \(what)") }
+                else { throw RelayError(.badRequest, "malformed percent-encoding in \(what)") }
                 byte = high << 4 | low
                 i += 3
             } else {
                 i += 1
             }
             if byte < 0x20 || byte == 0x7F {
-                throw RequestError(.badRequest, "control character in \(what)")
+                throw RelayError(.badRequest, "control character in \(what)")
             }
             out.append(byte)
         }
-        return try out.withUnsafeBufferPointer { decoded throws(RequestError) in try checkedText(decoded, what: what) }
+        return try out.withUnsafeBufferPointer { decoded throws(RelayError) in try checkedText(decoded, what: what) }
     }
 
     /// `bytes` as text: valid UTF-8 without NUL or control characters.
-    private static func checkedText(_ bytes: UnsafeBufferPointer<UInt8>, what: String) throws(RequestError) -> String {
+    private static func checkedText(_ bytes: UnsafeBufferPointer<UInt8>, what: String) throws(RelayError) -> String {
         var ascii = true
         for byte in bytes {
-            if byte < 0x20 || byte == 0x7F { throw RequestError(.badRequest, "control character in \(what)") }
+            if byte < 0x20 || byte == 0x7F { throw RelayError(.badRequest, "control character in \(what)") }
             if byte >= 0x80 { ascii = false }
         }
         // ASCII is valid UTF-8 as it stands (almost every path and argument).
         if ascii { return String(decoding: bytes, as: UTF8.self) }
         guard let decoded = String(validating: bytes, as: UTF8.self) else {
-            throw RequestError(.badRequest, "\(what) is not valid UTF-8")
+            throw RelayError(.badRequest, "\(what) is not valid UTF-8")
         }
         return decoded
     }
@@ -158,18 +158,5 @@ public struct HTTPRequestHead: Sendable, Equatable {
     static func isTokenByte(_ b: UInt8) -> Bool {
         b < 64 ? (0x03FF_6CFA_0000_0000 as UInt64) >> b & 1 == 1
             : b < 128 && (0x57FF_FFFF_C7FF_FFFE as UInt64) >> (b - 64) & 1 == 1
-    }
-}
-
-/// A request the relay refuses — before routing, or by a rule of the route (the household's) —:
-/// the status and the contract's error body.
-public struct RequestError: Error, Sendable, Equatable {
-    public var code: ErrorCode
-    public var message: String
-    public var status: Int { code.httpStatus }
-
-    public init(_ code: ErrorCode, _ message: String) {
-        self.code = code
-        self.message = message
     }
 }

@@ -25,18 +25,9 @@ enum AdminAPI {
         var at: UnixTime
     }
 
-    struct Failure: Error {
-        var code: ErrorCode
-        var message: String
-        init(_ code: ErrorCode, _ message: String) {
-            self.code = code
-            self.message = message
-        }
-    }
-
     static let actor = "admin-api"
 
-    /// Runs `endpoint` for `r`. Throws `Failure` for client errors; store errors are mapped too.
+    /// Runs `endpoint` for `r`. Throws `RelayError` for client errors; store errors are mapped too.
     /// `configuration` gives what the relay itself uses: the TURN realm, the pairing codes' lifetime.
     static func handle(_ endpoint: Endpoint, _ r: Request, db: PGConnection,
                        configuration: RelayConfiguration) throws -> (Int, JSONValue) {
@@ -50,13 +41,13 @@ enum AdminAPI {
             case .addDevice:
                 let body = try Body(r.body)
                 guard let idText = try body.text("id"), let id = DeviceID(idText) else {
-                    throw Failure(.badRequest, "id must match [A-Za-z0-9_.-]{1,64}")
+                    throw RelayError(.badRequest, "id must match [A-Za-z0-9_.-]{1,64}")
                 }
                 return (201, device(try DeviceRepository(db).add(id, name: try body.text("name") ?? "", actor: actor)))
             case .device:
                 let id = try deviceID(r)
                 guard let record = try DeviceRepository(db).get(id) else {
-                    throw Failure(.notFound, "unknown device \(id)")
+                    throw RelayError(.notFound, "unknown device \(id)")
                 }
                 let online = try ClusterRepository(db).presence(of: [record.id])[record.id]?.online ?? false
                 return (200, device(record, online: online))
@@ -76,7 +67,7 @@ enum AdminAPI {
                 return (200, .object([("tokens", .array(try TokenRepository(db).list(device: device).map { token($0, at: r.at) }))]))
             case .revokeToken:
                 guard let id = r.id.flatMap({ Int64($0) }) else {
-                    throw Failure(.badRequest, "token id must be a number")
+                    throw RelayError(.badRequest, "token id must be a number")
                 }
                 return (200, token(try TokenRepository(db).revoke(id: id, actor: actor).token, at: r.at))
             case .turnSecrets:
@@ -93,7 +84,7 @@ enum AdminAPI {
             }
         } catch let error as StoreError where error.kind == .conflict {
             let notFound = error.message.hasPrefix("unknown")
-            throw Failure(notFound ? .notFound : .conflict, error.message)
+            throw RelayError(notFound ? .notFound : .conflict, error.message)
         }
     }
 
@@ -101,20 +92,20 @@ enum AdminAPI {
     static func issueToken(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
         let body = try Body(r.body)
         guard let roleText = try body.text("role"), let role = Role(rawValue: roleText) else {
-            throw Failure(.badRequest, "role must be robot or app")
+            throw RelayError(.badRequest, "role must be robot or app")
         }
         let expiresIn = try body.int("expires_in")
         if let e = expiresIn, !(1...maxTokenLifetime).contains(e) {
-            throw Failure(.badRequest, "expires_in must be from 1 to \(maxTokenLifetime) seconds")
+            throw RelayError(.badRequest, "expires_in must be from 1 to \(maxTokenLifetime) seconds")
         }
         // v1.3: an app token's access (owner unless given) and a guest's control; a guest without
         // expires_in gets the longest an invited guest may have (30 days). Not for robot tokens.
         let accessText = try body.text("access")
         let controlFlag = try body.bool("control")
         if role == .robot, accessText.map({ $0 != "owner" }) ?? false || controlFlag == true {
-            throw Failure(.badRequest, "a robot token is its device's owner: access family or guest and control are for app tokens")
+            throw RelayError(.badRequest, "a robot token is its device's owner: access family or guest and control are for app tokens")
         }
-        guard let access = Access(rawValue: accessText ?? "owner") else { throw Failure(.badRequest, "access must be owner, family or guest") }
+        guard let access = Access(rawValue: accessText ?? "owner") else { throw RelayError(.badRequest, "access must be owner, family or guest") }
         let lifetime = access == .guest ? expiresIn ?? HouseholdRules.guestHorizon : expiresIn
         let issued = try TokenRepository(db).issue(device: try deviceID(r), role: role, label: try body.text("label") ?? "",
                                                    expiresIn: lifetime,
@@ -129,7 +120,7 @@ enum AdminAPI {
         let ttl = asked ?? Int64(configuration.pairingCodeSeconds)
         let range = RelayConfiguration.pairingCodeRange
         guard range.contains(Double(ttl)) else {
-            throw Failure(.badRequest, "expires_in must be \(range.text) seconds")
+            throw RelayError(.badRequest, "expires_in must be \(range.text) seconds")
         }
         let minted = try PairingRepository(db).create(device: try deviceID(r), ttl: Int(ttl), actor: actor, address: r.remoteAddress)
         return (201, .object([("code", .string(minted.code)), ("expires_at", .string(minted.expiresAt.iso8601)),
@@ -139,15 +130,15 @@ enum AdminAPI {
     /// `GET /admin/audit`.
     static func audit(_ r: Request, db: PGConnection) throws -> (Int, JSONValue) {
         guard let limit = Int(r.query["limit"] ?? "100"), (1...1000).contains(limit) else {
-            throw Failure(.badRequest, "limit must be an integer from 1 to 1000")
+            throw RelayError(.badRequest, "limit must be an integer from 1 to 1000")
         }
         guard let after = Int64(r.query["after"] ?? "0"), after >= 0 else {
-            throw Failure(.badRequest, "after must be a non-negative integer")
+            throw RelayError(.badRequest, "after must be a non-negative integer")
         }
         func time(_ key: String) throws -> UnixTime? {
             guard let text = r.query[key] else { return nil }
             guard let t = UnixTime(iso8601: text) else {
-                throw Failure(.badRequest, "\(key) must be an ISO 8601 time")
+                throw RelayError(.badRequest, "\(key) must be an ISO 8601 time")
             }
             return t
         }
@@ -165,7 +156,7 @@ enum AdminAPI {
 
         init(_ bytes: [UInt8]) throws {
             guard !bytes.isEmpty, let value = try? JSONReader.parse(bytes), case .object = value else {
-                throw Failure(.invalidJSON, "the body must be a JSON object")
+                throw RelayError(.invalidJSON, "the body must be a JSON object")
             }
             self.value = value
         }
@@ -176,7 +167,7 @@ enum AdminAPI {
             guard let member = value.member(key), member != .null else { return nil }
             guard let text = member.stringValue else { throw Body.wrongType }
             if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                throw Failure(.badRequest, "names and labels must not contain control characters")
+                throw RelayError(.badRequest, "names and labels must not contain control characters")
             }
             return text
         }
@@ -193,7 +184,7 @@ enum AdminAPI {
             return number
         }
 
-        static let wrongType = Failure(.badRequest, "a body member has the wrong type")
+        static let wrongType = RelayError(.badRequest, "a body member has the wrong type")
     }
 
     /// The longest token lifetime the API issues (ten years), far inside PostgreSQL's time range.
@@ -202,13 +193,13 @@ enum AdminAPI {
     /// A TURN realm: `[A-Za-z0-9_.-]{1,64}`, like the device ids (coturn takes it in its config).
     static func realm(_ text: String) throws -> String {
         guard DeviceID(text) != nil else {
-            throw Failure(.badRequest, "realm must match [A-Za-z0-9_.-]{1,64}")
+            throw RelayError(.badRequest, "realm must match [A-Za-z0-9_.-]{1,64}")
         }
         return text
     }
 
     static func deviceID(_ text: String) throws -> DeviceID {
-        guard let id = DeviceID(text) else { throw Failure(.badRequest, "invalid device id") }
+        guard let id = DeviceID(text) else { throw RelayError(.badRequest, "invalid device id") }
         return id
     }
 

@@ -22,21 +22,21 @@ final class Authenticator {
     }
 
     /// A presented token (nil: none) against the mirror and the credential rules.
-    func check(token: String?, wants: String) -> Result<CredentialEntry, Refusal> {
-        guard let token else { return .failure(Refusal(.missingToken, wants)) }
+    func check(token: String?, wants: String) -> Result<CredentialEntry, RelayError> {
+        guard let token else { return .failure(RelayError(.missingToken, wants)) }
         guard let entry = credentials.lookup(token: token) else {
-            return .failure(credentials.isLoaded ? Refusal(.unknownToken, "unknown token")
-                : Refusal(.storeUnavailable, "credential store unavailable; retry shortly"))
+            return .failure(credentials.isLoaded ? RelayError(.unknownToken, "unknown token")
+                : RelayError(.storeUnavailable, "credential store unavailable; retry shortly"))
         }
         if case .failure(let failure) = CredentialRules.check(entry, at: clock.wall()) {
-            return .failure(Refusal(failure, Authenticator.wording[failure] ?? failure.rawValue))
+            return .failure(RelayError(failure, Authenticator.wording[failure] ?? failure.rawValue))
         }
         return .success(entry)
     }
 
     /// `check(token:)`, then the token must be `role`'s (either role's when nil) for `device`.
     func check(token: String?, device: DeviceID, role: Role?, wants: String,
-               messages: [AuthFailure: String] = [:]) -> Result<CredentialEntry, Refusal> {
+               messages: [AuthFailure: String] = [:]) -> Result<CredentialEntry, RelayError> {
         let entry: CredentialEntry
         switch check(token: token, wants: wants) {
         case .failure(let refusal): return .failure(refusal)
@@ -44,7 +44,7 @@ final class Authenticator {
         }
         if case .failure(let failure) = CredentialRules.authorize(entry, device: device, role: role ?? entry.token.role,
                                                                   at: clock.wall()) {
-            return .failure(Refusal(failure, messages[failure] ?? Authenticator.wording[failure] ?? failure.rawValue))
+            return .failure(RelayError(failure, messages[failure] ?? Authenticator.wording[failure] ?? failure.rawValue))
         }
         return .success(entry)
     }
@@ -59,18 +59,18 @@ final class Authenticator {
     /// the failure's own status, or 429 once the address has failed too often (only failing
     /// attempts are slowed: a good credential is never asked about the limit). An unavailable
     /// store is nobody's failure and is not counted.
-    func refused(_ failure: AuthFailure, _ message: String, address: String) -> HTTPResponse {
-        let refusal = limitFailure(Refusal(failure, message), address: address)
-        return .authFailure(refusal.failure, message: refusal.message)
+    func refused(_ refusal: RelayError, address: String) -> RelayError {
+        let limited = limitFailure(refusal, address: address)
+        return .authentication(limited.code, limited.message)
     }
 
     /// `refusal`, or the failure limit's 429 instead; counts the failure. A request that
     /// presented no credential guesses nothing: it is neither counted nor slowed.
-    func limitFailure(_ refusal: Refusal, address: String) -> Refusal {
-        guard ![.storeUnavailable, .rateLimited, .missingToken].contains(refusal.failure) else { return refusal }
+    private func limitFailure(_ refusal: RelayError, address: String) -> RelayError {
+        guard ![.storeUnavailable, .rateLimited, .missingToken].contains(refusal.code) else { return refusal }
         let now = clock.monotonic()
         if failures.isBlocked(address, now: now) {
-            return Refusal(.rateLimited, "too many failed authentications from this address; retry later")
+            return RelayError(.rateLimited, "too many failed authentications from this address; retry later")
         }
         failures.recordFailure(address, now: now)
         return refusal
@@ -79,15 +79,15 @@ final class Authenticator {
     /// The admin API answers 404 while it is disabled and 401 without its token, before it
     /// says which of its paths and methods exist; wrong tokens count toward the address's
     /// failure limit like any other. Nil: the token is good.
-    func adminRefusal(_ request: HTTPRequest) -> HTTPResponse? {
+    func adminRefusal(_ request: HTTPRequest) -> RelayError? {
         guard let adminToken = configuration.adminToken else {
-            return .error(.notFound, "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
+            return RelayError(.notFound, "the admin API is disabled (set WIMZ_ADMIN_TOKEN)")
         }
         // (The admin API answers `unknown_token` with or without a token, as it always has.)
-        guard let presented = bearerToken(request) else { return .authFailure(.unknownToken, message: "admin token required") }
+        guard let presented = bearerToken(request) else { return .authentication(.unknownToken, "admin token required") }
         // Hash both sides so the comparison's time depends on neither length nor content.
         guard Crypto.constantTimeEquals(Crypto.sha256(presented), Crypto.sha256(adminToken)) else {
-            return refused(.unknownToken, "admin token required", address: clientAddress(request))
+            return refused(RelayError(.unknownToken, "admin token required"), address: clientAddress(request))
         }
         return nil
     }
@@ -105,16 +105,6 @@ final class Authenticator {
             return hop
         }
         return peer
-    }
-}
-
-/// Why a credential was refused, in the contract's terms and the relay's one wording.
-struct Refusal: Error {
-    let failure: AuthFailure
-    let message: String
-    init(_ failure: AuthFailure, _ message: String) {
-        self.failure = failure
-        self.message = message
     }
 }
 

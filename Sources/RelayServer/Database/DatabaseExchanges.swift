@@ -56,10 +56,10 @@ final class DatabaseExchanges {
         let (method, path) = request.methodAndPath
         var query: [String: String] = [:]
         for key in route.query {
-            do throws(RequestError) {
+            do throws(RelayError) {
                 if let v = try request.head.argument(key) { query[key] = v }
             } catch {
-                return .error(error.code, error.message)
+                return .error(error)
             }
         }
         let exchange = register(request, AdminAPI.Request(method: method, path: path, id: id, query: query, body: [],
@@ -101,8 +101,8 @@ final class DatabaseExchanges {
             do {
                 let (status, body) = try AdminAPI.handle(endpoint, request, db: db, configuration: configuration)
                 return .json(status, body)
-            } catch let failure as AdminAPI.Failure {
-                return .error(failure.code, failure.message)
+            } catch let refusal as RelayError {
+                return .error(refusal)
             }
         }
     }

@@ -23,7 +23,7 @@ import RelayCore
 final class HTTPGate {
     let limits: HTTPRequestHead.Limits
     /// Called for every refused head (status, peer) so the server can log and count it.
-    var onRefused: ((RequestError, String) -> Void)?
+    var onRefused: ((RelayError, String) -> Void)?
     /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
     /// ``respond(_:with:)`` (admin requests wait for the database worker).
     var onRequest: ((HTTPRequest, [UInt8]) -> HTTPResponse?)?
@@ -187,7 +187,7 @@ final class HTTPGate {
             connection.bytes = []
             if head.isWebSocketUpgrade {
                 guard head.method == "GET" else {
-                    return refuse(wsi, connection, RequestError(.badRequest, "a WebSocket upgrade is a GET"))
+                    return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"))
                 }
                 if holdUpgrades?() == true {
                     // Nothing more to read until it is answered; stop polling it meanwhile.
@@ -200,14 +200,14 @@ final class HTTPGate {
                 return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
             }
             if head.header("transfer-encoding") != nil {
-                return refuse(wsi, connection, RequestError(.lengthRequired, "send the body with Content-Length"))
+                return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"))
             }
             guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
-                return refuse(wsi, connection, RequestError(.badRequest, "Content-Length is not a number"))
+                return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"))
             }
             let limit = bodyLimit(head)
             guard length <= limit else {
-                return refuse(wsi, connection, RequestError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
+                return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
             }
             if length > 0, let refusal = checkHead?(request(wsi, head)) {
                 connection.discarding = length
@@ -313,9 +313,9 @@ final class HTTPGate {
         return true
     }
 
-    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RequestError) -> Int32 {
+    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RelayError) -> Int32 {
         onRefused?(error, io.peerAddress(wsi))
-        let response = HTTPResponse.error(error.code, error.message)
+        let response = HTTPResponse.error(error)
         return write(response, to: wsi, connection) ? -1 : 0
     }
 

@@ -74,22 +74,15 @@ struct HTTPResponse: Sendable {
     /// 204, no body (a removal done).
     static let noContent = HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
 
-    /// The contract's error body: `{"error":CODE,"message":TEXT}`.
-    static func error(_ code: ErrorCode, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
-        json(code.httpStatus, .object([("error", .string(code.rawValue)), ("message", .string(message))]), headers: headers)
+    /// A refusal's answer: the contract's error body `{"error":CODE,"message":TEXT}`, its
+    /// status and its headers.
+    static func error(_ error: RelayError) -> HTTPResponse {
+        json(error.status, .object([("error", .string(error.code.rawValue)), ("message", .string(error.message))]),
+             headers: error.headers.map { ($0.name, $0.value) })
     }
 
-    /// A 401/403/429/503 for a failed authentication, with `WWW-Authenticate` on 401.
-    static func authFailure(_ failure: AuthFailure, message: String) -> HTTPResponse {
-        var headers: [(String, String)] = []
-        switch failure.httpStatus {
-        case 401:
-            headers.append(("WWW-Authenticate", "Bearer realm=\"wimz\", error=\"invalid_token\""))
-        case 429, 503:
-            headers.append(("Retry-After", "1"))
-        default:
-            break
-        }
-        return error(failure, message, headers: headers)
+    /// The same, written out: `.error(.notFound, "no such registration")`.
+    static func error(_ code: ErrorCode, _ message: String, headers: [(String, String)] = []) -> HTTPResponse {
+        error(RelayError(code, message, headers: headers))
     }
 }

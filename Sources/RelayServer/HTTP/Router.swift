@@ -45,22 +45,22 @@ final class Router {
         switch Routes.resolve(method: method, rawPath: request.head.rawPath) {
         case .found(let route, let parameters): return .route(route, parameters: parameters)
         case .methodNotAllowed(let allowed, let hidden):
-            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
+            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(.error(refusal)) }
             let allow = allowed.joined(separator: ", ")
             return .answer(.error(.methodNotAllowed, "use \(allow)", headers: [("Allow", allow)]))
         case .notFound(let hidden):
-            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(refusal) }
+            if hidden, let refusal = handlers.authenticator.adminRefusal(request) { return .answer(.error(refusal)) }
             return .answer(.error(.notFound, hidden ? "no such admin endpoint" : "no such endpoint"))
         }
     }
 
     /// The route's caller checked: the refusal, or nil to go on.
-    func refusal(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> HTTPResponse? {
+    func refusal(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> RelayError? {
         switch route.kind {
         case .open: return nil
         case .admin: return handlers.authenticator.adminRefusal(request)
         case .token(let access, let handler):
-            if case .failure(let refusal) = tokenEntry(request, access, handler, parameters) { return refusal.response }
+            if case .failure(let refusal) = tokenEntry(request, access, handler, parameters) { return refusal }
             return nil
         }
     }
@@ -69,7 +69,7 @@ final class Router {
     /// of the route's access, or the refusal (401/403/429/503 in the contract's terms, counted
     /// toward the address's failure limit; 400 for a malformed device id in the path).
     private func tokenEntry(_ request: HTTPRequest, _ access: Route.Access, _ handler: Route.Device,
-                            _ parameters: [String: String]) -> Result<CredentialEntry, Refused> {
+                            _ parameters: [String: String]) -> Result<CredentialEntry, RelayError> {
         let authenticator = handlers.authenticator
         let role: Role? = switch access {
         case .robotOrApp: nil
@@ -77,9 +77,9 @@ final class Router {
         case .app, .owner, .household: .app
         }
         let wants = "Authorization: Bearer <\(access == .robotOrApp ? "robot or app" : role == .app ? "app" : "robot") token> is required"
-        let result: Result<CredentialEntry, Refusal>
+        let result: Result<CredentialEntry, RelayError>
         if let deviceText = parameters["device_id"] {
-            guard let device = DeviceID(deviceText) else { return .failure(Refused(.error(.badRequest, "invalid device id"))) }
+            guard let device = DeviceID(deviceText) else { return .failure(RelayError(.badRequest, "invalid device id")) }
             result = authenticator.check(token: authenticator.bearerToken(request), device: device, role: role, wants: wants,
                                          messages: [.wrongRole: handler.wrongRoleMessage(access)])
         } else {
@@ -90,21 +90,15 @@ final class Router {
             // The access table of v1.3: a token of the right device and role, but not its level.
             let rights = entry.token.rights
             if access == .owner, !rights.mayManageHousehold {
-                return .failure(Refused(.error(.forbidden, "only an owner of the device may do this")))
+                return .failure(RelayError(.forbidden, "only an owner of the device may do this"))
             }
             if access == .household, !rights.mayListHousehold {
-                return .failure(Refused(.error(.forbidden, "guests can't list the household")))
+                return .failure(RelayError(.forbidden, "guests can't list the household"))
             }
             return .success(entry)
         case .failure(let refusal):
-            return .failure(Refused(authenticator.refused(refusal.failure, refusal.message, address: authenticator.clientAddress(request))))
+            return .failure(authenticator.refused(refusal, address: authenticator.clientAddress(request)))
         }
-    }
-
-    /// A refusal's answer, as an error (for `Result`).
-    struct Refused: Error {
-        let response: HTTPResponse
-        init(_ response: HTTPResponse) { self.response = response }
     }
 
     /// The head alone, before the gate reads a body: a request whose route or credential fails
@@ -113,7 +107,7 @@ final class Router {
     func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
         switch resolve(request) {
         case .answer(let response): return response
-        case .route(let route, let parameters): return refusal(request, route, parameters)
+        case .route(let route, let parameters): return refusal(request, route, parameters).map(HTTPResponse.error)
         }
     }
 
@@ -139,11 +133,11 @@ final class Router {
         switch route.kind {
         case .open(let handler): return open(handler, request, body: body)
         case .admin(let handler):
-            if let refusal = handlers.authenticator.adminRefusal(request) { return refusal }
+            if let refusal = handlers.authenticator.adminRefusal(request) { return .error(refusal) }
             return admin(handler, request, route, parameters, body: body)
         case .token(let access, let handler):
             switch tokenEntry(request, access, handler, parameters) {
-            case .failure(let refused): return refused.response
+            case .failure(let refusal): return .error(refusal)
             case .success(let entry): return device(handler, request, entry: entry, parameters, body: body)
             }
         }

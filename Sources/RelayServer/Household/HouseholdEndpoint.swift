@@ -38,7 +38,7 @@ final class HouseholdEndpoint {
     func handle(_ request: HTTPRequest, _ call: Route.Household, entry: CredentialEntry, parameters: [String: String],
                 body: [UInt8]?) -> HTTPResponse? {
         guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
-            return .authFailure(.rateLimited, message: "too many household calls for this token")
+            return .error(.authentication(.rateLimited, "too many household calls for this token"))
         }
         let device = entry.token.deviceID
         let owner = HouseholdActor.owner(tokenID: entry.token.id)
@@ -47,10 +47,10 @@ final class HouseholdEndpoint {
         case .createInvite:
             guard let body else { return .error(.notSupported, "invites need the relay's own HTTP front") }
             let invite: HouseholdRules.Invite
-            do throws(RequestError) {
+            do throws(RelayError) {
                 invite = try HouseholdRules.invite(body, now: env.clock.wall())
             } catch {
-                return .error(error.code, error.message)
+                return .error(error)
             }
             return answer(request) { db in
                 let (record, code) = try HouseholdRepository(db).createInvite(device: device, invite, by: owner, address: address)
@@ -78,10 +78,10 @@ final class HouseholdEndpoint {
             guard let body else { return .error(.notSupported, "member changes need the relay's own HTTP front") }
             guard let id = Self.positiveID(parameters["token_id"]) else { return .error(.notFound, "no such member") }
             let change: HouseholdRules.MemberChange
-            do throws(RequestError) {
+            do throws(RelayError) {
                 change = try HouseholdRules.memberChange(body)
             } catch {
-                return .error(error.code, error.message)
+                return .error(error)
             }
             let online = env.hub.apps(of: device).contains { $0.tokenID == id }
             let mailbox = self.mailbox
@@ -112,7 +112,7 @@ final class HouseholdEndpoint {
         database.answer(request) { db in
             do {
                 return try job(db)
-            } catch let refusal as RequestError {
+            } catch let refusal as RelayError {
                 return .error(refusal.code, refusal.message)
             }
         }

@@ -41,7 +41,7 @@ final class PairingEndpoint {
     /// rate of these calls.
     private func withRobot(_ entry: CredentialEntry, _ body: () -> HTTPResponse?) -> HTTPResponse? {
         guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
-            return .authFailure(.rateLimited, message: "too many pairing calls for this token")
+            return .error(.authentication(.rateLimited, "too many pairing calls for this token"))
         }
         return body()
     }

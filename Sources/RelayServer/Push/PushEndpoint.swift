@@ -38,7 +38,7 @@ final class PushEndpoint {
             guard let body else { return .error(.notSupported, "push registration needs the relay's own HTTP front") }
             let registration: PushRegistration
             switch Self.parse(body, device: device, appTokenID: entry.token.id) {
-            case .failure(let error): return .error(.badRequest, error.message)
+            case .failure(let error): return .error(error)
             case .success(let parsed): registration = parsed
             }
             let address = authenticator.clientAddress(request)
@@ -76,27 +76,25 @@ final class PushEndpoint {
         }
     }
 
-    struct ParseError: Error { let message: String }
-
     /// The request body, checked: platform `apns`, a token of 32 to 200 hex digits, a known
     /// environment, a non-empty list of known kinds.
-    static func parse(_ body: [UInt8], device: DeviceID, appTokenID: Int64) -> Result<PushRegistration, ParseError> {
+    static func parse(_ body: [UInt8], device: DeviceID, appTokenID: Int64) -> Result<PushRegistration, RelayError> {
         let usage = #"send {"platform":"apns","token":HEX,"environment":"production"|"sandbox","events":[KIND,…]}"#
-        guard let json = try? JSONReader.parse(body), case .object = json else { return .failure(ParseError(message: usage)) }
-        guard json.member("platform")?.stringValue == "apns" else { return .failure(ParseError(message: "platform must be \"apns\"")) }
+        guard let json = try? JSONReader.parse(body), case .object = json else { return .failure(RelayError(.badRequest, usage)) }
+        guard json.member("platform")?.stringValue == "apns" else { return .failure(RelayError(.badRequest, "platform must be \"apns\"")) }
         guard let token = json.member("token")?.stringValue.flatMap(hexToken) else {
-            return .failure(ParseError(message: "token must be the APNs device token: 32 to 200 hex digits"))
+            return .failure(RelayError(.badRequest, "token must be the APNs device token: 32 to 200 hex digits"))
         }
         guard let environment = json.member("environment")?.stringValue.flatMap(PushRegistration.Environment.init(rawValue:)) else {
-            return .failure(ParseError(message: "environment must be \"production\" or \"sandbox\""))
+            return .failure(RelayError(.badRequest, "environment must be \"production\" or \"sandbox\""))
         }
         guard case .array(let list)? = json.member("events"), !list.isEmpty else {
-            return .failure(ParseError(message: "events must be a non-empty list of \(PushKind.allCases.map(\.rawValue))"))
+            return .failure(RelayError(.badRequest, "events must be a non-empty list of \(PushKind.allCases.map(\.rawValue))"))
         }
         var kinds: Set<PushKind> = []
         for item in list {
             guard let kind = item.stringValue.flatMap(PushKind.init(rawValue:)) else {
-                return .failure(ParseError(message: "unknown event \(item.encoded.prefix(40)); known: \(PushKind.allCases.map(\.rawValue))"))
+                return .failure(RelayError(.badRequest, "unknown event \(item.encoded.prefix(40)); known: \(PushKind.allCases.map(\.rawValue))"))
             }
             kinds.insert(kind)
         }

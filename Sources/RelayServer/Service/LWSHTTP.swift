@@ -53,7 +53,7 @@ enum LWSHTTP {
 
     /// The head as lws reports it, for connections the gate did not read (TLS served by lws):
     /// lws has decoded the target already, so only what survived that is checked here.
-    static func rebuiltHead(_ wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
+    static func rebuiltHead(_ wsi: OpaquePointer) -> Result<HTTPRequestHead, RelayError> {
         var uri: UnsafeMutablePointer<CChar>?
         var length: Int32 = 0
         let method = lws_http_get_uri_and_method(wsi, &uri, &length)
@@ -76,7 +76,7 @@ enum LWSHTTP {
         }
         let texts = [head.path] + head.arguments.flatMap { [$0.name, $0.value] } + head.headers.map(\.value)
         if texts.contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
-            return .failure(RequestError(.badRequest, "control character in the request"))
+            return .failure(RelayError(.badRequest, "control character in the request"))
         }
         return .success(head)
     }
@@ -137,10 +137,10 @@ extension String {
 struct RequestHeads {
     let listener: GateListener?
 
-    func head(of wsi: OpaquePointer) -> Result<HTTPRequestHead, RequestError> {
+    func head(of wsi: OpaquePointer) -> Result<HTTPRequestHead, RelayError> {
         if let listener {
             guard let head = listener.head(of: wsi) else {
-                return .failure(RequestError(.badRequest, "one request per connection"))
+                return .failure(RelayError(.badRequest, "one request per connection"))
             }
             return .success(head)
         }

@@ -22,7 +22,7 @@ extension RelayComponents {
         switch heads.head(of: wsi) {
         case .success(let head): request = LWSHTTP.request(wsi, head: head)
         case .failure(let error):
-            _ = LWSHTTP.send(.error(error.code, error.message), on: wsi)
+            _ = LWSHTTP.send(.error(error), on: wsi)
             return -1
         }
         guard let response = router.route(request) else { return 0 }  // answered later

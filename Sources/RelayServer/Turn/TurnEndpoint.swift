@@ -19,17 +19,17 @@ final class TurnEndpoint {
     /// 429/503 with JSON bodies.
     func credentials(_ request: HTTPRequest, entry: CredentialEntry) -> HTTPResponse {
         guard service.allowRequest(tokenID: entry.token.id, now: env.clock.monotonic()) else {
-            return .authFailure(.rateLimited, message: "too many credential requests for this token")
+            return .error(.authentication(.rateLimited, "too many credential requests for this token"))
         }
         let requestedTTL: String?
-        do throws(RequestError) { requestedTTL = try request.head.argument("ttl") } catch {
-            return .error(error.code, error.message)
+        do throws(RelayError) { requestedTTL = try request.head.argument("ttl") } catch {
+            return .error(error)
         }
         let now = env.clock.wall()
         // An app's credential never outlives its token (a guest's `until`).
         guard let ttl = service.policy.ttl(service.policy.clampTTL(requestedTTL),
                                            endingBy: entry.token.role == .app ? entry.token.expiresAt : nil, issuedAt: now) else {
-            return .authFailure(.expiredToken, message: "token expired")
+            return .error(.authentication(.expiredToken, "token expired"))
         }
         guard let minted = service.issue(device: entry.token.deviceID, role: entry.token.role, tokenID: entry.token.id, ttl: ttl,
                                          clientAddress: authenticator.clientAddress(request), via: "http", now: now)

@@ -32,27 +32,26 @@ extension WebSocketEndpoint {
         case WimzProtocol.Path.robotSocket: role = .robot
         case WimzProtocol.Path.appSocket: role = .app
         default:
-            return .failure(UpgradeRejection(response: .error(.notFound, "no such WebSocket endpoint"),
+            return .failure(UpgradeRejection(error: RelayError(.notFound, "no such WebSocket endpoint"),
                                              failure: nil, device: nil, address: address))
         }
         let deviceText: String?
         let token: String?
         let recovery: RecoveryRequest?
         let senders: String?
-        do throws(RequestError) {
+        do throws(RelayError) {
             deviceText = try request.head.argument("device_id")
             token = try presentedToken(request)
             recovery = role == .app ? try RecoveryRequest.parse(recover: request.head.argument("recover"),
                                                                  since: request.head.argument("since")) : nil
             senders = role == .robot ? try request.head.argument("senders") : nil
-            if let senders, senders != "1", senders != "0" { throw RequestError(.badRequest, "senders must be 1 or 0") }
+            if let senders, senders != "1", senders != "0" { throw RelayError(.badRequest, "senders must be 1 or 0") }
         } catch {
-            return .failure(UpgradeRejection(response: .error(error.code, error.message),
-                                             failure: .badRequest, device: nil, address: address))
+            return .failure(UpgradeRejection(error: error, failure: .badRequest, device: nil, address: address))
         }
         guard let deviceText, let device = DeviceID(deviceText) else {
             return .failure(UpgradeRejection(
-                response: .error(.badRequest, "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
+                error: RelayError(.badRequest, "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
                 failure: .badRequest, device: nil, address: address))
         }
         let entry: CredentialEntry
@@ -60,15 +59,14 @@ extension WebSocketEndpoint {
                                    wants: "a token is required (Authorization: Bearer or token= query argument)") {
         case .success(let found): entry = found
         case .failure(let refusal):
-            let limited = authenticator.limitFailure(refusal, address: address)
-            return .failure(UpgradeRejection(response: .authFailure(limited.failure, message: limited.message),
-                                             failure: limited.failure, device: device, address: address))
+            let limited = authenticator.refused(refusal, address: address)
+            return .failure(UpgradeRejection(error: limited, failure: limited.code, device: device, address: address))
         }
         if role == .app, !env.hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
-                response: .error(.tooManyConnections,
-                                 "this device already has \(env.configuration.maxAppsPerDevice) app connections",
-                                 headers: [("Retry-After", "1")]),
+                error: RelayError(.tooManyConnections,
+                                  "this device already has \(env.configuration.maxAppsPerDevice) app connections",
+                                  headers: [("Retry-After", "1")]),
                 failure: nil, device: device, address: address))
         }
         return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery,
@@ -76,7 +74,7 @@ extension WebSocketEndpoint {
     }
 
     /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
-    private func presentedToken(_ request: HTTPRequest) throws(RequestError) -> String? {
+    private func presentedToken(_ request: HTTPRequest) throws(RelayError) -> String? {
         let fromQuery = try request.head.argument("token")
         if let token = authenticator.bearerToken(request) { return token }
         if let fromQuery, !fromQuery.isEmpty { return fromQuery }
@@ -90,7 +88,7 @@ extension WebSocketEndpoint {
         let refusal: HTTPResponse?
         switch heads.head(of: wsi) {
         case .success(let head): refusal = confirmUpgrade(LWSHTTP.request(wsi, head: head), on: wsi)
-        case .failure(let error): refusal = .error(error.code, error.message)
+        case .failure(let error): refusal = .error(error)
         }
         guard let refusal else { return 0 }
         return LWSHTTP.send(refusal, on: wsi, asHTTP11: true) ? 1 : -1
@@ -111,8 +109,8 @@ extension WebSocketEndpoint {
             return nil
         case .failure(let rejection):
             if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
-            env.logRequest(request, status: rejection.response.status, startedAt: started)
-            return rejection.response
+            env.logRequest(request, status: rejection.error.status, startedAt: started)
+            return .error(rejection.error)
         }
     }
 
@@ -126,9 +124,9 @@ extension WebSocketEndpoint {
     }
 }
 
-/// A refused upgrade: the response to send and what to record.
+/// A refused upgrade: the refusal to answer and what to record.
 struct UpgradeRejection: Error {
-    var response: HTTPResponse
+    var error: RelayError
     var failure: AuthFailure?
     var device: DeviceID?
     var address: String
