@@ -6,6 +6,8 @@ import RelayWorkers
 /// their own. Each component keeps its state private; they meet only here.
 final class RelayComponents {
     let env: RelayEnvironment
+    /// The devices and their sessions: built here and handed to the components that work with it.
+    let hub: DeviceHub
     let authenticator: Authenticator
     let database: DatabaseExchanges
     let cluster: ClusterCoordinator
@@ -40,6 +42,8 @@ final class RelayComponents {
          gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
          respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
         self.env = env
+        let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
+        self.hub = hub
         self.mailbox = mailbox
         self.reloadTLS = reloadTLS
         let gate = gateListener.map { HTTPGate(io: $0, clock: env.clock) }
@@ -48,25 +52,25 @@ final class RelayComponents {
             ?? testResponder
         authenticator = Authenticator(configuration: env.configuration, clock: env.clock)
         database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
-        cluster = ClusterCoordinator(env: env, agent: agent, database: database)
-        turn = TurnEndpoint(env: env, authenticator: authenticator)
-        robotHTTP = RobotHTTPEndpoint(env: env, cluster: cluster, respond: respond ?? { _, _ in })
+        cluster = ClusterCoordinator(env: env, hub: hub, agent: agent, database: database)
+        turn = TurnEndpoint(env: env, hub: hub, authenticator: authenticator)
+        robotHTTP = RobotHTTPEndpoint(env: env, hub: hub, cluster: cluster, respond: respond ?? { _, _ in })
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
-        state = StateEndpoint(env: env, database: database)
-        push = PushCoordinator(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
-        household = HouseholdEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        state = StateEndpoint(env: env, hub: hub, database: database)
+        push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
+        household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
                                        password: env.configuration.turnAdminPassword, node: env.audit.node,
                                        allocationLifetime: env.configuration.turnMaxAllocationLifetime)
         retention = RetentionPruner(conninfo: env.configuration.databaseURL, policy: .init(env.configuration))
         heads = RequestHeads(listener: gateListener)
-        webSocket = WebSocketEndpoint(env: env, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
+        webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)
-        stop = StopSequence(env: env, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
-        store = StoreSync(env: env, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
+        stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
+        store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
-                                      reporters: [env, authenticator, database, cluster, turn,
+                                      reporters: [env, hub, authenticator, database, cluster, turn,
                                                   robotHTTP, push, store, stop, env.audit.writer, turnCutter, retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
@@ -75,7 +79,7 @@ final class RelayComponents {
         webSocket.stop = stop
         webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }
         cluster.isStopping = { [unowned stop] in stop.stopping }
-        env.hub.observer = self
+        hub.observer = self
         if let gate { connect(gate) }
     }
 
@@ -117,9 +121,9 @@ final class RelayComponents {
         household.sweep(now: now)
         state.flush()
         push.tick(now: now)
-        cluster.agent.report(sockets: webSocket.openConnections, devices: env.hub.deviceCount)
+        cluster.agent.report(sockets: webSocket.openConnections, devices: hub.deviceCount)
         authenticator.failures.sweep(now: now)
-        env.hub.sweepHistories(now: now)
+        hub.sweepHistories(now: now)
         webSocket.closeExpiredSessions(wall: env.clock.wall())
     }
 
@@ -131,7 +135,7 @@ final class RelayComponents {
         webSocket.expireConnections(now: now)
         gate?.expire(now: now)
         robotHTTP.expire(now: now)
-        env.hub.expireParked(now: now)
+        hub.expireParked(now: now)
         stop.checkDeadline(now: now)
         webSocket.tickSessions(now: now, wall: env.clock.wall())
     }

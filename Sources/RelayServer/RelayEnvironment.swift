@@ -3,12 +3,12 @@ import RelayCore
 import RelayStore
 import RelayWorkers
 
-/// What every component of the relay shares, built once by `RelayServer`: the configuration,
-/// the device registry, the clock, the counters, the log, the audit trail and the
-/// service-thread check. Service thread only, like everything it holds.
+/// What every component of the relay shares, built once by `RelayServer`: the configuration, the
+/// clock, the counters, the log, the audit trail and the service-thread check. (The device hub
+/// is not here: `RelayComponents` hands it to the components that work with it.) Service thread
+/// only, like everything it holds.
 final class RelayEnvironment {
     let configuration: RelayConfiguration
-    let hub: DeviceHub
     let clock: RelayClock
     let thread: ServiceThread
     let audit: AuditTrail
@@ -19,9 +19,8 @@ final class RelayEnvironment {
     /// The Prometheus registry and the histograms observed into it.
     let metrics = RelayMetrics()
 
-    init(configuration: RelayConfiguration, hub: DeviceHub, clock: RelayClock, thread: ServiceThread, audit: AuditTrail) {
+    init(configuration: RelayConfiguration, clock: RelayClock, thread: ServiceThread, audit: AuditTrail) {
         self.configuration = configuration
-        self.hub = hub
         self.clock = clock
         self.thread = thread
         self.audit = audit

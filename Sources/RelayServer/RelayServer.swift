@@ -66,7 +66,7 @@ public final class RelayServer {
             mailbox.post(.store($0))
         }
         let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
-        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: .system), clock: .system,
+        let env = RelayEnvironment(configuration: configuration, clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in

@@ -31,8 +31,7 @@ final class InProcessRelay {
         var configuration = RelayConfiguration(databaseURL: "host=/nonexistent-wimz dbname=x", migrationsDirectory: "")
         configuration.spoolDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("wimz-inprocess-\(UUID())").path
         configure(&configuration)
-        let env = RelayEnvironment(configuration: configuration, hub: DeviceHub(limits: DeviceHub.Limits(configuration), clock: clock.clock),
-                                   clock: clock.clock, thread: ServiceThread(),
+        let env = RelayEnvironment(configuration: configuration, clock: clock.clock, thread: ServiceThread(),
                                    audit: AuditTrail(writer: AuditWriter(conninfo: configuration.databaseURL,
                                                                          spoolDirectory: configuration.spoolDirectory),
                                                      node: "test-node"))

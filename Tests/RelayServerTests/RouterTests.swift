@@ -146,8 +146,8 @@ import Testing
         final class Silent: SessionTransport {}
         let transport = Silent()
         robot.transport = transport
-        relay.components.env.hub.attach(robot, now: relay.clock.monotonic, wallClock: relay.clock.wall)
-        defer { relay.components.env.hub.detach(robot) }
+        relay.components.hub.attach(robot, now: relay.clock.monotonic, wallClock: relay.clock.wall)
+        defer { relay.components.hub.detach(robot) }
         #expect(relay.request("GET", "/api/devices/d1/robot/mode", token: app.secret) == nil)  // on its way to the robot
         relay.clock.advance(seconds: 1.9)
         relay.components.tickWheel(now: relay.clock.monotonic)
@@ -176,7 +176,7 @@ import Testing
         let relay = InProcessRelay()
         relay.storeReady()
         relay.components.env.counters.requestsRefused = 2
-        relay.components.env.hub.forwarded.robotToApps.bytes = 38
+        relay.components.hub.forwarded.robotToApps.bytes = 38
         let first = try scrape(relay)
         #expect(first["wimz_http_requests_refused_total"] == 2)
         #expect(first["wimz_bytes_forwarded_total{direction=\"robot_to_apps\"}"] == 38)

@@ -14,11 +14,14 @@ final class ClusterCoordinator {
     /// Set by the stop sequence: a stopping node yields nothing more.
     var isStopping: () -> Bool = { false }
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let database: DatabaseExchanges
     private var book: ClusterBook
 
-    init(env: RelayEnvironment, agent: ClusterAgent, database: DatabaseExchanges) {
+    init(env: RelayEnvironment, hub: DeviceHub, agent: ClusterAgent, database: DatabaseExchanges) {
         self.env = env
+        self.hub = hub
         self.agent = agent
         self.database = database
         book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
@@ -35,7 +38,7 @@ final class ClusterCoordinator {
     /// Every 100 ms: hands the agent what changed (presence rows, claims).
     func flush() {
         guard book.hasWork else { return }
-        let batch = book.takeBatch(now: env.clock.monotonic()) { env.hub.presence(of: $0) }
+        let batch = book.takeBatch(now: env.clock.monotonic()) { hub.presence(of: $0) }
         agent.submit(rows: batch.rows, claims: batch.claims)
     }
 
@@ -48,19 +51,19 @@ final class ClusterCoordinator {
     func handle(_ event: ClusterEvent) {
         switch event {
         case .registered:
-            book.markAll(env.hub.deviceIDs)
+            book.markAll(hub.deviceIDs)
             env.log.info("cluster_joined", metadata: ["node": "\(agent.identity.nodeID)", "address": "\(agent.identity.address)"])
         case .claimed(let claim):
             yield(claim)
         case .handoffs(let handoffs):
             let now = env.clock.monotonic()
             for h in handoffs {
-                env.hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay,
+                hub.adoptHandoff(h.deviceID, since: h.statusSince, robotOnline: h.robotOnline, replay: h.replay,
                                      history: h.history, now: now, wallClock: env.clock.wall())
             }
         case .view(let live, let split):
             liveNodes = live
-            env.hub.clustered = live > 1
+            hub.clustered = live > 1
             splitDevices = split
         }
     }
@@ -73,9 +76,9 @@ final class ClusterCoordinator {
         let now = env.clock.monotonic()
         var handoffs: [DeviceHandoff] = []
         for device in claim.devices {
-            guard let state = env.hub.handoffState(of: device, now: now) else { continue }
-            let closed = env.hub.close(device: device, code: .reconnectNow, reason: "device moved to another node")
-            env.hub.forget(device)
+            guard let state = hub.handoffState(of: device, now: now) else { continue }
+            let closed = hub.close(device: device, code: .reconnectNow, reason: "device moved to another node")
+            hub.forget(device)
             guard !closed.isEmpty else { continue }
             book.yieldedDevice(device, now: now)
             env.counters.devicesYielded += 1
@@ -92,7 +95,7 @@ final class ClusterCoordinator {
     /// its last batch. Without the database: this node's view, `"scope":"node"`.
     /// `member`: an app caller's own access (v1.3), added to the answer.
     func presence(of device: DeviceID, _ request: HTTPRequest, member: JSONValue? = nil) -> HTTPResponse? {
-        let local = env.hub.status(of: device)
+        let local = hub.status(of: device)
         let nodeID = self.nodeID
         let holdsHere = local.online || local.apps > 0
         let nodeView = Self.presenceJSON(device: device, online: local.online, since: local.since, apps: local.apps,

@@ -18,14 +18,17 @@ import RelayStore
 /// on their next frame.
 final class HouseholdEndpoint {
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let authenticator: Authenticator
     private let database: DatabaseExchanges
     private let mailbox: Mailbox<ServiceEvent>
     /// Per app token: household calls.
     private var limiter = KeyedRateLimiter<Int64>(rate: 5, burst: 60)
 
-    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
         self.env = env
+        self.hub = hub
         self.authenticator = authenticator
         self.database = database
         self.mailbox = mailbox
@@ -69,7 +72,7 @@ final class HouseholdEndpoint {
                     ? .noContent : .error(.notFound, "no pending invite \(id) on this device")
             }
         case .listMembers:
-            let online = Set(env.hub.apps(of: device).map(\.tokenID))
+            let online = Set(hub.apps(of: device).map(\.tokenID))
             return answer(request) { db in
                 .json(200, .object([("members", .array(try HouseholdRepository(db).members(device: device)
                                                            .map { HouseholdEndpoint.memberJSON($0, online: online.contains($0.id)) }))]))
@@ -83,7 +86,7 @@ final class HouseholdEndpoint {
             } catch {
                 return .error(error)
             }
-            let online = env.hub.apps(of: device).contains { $0.tokenID == id }
+            let online = hub.apps(of: device).contains { $0.tokenID == id }
             let mailbox = self.mailbox
             return answer(request) { db in
                 let updated = try HouseholdRepository(db).updateMember(device: device, tokenID: id, change, by: owner, address: address)

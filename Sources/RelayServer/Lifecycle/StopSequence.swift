@@ -13,14 +13,17 @@ final class StopSequence {
     /// Called when the drain begins (systemd STOPPING=1).
     var onStopping: (() -> Void)?
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let loop: LoopControl
     private let cluster: ClusterCoordinator
     private let openConnections: () -> Int
     private var drainUntil: UInt64?
     private var deadline: UInt64?
 
-    init(env: RelayEnvironment, loop: LoopControl, cluster: ClusterCoordinator, openConnections: @escaping () -> Int) {
+    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, cluster: ClusterCoordinator, openConnections: @escaping () -> Int) {
         self.env = env
+        self.hub = hub
         self.loop = loop
         self.cluster = cluster
         self.openConnections = openConnections
@@ -73,9 +76,9 @@ final class StopSequence {
         loop.stopAccepting()
         env.log.info("stopping", metadata: ["open_connections": .stringConvertible(openConnections())])
         if cluster.liveNodes > 1 {
-            env.hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
+            hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
         } else {
-            env.hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
+            hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
         }
         deadline = env.clock.monotonic() + UInt64(env.configuration.shutdownGraceSeconds) * 1_000_000_000
         if openConnections() == 0 { loop.finish() }

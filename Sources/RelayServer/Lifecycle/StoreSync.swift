@@ -12,16 +12,19 @@ final class StoreSync {
     var onReady: (() -> Void)?
     private var announcedReady = false
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let authenticator: Authenticator
     private let turn: TurnEndpoint
     private let webSocket: WebSocketEndpoint
     private let push: PushCoordinator
     private let gate: HTTPGate?
 
-    init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
          push: PushCoordinator, gate: HTTPGate?) {
         self.push = push
         self.env = env
+        self.hub = hub
         self.authenticator = authenticator
         self.turn = turn
         self.webSocket = webSocket
@@ -29,7 +32,7 @@ final class StoreSync {
     }
 
     func handle(_ event: StoreEvent) {
-        let hub = env.hub
+        let hub = hub
         let credentials = authenticator.credentials
         switch event {
         case .health(let health):

@@ -20,6 +20,8 @@ final class PushCoordinator {
     /// Nil without an APNs key: registrations are refused (501) and nothing is pushed.
     let sender: APNsSender?
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let authenticator: Authenticator
     private let database: DatabaseExchanges
     private let mailbox: Mailbox<ServiceEvent>
@@ -35,8 +37,9 @@ final class PushCoordinator {
     private(set) var registrationCount = 0
 
     /// A key that cannot be read leaves push off and says so (`wimz-relay serve` checks it first).
-    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
         self.env = env
+        self.hub = hub
         self.authenticator = authenticator
         self.database = database
         self.mailbox = mailbox
@@ -63,9 +66,9 @@ final class PushCoordinator {
     // MARK: - The registration mirror
 
     func load(_ all: [PushRegistration]) {
-        for device in registrations.keys { env.hub.setPushWatched(device, false) }
+        for device in registrations.keys { hub.setPushWatched(device, false) }
         registrations = Dictionary(grouping: all, by: \.device)
-        for device in registrations.keys { env.hub.setPushWatched(device, true) }
+        for device in registrations.keys { hub.setPushWatched(device, true) }
         registrationCount = all.count
     }
 
@@ -74,7 +77,7 @@ final class PushCoordinator {
         for gone in registrations[device] ?? [] where !kept.contains(gone.token) { planner.forget(token: gone.token, device: device) }
         registrationCount += now.count - (registrations[device]?.count ?? 0)
         registrations[device] = now.isEmpty ? nil : now
-        env.hub.setPushWatched(device, !now.isEmpty)
+        hub.setPushWatched(device, !now.isEmpty)
     }
 
     /// A registration this node just saved, in the mirror at once (the notification's re-read
@@ -118,7 +121,7 @@ final class PushCoordinator {
     /// device (local first) and whose app token still works.
     private func unseen(_ candidates: [PushRegistration], kind: PushKind) -> [PushRegistration] {
         guard let device = candidates.first?.device else { return [] }
-        let open = Set(env.hub.apps(of: device).map(\.tokenID))
+        let open = Set(hub.apps(of: device).map(\.tokenID))
         let wall = env.clock.wall()
         return candidates.filter { registration in
             guard registration.kinds.contains(kind), !open.contains(registration.appTokenID),

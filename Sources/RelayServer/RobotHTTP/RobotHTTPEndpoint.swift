@@ -20,6 +20,8 @@ struct RobotHTTPClient: Hashable {
 /// out or the robot left. Owns the exchanges in flight and the per-token limit.
 final class RobotHTTPEndpoint {
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let cluster: ClusterCoordinator
     private let respond: (HTTPClient, HTTPResponse) -> Void
     private var exchanges: RobotHTTPExchanges<RobotHTTPClient>
@@ -27,9 +29,10 @@ final class RobotHTTPEndpoint {
     private var limiter: KeyedRateLimiter<Int64>
 
     /// `respond` writes an answer on the client's connection (the gate's `respond`).
-    init(env: RelayEnvironment, cluster: ClusterCoordinator,
+    init(env: RelayEnvironment, hub: DeviceHub, cluster: ClusterCoordinator,
          respond: @escaping (HTTPClient, HTTPResponse) -> Void) {
         self.env = env
+        self.hub = hub
         self.cluster = cluster
         self.respond = respond
         let configuration = env.configuration
@@ -83,7 +86,7 @@ final class RobotHTTPEndpoint {
             return .error(.rateLimited, "over \(Int(env.configuration.robotHTTPRate)) requests/s for this token",
                           headers: [("Retry-After", "1")])
         }
-        guard let robot = env.hub.robot(of: device), robot.closing == nil else {
+        guard let robot = hub.robot(of: device), robot.closing == nil else {
             // The balancer sends this device here now (a node returned or was added) while its
             // robot may still sit on another node: claim the device, as a first socket would, so
             // the robot reconnects here; the app's retry after a second finds it.
@@ -104,7 +107,7 @@ final class RobotHTTPEndpoint {
             exchanges.cancel(client: client)
             return .error(.tooManyRequests, "the robot's connection is busy; retry shortly", headers: [("Retry-After", "1")])
         }
-        env.hub.deliver(Payload(frame), to: robot)
+        hub.deliver(Payload(frame), to: robot)
         return nil
     }
 

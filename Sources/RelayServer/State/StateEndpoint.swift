@@ -16,24 +16,27 @@ import RelayWorkers
 final class StateEndpoint {
     let writer: StateWriter
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let database: DatabaseExchanges
 
-    init(env: RelayEnvironment, database: DatabaseExchanges) {
+    init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges) {
         self.env = env
+        self.hub = hub
         self.database = database
         writer = StateWriter(conninfo: env.configuration.databaseURL)
     }
 
     /// Hands the devices whose replayed events changed to the writer (the 1 s tick, and at stop).
     func flush() {
-        writer.submit(env.hub.takeChangedState(now: env.clock.monotonic(), wallClock: env.clock.wall()))
+        writer.submit(hub.takeChangedState(now: env.clock.monotonic(), wallClock: env.clock.wall()))
     }
 
     /// `GET /api/devices/{device_id}/state` (a token of `device`, checked by the router).
     func state(_ request: HTTPRequest, device: DeviceID) -> HTTPResponse? {
         let wall = env.clock.wall()
-        let local = env.hub.knownEvents(of: device, now: env.clock.monotonic(), wallClock: wall)
-        let onlineHere = env.hub.status(of: device).online
+        let local = hub.knownEvents(of: device, now: env.clock.monotonic(), wallClock: wall)
+        let onlineHere = hub.status(of: device).online
         let nodeView = Self.body(device, online: onlineHere, lastSeen: onlineHere ? wall : nil, events: local)
         return database.answer(request, unavailable: .json(200, nodeView)) { db in
             let stored = try StateRepository(db).events(of: device)

@@ -7,10 +7,13 @@ import RelayStore
 final class TurnEndpoint {
     let service: TurnService
     private let env: RelayEnvironment
+    /// Whose sessions and devices this component reads or changes.
+    private let hub: DeviceHub
     private let authenticator: Authenticator
 
-    init(env: RelayEnvironment, authenticator: Authenticator) {
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator) {
         self.env = env
+        self.hub = hub
         self.authenticator = authenticator
         service = TurnService(configuration: env.configuration)
     }
@@ -38,7 +41,7 @@ final class TurnEndpoint {
         }
         record(minted.issuance)
         // A robot that fetched its own credential: the next push is due at this one's refresh time.
-        if entry.token.role == .robot, let robot = env.hub.robot(of: entry.token.deviceID), robot.tokenID == entry.token.id {
+        if entry.token.role == .robot, let robot = hub.robot(of: entry.token.deviceID), robot.tokenID == entry.token.id {
             robot.turnRefreshAt = minted.times.refreshAt
             robot.turnExpiresAt = minted.times.expiresAt
         }
@@ -55,7 +58,7 @@ final class TurnEndpoint {
         robot.turnExpiresAt = minted.times.expiresAt
         service.pushed += 1
         record(minted.issuance)
-        env.hub.deliver(RelayMessages.turnCredentials(body: minted.body.encoded), to: robot)
+        hub.deliver(RelayMessages.turnCredentials(body: minted.body.encoded), to: robot)
     }
 
     /// Seconds before `refresh_at` a robot gets its next credential pushed, so it has it in
@@ -79,7 +82,7 @@ final class TurnEndpoint {
         guard service.isAvailable else { return (0, 0) }
         var pastRefresh = 0
         var pastExpiry = 0
-        for robot in env.hub.allSessions where robot.role == .robot && robot.closing == nil {
+        for robot in hub.allSessions where robot.role == .robot && robot.closing == nil {
             if let r = robot.turnRefreshAt, now >= r { pastRefresh += 1 }
             if let e = robot.turnExpiresAt, now >= e { pastExpiry += 1 }
         }

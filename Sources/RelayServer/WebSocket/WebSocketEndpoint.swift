@@ -18,8 +18,8 @@ final class WebSocketEndpoint {
     /// An app socket attached (its phone is looking now: pushes counted for it go).
     var onAppAttached: ((Session) -> Void)?
     let env: RelayEnvironment
-    /// `env.hub` and the message limit, held directly: read per received message.
-    private let hub: DeviceHub
+    /// The devices (handed in by `RelayComponents`) and the message limit: read per received message.
+    let hub: DeviceHub
     private let maxMessageBytes: Int
     let authenticator: Authenticator
     private let turn: TurnEndpoint
@@ -41,11 +41,11 @@ final class WebSocketEndpoint {
     var acceptedAt: [OpaquePointer: UInt64] = [:]
     private var nextSessionID: UInt64 = 0
 
-    init(env: RelayEnvironment, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
          heads: RequestHeads, io: WebSocketIO) {
         self.env = env
+        self.hub = hub
         self.io = io
-        hub = env.hub
         maxMessageBytes = env.configuration.maxMessageBytes
         self.authenticator = authenticator
         self.turn = turn
@@ -131,7 +131,7 @@ final class WebSocketEndpoint {
         connection.opening = true  // its first messages are written as `established` returns
         session.transport = connection
         openConnections += 1
-        env.hub.attach(session, now: now, wallClock: env.clock.wall())
+        hub.attach(session, now: now, wallClock: env.clock.wall())
         if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
         // First pings spread over the interval by the golden-ratio sequence of session ids: even
         // for sessions opened together, and no random-number syscall per connection.
@@ -221,7 +221,7 @@ final class WebSocketEndpoint {
     /// A connection's end: detaches, audits, counts.
     func finish(_ connection: Connection) {
         let session = connection.session
-        env.hub.detach(session)
+        hub.detach(session)
         if session.role == .robot { robotHTTP.robotGone(session) }
         connection.isFinished = true
         session.transport = nil  // not retained: nothing may reach the connection through it from now on
@@ -279,7 +279,7 @@ final class WebSocketEndpoint {
                 env.counters.keepaliveTimeouts += 1
                 env.log.info("keepalive_timeout", metadata: ["connection": .stringConvertible(session.id),
                                                              "silent_ms": .stringConvertible((now - session.lastHeard) / 1_000_000)])
-                env.hub.detach(session)
+                hub.detach(session)
                 io.drop(connection.wsi)
                 continue
             case .ping:
@@ -298,7 +298,7 @@ final class WebSocketEndpoint {
     private func closeIfExpired(_ session: Session, wall: UnixTime) -> Bool {
         guard let expires = session.tokenExpiresAt, expires <= wall, session.closing == nil else { return false }
         session.close(.revoked, reason: "token expired")
-        env.hub.detach(session)
+        hub.detach(session)
         env.counters.tokenExpiryCloses += 1
         return true
     }
@@ -308,14 +308,14 @@ final class WebSocketEndpoint {
     /// a guest's `until` — never keeps a socket past a second (docs/protocol.md v1.3), on a node that
     /// heard no notification too: each node holds the expiry of the tokens it serves.
     func closeExpiredSessions(wall: UnixTime) {
-        for session in env.hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }
+        for session in hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }
     }
 
     /// A token's row changed (the mirror heard of it): its live sessions take the new access
     /// level (from their next frame) and expiry.
     func tokenChanged(_ entry: CredentialEntry) {
         let now = env.clock.monotonic(), wall = env.clock.wall()
-        for session in env.hub.allSessions where session.tokenID == entry.token.id && session.closing == nil {
+        for session in hub.allSessions where session.tokenID == entry.token.id && session.closing == nil {
             session.update(rights: entry.token.rights)
             session.tokenExpiresAt = entry.token.expiresAt
             if !closeIfExpired(session, wall: wall) { scheduleChecks(session, now: now, wall: wall) }
@@ -325,7 +325,7 @@ final class WebSocketEndpoint {
     /// TURN became available (secrets loaded): robots connected without a credential get one.
     func pushToRobotsWithoutCredentials() {
         guard turn.service.isAvailable else { return }
-        for robot in env.hub.allSessions where robot.role == .robot && robot.closing == nil && robot.turnRefreshAt == nil {
+        for robot in hub.allSessions where robot.role == .robot && robot.closing == nil && robot.turnRefreshAt == nil {
             turn.push(to: robot)
             scheduleChecks(robot, now: env.clock.monotonic(), wall: env.clock.wall())
         }

@@ -62,7 +62,7 @@ extension WebSocketEndpoint {
             let limited = authenticator.refused(refusal, address: address)
             return .failure(UpgradeRejection(error: limited, failure: limited.code, device: device, address: address))
         }
-        if role == .app, !env.hub.hasRoomForApp(device) {
+        if role == .app, !hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
                 error: RelayError(.tooManyConnections,
                                   "this device already has \(env.configuration.maxAppsPerDevice) app connections",

@@ -1,25 +1,30 @@
 import RelayCore
 
-/// The shared environment's series: the hub's sessions, history and forwarding, the service
-/// thread's counters (`RelayCounters`), and the build.
-extension RelayEnvironment: MetricsReporting {
+/// The hub's series: sessions, the missed-event history, forwarding.
+extension DeviceHub: MetricsReporting {
     func report(to metrics: MetricsSink) {
-        let sessions = hub.allSessions
+        let sessions = allSessions
         for role in Role.allCases {
             metrics.gauge("wimz_sockets", "Open WebSocket sessions by role.", [("role", role.rawValue)],
                           sessions.filter { $0.role == role }.count)
         }
         metrics.gauge("wimz_devices_online", "Devices whose robot is connected.", sessions.filter { $0.role == .robot }.count)
-        let history = hub.historyMemory
+        let history = historyMemory
         metrics.gauge("wimz_history_bytes", "Bytes the missed-event history of every device holds.", history.used)
         metrics.gauge("wimz_history_budget_bytes", "The node's missed-event history budget (WIMZ_RECOVERY_MEMORY).", history.limit)
         metrics.counter("wimz_history_evictions_total", "History messages dropped to stay within the budget.", history.evictions)
-        for (direction, count) in [("robot_to_apps", hub.forwarded.robotToApps), ("app_to_robot", hub.forwarded.appToRobot)] {
+        for (direction, count) in [("robot_to_apps", forwarded.robotToApps), ("app_to_robot", forwarded.appToRobot)] {
             metrics.counter("wimz_messages_forwarded_total", "Messages accepted for forwarding, by direction.",
                             [("direction", direction)], count.messages)
             metrics.counter("wimz_bytes_forwarded_total", "Payload bytes accepted for forwarding, by direction.",
                             [("direction", direction)], count.bytes)
         }
+    }
+}
+
+/// The shared environment's series: the service thread's counters (`RelayCounters`) and the build.
+extension RelayEnvironment: MetricsReporting {
+    func report(to metrics: MetricsSink) {
         counters.report(to: metrics)
         metrics.gauge("wimz_build_info", "Build information.",
                       [("version", RelayVersion.current), ("event_loop", configuration.eventLoop.rawValue)], 1)
