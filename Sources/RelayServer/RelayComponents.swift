@@ -115,14 +115,14 @@ final class RelayComponents {
 
     /// Once a second: housekeeping that is not per session.
     func tick(now: UInt64) {
-        turn.service.sweepLimiters(now: now)
+        turn.sweep(now: now)
         robotHTTP.sweep(now: now)
         pairing.sweep(now: now)
         household.sweep(now: now)
         state.flush()
         push.tick(now: now)
-        cluster.agent.report(sockets: webSocket.openConnections, devices: hub.deviceCount)
-        authenticator.failures.sweep(now: now)
+        cluster.report(sockets: webSocket.openConnections, devices: hub.deviceCount)
+        authenticator.sweep(now: now)
         hub.sweepHistories(now: now)
         webSocket.closeExpiredSessions(wall: env.clock.wall())
     }

@@ -16,6 +16,9 @@ final class Authenticator {
         failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)
     }
 
+    /// Forgets addresses whose failures have drained (the 1 s tick).
+    func sweep(now: UInt64) { failures.sweep(now: now) }
+
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
     func bearerToken(_ request: HTTPRequest) -> String? {
         request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))

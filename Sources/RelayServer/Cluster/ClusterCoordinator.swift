@@ -27,6 +27,9 @@ final class ClusterCoordinator {
         book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
     }
 
+    /// This node's counts for its membership row (the 1 s tick).
+    func report(sockets: Int, devices: Int) { agent.report(sockets: sockets, devices: devices) }
+
     /// The first socket of `device` on this node attached: claimed from other nodes (damped).
     func deviceArrived(_ device: DeviceID) { book.deviceArrived(device, now: env.clock.monotonic()) }
 

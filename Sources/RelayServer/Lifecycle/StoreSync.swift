@@ -68,8 +68,7 @@ final class StoreSync {
                 }
             }
         case .turnSecrets(let secrets):
-            turn.service.update(secrets: secrets)
-            webSocket.pushToRobotsWithoutCredentials()
+            webSocket.reschedule(turn.secretsLoaded(secrets))
             env.log.info("turn_secrets_loaded", metadata: ["realm": "\(env.configuration.turnRealm)",
                                                            "secrets": .stringConvertible(secrets.count)])
         case .pushSnapshot(let registrations):

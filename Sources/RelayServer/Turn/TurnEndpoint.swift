@@ -71,11 +71,27 @@ final class TurnEndpoint {
         return refresh.adding(seconds: -pushLead)
     }
 
-    /// Whether `robot` should get a fresh credential now (none yet, or its push time came).
-    func pushDue(_ robot: Session, wall: UnixTime) -> Bool {
-        guard service.isAvailable else { return false }
-        return nextPush(robot).map { wall >= $0 } ?? true
+    /// The session wheel's one call for a robot (`WebSocketEndpoint.tickSessions`): a fresh
+    /// credential pushed when one is due — none yet, or `pushLead` before its refresh time.
+    /// `nextPush` tells the wheel when to come back.
+    func refreshIfDue(_ robot: Session, wall: UnixTime) {
+        guard robot.closing == nil, service.isAvailable, nextPush(robot).map({ wall >= $0 }) ?? true else { return }
+        push(to: robot)
     }
+
+    /// The store's TURN secrets (loaded or changed). When TURN has just become available, robots
+    /// connected without a credential get one now; returned, for the wheel to take up their
+    /// refresh times.
+    func secretsLoaded(_ secrets: [TurnSecret]) -> [Session] {
+        service.update(secrets: secrets)
+        guard service.isAvailable else { return [] }
+        let robots = hub.allSessions.filter { $0.role == .robot && $0.closing == nil && $0.turnRefreshAt == nil }
+        for robot in robots { push(to: robot) }
+        return robots
+    }
+
+    /// Forgets idle per-token limiters (the 1 s tick).
+    func sweep(now: UInt64) { service.sweepLimiters(now: now) }
 
     /// Robots holding a credential past `refresh_at` / past expiry (for /metrics; should be 0).
     func robotsWithStaleCredentials(now: UnixTime) -> (pastRefresh: Int, pastExpiry: Int) {

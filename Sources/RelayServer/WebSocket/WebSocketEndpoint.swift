@@ -260,6 +260,12 @@ final class WebSocketEndpoint {
         scheduler.schedule(session, at: next)
     }
 
+    /// Puts `sessions` back on the wheel now (their deadlines changed outside it).
+    func reschedule(_ sessions: [Session]) {
+        let now = env.clock.monotonic(), wall = env.clock.wall()
+        for session in sessions { scheduleChecks(session, now: now, wall: wall) }
+    }
+
     /// Closes let out and cut off, and closed sockets that linger.
     func expireConnections(now: UInt64) {
         closeWatch.tick(now: now)
@@ -289,7 +295,7 @@ final class WebSocketEndpoint {
             case .nothing:
                 break
             }
-            if session.role == .robot, session.closing == nil, turn.pushDue(session, wall: wall) { turn.push(to: session) }
+            if session.role == .robot { turn.refreshIfDue(session, wall: wall) }
             scheduleChecks(session, now: now, wall: wall)
         }
     }
@@ -319,15 +325,6 @@ final class WebSocketEndpoint {
             session.update(rights: entry.token.rights)
             session.tokenExpiresAt = entry.token.expiresAt
             if !closeIfExpired(session, wall: wall) { scheduleChecks(session, now: now, wall: wall) }
-        }
-    }
-
-    /// TURN became available (secrets loaded): robots connected without a credential get one.
-    func pushToRobotsWithoutCredentials() {
-        guard turn.service.isAvailable else { return }
-        for robot in hub.allSessions where robot.role == .robot && robot.closing == nil && robot.turnRefreshAt == nil {
-            turn.push(to: robot)
-            scheduleChecks(robot, now: env.clock.monotonic(), wall: env.clock.wall())
         }
     }
 
