@@ -33,7 +33,7 @@ extension WebSocketEndpoint {
         case WimzProtocol.Path.appSocket: role = .app
         default:
             return .failure(UpgradeRejection(error: RelayError(.notFound, "no such WebSocket endpoint"),
-                                             failure: nil, device: nil, address: address))
+                                             isAuthFailure: false, device: nil, address: address))
         }
         let deviceText: String?
         let token: String?
@@ -47,12 +47,12 @@ extension WebSocketEndpoint {
             senders = role == .robot ? try request.head.argument("senders") : nil
             if let senders, senders != "1", senders != "0" { throw RelayError(.badRequest, "senders must be 1 or 0") }
         } catch {
-            return .failure(UpgradeRejection(error: error, failure: .badRequest, device: nil, address: address))
+            return .failure(UpgradeRejection(error: error, isAuthFailure: true, device: nil, address: address))
         }
         guard let deviceText, let device = DeviceID(deviceText) else {
             return .failure(UpgradeRejection(
                 error: RelayError(.badRequest, "device_id is missing or not [A-Za-z0-9_.-]{1,64}"),
-                failure: .badRequest, device: nil, address: address))
+                isAuthFailure: true, device: nil, address: address))
         }
         let entry: CredentialEntry
         switch authenticator.check(token: token, device: device, role: role,
@@ -60,14 +60,14 @@ extension WebSocketEndpoint {
         case .success(let found): entry = found
         case .failure(let refusal):
             let limited = authenticator.refused(refusal, address: address)
-            return .failure(UpgradeRejection(error: limited, failure: limited.code, device: device, address: address))
+            return .failure(UpgradeRejection(error: limited, isAuthFailure: true, device: device, address: address))
         }
         if role == .app, !hub.hasRoomForApp(device) {
             return .failure(UpgradeRejection(
                 error: RelayError(.tooManyConnections,
                                   "this device already has \(env.configuration.maxAppsPerDevice) app connections",
                                   headers: [("Retry-After", "1")]),
-                failure: nil, device: device, address: address))
+                isAuthFailure: false, device: device, address: address))
         }
         return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery,
                                      wantsSenders: senders == "1"))
@@ -108,7 +108,7 @@ extension WebSocketEndpoint {
             pendingGrant = (socket, grant)
             return nil
         case .failure(let rejection):
-            if let failure = rejection.failure { recordAuthFailure(failure, rejection: rejection) }
+            if rejection.isAuthFailure { recordAuthFailure(rejection) }
             env.logRequest(request, status: rejection.error.status, startedAt: started)
             return .error(rejection.error)
         }
@@ -116,7 +116,8 @@ extension WebSocketEndpoint {
 
     /// Counted, and audited unless it is the failure limit's 429 (each of those would be one
     /// more row for a flooding client; the failures that led to it were audited).
-    private func recordAuthFailure(_ failure: AuthFailure, rejection: UpgradeRejection) {
+    private func recordAuthFailure(_ rejection: UpgradeRejection) {
+        let failure = rejection.error.code
         env.counters.authFailures[failure, default: 0] += 1
         guard failure != .rateLimited else { return }
         env.audit.record(.authFailed, device: rejection.device?.rawValue, tokenID: nil, address: rejection.address,
@@ -127,7 +128,8 @@ extension WebSocketEndpoint {
 /// A refused upgrade: the refusal to answer and what to record.
 struct UpgradeRejection: Error {
     var error: RelayError
-    var failure: AuthFailure?
+    /// A failed authentication (a malformed request or a refused credential): counted and audited.
+    var isAuthFailure: Bool
     var device: DeviceID?
     var address: String
 }
