@@ -24,7 +24,7 @@ func relayCall(_ request: URLRequest, token: String, session: URLSession, expect
 
 /// `base` followed by one of the protocol's paths (`WimzProtocol.Path`: `/api/devices/ID/status`, …);
 /// the base's own path (a relay behind a prefix) stays in front.
-func relayURL(_ base: URL, _ path: String) -> URL {
+public func relayURL(_ base: URL, _ path: String) -> URL {
     base.appendingPathComponent(String(path.drop { $0 == "/" }))
 }
 

@@ -23,8 +23,7 @@ public struct RobotRoute: Sendable, Equatable {
 
     /// Through the relay at `base` (e.g. `https://api.wimzai.com`) with an app token of the device.
     public static func relay(_ base: URL, deviceID: String, token: String) -> RobotRoute {
-        RobotRoute(kind: .relay, baseURL: base.appendingPathComponent("api/devices").appendingPathComponent(deviceID)
-            .appendingPathComponent("robot"), token: token)
+        RobotRoute(kind: .relay, baseURL: relayURL(base, WimzProtocol.Path.device(deviceID, .robot)), token: token)
     }
 }
 

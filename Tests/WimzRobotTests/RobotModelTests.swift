@@ -6,6 +6,14 @@ import WimzRelayClient
 /// The robot's product: the guide's models, typed events, the observable model. No relay, no
 /// database.
 @Suite struct RobotModelTests {
+    /// Through the relay, the robot's API is the protocol's `/api/devices/ID/robot` under the
+    /// relay's base (a path prefix kept).
+    @Test func theRelayRouteIsTheProtocolsRobotPath() {
+        let route = RobotRoute.relay(URL(string: "https://relay.example/prefix")!, deviceID: "robot-1", token: "t")
+        #expect(route.baseURL.absoluteString == "https://relay.example/prefix/api/devices/robot-1/robot")
+        #expect(route.baseURL.appendingPathComponent("mode").path == "/prefix/api/devices/robot-1/robot/mode")
+    }
+
     @Test func theLastKnownStateTypesItsEventsAsTheGuidesModels() throws {
         let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle"}},"received_at":"2026-11-22T09:59:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":"not a bool"}},"received_at":"2026-11-22T09:58:00Z"},"bogus":{"message":"not an object"}}}"#
         let state = try LastKnownState.decode(Data(body.utf8))
