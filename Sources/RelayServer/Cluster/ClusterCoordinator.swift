@@ -14,7 +14,6 @@ final class ClusterCoordinator {
     /// Set by the stop sequence: a stopping node yields nothing more.
     var isStopping: () -> Bool = { false }
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let database: DatabaseExchanges
     private var book: ClusterBook

@@ -18,7 +18,6 @@ import RelayStore
 /// on their next frame.
 final class HouseholdEndpoint {
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let authenticator: Authenticator
     private let database: DatabaseExchanges

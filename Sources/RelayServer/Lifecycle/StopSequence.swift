@@ -13,7 +13,6 @@ final class StopSequence {
     /// Called when the drain begins (systemd STOPPING=1).
     var onStopping: (() -> Void)?
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let loop: LoopControl
     private let cluster: ClusterCoordinator

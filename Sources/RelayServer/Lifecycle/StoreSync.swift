@@ -12,7 +12,6 @@ final class StoreSync {
     var onReady: (() -> Void)?
     private var announcedReady = false
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let authenticator: Authenticator
     private let turn: TurnEndpoint
@@ -32,7 +31,6 @@ final class StoreSync {
     }
 
     func handle(_ event: StoreEvent) {
-        let hub = hub
         let credentials = authenticator.credentials
         switch event {
         case .health(let health):

@@ -20,7 +20,6 @@ final class PushCoordinator {
     /// Nil without an APNs key: registrations are refused (501) and nothing is pushed.
     let sender: APNsSender?
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let authenticator: Authenticator
     private let database: DatabaseExchanges

@@ -20,7 +20,6 @@ struct RobotHTTPClient: Hashable {
 /// out or the robot left. Owns the exchanges in flight and the per-token limit.
 final class RobotHTTPEndpoint {
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let cluster: ClusterCoordinator
     private let respond: (HTTPClient, HTTPResponse) -> Void

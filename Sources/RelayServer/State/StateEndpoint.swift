@@ -16,7 +16,6 @@ import RelayWorkers
 final class StateEndpoint {
     let writer: StateWriter
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let database: DatabaseExchanges
 

@@ -7,7 +7,6 @@ import RelayStore
 final class TurnEndpoint {
     let service: TurnService
     private let env: RelayEnvironment
-    /// Whose sessions and devices this component reads or changes.
     private let hub: DeviceHub
     private let authenticator: Authenticator
 
