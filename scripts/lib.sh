@@ -41,12 +41,70 @@ ensure_swift() {
 }
 
 # ensure_packages: what the run and test commands need (WIMZ_APT_PACKAGES). Only for a
-# development or CI machine: it also stops the system-wide coturn, HAProxy and Prometheus, whose
-# places the tests and the demo take with their own.
+# development or CI machine. The host's own coturn, HAProxy and Prometheus are left as they are:
+# the demo and the tests start their own, on ports and folders of their own.
 ensure_packages() {
     install_missing "${WIMZ_APT_PACKAGES[@]}"
-    as_root sh -c 'for s in coturn haproxy prometheus; do systemctl disable --now $s >/dev/null 2>&1 || true; done'
     ensure_swift
+}
+
+# The host's own coturn, HAProxy and Prometheus, told apart from the ones the tests start by who
+# runs them or the configuration they read (Debian's units: coturn and Prometheus as their own
+# users, HAProxy on /etc/haproxy/haproxy.cfg). host_service_pids NAME prints their process ids.
+HOST_SERVICES=(coturn haproxy prometheus)
+host_service_pids() {
+    case "$1" in
+        coturn) pgrep -u turnserver -x turnserver ;;
+        haproxy) pgrep -f -- '-f /etc/haproxy/haproxy.cfg' ;;
+        prometheus) pgrep -u prometheus -x prometheus ;;
+    esac | sort | tr '\n' ' '
+    return 0
+}
+
+# host_services_start DIR: starts, as Debian's units run them, each of the host's services that
+# is not running (CI's check that the test command leaves a server's services alone), noting in
+# DIR which it started; prints each one's process ids.
+host_services_start() {
+    local dir=$1 name
+    mkdir -p "$dir"
+    for name in "${HOST_SERVICES[@]}"; do
+        if [ -z "$(host_service_pids "$name")" ]; then
+            case "$name" in
+                coturn) runuser -u turnserver -- sh -c 'exec turnserver -c /etc/turnserver.conf --pidfile= >/dev/null 2>&1 &' ;;
+                haproxy) haproxy -Ws -f /etc/haproxy/haproxy.cfg -p "$dir/haproxy.pid" -D >/dev/null 2>&1 ;;
+                prometheus) runuser -u prometheus -- sh -c 'cd /var/lib/prometheus && exec prometheus --config.file=/etc/prometheus/prometheus.yml >/dev/null 2>&1 &' ;;
+            esac
+            echo "$name" >> "$dir/started"
+        fi
+    done
+    sleep 2
+    for name in "${HOST_SERVICES[@]}"; do
+        host_service_pids "$name" > "$dir/$name.pids"
+        [ -s "$dir/$name.pids" ] && [ "$(cat "$dir/$name.pids")" != " " ] || die "the host's $name did not start"
+        say "the host's $name runs as $(cat "$dir/$name.pids")"
+    done
+}
+
+# host_services_check DIR: fails unless each service found by host_services_start still runs as
+# the same processes; then stops the ones it started.
+host_services_check() {
+    local dir=$1 name status=0
+    for name in "${HOST_SERVICES[@]}"; do
+        if [ "$(host_service_pids "$name")" != "$(cat "$dir/$name.pids")" ]; then
+            printf 'error: the host'"'"'s %s ran as %s before the tests and as %s after\n' \
+                "$name" "$(cat "$dir/$name.pids")" "$(host_service_pids "$name")" >&2
+            status=1
+        else
+            say "the host's $name still runs as $(cat "$dir/$name.pids")"
+        fi
+    done
+    if [ -f "$dir/started" ]; then
+        while read -r name; do
+            # shellcheck disable=SC2046
+            kill $(host_service_pids "$name") 2>/dev/null || true
+        done < "$dir/started"
+    fi
+    return "$status"
 }
 
 # ensure_build_packages: what building the package needs (WIMZ_BUILD_PACKAGES); touches no service.

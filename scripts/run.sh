@@ -7,7 +7,7 @@
 # stops the relay, then the coturn and PostgreSQL it started. Extra arguments go to
 # 'wimz-relay serve'.
 #   scripts/run.sh [serve flags…]
-# Environment: WIMZ_STATE_DIR (default ./.local), WIMZ_TURN_PORT (default 3478),
+# Environment: WIMZ_STATE_DIR (default ./.local), WIMZ_TURN_PORT (default 13478: 3478 is left to a coturn the host may run),
 # WIMZ_BUILD_CONFIG (release, or debug to reuse the test build), and every WIMZ_* of serve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +65,7 @@ if [ -z "${WIMZ_DATABASE_URL:-}" ]; then
     turn_note="TURN: WIMZ_TURN_URLS is set, so no private coturn was started."
     if [ -z "${WIMZ_TURN_URLS:-}" ]; then
         realm=${WIMZ_TURN_REALM:-wimz}
-        turn_port=${WIMZ_TURN_PORT:-3478}
+        turn_port=${WIMZ_TURN_PORT:-13478}
         if [ "$("$relay" turn-secret list --realm "$realm" | grep -c .)" -le 1 ]; then
             "$relay" turn-secret add --realm "$realm" >&2
         fi

@@ -8,6 +8,9 @@
 # builds them, installed into a clean Debian 12 root (debootstrap) and run from there.
 #   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
 #   WIMZ_TEST_ONLY=swift|python|package scripts/test.sh   # one part only
+#   WIMZ_HOST_SERVICES=1 scripts/test.sh   # (on in CI) start the host's own coturn, HAProxy and
+#                                          # Prometheus as Debian runs them when they are not
+#                                          # running, and fail unless they still run afterwards
 #   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
 #                                                   # sanitizer (own build folder .build-<name>);
 #                                                   # the full run includes the address one
@@ -35,7 +38,11 @@ build debug --build-tests "${swift_flags[@]}"
 
 work=$(mktemp -d /tmp/wimz-test.XXXXXX)
 chmod 755 "$work"
-cleanup() { pg_stop "$work/pg" immediate; rm -rf "$work"; }
+cleanup() {
+    pg_stop "$work/pg" immediate
+    [ ! -f "$work/host-services/started" ] || host_services_check "$work/host-services" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
 trap cleanup EXIT
 
 say "starting a private PostgreSQL in $work/pg"
@@ -54,6 +61,15 @@ if [ -z "${WIMZ_TEST_FAILURES:-}" ]; then
     summary_owner=1
 fi
 failed() { printf '%s\n' "$*" >> "$WIMZ_TEST_FAILURES"; }
+
+# The host's services: the suite must run beside a server's own coturn, HAProxy and Prometheus
+# and leave them running (CI checks it; the outermost run only).
+host_services=0
+if [ "$summary_owner" = 1 ] && [ "${WIMZ_HOST_SERVICES:-${CI:+1}}" = 1 ]; then
+    say "the host's own coturn, HAProxy and Prometheus, running beside the tests"
+    host_services_start "$work/host-services"
+    host_services=1
+fi
 print_failures() {
     [ "$summary_owner" = 1 ] && [ -s "$WIMZ_TEST_FAILURES" ] || return 0
     printf '\nwhat failed:\n' >&2
@@ -134,6 +150,9 @@ if [ -z "$only" ] || [ "$only" = package ]; then
         package_status=1
         failed "building the packages"
     fi
+fi
+if [ "$host_services" = 1 ]; then
+    host_services_check "$work/host-services" || { swift_status=1; failed "the host's coturn, HAProxy or Prometheus stopped during the tests"; }
 fi
 print_failures
 [ "$package_status" -eq 0 ] || die "the package tests failed (exit $package_status)"
