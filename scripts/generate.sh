@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rewrites the files made from the code: from VERSION the relay's RelayVersion.swift, the robot
-# library's _version.py, the README's SwiftPM line and the OpenAPI document's info.version
+# library's _version.py and the OpenAPI document's info.version; from CHANGELOG.md's newest
+# release the README's SwiftPM line
 # (CLITests fails while they differ); from
 # serve's table of settings (Sources/RelayCore/Config/ServeOptions.swift) systemd/wimz-relay.env.example and docs/configuration.md's table
 # between its options markers; from WimzProtocol the robot library's protocol-constants.json.
@@ -12,7 +13,10 @@ version=$(tr -d '[:space:]' < VERSION)
 sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCore/Support/RelayVersion.swift
 printf '"""The version of the robot library: the repository VERSION, copied by scripts/generate.sh."""\n\n__version__ = "%s"\n' \
     "$version" > clients/python/wimz_robot/_version.py
-sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay.git\", from: )\"[^\"]*\"|\1\"$version\"|" README.md
+# The README's SwiftPM line names the newest release (CHANGELOG.md's newest dated heading): a
+# release's tag is what SwiftPM resolves, and VERSION may name one not yet made.
+released=$(sed -n -E 's/^## ([0-9]+\.[0-9]+\.[0-9]+) — [0-9]{4}-[0-9]{2}-[0-9]{2}$/\1/p' CHANGELOG.md | head -n 1)
+sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay.git\", from: )\"[^\"]*\"|\1\"$released\"|" README.md
 sed -i -E "0,/\"version\": \"[^\"]*\"/s//\"version\": \"$version\"/" docs/openapi.json
 swift build --product wimz-relay >/dev/null
 relay=$(swift build --show-bin-path)/wimz-relay

@@ -113,6 +113,21 @@ ensure_build_packages() {
     ensure_swift
 }
 
+# package_version: the Debian package's version of this checkout. VERSION names the release being
+# made (CHANGELOG.md's newest heading); the commit tagged with it builds exactly VERSION, every other
+# commit VERSION~dev.N+gHASH (N: the commits up to it), which apt orders after the development
+# builds before it and before the release itself. After a release, the next commit raises VERSION.
+package_version() {
+    local version head
+    version=$(tr -d '[:space:]' < VERSION)
+    head=$(git rev-parse -q --verify HEAD 2>/dev/null) || { echo "$version"; return 0; }
+    if [ "$(git rev-parse -q --verify "refs/tags/$version^{commit}" 2>/dev/null)" = "$head" ]; then
+        echo "$version"
+    else
+        echo "$version~dev.$(git rev-list --count HEAD)+g$(git rev-parse --short=10 HEAD)"
+    fi
+}
+
 # build CONFIG [swift build args…]: builds quietly (drops the per-file progress lines).
 build() {
     local config=$1; shift

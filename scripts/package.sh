@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Builds the Debian package of the relay from this checkout: dist/wimz-relay_<VERSION>_<arch>.deb
+# Builds the Debian package of the relay from this checkout: dist/wimz-relay_<version>_<arch>.deb,
+# the version VERSION on the release's tag, VERSION~dev.N+gHASH between releases (package_version
+# in scripts/lib.sh)
 # (dpkg-deb; no toolchain beyond the build's own). The binary is the release build with the Swift
 # runtime linked in, so a server needs no Swift; `Depends:` is computed by dpkg-shlibdeps from
 # the binary's own libraries. What goes where, and why: docs/packaging.md.
 #   scripts/package.sh          # installs the build's Debian packages when missing; prints the .deb's path
-# Also writes dist/wimz-relay_<VERSION>_<arch>.debug (the binary's debug symbols, for backtraces).
+# Also writes dist/wimz-relay_<version>_<arch>.debug (the binary's debug symbols, for backtraces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_build_packages
-version=$(tr -d '[:space:]' < VERSION)
+release=$(tr -d '[:space:]' < VERSION)
+version=$(package_version)
 arch=$(dpkg --print-architecture)
 mkdir -p dist
 deb="dist/wimz-relay_${version}_${arch}.deb"
@@ -19,7 +22,7 @@ say "building the release binary (Swift runtime linked in)"
 # -z now: every symbol bound at start, so the GOT can be read-only (Debian's hardening, bindnow).
 build release --product wimz-relay --static-swift-stdlib -Xlinker -z -Xlinker now
 bin="$(swift build -c release --show-bin-path)/wimz-relay"
-[ "$("$bin" --version)" = "$version" ] || die "the binary says $("$bin" --version), VERSION says $version: run scripts/generate.sh"
+[ "$("$bin" --version)" = "$release" ] || die "the binary says $("$bin" --version), VERSION says $release: run scripts/generate.sh"
 if ldd "$bin" | grep -Ei 'swift|foundation|dispatch|BlocksRuntime|icu'; then
     die "the binary still links a Swift runtime library (above)"
 fi
@@ -29,7 +32,7 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
 doc="$root/usr/share/doc/wimz-relay"
 install -d -m 0755 "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/wimz-relay/migrations" "$doc" \
-    "$root/usr/share/man/man8" "$root/lib/systemd/system" "$root/etc/wimz-relay" "$root/usr/share/lintian/overrides"
+    "$root/usr/share/man/man8" "$root/usr/sbin" "$root/lib/systemd/system" "$root/etc/wimz-relay" "$root/usr/share/lintian/overrides"
 
 # The binary, stripped as dh_strip strips an executable; its symbols kept beside the package.
 install -m 0755 "$bin" "$root/usr/bin/wimz-relay"
@@ -41,6 +44,7 @@ install -m 0644 systemd/wimz-relay.service systemd/wimz-relay@.service systemd/w
     systemd/wimz-relay-backup.timer "$root/lib/systemd/system/"
 install -D -m 0755 deploy/backup/wimz-relay-backup "$root/usr/lib/wimz-relay/wimz-relay-backup"
 install -D -m 0755 deploy/certbot/wimz-relay-deploy-hook "$root/usr/lib/wimz-relay/wimz-relay-deploy-hook"
+install -D -m 0755 deploy/wimz-relay-setup "$root/usr/sbin/wimz-relay-setup"
 install -m 0644 systemd/wimz-relay.env.example "$root/etc/wimz-relay/wimz-relay.env"
 install -m 0644 README.md CHANGELOG.md docs/*.md docs/openapi.json "$doc/"
 install -m 0644 systemd/wimz-relay.env.example "$doc/wimz-relay.env.example"
@@ -64,7 +68,9 @@ printf 'wimz-relay (%s) bookworm; urgency=medium\n\n  * Release %s; what changed
     "$version" "$version" "$(sed -n 's/^Maintainer: //p' deploy/debian/control)" "$(LC_ALL=C date -u -R -d "@$epoch")" \
     | gzip -9n > "$doc/changelog.gz"
 python3 scripts/manpage.py "$root/usr/bin/wimz-relay" "$version" "$epoch" | gzip -9n > "$root/usr/share/man/man8/wimz-relay.8.gz"
-chmod 0644 "$doc/changelog.gz" "$root/usr/share/man/man8/wimz-relay.8.gz"
+sed "s/^\.TH \(.*\) \"\" \"wimz-relay\"/.TH \1 \"$(LC_ALL=C date -u -d "@$epoch" +%Y-%m-%d)\" \"wimz-relay $version\"/" deploy/wimz-relay-setup.8 \
+    | gzip -9n > "$root/usr/share/man/man8/wimz-relay-setup.8.gz"
+chmod 0644 "$doc/changelog.gz" "$root/usr/share/man/man8/wimz-relay.8.gz" "$root/usr/share/man/man8/wimz-relay-setup.8.gz"
 
 # Depends: the binary's libraries as dpkg-shlibdeps resolves them to packages and versions, plus
 # what the binary loads without linking it (libwebsockets' libev event-loop plugin, dlopen'ed),

@@ -62,6 +62,23 @@ public struct SchemaStatus: Sendable, Equatable {
     public var isCurrent: Bool { pending.isEmpty }
 }
 
+/// The oldest release that may serve the schema, as its migrations recorded it (`release_floor`).
+public struct ReleaseFloor: Sendable, Equatable {
+    public var oldestRelease: ReleaseVersion
+    /// The migration that set it, and why an older release must not serve the schema.
+    public var migration: Int
+    public var reason: String
+
+    /// What `release` must be told when it may not serve the schema; nil when it may.
+    public func refusal(for release: ReleaseVersion) -> String? {
+        guard release < oldestRelease else { return nil }
+        return "this is wimz-relay \(release), but the database's schema needs \(oldestRelease) or newer "
+            + "(migration \(migration), \(reason)). Install \(oldestRelease) or newer again, or restore the "
+            + "backup taken before the upgrade into a fresh database and point this release at it "
+            + "(docs/operations.md \"Roll back\")"
+    }
+}
+
 /// Applies pending migrations in order, each in its own transaction, under an advisory lock
 /// so concurrent runners (two nodes' `ExecStartPre`) serialise instead of racing.
 public struct Migrator: Sendable {
@@ -110,6 +127,17 @@ public struct Migrator: Sendable {
             applied: applied.keys.sorted(),
             pending: migrations.map(\.version).filter { applied[$0] == nil },
             unknown: applied.keys.filter { !known.contains($0) }.sorted())
+    }
+
+    /// The schema's release floor; nil before migration 0012 made one.
+    public func releaseFloor(_ db: PGConnection) throws -> ReleaseFloor? {
+        guard try db.execute("SELECT to_regclass('release_floor') IS NOT NULL").first?[0] == "t",
+              let row = try db.execute("SELECT oldest_release, migration, reason FROM release_floor").first
+        else { return nil }
+        guard let release = row[0].flatMap({ ReleaseVersion($0) }), let migration = row[1].flatMap({ Int($0) }) else {
+            throw StoreError(.schema, "release_floor holds \(row[0] ?? "null") / \(row[1] ?? "null"), not a release and a migration")
+        }
+        return ReleaseFloor(oldestRelease: release, migration: migration, reason: row[2] ?? "")
     }
 
     private func appliedChecksums(_ db: PGConnection) throws -> [Int: String] {

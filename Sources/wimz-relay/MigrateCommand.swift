@@ -1,4 +1,5 @@
 import ArgumentParser
+import RelayCore
 import RelayStore
 
 struct Migrate: ParsableCommand {
@@ -10,6 +11,10 @@ struct Migrate: ParsableCommand {
     func run() throws {
         let migrator = try database.migrator()
         let db = try database.connect()
+        // A release older than the schema's floor touches nothing (docs/operations.md "Roll back").
+        if let refusal = try storeCall({ try migrator.releaseFloor(db) })?.refusal(for: .current) {
+            throw CLIError(refusal)
+        }
         let applied = try storeCall { try migrator.migrate(db) }
         for migration in applied { print("applied \(String(format: "%04d", migration.version))_\(migration.name)") }
         let status = try storeCall { try migrator.status(db) }

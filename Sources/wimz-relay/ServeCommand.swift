@@ -24,6 +24,7 @@ struct Serve: ParsableCommand {
         RelayLogging.bootstrap(level: config.logLevel)
         let log = Logger(label: "wimz.serve")
         let migrator = Migrator(migrations: try Migration.load(from: config.migrationsDirectory))
+        try refuseANewerSchema(config: config, migrator: migrator)
 
         // Signals go to one watcher thread; block them before any other thread exists.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM, SIGHUP])
@@ -50,6 +51,14 @@ struct Serve: ParsableCommand {
             }
         }
         server.run()
+    }
+
+    /// A release older than the schema's floor does not serve (docs/operations.md "Roll back"). A
+    /// database that can't be reached now is not a refusal: the store monitor waits for it.
+    func refuseANewerSchema(config: RelayConfiguration, migrator: Migrator) throws {
+        guard let db = try? PGConnection(conninfo: config.databaseURL),
+              let floor = try? migrator.releaseFloor(db) else { return }
+        if let refusal = floor.refusal(for: .current) { throw CLIError(refusal) }
     }
 
     /// The table's configuration from the command line and the environment, the migrations

@@ -31,6 +31,24 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "VERSION").read_text().strip()
 
 
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def expected_package_version() -> str:
+    """VERSION on the commit tagged with it; between releases VERSION~dev.N+gHASH, N the commits so
+    far, so that apt upgrades from one development build to the next and on to the release."""
+    head = git("rev-parse", "HEAD")
+    tagged = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"refs/tags/{VERSION}^{{commit}}"],
+                            capture_output=True, text=True).stdout.strip()
+    if tagged == head:
+        return VERSION
+    return f"{VERSION}~dev.{git('rev-list', '--count', 'HEAD')}+g{git('rev-parse', '--short=10', 'HEAD')}"
+
+
+PACKAGE_VERSION = expected_package_version()
+
+
 def deb_path() -> Path:
     return Path(os.environ["WIMZ_DEB"]).resolve()
 
@@ -99,15 +117,25 @@ def test_the_root_has_no_swift_and_the_binary_links_none(debian):
 def test_the_package_says_what_it_is(debian):
     fields = {f: subprocess.run(["dpkg-deb", "-f", str(deb_path()), f], capture_output=True, text=True).stdout.strip()
               for f in ("Package", "Version", "Architecture", "Depends")}
-    assert fields["Package"] == "wimz-relay" and fields["Version"] == VERSION
-    assert deb_path().name == f"wimz-relay_{VERSION}_{fields['Architecture']}.deb"
+    assert fields["Package"] == "wimz-relay" and fields["Version"] == PACKAGE_VERSION
+    assert deb_path().name == f"wimz-relay_{PACKAGE_VERSION}_{fields['Architecture']}.deb"
     depends = [d.strip().split()[0] for d in fields["Depends"].split(",")]
     for needed in ("libwebsockets17", "libwebsockets-evlib-ev", "libpq5", "libssl3", "libc6", "adduser", "procps"):
         assert needed in depends, fields["Depends"]
     assert not any("swift" in d for d in depends)
     status = debian.run("dpkg-query", "-s", "wimz-relay").stdout
-    assert "Status: install ok installed" in status and f"Version: {VERSION}" in status
+    assert "Status: install ok installed" in status and f"Version: {PACKAGE_VERSION}\n" in status
     assert re.search(r"^Conffiles:\n /etc/wimz-relay/wimz-relay.env [0-9a-f]{32}$", status, re.M), status
+
+
+def test_development_builds_upgrade_in_order():
+    # What apt sees across a release cycle: each development build after the one before, the
+    # release after all of them, the next cycle's builds after the release.
+    order = ["1.0.0", "1.1.0~dev.390+g0123456789", "1.1.0~dev.391+gfedcba9876", "1.1.0", "1.1.0+upgrade1",
+             "1.2.0~dev.392+g00aa00aa00", "1.2.0"]
+    for older, newer in zip(order, order[1:]):
+        assert subprocess.run(["dpkg", "--compare-versions", older, "lt", newer]).returncode == 0, (older, newer)
+    assert re.fullmatch(re.escape(VERSION) + r"(~dev\.\d+\+g[0-9a-f]{10})?", PACKAGE_VERSION), PACKAGE_VERSION
 
 
 def test_files_owners_and_modes(debian):
@@ -115,6 +143,8 @@ def test_files_owners_and_modes(debian):
         "/usr/bin/wimz-relay": ("root", "root", "755"),
         "/usr/lib/wimz-relay/wimz-relay-backup": ("root", "root", "755"),
         "/usr/lib/wimz-relay/wimz-relay-deploy-hook": ("root", "root", "755"),
+        "/usr/sbin/wimz-relay-setup": ("root", "root", "755"),
+        "/usr/share/man/man8/wimz-relay-setup.8.gz": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay-backup.service": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay-backup.timer": ("root", "root", "644"),
         "/lib/systemd/system/wimz-relay.service": ("root", "root", "644"),
@@ -146,7 +176,7 @@ def test_files_owners_and_modes(debian):
     with gzip.open(debian.file("/usr/share/man/man8/wimz-relay.8.gz"), "rt") as page:
         assert "wimz\\-relay token issue" in page.read()
     with gzip.open(debian.file("/usr/share/doc/wimz-relay/changelog.gz"), "rt") as log:
-        assert log.readline().startswith(f"wimz-relay ({VERSION})")
+        assert log.readline().startswith(f"wimz-relay ({PACKAGE_VERSION})")
 
 
 def test_the_units_verify_and_reload_with_sighup(debian):
@@ -364,7 +394,7 @@ class TestServedFromThePackage:
 
 
 def _later_version(debian: DebianRoot, tmp_path: Path, suffix: str, new_setting: str | None = None) -> str:
-    """The package as version VERSION+suffix (its env file with ``new_setting`` added), copied into
+    """The package as version PACKAGE_VERSION+suffix (its env file with ``new_setting`` added), copied into
     the root; its path there."""
     unpacked = tmp_path / suffix
     subprocess.run(["dpkg-deb", "-R", str(deb_path()), str(unpacked)], check=True)
@@ -372,8 +402,8 @@ def _later_version(debian: DebianRoot, tmp_path: Path, suffix: str, new_setting:
         shipped = unpacked / "etc/wimz-relay/wimz-relay.env"
         shipped.write_text(shipped.read_text() + new_setting + "\n")
     control = unpacked / "DEBIAN/control"
-    control.write_text(control.read_text().replace(f"Version: {VERSION}\n", f"Version: {VERSION}+{suffix}\n"))
-    name = f"/tmp/wimz-relay_{VERSION}+{suffix}.deb"
+    control.write_text(control.read_text().replace(f"Version: {PACKAGE_VERSION}\n", f"Version: {PACKAGE_VERSION}+{suffix}\n"))
+    name = f"/tmp/wimz-relay_{PACKAGE_VERSION}+{suffix}.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "-b", str(unpacked), str(debian.file(name))],
                    check=True, capture_output=True)
     return name
@@ -386,7 +416,7 @@ def test_an_upgrade_keeps_the_configuration_and_restarts_only_when_asked(debian,
     systemctl_calls(debian)
 
     upgraded = debian.run("apt-get", "install", "-y", "-q", _later_version(debian, tmp_path, "upgrade1"))
-    assert f"Version: {VERSION}+upgrade1" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
+    assert f"Version: {PACKAGE_VERSION}+upgrade1" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
     assert env_file.read_text().endswith("WIMZ_LOG_LEVEL=debug\n"), "the operator's env file was replaced"
     assert debian.file("/etc/wimz-relay/admin-token").read_text() == token_before, "a new admin token on upgrade"
     assert debian.stat("/etc/wimz-relay/wimz-relay.env") == ("root", "wimz-relay", "640")
@@ -401,7 +431,7 @@ def test_an_upgrade_keeps_the_configuration_and_restarts_only_when_asked(debian,
     # This one ships a changed env file: the operator's stays, the new one lands beside it.
     debian.run("bash", "/tmp/deploy/install.sh", _later_version(debian, tmp_path, "upgrade2", "#WIMZ_NEW_SETTING="),
                "--restart")
-    assert f"Version: {VERSION}+upgrade2" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
+    assert f"Version: {PACKAGE_VERSION}+upgrade2" in debian.run("dpkg-query", "-s", "wimz-relay").stdout
     assert env_file.read_text().endswith("WIMZ_LOG_LEVEL=debug\n"), "the operator's env file was replaced"
     assert debian.file("/etc/wimz-relay/wimz-relay.env.dpkg-dist").read_text().endswith("#WIMZ_NEW_SETTING=\n")
     calls = systemctl_calls(debian)

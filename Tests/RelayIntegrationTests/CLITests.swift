@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import RelayCore
 import RelayTestSupport
 
 /// The operator CLI, run as a real process against a real database.
@@ -82,6 +83,33 @@ import RelayTestSupport
         #expect(second.status == 0 && !second.stdout.contains("applied 0001"))
     }
 
+    /// A release older than the schema's floor (a roll back past a migration that raised it)
+    /// neither migrates nor serves: it says which release it is, which the schema needs, and the
+    /// way back. The household's migration set the floor to 1.1.0.
+    @Test func aReleaseOlderThanTheSchemaFloorRefusesToMigrateOrServe() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        #expect(try db.execute("SELECT oldest_release, migration FROM release_floor").rows == [["1.1.0", "10"]])
+        #expect(try Subprocess.cli(["migrate"], databaseURL: database.url).status == 0, "this release may serve it")
+
+        // As a later release's migration would raise it.
+        try db.execute("UPDATE release_floor SET oldest_release = '99.0.0', migration = 99, reason = 'a test''s reason'")
+        let applied = try db.execute("SELECT count(*) FROM schema_migrations").first?[0]
+        let migrate = try Subprocess.cli(["migrate"], databaseURL: database.url)
+        let serve = try Subprocess.run(["/usr/bin/timeout", "30", TestEnvironment.relayBinary, "serve"], environment: [
+            "WIMZ_DATABASE_URL": database.url, "WIMZ_MIGRATIONS_DIR": TestEnvironment.migrationsDirectory,
+            "WIMZ_LISTEN": "127.0.0.1:0"])
+        for refused in [migrate, serve] {
+            #expect(refused.status == 1, "exit \(refused.status): \(refused.stderr.suffix(300))")
+            for words in ["this is wimz-relay \(RelayVersion.current)", "needs 99.0.0 or newer", "migration 99, a test's reason",
+                          "restore the backup taken before the upgrade"] {
+                #expect(refused.stderr.contains(words), "\(words) in \(refused.stderr.suffix(400))")
+            }
+        }
+        #expect(try db.execute("SELECT count(*) FROM schema_migrations").first?[0] == applied)
+    }
+
     @Test func helpDocumentsEveryCommandAndSetting() throws {
         let top = try Subprocess.cli(["--help"], databaseURL: nil)
         for command in ["serve", "migrate", "device", "token"] { #expect(top.stdout.contains(command)) }
@@ -127,11 +155,19 @@ import RelayTestSupport
         #expect(printed.status == 0 && printed.stdout == version + "\n", "\(printed.stdout)")
         let python = try String(contentsOf: root.appendingPathComponent("clients/python/wimz_robot/_version.py"), encoding: .utf8)
         #expect(python.contains("__version__ = \"\(version)\""), "run scripts/generate.sh")
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        #expect(readme.contains("from: \"\(version)\")"), "run scripts/generate.sh")
         let openAPI = try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent("docs/openapi.json")))
         #expect(((openAPI as? [String: Any])?["info"] as? [String: Any])?["version"] as? String == version, "run scripts/generate.sh")
+        // CHANGELOG's newest heading is VERSION's (dated once released); the README's SwiftPM line
+        // names the newest dated one, a release whose tag SwiftPM can resolve.
         let changelog = try String(contentsOf: root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
-        #expect(changelog.contains("## \(version) "), "CHANGELOG.md has no entry for \(version)")
+        let headings = changelog.split(separator: "\n").filter { $0.hasPrefix("## ") }.map { String($0.dropFirst(3)) }
+        #expect(headings.first?.hasPrefix(version + " ") == true, "CHANGELOG.md's newest entry is not \(version): \(headings.first ?? "none")")
+        let released = headings.compactMap { heading -> String? in
+            let parts = heading.split(separator: " ")
+            guard parts.count == 3, parts[1] == "—", parts[2].count == 10, ReleaseVersion(parts[0]) != nil else { return nil }
+            return String(parts[0])
+        }
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(released.first.map { readme.contains("from: \"\($0)\")") } == true, "run scripts/generate.sh")
     }
 }

@@ -1,0 +1,110 @@
+#!/bin/sh
+# systemctl for the runbook's Debian root, where systemd can't run as PID 1: it runs the units'
+# own commands as their unit files say (User=, EnvironmentFile=, Environment=, StateDirectory=,
+# ExecStartPre=, ExecStart=), Type=oneshot in the foreground, others in the background. A
+# Type=notify unit counts as started once it answers /readyz on its WIMZ_LISTEN (what its READY=1
+# means), or fails when its process exits first. PostgreSQL's units start Debian's clusters with
+# pg_ctlcluster, as postgresql@.service does. Every call is logged in /var/log/systemctl-calls.
+echo "${DPKG_MAINTSCRIPT_PACKAGE:-none} ${DPKG_MAINTSCRIPT_NAME:-none}: $*" >> /var/log/systemctl-calls
+
+state=/run/systemctl-stand-in
+mkdir -p "$state"
+
+unit_file() {
+    for dir in /etc/systemd/system /lib/systemd/system; do
+        [ -f "$dir/$1" ] && { echo "$dir/$1"; return 0; }
+    done
+    return 1
+}
+
+# setting FILE KEY: the values of KEY= in FILE's [Service] section, one a line.
+setting() { sed -n "s/^$2=//p" "$1"; }
+
+running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
+
+# as_unit FILE COMMAND: COMMAND as the unit's user with the unit's environment.
+as_unit() {
+    file=$1 command=$2
+    user=$(setting "$file" User | tail -n 1)
+    script='set -a'
+    for env_file in $(setting "$file" EnvironmentFile); do
+        case "$env_file" in -*) env_file=${env_file#-}; [ -r "$env_file" ] || continue ;; esac
+        script="$script; . $env_file"
+    done
+    for assignment in $(setting "$file" Environment); do script="$script; export $assignment"; done
+    script="$script; set +a; exec $command"
+    runuser -u "${user:-root}" -- sh -c "$script"
+}
+
+start() {
+    unit=$1
+    case "$unit" in
+        postgresql*)
+            pg_lsclusters -h | while read -r version cluster _; do pg_ctlcluster "$version" "$cluster" start || true; done
+            return 0 ;;
+    esac
+    case "$unit" in *.service) ;; *.timer|*.target|*.socket) return 0 ;; *) unit="$unit.service" ;; esac
+    file=$(unit_file "$unit") || { echo "systemctl: unit $unit not found" >&2; return 5; }
+    running "$unit" && return 0
+    user=$(setting "$file" User | tail -n 1)
+    for directory in $(setting "$file" StateDirectory); do
+        install -d -o "${user:-root}" -g "${user:-root}" -m 0750 "/var/lib/$directory"
+    done
+    for command in "$(setting "$file" ExecStartPre)"; do
+        [ -z "$command" ] || as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 \
+            || { echo "systemctl: $unit: ExecStartPre failed (/var/log/$unit.log)" >&2; return 1; }
+    done
+    command=$(setting "$file" ExecStart)
+    if [ "$(setting "$file" Type)" = oneshot ]; then
+        as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 || { echo "systemctl: $unit failed (/var/log/$unit.log)" >&2; return 1; }
+        return 0
+    fi
+    as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 &
+    echo $! > "$state/$unit.pid"
+    if [ "$(setting "$file" Type)" = notify ]; then
+        listen=$(sed -n 's/^WIMZ_LISTEN=//p' /etc/wimz-relay/wimz-relay.env | tail -n 1)
+        for _ in $(seq 300); do
+            running "$unit" || { echo "systemctl: $unit exited (/var/log/$unit.log)" >&2; tail -n 5 "/var/log/$unit.log" >&2; return 1; }
+            curl -sf "http://${listen:-127.0.0.1:8080}/readyz" >/dev/null 2>&1 && return 0
+            sleep 0.1
+        done
+        echo "systemctl: $unit did not become ready" >&2
+        return 1
+    fi
+}
+
+stop() {
+    unit=$1
+    case "$unit" in *.service) ;; *) unit="$unit.service" ;; esac
+    running "$unit" || return 0
+    pid=$(cat "$state/$unit.pid")
+    # The unit's main process is runuser's child; KillMode=mixed sends SIGTERM to the main one.
+    pkill -TERM -P "$pid" 2>/dev/null || kill -TERM "$pid"
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$state/$unit.pid"
+}
+
+verb=
+now=0
+units=
+for word in "$@"; do
+    case "$word" in
+        --now) now=1 ;;
+        -*) ;;
+        *) if [ -z "$verb" ]; then verb=$word; else units="$units $word"; fi ;;
+    esac
+done
+status=0
+case "$verb" in
+    start) for u in $units; do start "$u" || status=$?; done ;;
+    enable) [ "$now" = 0 ] || for u in $units; do start "$u" || status=$?; done ;;
+    stop|kill) for u in $units; do stop "$u"; done ;;
+    disable) [ "$now" = 0 ] || for u in $units; do stop "$u"; done ;;
+    restart|try-restart) for u in $units; do stop "$u"; start "$u" || status=$?; done ;;
+    is-active) for u in $units; do running "$u" || running "$u.service" || status=3; done ;;
+    is-enabled) echo disabled; status=1 ;;
+    list-units) for f in "$state"/wimz-relay*.pid; do [ -f "$f" ] && running "$(basename "$f" .pid)" &&
+                    echo "$(basename "$f" .pid) loaded active running"; done ;;
+    *) ;;  # daemon-reload, reload, preset, mask…: nothing to do without systemd
+esac
+exit "$status"
