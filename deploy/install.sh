@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs (or upgrades to) the wimz-relay Debian package on this server, and nothing else:
-#   sudo deploy/install.sh [PACKAGE.deb] [--database-admin-url URL] [--restart] [--start]
+#   sudo deploy/install.sh [PACKAGE.deb] [--database] [--restart] [--start]
 # PACKAGE.deb: a package built elsewhere (scripts/package.sh); without one, it is built here
 # first (which needs the Swift toolchain and the build's -dev packages on this machine: better
 # built once on a build host and copied to every node). apt-get installs it with its
 # dependencies; the package's maintainer scripts create the service user and enable nothing.
-#   --database-admin-url URL  also create the database role wimz_relay and the database wimz
-#                             (a PostgreSQL superuser's conninfo) and write the URL into the env file
+#   --database                then run the package's `wimz-relay-setup database`: the roles and the
+#                             database on this host's PostgreSQL, the URL in the env file (for a
+#                             database elsewhere run wimz-relay-setup yourself: man wimz-relay-setup)
 #   --restart                 on an upgrade, restart the running instances one at a time
 #                             (WIMZ_RESTART_ON_UPGRADE=yes for the package's postinst)
 #   --start                   enable and start wimz-relay.service after installing
@@ -19,12 +20,13 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 deb=
-admin_url=
+database=0
 restart=no
 start=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --database-admin-url) admin_url=$2; shift 2 ;;
+        --database) database=1; shift ;;
+        --database-admin-url) die "--database-admin-url is gone: --database, or wimz-relay-setup database --admin-url (man wimz-relay-setup)" ;;
         --restart) restart=yes; shift ;;
         --start) start=1; shift ;;
         --prefix|--no-start) die "$1 is gone: the package installs into /usr and starts nothing unless --start" ;;
@@ -49,20 +51,8 @@ DEBIAN_FRONTEND=noninteractive WIMZ_RESTART_ON_UPGRADE=$restart apt-get install 
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$deb"
 
 env_file=/etc/wimz-relay/wimz-relay.env
-if [ -n "$admin_url" ]; then
-    say "creating the database role and database (the password is written to $env_file)"
-    command -v psql >/dev/null || die "psql is missing (package postgresql-client)"
-    password=$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32)
-    psql "$admin_url" -v ON_ERROR_STOP=1 -q <<SQL
-DO \$\$ BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'wimz_relay') THEN CREATE ROLE wimz_relay LOGIN; END IF;
-END \$\$;
-ALTER ROLE wimz_relay PASSWORD '$password';
-SQL
-    psql "$admin_url" -qtAc "SELECT 1 FROM pg_database WHERE datname = 'wimz'" | grep -q 1 \
-        || psql "$admin_url" -qc "CREATE DATABASE wimz OWNER wimz_relay"
-    host=$(psql "$admin_url" -qtAc "SELECT coalesce(inet_server_addr()::text, 'localhost')")
-    sed -i "s|^WIMZ_DATABASE_URL=.*|WIMZ_DATABASE_URL=postgresql://wimz_relay:$password@$host/wimz|" "$env_file"
+if [ "$database" -eq 1 ]; then
+    wimz-relay-setup database
 fi
 
 if [ "$start" -eq 1 ]; then

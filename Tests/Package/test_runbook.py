@@ -1,0 +1,222 @@
+"""docs/operations.md's runbook, run as it is written, on a clean Debian 12 root with Debian's own
+PostgreSQL 15 as it installs (peer authentication on the local socket, scram over TCP): install,
+the first device, a backup, the database lost and restored onto a fresh server, an upgrade to a
+release whose migration alters tables as the service role, and a roll back.
+
+Every block of the page marked `<!-- runbook: NAME -->` is read from the Markdown, so a change to
+the docs changes what runs here; each command runs in the root exactly as written but for these
+stand-ins, which the page states too:
+- `sudo CMD` runs CMD as root, `sudo -u USER CMD` as `runuser -u USER -- CMD` (the root has no sudo);
+- systemd can't be PID 1 here: `systemctl` is Tests/Package/systemctl-stand-in.sh, which runs
+  the units' own commands as their unit files say (and starts Debian's clusters for PostgreSQL);
+- apt-get asks before it installs dependencies: the root's apt answers yes (APT::Get::Assume-Yes);
+- `sudoedit` opens an editor: the settings this test needs are already right (the setup wrote
+  WIMZ_DATABASE_URL; the example's TURN URLs serve), so it is skipped;
+- the `.deb` and the dump a block names stand for the package under test and the backup made;
+- the root runs in a network namespace of its own (its PostgreSQL on 5432 and relay on 8080 meet
+  nothing of the host's), so the packages its `apt-get install` lines need are downloaded into
+  its apt cache first, over the host's network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from debian_root import DebianRoot
+from test_deb import PACKAGE_VERSION, deb_path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNBOOK = ROOT / "docs" / "operations.md"
+STAND_IN = Path(__file__).with_name("systemctl-stand-in.sh")
+
+
+def runbook_blocks(text: str) -> dict[str, list[str]]:
+    """NAME → the commands of each ```sh block under a `<!-- runbook: NAME -->` line: continuation
+    lines joined, comment lines dropped, a trailing comment (two spaces, then #) cut off."""
+    blocks: dict[str, list[str]] = {}
+    for name, body in re.findall(r"^<!-- runbook: ([\w ]+) -->\n```sh\n(.*?)^```$", text, re.M | re.S):
+        commands: list[str] = []
+        for line in body.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s{2,}#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(line)
+        blocks[name] = commands
+    return blocks
+
+
+def test_the_runbook_reader_reads_blocks_as_written():
+    text = ("<!-- runbook: demo -->\n```sh\nsudo a --x 'q # not a comment'  # a comment\n"
+            "# a comment line\nb \\\n    --long\n```\n<!-- runbook: other -->\n```sh\nc\n```\n")
+    assert runbook_blocks(text) == {"demo": ["sudo a --x 'q # not a comment'", "b      --long"], "other": ["c"]}
+    assert set(runbook_blocks(RUNBOOK.read_text())) >= {"install", "first device", "backup", "restore", "upgrade",
+                                                        "roll back"}
+
+
+class RunbookHost:
+    """A Debian 12 root in a network namespace of its own, systemctl stood in for."""
+
+    def __init__(self, base: Path) -> None:
+        self.netns = f"wimz-runbook-{secrets.token_hex(3)}"
+        subprocess.run(["ip", "netns", "add", self.netns], check=True)
+        subprocess.run(["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"], check=True)
+        self.root, seconds = DebianRoot.bootstrap(base / "runbook-root")
+        print(f"debootstrap of a Debian 12 minbase root: {seconds:.0f} s")
+        self.root.file("/run/systemd/system").mkdir(parents=True)
+        stand_in = self.root.file("/usr/sbin/systemctl")
+        stand_in.write_bytes(STAND_IN.read_bytes())
+        stand_in.chmod(0o755)
+        self.root.file("/etc/apt/apt.conf.d/90runbook-answers-yes").write_text('APT::Get::Assume-Yes "true";\n')
+        self.deb = f"/root/{deb_path().name}"
+        self.root.file(self.deb).write_bytes(deb_path().read_bytes())
+        # Over the host's network, once: what the runbook's apt-get lines will install, and curl.
+        self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql")
+        self.root.run("apt-get", "install", "-y", "-q", "curl")
+
+    def run(self, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``command`` through sh in the root, inside the namespace, as root, from /root."""
+        argv = ["ip", "netns", "exec", self.netns, *self.root.command("sh", "-c", f"cd /root && {command}")]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
+                                 + self.logs())
+        return done
+
+    def logs(self) -> str:
+        log = self.root.file("/var/log/wimz-relay.service.log")
+        return "relay log:\n" + (log.read_text()[-3000:] if log.exists() else "(none)")
+
+    def cli(self, arguments: str) -> str:
+        """The CLI as the service, the way the runbook's blocks call it."""
+        return self.run(f"runuser -u wimz-relay -- sh -c 'set -a; . /etc/wimz-relay/wimz-relay.env; exec wimz-relay {arguments}'").stdout
+
+    def psql(self, sql: str) -> str:
+        return self.run(f"runuser -u postgres -- psql -X -qtA -d wimz -c {shlex.quote(sql)}").stdout.strip()
+
+    def pair(self, device: str, robot_token: str, app_token: str) -> dict:
+        """A robot and an app paired through the root's relay (a client inside the namespace)."""
+        script = ("import asyncio, json, sys; from test_deb import _pair; "
+                  "print(json.dumps(asyncio.run(_pair('http://127.0.0.1:8080', *sys.argv[1:]))))")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(ROOT / "Tests/testkit")]))
+        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script, device, robot_token,
+                               app_token], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def close(self) -> None:
+        # Whatever runs from the root (the relay, PostgreSQL) goes with it.
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    if os.readlink(proc / "root") == str(self.root.path):
+                        os.kill(int(proc.name), 9)
+                except OSError:
+                    pass
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    base = Path(os.environ.get("WIMZ_TEST_WORKDIR") or tmp_path_factory.mktemp("runbook"))
+    made = RunbookHost(base)
+    yield made
+    made.close()
+
+
+def run_block(host: RunbookHost, name: str, deb: str | None = None, dump: str | None = None) -> list[str]:
+    """Runs the runbook's block NAME as written (with the stand-ins of this module's docstring);
+    each command's output."""
+    outputs = []
+    for command in runbook_blocks(RUNBOOK.read_text())[name]:
+        if command.startswith("sudoedit "):
+            continue
+        command = re.sub(r"^sudo -u (\S+) ", r"runuser -u \1 -- ", command)
+        command = re.sub(r"^sudo ", "", command)
+        command = re.sub(r"\./wimz-relay_\S+_amd64\.deb", deb or host.deb, command)
+        if dump:
+            command = re.sub(r"\bwimz-\d{8}T\d{6}Z\.dump\b", dump, command)
+        done = host.run(command)
+        if command.startswith("curl") and "/readyz" in command:
+            assert json.loads(done.stdout) == {"status": "ready"}, done.stdout
+        outputs.append(done.stdout)
+    return outputs
+
+
+def test_install_then_the_first_device_pairs(host):
+    run_block(host, "install")
+    # Debian's PostgreSQL as it installed: root is not let in over the local socket (peer).
+    refused = host.run("psql -X -d postgres -c 'SELECT 1'", check=False)
+    assert refused.returncode != 0 and "authentication failed" in refused.stderr, refused.stderr
+    url = re.search(r"^WIMZ_DATABASE_URL=(.*)$", host.root.file("/etc/wimz-relay/wimz-relay.env").read_text(), re.M)[1]
+    assert re.fullmatch(r"postgresql://wimz_relay:[A-Za-z0-9]{32}@localhost/wimz", url), url
+    assert host.root.stat("/etc/wimz-relay/coturn-userdb") == ("root", "root", "600")
+    assert host.psql("SELECT has_table_privilege('coturn', 'turn_secret', 'SELECT'), "
+                     "has_table_privilege('coturn', 'tokens', 'SELECT')") == "t|f"
+    outputs = run_block(host, "first device")
+    host.tokens = {"robot": outputs[1].split()[-1], "app": outputs[2].split()[-1]}  # type: ignore[attr-defined]
+    assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
+
+
+def test_the_database_lost_is_restored_from_the_backup_onto_a_fresh_server(host):
+    run_block(host, "backup")
+    dumps = sorted(host.root.file("/var/lib/wimz-relay/backups").glob("wimz-*.dump"))
+    assert len(dumps) == 1 and dumps[0].read_bytes()[:5] == b"PGDMP", dumps
+    password_before = host.root.file("/etc/wimz-relay/wimz-relay.env").read_text()
+
+    # The database server is lost: its cluster, roles and package gone. The relay host keeps its
+    # env file (WIMZ_DATABASE_URL and its password) and the backup.
+    host.run("pg_dropcluster --stop 15 main && apt-get purge -y -q postgresql postgresql-15 && rm -rf /var/lib/postgresql/15")
+    assert host.run("curl -s http://127.0.0.1:8080/readyz", check=False).stdout != '{"status":"ready"}'
+
+    run_block(host, "restore", dump=f"/var/lib/wimz-relay/backups/{dumps[0].name}")
+    assert host.root.file("/etc/wimz-relay/wimz-relay.env").read_text() == password_before, "the password moved"
+    # Everything the relay migrates is its own again, not postgres's.
+    assert host.psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner <> 'wimz_relay'") == "0"
+    assert host.psql("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                     "WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> 'wimz_relay'") == "0"
+    assert host.psql("SELECT has_table_privilege('coturn', 'turn_secret', 'SELECT')") == "t"
+    # The old tokens pair on the restored database.
+    assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
+
+
+def _next_release(host: RunbookHost, tmp_path: Path) -> str:
+    """The package as the next release (PACKAGE_VERSION+next) whose migration alters tables, drops
+    and makes a trigger and replaces a function, as later releases' migrations do; its path in the root."""
+    unpacked = tmp_path / "next"
+    subprocess.run(["dpkg-deb", "-R", str(deb_path()), str(unpacked)], check=True)
+    (unpacked / "usr/share/wimz-relay/migrations/0999_next_release.sql").write_text(
+        "ALTER TABLE devices ADD COLUMN next_release_note text;\n"
+        "ALTER TABLE tokens ALTER COLUMN label SET DEFAULT '';\n"
+        "DROP TRIGGER devices_notify ON devices;\n"
+        "CREATE TRIGGER devices_notify AFTER INSERT OR UPDATE OF disabled_at ON devices\n"
+        "    FOR EACH ROW EXECUTE FUNCTION wimz_notify_device();\n"
+        "ALTER FUNCTION wimz_notify_device() SET search_path = public;\n"
+        "CREATE TABLE next_release_table (id bigint PRIMARY KEY);\n")
+    control = unpacked / "DEBIAN/control"
+    control.write_text(control.read_text().replace(f"Version: {PACKAGE_VERSION}\n", f"Version: {PACKAGE_VERSION}+next\n"))
+    name = f"/root/wimz-relay_{PACKAGE_VERSION}+next_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "-b", str(unpacked), str(host.root.file(name))],
+                   check=True, capture_output=True)
+    return name
+
+
+def test_an_upgrade_migrates_as_the_service_role_and_a_roll_back_serves_on(host, tmp_path):
+    run_block(host, "upgrade", deb=_next_release(host, tmp_path))
+    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == f"{PACKAGE_VERSION}+next"
+    assert host.psql("SELECT version FROM schema_migrations ORDER BY version DESC LIMIT 1") == "999"
+    assert host.psql("SELECT tableowner FROM pg_tables WHERE tablename = 'next_release_table'") == "wimz_relay"
+    assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
+
+    # Back to the release before: it serves the newer schema, whose floor it meets.
+    run_block(host, "roll back")
+    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == PACKAGE_VERSION
+    assert "999" in host.cli("migrate")  # "…migrations this binary does not know: [999]"
+    assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
