@@ -1,9 +1,10 @@
 """Certificates by ACME, end to end against pebble (Debian's ACME test server, its CA trusted only
 inside this test): HAProxy as deploy/haproxy/haproxy.cfg ships it, certbot (Debian's) answering the
-HTTP-01 challenge behind HAProxy's port 80, and deploy/certbot/wimz-relay-deploy-hook handing the
-certificate to HAProxy and coturn. First issuance, a forced renewal, TLS clients seeing each new
-certificate through HAProxy and coturn, and a WebSocket opened before the renewal still delivering
-events after it. Port 80 serves the challenge and nothing else."""
+HTTP-01 challenge behind HAProxy's port 80, and deploy/certbot/wimz-relay-deploy-hook handing each
+certificate to where its name belongs: the API's to HAProxy, the TURN host's to coturn, two
+lineages on one host. Issuance of both, a forced renewal of each leaving the other in place, TLS
+clients seeing each new certificate through HAProxy and coturn, and a WebSocket opened before the
+renewals still delivering events after them. Port 80 serves the challenge and nothing else."""
 
 from __future__ import annotations
 
@@ -28,16 +29,17 @@ from wimz_testkit import Coturn, Database, RelayNode, free_port, self_signed, wa
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "deploy" / "certbot" / "wimz-relay-deploy-hook"
 DOMAIN = "api.wimz.test"
+TURN_DOMAIN = "turn.wimz.test"
 
 
-def served_certificate(port: int, cafile: str | None = None) -> dict:
-    """The certificate a TLS client sees on 127.0.0.1:PORT with SNI DOMAIN (verified against
-    ``cafile`` when given): its serial and issuer."""
+def served_certificate(port: int, cafile: str | None = None, server_name: str = DOMAIN) -> dict:
+    """The certificate a TLS client sees on 127.0.0.1:PORT with SNI ``server_name`` (verified
+    against ``cafile`` when given, for that name): its serial and issuer."""
     context = ssl.create_default_context(cafile=cafile) if cafile else ssl._create_unverified_context()
     if cafile:
         context.check_hostname = True
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname=DOMAIN) as tls:
+        with context.wrap_socket(raw, server_hostname=server_name) as tls:
             der = tls.getpeercert(binary_form=True)
     text = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-serial", "-issuer"], input=der,
                           capture_output=True, check=True).stdout.decode()
@@ -95,7 +97,7 @@ def site():
     config = config.replace("server certbot 127.0.0.1:8402", f"server certbot 127.0.0.1:{certbot_port}")
     (work / "haproxy.cfg").write_text(config)
     hook_env = dict(os.environ, HAPROXY_PEM=str(work / "bundle.pem"), COTURN_CERT_DIR=str(work / "coturn-certs"),
-                    COTURN_GROUP=str(os.getgid()), RELAY_TLS_DIR="")
+                    COTURN_GROUP=str(os.getgid()), RELAY_TLS_DIR="", API_DOMAIN=DOMAIN, TURN_DOMAIN=TURN_DOMAIN)
     # Before the first issuance HAProxy needs a certificate to start with: the hook's placeholder.
     subprocess.run([str(HOOK), "--placeholder", DOMAIN], env=dict(hook_env, HAPROXY_RELOAD="", COTURN_CERT_DIR=""),
                    check=True)
@@ -136,11 +138,12 @@ def plain_status(site, path: str) -> int:
         return error.code
 
 
-def wait_for_certificate(port: int, cafile: str, other_than: str | None, timeout: float = 10) -> dict:
+def wait_for_certificate(port: int, cafile: str, other_than: str | None, timeout: float = 10,
+                         server_name: str = DOMAIN) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            seen = served_certificate(port, cafile)
+            seen = served_certificate(port, cafile, server_name)
             if seen["serial"] != other_than:
                 return seen
         except (ssl.SSLError, OSError):
@@ -157,23 +160,35 @@ def test_port_80_serves_the_acme_challenge_and_nothing_else(site):
     assert plain_status(site, "/.well-known/acme-challenge/anything") == 503
 
 
-def test_issuance_and_a_forced_renewal_reach_haproxy_and_coturn_without_dropping_a_socket(site):
+def serial_of(pem: Path) -> str:
+    text = subprocess.run(["openssl", "x509", "-in", str(pem), "-noout", "-serial"], capture_output=True, text=True,
+                          check=True).stdout
+    return text.strip().split("=", 1)[1]
+
+
+def test_two_lineages_each_issued_and_renewed_reach_only_their_server_without_dropping_a_socket(site):
     pebble, ports, work = site["pebble"], site["ports"], site["work"]
     assert "CN" in served_certificate(ports["public"])["issuer"]  # the placeholder, self-signed
-    certbot(site, "certonly", "--standalone", "--preferred-challenges", "http", "--http-01-address", "127.0.0.1",
-            "--http-01-port", str(site["certbot_port"]), "-d", DOMAIN, "--deploy-hook", str(HOOK))
-    first = wait_for_certificate(ports["public"], str(pebble.root), None)
-    assert "Pebble" in first["issuer"]
+    issue = ["certonly", "--standalone", "--preferred-challenges", "http", "--http-01-address", "127.0.0.1",
+             "--http-01-port", str(site["certbot_port"]), "--deploy-hook", str(HOOK)]
+    certbot(site, *issue, "-d", DOMAIN)
+    api_first = wait_for_certificate(ports["public"], str(pebble.root), None)
+    assert "Pebble" in api_first["issuer"]
     coturn_dir = work / "coturn-certs"
+    assert not coturn_dir.exists(), "the API's certificate was handed to coturn"
+    # The TURN host's, on the same machine: coturn gets it, HAProxy keeps the API's.
+    certbot(site, *issue, "-d", TURN_DOMAIN)
+    turn_first = serial_of(coturn_dir / "fullchain.pem")
     assert (coturn_dir / "privkey.pem").stat().st_mode & 0o777 == 0o640
+    assert served_certificate(ports["public"], str(pebble.root))["serial"] == api_first["serial"]
     coturn = Coturn(static_secret="acme-test-secret-0123456789", cert=str(coturn_dir / "fullchain.pem"),
                     key=str(coturn_dir / "privkey.pem"))
     site["coturn"] = coturn
-    assert served_certificate(coturn.tls_port, str(pebble.root))["serial"] == first["serial"]
+    assert served_certificate(coturn.tls_port, None)["serial"] == turn_first
 
-    # A robot and an app through HAProxy's TLS front, opened before the renewal. The event loop
+    # A robot and an app through HAProxy's TLS front, opened before the renewals. The event loop
     # runs throughout (the blocking steps in threads), so the sockets answer the relay's pings
-    # however long the renewal takes.
+    # however long the renewals take.
     robot_token, app_token = site["node"].database.add_device("acme-robot")
     context = ssl.create_default_context(cafile=str(pebble.root))
 
@@ -185,15 +200,22 @@ def test_issuance_and_a_forced_renewal_reach_haproxy_and_coturn_without_dropping
         app = await websockets.connect(f"{url}/ws/app?device_id=acme-robot", ssl=context, host="127.0.0.1",
                                        server_hostname=DOMAIN, additional_headers={"Authorization": f"Bearer {app_token}"})
         assert json.loads(await app.recv())["event"] == "device_status"
-        # The renewal: certbot reuses the stored options and hook (HAProxy reload, coturn's SIGUSR2).
+        # The renewals: certbot reuses each lineage's stored options and hook (HAProxy reload,
+        # coturn's SIGUSR2). (Without a terminal certbot waits up to 8 minutes first, as the
+        # timer's renewals do.)
         site["hook_env"]["COTURN_RELOAD"] = f"kill -USR2 {coturn.process.pid}"
-        # (Without a terminal certbot waits up to 8 minutes first, as the timer's renewals do.)
-        await asyncio.to_thread(certbot, site, "renew", "--force-renewal", "--no-random-sleep-on-renew")
-        second = await asyncio.to_thread(wait_for_certificate, ports["public"], str(pebble.root), first["serial"])
-        assert "Pebble" in second["issuer"] and second["serial"] != first["serial"]
-        on_coturn = await asyncio.to_thread(wait_for_certificate, coturn.tls_port, str(pebble.root), first["serial"])
-        assert on_coturn["serial"] == second["serial"]
-        # The sockets opened before the renewal still carry events.
+        renew = ["renew", "--force-renewal", "--no-random-sleep-on-renew", "--cert-name"]
+        await asyncio.to_thread(certbot, site, *renew, DOMAIN)
+        api_second = await asyncio.to_thread(wait_for_certificate, ports["public"], str(pebble.root), api_first["serial"])
+        assert "Pebble" in api_second["issuer"] and api_second["serial"] != api_first["serial"]
+        assert served_certificate(coturn.tls_port, None)["serial"] == turn_first, "the API's renewal reached coturn"
+        await asyncio.to_thread(certbot, site, *renew, TURN_DOMAIN)
+        turn_second = await asyncio.to_thread(wait_for_certificate, coturn.tls_port, str(pebble.root), turn_first,
+                                              server_name=TURN_DOMAIN)
+        assert turn_second["serial"] == serial_of(coturn_dir / "fullchain.pem")
+        assert served_certificate(ports["public"], str(pebble.root))["serial"] == api_second["serial"], \
+            "the TURN host's renewal reached HAProxy"
+        # The sockets opened before the renewals still carry events.
         await robot.send(json.dumps({"type": "event", "event": "bark_detected", "data": {"loudness_db": 71}}))
         try:
             while True:
@@ -205,6 +227,34 @@ def test_issuance_and_a_forced_renewal_reach_haproxy_and_coturn_without_dropping
             await robot.close()
 
     assert asyncio.run(scenario())["data"] == {"loudness_db": 71}
+
+
+def test_one_certificate_for_both_names_goes_to_both_and_one_for_neither_to_nobody(tmp_path):
+    def lineage(*names: str) -> Path:
+        folder = tmp_path / "-".join(names).replace("*", "star")
+        folder.mkdir()
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-days", "1", "-subj", f"/CN={names[0]}", "-addext",
+                        "subjectAltName=" + ",".join(f"DNS:{name}" for name in names),
+                        "-keyout", str(folder / "privkey.pem"), "-out", str(folder / "fullchain.pem")],
+                       check=True, capture_output=True)
+        return folder
+
+    def hook(folder: Path, target: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(HOOK)], capture_output=True, text=True, env=dict(
+            os.environ, RENEWED_LINEAGE=str(folder), API_DOMAIN=DOMAIN, TURN_DOMAIN=TURN_DOMAIN,
+            HAPROXY_PEM=str(target / "haproxy.pem"), HAPROXY_RELOAD="", COTURN_CERT_DIR=str(target / "coturn"),
+            COTURN_GROUP=str(os.getgid()), COTURN_RELOAD="", RELAY_TLS_DIR=""))
+
+    for names in ((DOMAIN, TURN_DOMAIN), ("*.wimz.test",)):
+        target = tmp_path / f"both-{len(names)}"
+        assert hook(lineage(*names), target).returncode == 0
+        serial = serial_of(tmp_path / "-".join(names).replace("*", "star") / "fullchain.pem")
+        assert serial_of(target / "haproxy.pem") == serial and serial_of(target / "coturn" / "fullchain.pem") == serial
+    target = tmp_path / "neither"
+    done = hook(lineage("www.wimz.test"), target)
+    assert done.returncode == 1 and "handed to nobody" in done.stderr, done.stderr
+    assert not target.exists()
 
 
 def test_the_coturn_recipes_read_the_certificate_where_the_hook_puts_it():
