@@ -44,7 +44,7 @@ devices=20
 [ "$phase" = handshakes ] && devices=2000
 bench_workspace instructions "$devices"
 if [ "$phase" = saturated ] || [ "$phase" = handshakes ]; then
-    cp -r ../shared/bench/wsload "$work/wsload"
+    cp -r "$(bench_kit wsload)" "$work/wsload"
     make -s -C "$work/wsload" >/dev/null
 fi
 

@@ -36,7 +36,7 @@ bin=$(swift build -c release --show-bin-path)
 # 5,000 devices: one app token per connect-mode socket, 100 of them for the fan-out.
 bench_workspace versus 5000
 for tool in wsload lws-relay; do
-    cp -r "../shared/bench/$tool" "$work/$tool"
+    cp -r "$(bench_kit "$tool")" "$work/$tool"
     make -s -C "$work/$tool" >/dev/null
 done
 postmaster=$(head -1 "$work/pg/data/postmaster.pid")

@@ -113,6 +113,14 @@ ensure_build_packages() {
     ensure_swift
 }
 
+# bench_kit TOOL: the benchmark kit's TOOL folder (../shared/bench/TOOL beside the checkout: the
+# C load generator and reference relays, kept outside this repository), or a clear error.
+bench_kit() {
+    local folder="../shared/bench/$1"
+    [ -d "$folder" ] || die "this benchmark needs the benchmark kit's $1 in $folder (docs/testing.md, Benchmarks)"
+    echo "$folder"
+}
+
 # package_version: the Debian package's version of this checkout. VERSION names the release being
 # made (CHANGELOG.md's newest heading); the commit tagged with it builds exactly VERSION, every other
 # commit VERSION~dev.N+gHASH (N: the commits up to it), which apt orders after the development

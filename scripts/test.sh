@@ -6,8 +6,12 @@
 # checks (haproxy -c, promtool), the Python robot library's tests (pytest, in a fresh
 # virtualenv), and the packages: the Debian package and the robot wheel built as an operator
 # builds them, installed into a clean Debian 12 root (debootstrap) and run from there.
-#   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]
-#   WIMZ_TEST_ONLY=swift|python|package scripts/test.sh   # one part only
+#   scripts/test.sh [extra swift test arguments, e.g. --filter RelayStoreTests]   # that swift test run only
+#   WIMZ_TEST_ONLY=swift|python|package scripts/test.sh   # one part only: the Swift tests, the
+#                                                         # Python suites (cluster, mypy, robot
+#                                                         # library) or the packages in a Debian root
+#                                                         # (schemathesis and the fuzzers: full runs;
+#                                                         # scripts/schemathesis.sh, scripts/fuzz.sh)
 #   WIMZ_HOST_SERVICES=1 scripts/test.sh   # (on in CI) start the host's own coturn, HAProxy and
 #                                          # Prometheus as Debian runs them when they are not
 #                                          # running, and fail unless they still run afterwards
@@ -88,9 +92,12 @@ swift_tests() {
 }
 
 only=${WIMZ_TEST_ONLY:-}
+case "$only" in ''|swift|python|package) ;; *) die "WIMZ_TEST_ONLY is swift, python or package, not $only" ;; esac
+# Extra arguments are one swift test run, and nothing else.
+[ $# -eq 0 ] || only=swift
 swift_status=0
 python_status=0
-if [ "$only" != python ]; then
+if [ -z "$only" ] || [ "$only" = swift ]; then
     say "running the Swift tests"
     if [ $# -gt 0 ]; then
         swift_tests "$@" || swift_status=$?
@@ -112,14 +119,14 @@ if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_A
     say "the Swift tests again under AddressSanitizer"
     WIMZ_SANITIZER=address scripts/test.sh || swift_status=$?
 fi
-if [ "$only" != swift ] && [ "$only" != python ]; then
+if [ $# -eq 0 ] && [ -z "$only" ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
     scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
     # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
     # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
     WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
 fi
-if [ "$only" != swift ]; then
+if [ -z "$only" ] || [ "$only" = python ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
     python3 -m venv "$work/venv"
     "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2

@@ -93,3 +93,24 @@ async def test_every_dashboard_metric_is_exported(apns):
         node.stop()
         database.drop()
     assert not missing, f"the dashboard queries metrics the relay does not export: {sorted(missing)}"
+
+
+def test_every_dashboard_metric_has_a_series_before_any_traffic(apns):
+    # A panel over a counter that appears only with its first increment reads "no data", not 0,
+    # on a quiet node: every metric a panel queries is there from the start.
+    database = Database(prefix="dash_quiet")
+    node = RelayNode.started(database, env=apns.relay_env)
+    dashboard = json.loads((ROOT / "deploy/grafana/wimz-relay.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\bwimz_[a-z0-9_]+", target["expr"])}
+    try:
+        with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    finally:
+        node.stop()
+        database.drop()
+    exported = exported_names(text)
+    missing = {name for name in queried if name not in exported and re.sub(r"_(bucket|sum|count)$", "", name) not in exported}
+    assert not missing, f"no series before the first event: {sorted(missing)}"
+    assert 'wimz_drops_total{reason="queue_full"} 0' in text
+    assert 'wimz_pushes_total{kind="bark_detected",result="delivered"} 0' in text

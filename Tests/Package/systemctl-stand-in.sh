@@ -1,10 +1,13 @@
-#!/bin/sh
+#!/bin/bash
 # systemctl for the runbook's Debian root, where systemd can't run as PID 1: it runs the units'
 # own commands as their unit files say (User=, EnvironmentFile=, Environment=, StateDirectory=,
 # ExecStartPre=, ExecStart=), Type=oneshot in the foreground, others in the background. A
 # Type=notify unit counts as started once it answers /readyz on its WIMZ_LISTEN (what its READY=1
 # means), or fails when its process exits first. PostgreSQL's units start Debian's clusters with
-# pg_ctlcluster, as postgresql@.service does. Every call is logged in /var/log/systemctl-calls.
+# pg_ctlcluster --skip-systemctl-redirect, as postgresql@.service does; other packages' services (cron, exim4, which a
+# minbase root gains as dependencies) are not started. What it starts keeps no descriptor of its
+# caller's (dpkg's status pipe, a test's output): apt and the test wait for those to close.
+# Every call is logged in /var/log/systemctl-calls.
 echo "${DPKG_MAINTSCRIPT_PACKAGE:-none} ${DPKG_MAINTSCRIPT_NAME:-none}: $*" >> /var/log/systemctl-calls
 
 state=/run/systemctl-stand-in
@@ -19,6 +22,16 @@ unit_file() {
 
 # setting FILE KEY: the values of KEY= in FILE's [Service] section, one a line.
 setting() { sed -n "s/^$2=//p" "$1"; }
+
+# detached COMMAND…: COMMAND with every descriptor above 2 closed.
+detached() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    "$@"
+}
 
 running() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }
 
@@ -40,9 +53,13 @@ start() {
     unit=$1
     case "$unit" in
         postgresql*)
-            pg_lsclusters -h | while read -r version cluster _; do pg_ctlcluster "$version" "$cluster" start || true; done
+            # Its output to a log: the server must not hold the caller's pipes open.
+            pg_lsclusters -h | while read -r version cluster _; do
+                detached pg_ctlcluster --skip-systemctl-redirect "$version" "$cluster" start </dev/null >> /var/log/postgresql-start.log 2>&1 || true
+            done
             return 0 ;;
     esac
+    case "$unit" in wimz-relay*) ;; *) return 0 ;; esac
     case "$unit" in *.service) ;; *.timer|*.target|*.socket) return 0 ;; *) unit="$unit.service" ;; esac
     file=$(unit_file "$unit") || { echo "systemctl: unit $unit not found" >&2; return 5; }
     running "$unit" && return 0
@@ -59,7 +76,7 @@ start() {
         as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 || { echo "systemctl: $unit failed (/var/log/$unit.log)" >&2; return 1; }
         return 0
     fi
-    as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 &
+    (detached as_unit "$file" "$command" </dev/null >> "/var/log/$unit.log" 2>&1) &
     echo $! > "$state/$unit.pid"
     if [ "$(setting "$file" Type)" = notify ]; then
         listen=$(sed -n 's/^WIMZ_LISTEN=//p' /etc/wimz-relay/wimz-relay.env | tail -n 1)
@@ -75,6 +92,15 @@ start() {
 
 stop() {
     unit=$1
+    case "$unit" in
+        postgresql*)
+            pg_lsclusters -h | while read -r version cluster _ state _; do
+                [ "$state" = online ] || continue
+                case "$unit" in postgresql@*) [ "${unit%.service}" = "postgresql@$version-$cluster" ] || continue ;; esac
+                pg_ctlcluster --skip-systemctl-redirect "$version" "$cluster" stop </dev/null >> /var/log/postgresql-start.log 2>&1 || true
+            done
+            return 0 ;;
+    esac
     case "$unit" in *.service) ;; *) unit="$unit.service" ;; esac
     running "$unit" || return 0
     pid=$(cat "$state/$unit.pid")
@@ -101,8 +127,15 @@ case "$verb" in
     stop|kill) for u in $units; do stop "$u"; done ;;
     disable) [ "$now" = 0 ] || for u in $units; do stop "$u"; done ;;
     restart|try-restart) for u in $units; do stop "$u"; start "$u" || status=$?; done ;;
-    is-active) for u in $units; do running "$u" || running "$u.service" || status=3; done ;;
-    is-enabled) echo disabled; status=1 ;;
+    # The system is up (its targets active); a service is active while its process runs.
+    is-active) for u in $units; do
+                   case "$u" in *.target) ;; postgresql*) pg_lsclusters -h | grep -q online || status=3 ;;
+                                *) running "$u" || running "$u.service" || status=3 ;; esac
+               done ;;
+    # Enabled as deb-systemd-helper and `enable` leave it: a link in a target's .wants folder.
+    is-enabled) for u in $units; do
+                    if ls /etc/systemd/system/*.wants/"$u" >/dev/null 2>&1; then echo enabled; else echo disabled; status=1; fi
+                done ;;
     list-units) for f in "$state"/wimz-relay*.pid; do [ -f "$f" ] && running "$(basename "$f" .pid)" &&
                     echo "$(basename "$f" .pid) loaded active running"; done ;;
     *) ;;  # daemon-reload, reload, preset, mask…: nothing to do without systemd

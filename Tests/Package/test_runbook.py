@@ -25,18 +25,26 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from debian_root import DebianRoot
-from test_deb import PACKAGE_VERSION, deb_path
+from test_deb import deb_path
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "docs" / "operations.md"
 STAND_IN = Path(__file__).with_name("systemctl-stand-in.sh")
+
+
+def package_version() -> str:
+    """The version of the package under test, as its control file says."""
+    return subprocess.run(["dpkg-deb", "-f", str(deb_path()), "Version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def runbook_blocks(text: str) -> dict[str, list[str]]:
@@ -68,31 +76,38 @@ class RunbookHost:
         self.netns = f"wimz-runbook-{secrets.token_hex(3)}"
         subprocess.run(["ip", "netns", "add", self.netns], check=True)
         subprocess.run(["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"], check=True)
-        self.root, seconds = DebianRoot.bootstrap(base / "runbook-root")
+        self.root, seconds = DebianRoot.bootstrap(Path(tempfile.mkdtemp(prefix="runbook-root-", dir=base)) / "root")
         print(f"debootstrap of a Debian 12 minbase root: {seconds:.0f} s")
         self.root.file("/run/systemd/system").mkdir(parents=True)
-        stand_in = self.root.file("/usr/sbin/systemctl")
-        stand_in.write_bytes(STAND_IN.read_bytes())
-        stand_in.chmod(0o755)
+        # Where Debian's systemd puts them: maintainer scripts look for an init (invoke-rc.d) and
+        # run systemctl from a PATH without /usr/sbin (pg_createcluster).
+        for path, content in (("/usr/bin/systemctl", STAND_IN.read_bytes()),
+                              ("/sbin/init", b"#!/bin/sh\n# systemd on a server; nothing is PID 1 in this root.\nexit 1\n")):
+            self.root.file(path).write_bytes(content)
+            self.root.file(path).chmod(0o755)
         self.root.file("/etc/apt/apt.conf.d/90runbook-answers-yes").write_text('APT::Get::Assume-Yes "true";\n')
         self.deb = f"/root/{deb_path().name}"
         self.root.file(self.deb).write_bytes(deb_path().read_bytes())
         # Over the host's network, once: what the runbook's apt-get lines will install, and curl.
-        self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql")
+        self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql", "postgresql-client")
         self.root.run("apt-get", "install", "-y", "-q", "curl")
 
     def run(self, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``command`` through sh in the root, inside the namespace, as root, from /root."""
         argv = ["ip", "netns", "exec", self.netns, *self.root.command("sh", "-c", f"cd /root && {command}")]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if check and done.returncode != 0:
             raise AssertionError(f"{command}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n"
                                  + self.logs())
         return done
 
     def logs(self) -> str:
-        log = self.root.file("/var/log/wimz-relay.service.log")
-        return "relay log:\n" + (log.read_text()[-3000:] if log.exists() else "(none)")
+        """The relay's output and what systemctl was asked, for a failure's message."""
+        found = []
+        for name in ("/var/log/wimz-relay.service.log", "/var/log/systemctl-calls"):
+            log = self.root.file(name)
+            found.append(f"{name}:\n" + (log.read_text()[-3000:] if log.exists() else "(none)"))
+        return "\n".join(found)
 
     def cli(self, arguments: str) -> str:
         """The CLI as the service, the way the runbook's blocks call it."""
@@ -112,7 +127,7 @@ class RunbookHost:
         return json.loads(done.stdout.splitlines()[-1])
 
     def close(self) -> None:
-        # Whatever runs from the root (the relay, PostgreSQL) goes with it.
+        # Whatever runs from the root (the relay, PostgreSQL) goes with it, then the root.
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
                 try:
@@ -121,6 +136,7 @@ class RunbookHost:
                 except OSError:
                     pass
         subprocess.run(["ip", "netns", "delete", self.netns], check=False)
+        shutil.rmtree(self.root.path.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -152,9 +168,10 @@ def run_block(host: RunbookHost, name: str, deb: str | None = None, dump: str | 
 
 def test_install_then_the_first_device_pairs(host):
     run_block(host, "install")
-    # Debian's PostgreSQL as it installed: root is not let in over the local socket (peer).
-    refused = host.run("psql -X -d postgres -c 'SELECT 1'", check=False)
-    assert refused.returncode != 0 and "authentication failed" in refused.stderr, refused.stderr
+    # Debian's PostgreSQL as it installed: root is not let in as postgres over the local socket
+    # (peer), which is why the setup runs psql as the postgres user.
+    refused = host.run("psql -X 'host=/var/run/postgresql user=postgres' -c 'SELECT 1'", check=False)
+    assert refused.returncode != 0 and "Peer authentication failed" in refused.stderr, refused.stderr
     url = re.search(r"^WIMZ_DATABASE_URL=(.*)$", host.root.file("/etc/wimz-relay/wimz-relay.env").read_text(), re.M)[1]
     assert re.fullmatch(r"postgresql://wimz_relay:[A-Za-z0-9]{32}@localhost/wimz", url), url
     assert host.root.stat("/etc/wimz-relay/coturn-userdb") == ("root", "root", "600")
@@ -188,7 +205,7 @@ def test_the_database_lost_is_restored_from_the_backup_onto_a_fresh_server(host)
 
 
 def _next_release(host: RunbookHost, tmp_path: Path) -> str:
-    """The package as the next release (PACKAGE_VERSION+next) whose migration alters tables, drops
+    """The package as the next release (its version +next) whose migration alters tables, drops
     and makes a trigger and replaces a function, as later releases' migrations do; its path in the root."""
     unpacked = tmp_path / "next"
     subprocess.run(["dpkg-deb", "-R", str(deb_path()), str(unpacked)], check=True)
@@ -201,8 +218,9 @@ def _next_release(host: RunbookHost, tmp_path: Path) -> str:
         "ALTER FUNCTION wimz_notify_device() SET search_path = public;\n"
         "CREATE TABLE next_release_table (id bigint PRIMARY KEY);\n")
     control = unpacked / "DEBIAN/control"
-    control.write_text(control.read_text().replace(f"Version: {PACKAGE_VERSION}\n", f"Version: {PACKAGE_VERSION}+next\n"))
-    name = f"/root/wimz-relay_{PACKAGE_VERSION}+next_amd64.deb"
+    version = package_version()
+    control.write_text(control.read_text().replace(f"Version: {version}\n", f"Version: {version}+next\n"))
+    name = f"/root/wimz-relay_{version}+next_amd64.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "-b", str(unpacked), str(host.root.file(name))],
                    check=True, capture_output=True)
     return name
@@ -210,13 +228,13 @@ def _next_release(host: RunbookHost, tmp_path: Path) -> str:
 
 def test_an_upgrade_migrates_as_the_service_role_and_a_roll_back_serves_on(host, tmp_path):
     run_block(host, "upgrade", deb=_next_release(host, tmp_path))
-    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == f"{PACKAGE_VERSION}+next"
+    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == f"{package_version()}+next"
     assert host.psql("SELECT version FROM schema_migrations ORDER BY version DESC LIMIT 1") == "999"
     assert host.psql("SELECT tableowner FROM pg_tables WHERE tablename = 'next_release_table'") == "wimz_relay"
     assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
 
     # Back to the release before: it serves the newer schema, whose floor it meets.
     run_block(host, "roll back")
-    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == PACKAGE_VERSION
+    assert host.run("dpkg-query -W -f '${Version}' wimz-relay").stdout == package_version()
     assert "999" in host.cli("migrate")  # "…migrations this binary does not know: [999]"
     assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]

@@ -38,7 +38,7 @@ import WimzProtocol
         #expect(refusal("/ws/robot?device_id=d1", app) == (403, "wrong_role"))
         #expect(refusal("/ws/app?device_id=d2", app) == (403, "wrong_device"))
         #expect(refusal("/ws/app?device_id=d1&since=nonsense", app).0 == 400)
-        let failures = relay.components.env.counters.authFailures
+        let failures = relay.components.env.counters.authFailures.filter { $0.value > 0 }
         #expect(failures == [.badRequest: 3, .missingToken: 1, .unknownToken: 1, .wrongRole: 1, .wrongDevice: 1])
         let first = try #require(relay.upgrade("/ws/app?device_id=d1", token: app).socket)
         let full = try #require(relay.upgrade("/ws/app?device_id=d1", token: app).refusal)
@@ -145,7 +145,7 @@ import WimzProtocol
         relay.tick(app2)
         #expect(app2.closeFrame?.code == .invalidPayload)
         // Each close counted once, when its socket closes.
-        #expect(relay.components.env.counters.closes == [CloseCode.tooLarge.rawValue: 1, CloseCode.invalidPayload.rawValue: 1])
+        #expect(relay.components.env.counters.closes.filter { $0.value > 0 } == [CloseCode.tooLarge.rawValue: 1, CloseCode.invalidPayload.rawValue: 1])
         // Both closes were the relay's: their sockets linger until the peers have the close frame.
         #expect(robot.lingered && app2.lingered)
         // A close the peer began does not.

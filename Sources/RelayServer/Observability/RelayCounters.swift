@@ -7,9 +7,15 @@ import RelayCore
 /// swift-prometheus counters cost 16.5 and swift-metrics counters on them 18.7
 /// (`wimz-bench metrics-cost`, docs/performance.md).
 struct RelayCounters {
-    var authFailures: [AuthFailure: Int] = [:]
-    var closes: [UInt16: Int] = [:]
-    var drops: [DropReason: Int] = [:]
+    // Counters by label start with every label they usually carry at zero: a dashboard's rate()
+    // has a series before the first event (an absent series reads "no data", not 0).
+    var authFailures: [AuthFailure: Int] = Dictionary(uniqueKeysWithValues: [
+        AuthFailure.missingToken, .unknownToken, .expiredToken, .revokedToken, .wrongDevice, .wrongRole, .deviceDisabled,
+    ].map { ($0, 0) })
+    var closes: [UInt16: Int] = Dictionary(uniqueKeysWithValues: CloseCode.allCases.map { ($0.rawValue, 0) })
+    var drops: [DropReason: Int] = Dictionary(uniqueKeysWithValues: ([.queueFull, .unknownResponse, .noApps]
+        + [ErrorCode.rateLimited, .deviceOffline, .forbiddenType, .forbidden, .badMessage, .robotBusy].map(DropReason.refused))
+        .map { ($0, 0) })
     var keepaliveTimeouts = 0
     /// Sockets closed (4003) because their token expired.
     var tokenExpiryCloses = 0

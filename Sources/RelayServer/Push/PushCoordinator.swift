@@ -32,7 +32,10 @@ final class PushCoordinator {
     private var nextExpirySweep: UInt64 = 0
 
     // Counters for /metrics.
-    private(set) var outcomes: [String: [PushOutcome.Result: Int]] = [:]
+    /// Every kind and result from zero, so that /metrics has each series before the first push.
+    private(set) var outcomes: [String: [PushOutcome.Result: Int]] = Dictionary(uniqueKeysWithValues: PushKind.allCases.map {
+        ($0.rawValue, Dictionary(uniqueKeysWithValues: PushOutcome.Result.allCases.map { ($0, 0) }))
+    })
     private(set) var registrationCount = 0
 
     /// A key that cannot be read leaves push off and says so (`wimz-relay serve` checks it first).
