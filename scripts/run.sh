@@ -86,7 +86,7 @@ Try:
   curl -s -H "Authorization: Bearer $DEMO_APP_TOKEN" http://$listen/api/devices/demo-robot/status
   curl -s -H "Authorization: Bearer $DEMO_ROBOT_TOKEN" http://$listen/api/turn/credentials
   app socket: ws://$listen/ws/app?device_id=demo-robot (Authorization: Bearer \$DEMO_APP_TOKEN)
-Examples (README "Client libraries"), each in its own terminal:
+Examples (docs/clients.md "Client libraries"), each in its own terminal:
   scripts/example-robot.sh     # simulated robot (Python) on demo-robot
   scripts/example-app.sh       # terminal app (Swift WimzRelayClient) watching it
 Database: $WIMZ_DATABASE_URL

@@ -3,7 +3,7 @@ import RelayCore
 /// Pruning of the tables that grow with every event (docs/operations.md "Retention"), a batch at
 /// a time: each batch is one short statement, so the audit writer's inserts and every other
 /// writer never queue behind a long delete, and vacuum keeps up. Batches rather than partitions:
-/// docs/performance.md "Retention at 10 million rows" has the measurement.
+/// docs/performance.md "Session 24: retention at 10 million rows" has the measurement.
 public struct RetentionRepository {
     let db: PGConnection
 

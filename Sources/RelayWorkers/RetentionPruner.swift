@@ -17,7 +17,7 @@ public final class RetentionPruner: DatabaseWork {
         public var days: [Table: Int]
         /// Seconds between rounds.
         public var interval: Double
-        /// Rows one statement deletes (docs/performance.md "Retention at 10 million rows").
+        /// Rows one statement deletes (docs/performance.md "Session 24: retention at 10 million rows").
         public var batch = 5_000
         /// Seconds between two batches of a round.
         public var pause = 0.05
