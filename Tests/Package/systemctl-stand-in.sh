@@ -4,7 +4,8 @@
 # ExecStartPre=, ExecStart=), Type=oneshot in the foreground, others in the background. A
 # Type=notify unit counts as started once it answers /readyz on its WIMZ_LISTEN (what its READY=1
 # means), or fails when its process exits first. PostgreSQL's units start Debian's clusters with
-# pg_ctlcluster --skip-systemctl-redirect, as postgresql@.service does; other packages' services (cron, exim4, which a
+# pg_ctlcluster --skip-systemctl-redirect, as postgresql@.service does; coturn as its unit says;
+# other packages' services (cron, exim4, which a
 # minbase root gains as dependencies) are not started. What it starts keeps no descriptor of its
 # caller's (dpkg's status pipe, a test's output): apt and the test wait for those to close.
 # Every call is logged in /var/log/systemctl-calls.
@@ -28,7 +29,7 @@ detached() {
     local fd
     for fd in /proc/$BASHPID/fd/*; do
         fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null  # (the listing's own is gone already)
     done
     "$@"
 }
@@ -59,7 +60,7 @@ start() {
             done
             return 0 ;;
     esac
-    case "$unit" in wimz-relay*) ;; *) return 0 ;; esac
+    case "$unit" in wimz-relay*|coturn*) ;; *) return 0 ;; esac
     case "$unit" in *.service) ;; *.timer|*.target|*.socket) return 0 ;; *) unit="$unit.service" ;; esac
     file=$(unit_file "$unit") || { echo "systemctl: unit $unit not found" >&2; return 5; }
     running "$unit" && return 0
@@ -78,7 +79,10 @@ start() {
     fi
     (detached as_unit "$file" "$command" </dev/null >> "/var/log/$unit.log" 2>&1) &
     echo $! > "$state/$unit.pid"
-    if [ "$(setting "$file" Type)" = notify ]; then
+    if [ "$(setting "$file" Type)" = notify ] && [ "${unit#wimz-relay}" = "$unit" ]; then
+        sleep 1  # another daemon: up when it is still running a moment later
+        running "$unit" || { echo "systemctl: $unit exited (/var/log/$unit.log)" >&2; return 1; }
+    elif [ "$(setting "$file" Type)" = notify ]; then
         listen=$(sed -n 's/^WIMZ_LISTEN=//p' /etc/wimz-relay/wimz-relay.env | tail -n 1)
         for _ in $(seq 300); do
             running "$unit" || { echo "systemctl: $unit exited (/var/log/$unit.log)" >&2; tail -n 5 "/var/log/$unit.log" >&2; return 1; }

@@ -1,6 +1,6 @@
 """docs/operations.md's runbook, run as it is written, on a clean Debian 12 root with Debian's own
 PostgreSQL 15 as it installs (peer authentication on the local socket, scram over TCP): install,
-the first device, a backup, the database lost and restored onto a fresh server, an upgrade to a
+the first device, coturn on the same host, a backup, the database lost and restored onto a fresh server, an upgrade to a
 release whose migration alters tables as the service role, and a roll back.
 
 Every block of the page marked `<!-- runbook: NAME -->` is read from the Markdown, so a change to
@@ -39,6 +39,7 @@ from test_deb import deb_path
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "docs" / "operations.md"
 STAND_IN = Path(__file__).with_name("systemctl-stand-in.sh")
+PUBLIC_ADDRESS = "203.0.113.10"
 
 
 def package_version() -> str:
@@ -65,8 +66,8 @@ def test_the_runbook_reader_reads_blocks_as_written():
     text = ("<!-- runbook: demo -->\n```sh\nsudo a --x 'q # not a comment'  # a comment\n"
             "# a comment line\nb \\\n    --long\n```\n<!-- runbook: other -->\n```sh\nc\n```\n")
     assert runbook_blocks(text) == {"demo": ["sudo a --x 'q # not a comment'", "b      --long"], "other": ["c"]}
-    assert set(runbook_blocks(RUNBOOK.read_text())) >= {"install", "first device", "backup", "restore", "upgrade",
-                                                        "roll back"}
+    assert set(runbook_blocks(RUNBOOK.read_text())) >= {"install", "first device", "coturn", "backup", "restore",
+                                                        "upgrade", "roll back"}
 
 
 class RunbookHost:
@@ -76,6 +77,13 @@ class RunbookHost:
         self.netns = f"wimz-runbook-{secrets.token_hex(3)}"
         subprocess.run(["ip", "netns", "add", self.netns], check=True)
         subprocess.run(["ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up"], check=True)
+        # The host's network card, with the runbook's example public address for coturn to listen
+        # and relay on: one end of a veth pair, whose other end stays down and unaddressed, so
+        # nothing leaves the namespace.
+        card = f"wrb{self.netns[-6:]}"
+        subprocess.run(["ip", "link", "add", f"{card}h", "type", "veth", "peer", "name", card, "netns", self.netns], check=True)
+        for step in (["ip", "addr", "add", f"{PUBLIC_ADDRESS}/24", "dev", card], ["ip", "link", "set", card, "up"]):
+            subprocess.run(["ip", "netns", "exec", self.netns, *step], check=True)
         self.root, seconds = DebianRoot.bootstrap(Path(tempfile.mkdtemp(prefix="runbook-root-", dir=base)) / "root")
         print(f"debootstrap of a Debian 12 minbase root: {seconds:.0f} s")
         self.root.file("/run/systemd/system").mkdir(parents=True)
@@ -89,7 +97,8 @@ class RunbookHost:
         self.deb = f"/root/{deb_path().name}"
         self.root.file(self.deb).write_bytes(deb_path().read_bytes())
         # Over the host's network, once: what the runbook's apt-get lines will install, and curl.
-        self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql", "postgresql-client")
+        self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql", "postgresql-client",
+                      "coturn")
         self.root.run("apt-get", "install", "-y", "-q", "curl")
 
     def run(self, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -104,7 +113,7 @@ class RunbookHost:
     def logs(self) -> str:
         """The relay's output and what systemctl was asked, for a failure's message."""
         found = []
-        for name in ("/var/log/wimz-relay.service.log", "/var/log/systemctl-calls"):
+        for name in ("/var/log/wimz-relay.service.log", "/var/log/coturn.service.log", "/var/log/systemctl-calls"):
             log = self.root.file(name)
             found.append(f"{name}:\n" + (log.read_text()[-3000:] if log.exists() else "(none)"))
         return "\n".join(found)
@@ -125,6 +134,21 @@ class RunbookHost:
                                app_token], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent, env=env)
         assert done.returncode == 0, done.stdout + done.stderr + self.logs()
         return json.loads(done.stdout.splitlines()[-1])
+
+    def turn_allocation(self, robot_token: str) -> int:
+        """A TURN allocation at the root's coturn with the credential the relay issues the robot,
+        then a permission for a public peer (nothing is sent to it): the permission's status."""
+        script = ("import json, sys, urllib.request; from turn_probe import TurnProbe\n"
+                  "request = urllib.request.Request('http://127.0.0.1:8080/api/turn/credentials',"
+                  " headers={'Authorization': 'Bearer ' + sys.argv[1]})\n"
+                  "turn = json.load(urllib.request.urlopen(request, timeout=5))\n"
+                  f"probe = TurnProbe(('{PUBLIC_ADDRESS}', 3478), turn['username'], turn['credential'])\n"
+                  "print(probe.permit('8.8.8.8')); probe.close()\n")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "Tests/testkit"))
+        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script, robot_token],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
+        return int(done.stdout.split()[-1])
 
     def close(self) -> None:
         # Whatever runs from the root (the relay, PostgreSQL) goes with it, then the root.
@@ -182,6 +206,16 @@ def test_install_then_the_first_device_pairs(host):
     assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
 
 
+def test_coturn_on_the_same_host_allocates_with_the_relays_credentials(host):
+    run_block(host, "coturn")
+    assert host.root.stat("/etc/turnserver.conf") == ("root", "turnserver", "640")
+    assert host.root.stat("/etc/wimz-relay/turn-cli-password") == ("root", "wimz-relay", "640")
+    env = host.root.file("/etc/wimz-relay/wimz-relay.env").read_text()
+    assert "\nWIMZ_TURN_ADMIN=127.0.0.1:5766\n" in env and "turn:turn.wimzai.com:3478?transport=udp" in env
+    assert '"turn_admin_unset"' not in host.root.file("/var/log/wimz-relay.service.log").read_text().split('"listening"')[-1]
+    assert host.turn_allocation(host.tokens["robot"]) == 200  # type: ignore[attr-defined]
+
+
 def test_the_database_lost_is_restored_from_the_backup_onto_a_fresh_server(host):
     run_block(host, "backup")
     dumps = sorted(host.root.file("/var/lib/wimz-relay/backups").glob("wimz-*.dump"))
@@ -200,8 +234,9 @@ def test_the_database_lost_is_restored_from_the_backup_onto_a_fresh_server(host)
     assert host.psql("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                      "WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> 'wimz_relay'") == "0"
     assert host.psql("SELECT has_table_privilege('coturn', 'turn_secret', 'SELECT')") == "t"
-    # The old tokens pair on the restored database.
+    # The old tokens pair on the restored database, and coturn reads its secrets again as coturn.
     assert host.pair("robot-42", host.tokens["robot"], host.tokens["app"])["data"] == {"confidence": 0.9}  # type: ignore[attr-defined]
+    assert host.turn_allocation(host.tokens["robot"]) == 200  # type: ignore[attr-defined]
 
 
 def _next_release(host: RunbookHost, tmp_path: Path) -> str:
