@@ -74,7 +74,8 @@ chmod 0644 "$doc/changelog.gz" "$root/usr/share/man/man8/wimz-relay.8.gz" "$root
 
 # Depends: the binary's libraries as dpkg-shlibdeps resolves them to packages and versions, plus
 # what the binary loads without linking it (libwebsockets' libev event-loop plugin, dlopen'ed),
-# what the maintainer scripts run (adduser) and the units' ExecReload (/bin/kill, procps).
+# what the maintainer scripts run (adduser), the units' ExecReload (/bin/kill, procps) and the
+# certbot deploy hook (openssl: the certificate's names, the placeholder).
 mkdir -p "$stage/shlibs/debian"
 printf 'Source: wimz-relay\n\nPackage: wimz-relay\nArchitecture: any\n' > "$stage/shlibs/debian/control"
 shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/wimz-relay" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
@@ -82,7 +83,7 @@ shlibs=$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$root/usr/bin/wimz-relay" 2>/d
 plugin=$(dpkg-query -S '*/libwebsockets-evlib_ev.so' 2>/dev/null | head -n 1 | cut -d: -f1)
 [ -n "$plugin" ] || die "libwebsockets' libev plugin is not installed (package libwebsockets-evlib-ev)"
 
-sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@DEPENDS@/$shlibs, $plugin, adduser, procps/" \
+sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@DEPENDS@/$shlibs, $plugin, adduser, procps, openssl/" \
     -e "s/@SIZE@/$(du -sk --exclude=DEBIAN "$root" | cut -f1)/" deploy/debian/control > "$root/DEBIAN/control"
 install -m 0644 deploy/debian/conffiles "$root/DEBIAN/conffiles"
 install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$root/DEBIAN/"

@@ -41,11 +41,16 @@ as_unit() {
     file=$1 command=$2
     user=$(setting "$file" User | tail -n 1)
     script='set -a'
+    # Environment= first, EnvironmentFile= after it: systemd lets the files override.
+    while IFS= read -r assignment; do
+        [ -z "$assignment" ] || script="$script; export $assignment"  # quoted as systemd quotes them
+    done <<EOF2
+$(setting "$file" Environment)
+EOF2
     for env_file in $(setting "$file" EnvironmentFile); do
         case "$env_file" in -*) env_file=${env_file#-}; [ -r "$env_file" ] || continue ;; esac
         script="$script; . $env_file"
     done
-    for assignment in $(setting "$file" Environment); do script="$script; export $assignment"; done
     script="$script; set +a; exec $command"
     runuser -u "${user:-root}" -- sh -c "$script"
 }
@@ -60,11 +65,15 @@ start() {
             done
             return 0 ;;
     esac
-    case "$unit" in wimz-relay*|coturn*) ;; *) return 0 ;; esac
+    case "$unit" in wimz-relay*|coturn*|haproxy*) ;; *) return 0 ;; esac
     case "$unit" in *.service) ;; *.timer|*.target|*.socket) return 0 ;; *) unit="$unit.service" ;; esac
     file=$(unit_file "$unit") || { echo "systemctl: unit $unit not found" >&2; return 5; }
     running "$unit" && return 0
     user=$(setting "$file" User | tail -n 1)
+    # What systemd-tmpfiles makes at boot (/run is empty in a root): the packages' run folders.
+    cat /usr/lib/tmpfiles.d/*.conf 2>/dev/null | while read -r type path mode owner group _; do
+        [ "$type" = d ] && [ ! -e "$path" ] && install -d -m "$mode" -o "$owner" -g "$group" "$path"
+    done
     for directory in $(setting "$file" StateDirectory); do
         install -d -o "${user:-root}" -g "${user:-root}" -m 0750 "/var/lib/$directory"
     done
@@ -92,6 +101,30 @@ start() {
         echo "systemctl: $unit did not become ready" >&2
         return 1
     fi
+}
+
+# main_pid UNIT: the unit's main process (under the stand-in's subshell and runuser).
+main_pid() {
+    local shell=$1 runner main
+    runner=$(pgrep -P "$shell" | head -n 1)
+    main=$(pgrep -P "${runner:-0}" | head -n 1)
+    echo "${main:-${runner:-$shell}}"
+}
+
+# reload UNIT: its ExecReload= commands in order, with MAINPID, as systemd runs them.
+reload() {
+    unit=$1
+    case "$unit" in *.service) ;; *) unit="$unit.service" ;; esac
+    running "$unit" || { echo "systemctl: $unit is not active, cannot reload" >&2; return 1; }
+    file=$(unit_file "$unit") || return 5
+    export MAINPID
+    MAINPID=$(main_pid "$(cat "$state/$unit.pid")")
+    while IFS= read -r command; do
+        [ -z "$command" ] || as_unit "$file" "$command" >> "/var/log/$unit.log" 2>&1 \
+            || { echo "systemctl: $unit: ExecReload failed (/var/log/$unit.log)" >&2; return 1; }
+    done <<EOF2
+$(setting "$file" ExecReload)
+EOF2
 }
 
 stop() {
@@ -127,10 +160,19 @@ done
 status=0
 case "$verb" in
     start) for u in $units; do start "$u" || status=$?; done ;;
-    enable) [ "$now" = 0 ] || for u in $units; do start "$u" || status=$?; done ;;
+    # Enabled is a link in multi-user.target.wants, as `enable` and Debian's presets (enable all) make it.
+    enable|preset) for u in $units; do
+                       case "$u" in *.*) ;; *) u="$u.service" ;; esac
+                       mkdir -p /etc/systemd/system/multi-user.target.wants
+                       ln -sf "/lib/systemd/system/$u" "/etc/systemd/system/multi-user.target.wants/$u"
+                   done
+                   [ "$now" = 0 ] || for u in $units; do start "$u" || status=$?; done ;;
     stop|kill) for u in $units; do stop "$u"; done ;;
     disable) [ "$now" = 0 ] || for u in $units; do stop "$u"; done ;;
     restart|try-restart) for u in $units; do stop "$u"; start "$u" || status=$?; done ;;
+    reload) for u in $units; do
+                case "$u" in wimz-relay*|coturn*|haproxy*) reload "$u" || status=$? ;; esac
+            done ;;
     # The system is up (its targets active); a service is active while its process runs.
     is-active) for u in $units; do
                    case "$u" in *.target) ;; postgresql*) pg_lsclusters -h | grep -q online || status=3 ;;
@@ -142,6 +184,6 @@ case "$verb" in
                 done ;;
     list-units) for f in "$state"/wimz-relay*.pid; do [ -f "$f" ] && running "$(basename "$f" .pid)" &&
                     echo "$(basename "$f" .pid) loaded active running"; done ;;
-    *) ;;  # daemon-reload, reload, preset, mask…: nothing to do without systemd
+    *) ;;  # daemon-reload, preset, mask…: nothing to do without systemd
 esac
 exit "$status"

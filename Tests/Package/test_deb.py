@@ -120,7 +120,7 @@ def test_the_package_says_what_it_is(debian):
     assert fields["Package"] == "wimz-relay" and fields["Version"] == PACKAGE_VERSION
     assert deb_path().name == f"wimz-relay_{PACKAGE_VERSION}_{fields['Architecture']}.deb"
     depends = [d.strip().split()[0] for d in fields["Depends"].split(",")]
-    for needed in ("libwebsockets17", "libwebsockets-evlib-ev", "libpq5", "libssl3", "libc6", "adduser", "procps"):
+    for needed in ("libwebsockets17", "libwebsockets-evlib-ev", "libpq5", "libssl3", "libc6", "adduser", "procps", "openssl"):
         assert needed in depends, fields["Depends"]
     assert not any("swift" in d for d in depends)
     status = debian.run("dpkg-query", "-s", "wimz-relay").stdout

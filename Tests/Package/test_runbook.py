@@ -1,6 +1,6 @@
 """docs/operations.md's runbook, run as it is written, on a clean Debian 12 root with Debian's own
 PostgreSQL 15 as it installs (peer authentication on the local socket, scram over TCP): install,
-the first device, coturn on the same host, a backup, the database lost and restored onto a fresh server, an upgrade to a
+the first device, coturn on the same host, HAProxy with the API's certificate by ACME, a backup, the database lost and restored onto a fresh server, an upgrade to a
 release whose migration alters tables as the service role, and a roll back.
 
 Every block of the page marked `<!-- runbook: NAME -->` is read from the Markdown, so a change to
@@ -9,7 +9,10 @@ stand-ins, which the page states too:
 - `sudo CMD` runs CMD as root, `sudo -u USER CMD` as `runuser -u USER -- CMD` (the root has no sudo);
 - systemd can't be PID 1 here: `systemctl` is Tests/Package/systemctl-stand-in.sh, which runs
   the units' own commands as their unit files say (and starts Debian's clusters for PostgreSQL);
-- apt-get asks before it installs dependencies: the root's apt answers yes (APT::Get::Assume-Yes);
+- apt-get asks before it installs dependencies: the root's apt answers yes (APT::Get::Assume-Yes)
+  and keeps a configuration file that is already there;
+- the sandbox's 20,000 descriptors are too few for the HAProxy recipe's maxconn: /etc/default/haproxy
+  caps it (-n 5000);
 - `sudoedit` opens an editor: the settings this test needs are already right (the setup wrote
   WIMZ_DATABASE_URL; the example's TURN URLs serve), so it is skipped;
 - the `.deb` and the dump a block names stand for the package under test and the backup made;
@@ -34,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from debian_root import DebianRoot
+from wimz_testkit import self_signed
 from test_deb import deb_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +70,8 @@ def test_the_runbook_reader_reads_blocks_as_written():
     text = ("<!-- runbook: demo -->\n```sh\nsudo a --x 'q # not a comment'  # a comment\n"
             "# a comment line\nb \\\n    --long\n```\n<!-- runbook: other -->\n```sh\nc\n```\n")
     assert runbook_blocks(text) == {"demo": ["sudo a --x 'q # not a comment'", "b      --long"], "other": ["c"]}
-    assert set(runbook_blocks(RUNBOOK.read_text())) >= {"install", "first device", "coturn", "backup", "restore",
-                                                        "upgrade", "roll back"}
+    assert set(runbook_blocks(RUNBOOK.read_text())) >= {"install", "first device", "coturn", "certificates", "backup",
+                                                        "restore", "upgrade", "roll back"}
 
 
 class RunbookHost:
@@ -93,12 +97,18 @@ class RunbookHost:
                               ("/sbin/init", b"#!/bin/sh\n# systemd on a server; nothing is PID 1 in this root.\nexit 1\n")):
             self.root.file(path).write_bytes(content)
             self.root.file(path).chmod(0o755)
-        self.root.file("/etc/apt/apt.conf.d/90runbook-answers-yes").write_text('APT::Get::Assume-Yes "true";\n')
+        # The operator's answers: yes to apt, keep a configuration file already there.
+        self.root.file("/etc/apt/apt.conf.d/90runbook-answers").write_text(
+            'APT::Get::Assume-Yes "true";\nDpkg::Options { "--force-confdef"; "--force-confold"; };\n')
+        # This sandbox allows 20,000 descriptors, too few for the HAProxy recipe's maxconn 200000
+        # (HAProxy refuses to start below its limits): the place Debian gives for HAProxy's extra
+        # options caps it, as an operator on such a host would.
+        self.root.file("/etc/default/haproxy").write_text('EXTRAOPTS="-S /run/haproxy-master.sock -n 5000"\n')
         self.deb = f"/root/{deb_path().name}"
         self.root.file(self.deb).write_bytes(deb_path().read_bytes())
         # Over the host's network, once: what the runbook's apt-get lines will install, and curl.
         self.root.run("apt-get", "install", "-y", "-q", "--download-only", self.deb, "postgresql", "postgresql-client",
-                      "coturn")
+                      "coturn", "haproxy", "certbot")
         self.root.run("apt-get", "install", "-y", "-q", "curl")
 
     def run(self, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -113,7 +123,8 @@ class RunbookHost:
     def logs(self) -> str:
         """The relay's output and what systemctl was asked, for a failure's message."""
         found = []
-        for name in ("/var/log/wimz-relay.service.log", "/var/log/coturn.service.log", "/var/log/systemctl-calls"):
+        for name in ("/var/log/wimz-relay.service.log", "/var/log/coturn.service.log", "/var/log/haproxy.service.log",
+                     "/var/log/systemctl-calls"):
             log = self.root.file(name)
             found.append(f"{name}:\n" + (log.read_text()[-3000:] if log.exists() else "(none)"))
         return "\n".join(found)
@@ -150,7 +161,54 @@ class RunbookHost:
         assert done.returncode == 0, done.stdout + done.stderr + self.logs()
         return int(done.stdout.split()[-1])
 
+    def start_pebble(self) -> None:
+        """pebble, Debian's ACME test server, in the namespace with its mock DNS (every name is the
+        host's public address), checking HTTP-01 on port 80; certbot in the root pointed at it and
+        its first-run questions answered (root's ~/.config/letsencrypt/cli.ini)."""
+        work = Path(tempfile.mkdtemp(prefix="pebble-", dir=self.root.path.parent))
+        cert, key = self_signed(work, ("127.0.0.1",))
+        (work / "pebble.json").write_text(json.dumps({"pebble": {
+            "listenAddress": "127.0.0.1:14000", "managementListenAddress": "127.0.0.1:15000", "certificate": str(cert),
+            "privateKey": str(key), "httpPort": 80, "tlsPort": 5001, "ocspResponderURL": "",
+            "externalAccountBindingRequired": False}}))
+        in_namespace = ["ip", "netns", "exec", self.netns]
+        self.pebble = [
+            subprocess.Popen([*in_namespace, "pebble-challtestsrv", "-defaultIPv4", PUBLIC_ADDRESS, "-defaultIPv6", "",
+                              "-dns01", "127.0.0.1:8053", "-http01", "", "-https01", "", "-tlsalpn01", "",
+                              "-management", "127.0.0.1:8055"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            subprocess.Popen([*in_namespace, "pebble", "-config", str(work / "pebble.json"), "-dnsserver", "127.0.0.1:8053"],
+                             env=dict(os.environ, PEBBLE_VA_NOSLEEP="1", PEBBLE_WFE_NONCEREJECT="0"),
+                             stdout=(work / "pebble.log").open("w"), stderr=subprocess.STDOUT)]
+        # root's own cli.ini (the package's /etc/letsencrypt/cli.ini is a conffile).
+        self.root.file("/root/.config/letsencrypt").mkdir(parents=True, exist_ok=True)
+        self.root.file("/root/.config/letsencrypt/cli.ini").write_text(
+            "server = https://127.0.0.1:14000/dir\nno-verify-ssl = true\nagree-tos = true\n"
+            "register-unsafely-without-email = true\nnon-interactive = true\n")
+        self.run("for i in $(seq 100); do curl -skf https://127.0.0.1:14000/dir >/dev/null && exit 0; sleep 0.1; done; exit 1")
+
+    def served_certificate(self) -> tuple[str, int]:
+        """The issuer of the certificate HAProxy serves for api.wimzai.com on the host's public
+        address, and the status of /healthz through it."""
+        script = ("import socket, ssl, subprocess\n"
+                  "context = ssl._create_unverified_context()\n"
+                  f"raw = socket.create_connection(('{PUBLIC_ADDRESS}', 443), timeout=5)\n"
+                  "tls = context.wrap_socket(raw, server_hostname='api.wimzai.com')\n"
+                  "der = tls.getpeercert(binary_form=True)\n"
+                  "tls.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: api.wimzai.com\\r\\nConnection: close\\r\\n\\r\\n')\n"
+                  "status = tls.recv(64).split()[1].decode()\n"
+                  "issuer = subprocess.run(['openssl', 'x509', '-inform', 'DER', '-noout', '-issuer'], input=der,"
+                  " capture_output=True).stdout.decode().strip()\n"
+                  "print(status, issuer)\n")
+        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
+        status, issuer = done.stdout.strip().split(" ", 1)
+        return issuer, int(status)
+
     def close(self) -> None:
+        for process in getattr(self, "pebble", []):
+            process.terminate()
+            process.wait(timeout=10)
         # Whatever runs from the root (the relay, PostgreSQL) goes with it, then the root.
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
@@ -214,6 +272,16 @@ def test_coturn_on_the_same_host_allocates_with_the_relays_credentials(host):
     assert "\nWIMZ_TURN_ADMIN=127.0.0.1:5766\n" in env and "turn:turn.wimzai.com:3478?transport=udp" in env
     assert '"turn_admin_unset"' not in host.root.file("/var/log/wimz-relay.service.log").read_text().split('"listening"')[-1]
     assert host.turn_allocation(host.tokens["robot"]) == 200  # type: ignore[attr-defined]
+
+
+def test_haproxy_gets_the_apis_certificate_from_the_acme_server(host):
+    host.start_pebble()
+    run_block(host, "certificates")
+    assert host.root.stat("/etc/haproxy/certs/api.wimzai.com.pem") == ("root", "root", "600")
+    issuer, health = host.served_certificate()
+    assert "Pebble" in issuer and health == 200, (issuer, health)
+    # The API's certificate reached HAProxy only: coturn keeps what it had (none: no TURN name).
+    assert not host.root.file("/etc/coturn/certs/fullchain.pem").exists()
 
 
 def test_the_database_lost_is_restored_from_the_backup_onto_a_fresh_server(host):
