@@ -136,6 +136,11 @@ def test_development_builds_upgrade_in_order():
     for older, newer in zip(order, order[1:]):
         assert subprocess.run(["dpkg", "--compare-versions", older, "lt", newer]).returncode == 0, (older, newer)
     assert re.fullmatch(re.escape(VERSION) + r"(~dev\.\d+\+g[0-9a-f]{10})?", PACKAGE_VERSION), PACKAGE_VERSION
+    # VERSION names the release being made: once its tag exists, later commits name the next one
+    # (else their builds would sort below the release). A clone without tags can't tell.
+    tagged = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"refs/tags/{VERSION}^{{commit}}"],
+                            capture_output=True, text=True).stdout.strip()
+    assert not tagged or tagged == git("rev-parse", "HEAD"), f"{VERSION} is released: raise VERSION (scripts/generate.sh)"
 
 
 def test_files_owners_and_modes(debian):
