@@ -24,4 +24,3 @@ public struct ReleaseVersion: Comparable, Sendable, CustomStringConvertible {
     /// The release this binary is.
     public static let current = ReleaseVersion(RelayVersion.current)!
 }
-
