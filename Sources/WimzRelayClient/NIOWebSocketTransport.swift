@@ -219,13 +219,25 @@ private final class NIOWebSocketConnection: WebSocketConnection {
         if case .terminated = outbound.yield(frame) { throw RelayClientError.notConnected }
     }
 
+    /// Sends a ping and returns with its pong; throws when the connection ends first, or
+    /// `CancellationError` as soon as the calling task is cancelled.
     func ping() async throws {
         let payload = (0..<8).map { _ in UInt8.random(in: 0...255) }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            pongs.wait(for: payload, continuation)
-            let frame = WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: ByteBuffer(bytes: payload))
-            if case .terminated = outbound.yield(frame) { pongs.failAll() }
+        let pongs = self.pongs
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                pongs.wait(for: payload, continuation)
+                let frame = WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: ByteBuffer(bytes: payload))
+                if case .terminated = outbound.yield(frame) { pongs.failAll() }
+            }
+        } onCancel: {
+            pongs.cancel(payload)
         }
+    }
+
+    func abort() async {
+        channel.close(promise: nil)
+        await finished.value
     }
 
     func close(code: UInt16) async {
@@ -242,17 +254,32 @@ private final class NIOWebSocketConnection: WebSocketConnection {
 private final class PongWaiters: @unchecked Sendable {
     private let lock = NSLock()
     private var waiting: [[UInt8]: CheckedContinuation<Void, any Error>] = [:]
+    /// Pings cancelled before they waited (the cancellation handler can run first).
+    private var cancelled: Set<[UInt8]> = []
     private var ended = false
 
     func wait(for payload: [UInt8], _ continuation: CheckedContinuation<Void, any Error>) {
         lock.lock()
-        if ended {
+        if ended || cancelled.remove(payload) != nil {
+            let error: any Error = ended ? RelayClientError.notConnected : CancellationError()
             lock.unlock()
-            continuation.resume(throwing: RelayClientError.notConnected)
+            continuation.resume(throwing: error)
             return
         }
         waiting[payload] = continuation
         lock.unlock()
+    }
+
+    /// The caller stopped waiting: its continuation ends now with `CancellationError`.
+    func cancel(_ payload: [UInt8]) {
+        lock.lock()
+        guard let continuation = waiting.removeValue(forKey: payload) else {
+            if !ended { cancelled.insert(payload) }
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        continuation.resume(throwing: CancellationError())
     }
 
     func arrived(_ payload: [UInt8]) {

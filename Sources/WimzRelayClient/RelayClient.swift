@@ -365,26 +365,23 @@ public actor RelayClient {
         return true
     }
 
-    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong
-    /// within as long again: the socket is dead (a NAT dropped it): reconnect at once.
+    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong by
+    /// twice the interval after the last sign of life: the socket is dead (a NAT dropped it, the
+    /// relay froze): reconnect at once, whatever the transport's ping does meanwhile.
     private func watchLiveness(of socket: any WebSocketConnection) async {
         let interval = configuration.livenessInterval
         while !Task.isCancelled {
             try? await Task.sleep(for: min(interval / 4, .seconds(1)))
-            guard !Task.isCancelled, ContinuousClock.now - lastHeard >= interval else { continue }
-            let answered = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { (try? await socket.ping()) != nil }
-                group.addTask { try? await Task.sleep(for: interval); return false }
-                let first = await group.next() ?? false
-                group.cancelAll()
-                return first
-            }
+            let quiet = ContinuousClock.now - lastHeard
+            guard !Task.isCancelled, quiet >= interval else { continue }
+            // The pong must come by twice the interval after the last sign of life.
+            let answered = await answersPing(socket, within: interval * 2 - quiet)
             if Task.isCancelled { return }
             if answered {
                 lastHeard = .now
             } else {
                 skipBackoff = true
-                await socket.close(code: CloseCode.goingAway.rawValue)
+                await socket.abort()
                 return
             }
         }

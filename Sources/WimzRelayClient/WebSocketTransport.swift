@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 
 /// What a WebSocket connection delivers, whole messages only (fragments are joined; pings are
 /// answered by the transport).
@@ -38,6 +39,13 @@ public protocol WebSocketConnection: Sendable {
     var events: AsyncStream<WebSocketEvent> { get }
     /// Starts the closing handshake with `code` and releases the connection.
     func close(code: UInt16) async
+    /// Ends the connection at once, with no closing handshake: the peer stopped answering, so
+    /// waiting for its close would only delay the reconnect. (By default: ``close(code:)``.)
+    func abort() async
+}
+
+extension WebSocketConnection {
+    public func abort() async { await close(code: CloseCode.goingAway.rawValue) }
 }
 
 /// Opens WebSocket connections: SwiftNIO on Linux (``NIOWebSocketTransport``),

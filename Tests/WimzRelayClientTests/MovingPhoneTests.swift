@@ -40,11 +40,37 @@ final class FreezableTransport: WebSocketTransport, @unchecked Sendable {
         }
         func send(text: String) async throws { try await inner.send(text: text) }
         func send(binary: [UInt8]) async throws { try await inner.send(binary: binary) }
+        /// Frozen, a ping neither answers nor fails nor notices its caller's cancellation (as a
+        /// checked continuation without a cancellation handler behaves): it ends with the
+        /// connection.
         func ping() async throws {
-            if frozen.withLock({ $0 }) { try await Task.sleep(for: .seconds(3600)) }
+            if frozen.withLock({ $0 }) {
+                await withCheckedContinuation { continuation in
+                    let ended = stalledPings.withLock { pings -> Bool in
+                        guard let waiting = pings else { return true }
+                        pings = waiting + [continuation]
+                        return false
+                    }
+                    if ended { continuation.resume() }
+                }
+                throw RelayClientError.notConnected
+            }
             try await inner.ping()
         }
-        func close(code: UInt16) async { await inner.close(code: code) }
+        private let stalledPings = Locked<[CheckedContinuation<Void, Never>]?>([])
+        private func endStalledPings() {
+            for continuation in stalledPings.withLock({ pings in defer { pings = nil }; return pings ?? [] }) {
+                continuation.resume()
+            }
+        }
+        func close(code: UInt16) async {
+            endStalledPings()
+            await inner.close(code: code)
+        }
+        func abort() async {
+            endStalledPings()
+            await inner.abort()
+        }
     }
 }
 

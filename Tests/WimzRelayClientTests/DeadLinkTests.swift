@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import RelayTestSupport
+@testable import WimzRelayClient
+
+/// A link that dies without a word, as a phone on cellular meets it: the relay process frozen
+/// (SIGSTOP: no FIN, no reset, no pong), with the real NIO transport. The client's own state
+/// stream must say so within twice the liveness interval, and connect again once the relay
+/// answers (SIGCONT).
+@Suite struct DeadLinkTests {
+    @Test func aFrozenRelayIsNoticedInTimeAndTheClientConnectsAgainWhenItAnswers() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let client = makeClient(f) { config in config.livenessInterval = .seconds(2) }
+        let log = EventLog(client)
+        await client.start()
+        let (_, connected) = try await log.waitFor(isState(.connected))
+        kill(f.relay.pid, SIGSTOP)
+        let frozenAt = ContinuousClock.now
+        var resumed = false
+        defer { if !resumed { kill(f.relay.pid, SIGCONT) } }
+        let (_, noticed) = try await log.waitFor(after: connected + 1, timeout: 10) { event in
+            if case .connection(let state) = event { state != .connected } else { false }
+        }
+        let took = ContinuousClock.now - frozenAt
+        // Twice the interval (the watchdog's tick and a loaded machine's scheduling on top).
+        #expect(took < .milliseconds(4_500), "noticed after \(took)")
+        #expect(await client.state != .connected)
+
+        kill(f.relay.pid, SIGCONT)
+        resumed = true
+        _ = try await log.waitFor(after: noticed + 1, timeout: 15, isState(.connected))
+        await client.stop()
+    }
+
+    @Test func aPingThatIgnoresCancellationDoesNotHoldTheCheck() async throws {
+        let stuck = StuckPing()
+        let started = ContinuousClock.now
+        #expect(await answersPing(stuck, within: .milliseconds(200)) == false)
+        #expect(ContinuousClock.now - started < .seconds(1))
+        stuck.release()
+        #expect(await answersPing(AnsweringPing(), within: .seconds(5)) == true)
+    }
+}
+
+/// A connection whose ping never returns until released, and ignores cancellation meanwhile.
+private final class StuckPing: WebSocketConnection, @unchecked Sendable {
+    private let waiting = Locked<[CheckedContinuation<Void, Never>]>([])
+    let events = AsyncStream<WebSocketEvent> { $0.finish() }
+    func send(text: String) async throws {}
+    func send(binary: [UInt8]) async throws {}
+    func ping() async throws {
+        await withCheckedContinuation { continuation in waiting.withLock { $0.append(continuation) } }
+        throw RelayClientError.notConnected
+    }
+    func close(code: UInt16) async { release() }
+    func release() { for continuation in waiting.withLock({ list in defer { list = [] }; return list }) { continuation.resume() } }
+}
+
+private struct AnsweringPing: WebSocketConnection {
+    let events = AsyncStream<WebSocketEvent> { $0.finish() }
+    func send(text: String) async throws {}
+    func send(binary: [UInt8]) async throws {}
+    func ping() async throws {}
+    func close(code: UInt16) async {}
+}
