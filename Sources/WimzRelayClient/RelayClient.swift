@@ -76,8 +76,13 @@ public actor RelayClient {
     private var lastSeq: UInt64 = 0
     /// When the connection last showed life (a message or the relay's ping).
     private var lastHeard = ContinuousClock.now
-    /// Set by ``reconnectNow()``: the next reconnect skips the back-off.
-    private var skipBackoff = false
+    /// The open connection is being ended by the client itself (``reconnectNow()``, a dead link):
+    /// a fresh socket follows at once, unless the relay's close code says otherwise. Belongs to
+    /// one connection: cleared when the next one opens.
+    private var endingOnPurpose = false
+    /// ``reconnectNow()`` while no connection is open: the back-off wait ends now. Cleared when a
+    /// connection opens, so it never reaches the policy for that connection's close.
+    private var wakeUp = false
     private var pathWatcher: (any Sendable)?
     /// `ws(s)://…/ws/app?device_id=ID`: no token in it.
     nonisolated let socketURL: URL
@@ -140,8 +145,12 @@ public actor RelayClient {
     /// by itself on Apple platforms (Network's path monitor, UIKit's foreground notification).
     public func reconnectNow() async {
         guard started, runner != nil else { return }
-        skipBackoff = true
-        if let connection { await connection.close(code: CloseCode.goingAway.rawValue) }
+        if let connection {
+            endingOnPurpose = true
+            await connection.close(code: CloseCode.goingAway.rawValue)
+        } else {
+            wakeUp = true  // a wait ends now; a connect under way is a fresh attempt already
+        }
     }
 
     /// Sends a raw text message to the robot (WebRTC offers and candidates, …).
@@ -300,6 +309,7 @@ public actor RelayClient {
                 break
             }
             connection = socket
+            (endingOnPurpose, wakeUp) = (false, false)
             backoff.reset()
             setState(.connected)
             let opened = ContinuousClock.now
@@ -320,12 +330,14 @@ public actor RelayClient {
             connection = nil
             failAllPending(.notConnected)
             if Task.isCancelled { break }
-            if skipBackoff {
-                skipBackoff = false
+            // What each close code means for a reconnect is WimzProtocol's (shared with the relay),
+            // decided first: a revoked token stops the client whatever else is pending.
+            let policy = CloseCode.reconnect(after: closeCode)
+            if endingOnPurpose, policy != .never {
+                endingOnPurpose = false
                 continue  // the network changed, the app came back or the socket went quiet
             }
-            // What each close code means for a reconnect is WimzProtocol's (shared with the relay).
-            switch CloseCode.reconnect(after: closeCode) {
+            switch policy {
             case .never: return finish(.revoked(reason: closeReason))
             case .atOnce where ContinuousClock.now - opened >= .seconds(WimzProtocol.quickReconnectAfterSeconds):
                 continue  // at once: the balancer picks a live node (one that keeps closing
@@ -340,10 +352,10 @@ public actor RelayClient {
         setState(.waiting(retryIn: delay))
         // In steps, so ``reconnectNow()`` cuts the wait short.
         let end = ContinuousClock.now + delay
-        while !skipBackoff, !Task.isCancelled, ContinuousClock.now < end {
+        while !wakeUp, !Task.isCancelled, ContinuousClock.now < end {
             try? await Task.sleep(for: min(.milliseconds(100), end - .now))
         }
-        skipBackoff = false
+        wakeUp = false
     }
 
     /// `/ws/app?device_id=ID` plus `recover=1`, or `since=E:N` once the relay numbered messages.
@@ -380,7 +392,7 @@ public actor RelayClient {
             if answered {
                 lastHeard = .now
             } else {
-                skipBackoff = true
+                endingOnPurpose = true
                 await socket.abort()
                 return
             }
