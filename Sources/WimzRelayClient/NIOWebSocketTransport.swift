@@ -46,10 +46,12 @@ public struct NIOWebSocketTransport: WebSocketTransport {
         let maxFrameSize = maxMessageBytes
         let timeout = TimeAmount.milliseconds(Int64(connectTimeout.components.seconds * 1000))
 
+        let opening = Locked<(any Channel)?>(nil)
         let outcome = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(timeout)
             .connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOWebSocketTransport.pipelineSetup.withLock {
+                opening.withLock { $0 = channel }
+                return channel.eventLoop.makeCompletedFuture { try NIOWebSocketTransport.pipelineSetup.withLock {
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host))
                     }
@@ -79,8 +81,18 @@ public struct NIOWebSocketTransport: WebSocketTransport {
                     return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
                 } }
             }
-        switch try await outcome.get() {
-        case .upgraded(let channel): return NIOWebSocketConnection(channel: channel)
+        // The upgrade's answer may never come (a server that accepts and then says nothing): the
+        // connect timeout and the caller's cancellation bound it by closing the connection.
+        let channel = opening.withLock { $0 }
+        let deadline = channel?.eventLoop.scheduleTask(in: timeout) { channel?.close(promise: nil) }
+        defer { deadline?.cancel() }
+        let answer = try await withTaskCancellationHandler {
+            try await outcome.get()
+        } onCancel: {
+            channel?.close(promise: nil)
+        }
+        switch answer {
+        case .upgraded(let upgraded): return NIOWebSocketConnection(channel: upgraded)
         case .refused(let refusal): throw try await refusal.get()
         }
     }

@@ -1,12 +1,25 @@
-#if canImport(Darwin)
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
-/// WebSocket connections on `URLSessionWebSocketTask` (Apple platforms). A refused upgrade is
-/// reported with its status code; URLSession does not hand over the body.
+/// WebSocket connections on `URLSessionWebSocketTask`, the default on Apple platforms. A refused
+/// upgrade is reported with its status code; URLSession does not hand over the body. On Linux it
+/// builds against FoundationNetworking (the same API), so the compiler checks it there too; it
+/// runs only where URLSession speaks WebSocket (Debian's libcurl does not).
 public struct URLSessionWebSocketTransport: WebSocketTransport {
     public let session: URLSession
+    /// How long opening (TCP, TLS, upgrade) may take: URLSession's own default is 60 s.
+    public var openTimeout: Duration
+    /// How long a ping waits for its pong before it fails (the client's liveness check usually
+    /// gives up first): URLSession may call its completion twice, or never.
+    public var pingTimeout: Duration
 
-    public init(session: URLSession = .shared) { self.session = session }
+    public init(session: URLSession = .shared, openTimeout: Duration = .seconds(10), pingTimeout: Duration = .seconds(30)) {
+        self.session = session
+        self.openTimeout = openTimeout
+        self.pingTimeout = pingTimeout
+    }
 
     public func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection {
         var request = URLRequest(url: url)
@@ -16,12 +29,9 @@ public struct URLSessionWebSocketTransport: WebSocketTransport {
         // The task opens lazily and has no "opened" callback without a delegate: a ping
         // round trip tells an open socket from a refused upgrade.
         do {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                task.sendPing { error in
-                    if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-                }
-            }
+            try await firstAnswer(within: openTimeout) { done in task.sendPing(pongReceiveHandler: done) }
         } catch {
+            task.cancel()
             if let http = task.response as? HTTPURLResponse, http.statusCode != 101 {
                 var fields: [String: String] = [:]
                 for (name, value) in http.allHeaderFields { fields["\(name)".lowercased()] = "\(value)" }
@@ -29,7 +39,7 @@ public struct URLSessionWebSocketTransport: WebSocketTransport {
             }
             throw error
         }
-        return URLSessionWebSocketConnection(task: task)
+        return URLSessionWebSocketConnection(task: task, pingTimeout: pingTimeout)
     }
 }
 
@@ -37,9 +47,11 @@ private final class URLSessionWebSocketConnection: WebSocketConnection, @uncheck
     // URLSessionWebSocketTask is thread-safe; the class only holds it and the stream.
     let events: AsyncStream<WebSocketEvent>
     private let task: URLSessionWebSocketTask
+    private let pingTimeout: Duration
 
-    init(task: URLSessionWebSocketTask) {
+    init(task: URLSessionWebSocketTask, pingTimeout: Duration) {
         self.task = task
+        self.pingTimeout = pingTimeout
         let (events, sink) = AsyncStream.makeStream(of: WebSocketEvent.self)
         self.events = events
         Task {
@@ -70,10 +82,12 @@ private final class URLSessionWebSocketConnection: WebSocketConnection, @uncheck
     }
 
     func ping() async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            task.sendPing { error in
-                if error != nil { continuation.resume(throwing: RelayClientError.notConnected) } else { continuation.resume() }
-            }
+        do {
+            try await firstAnswer(within: pingTimeout) { done in task.sendPing(pongReceiveHandler: done) }
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw RelayClientError.notConnected
         }
     }
 
@@ -81,4 +95,3 @@ private final class URLSessionWebSocketConnection: WebSocketConnection, @uncheck
         task.cancel(with: URLSessionWebSocketTask.CloseCode(rawValue: Int(code)) ?? .normalClosure, reason: nil)
     }
 }
-#endif

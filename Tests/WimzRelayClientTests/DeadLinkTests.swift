@@ -32,6 +32,46 @@ import RelayTestSupport
         await client.stop()
     }
 
+    /// A relay that accepts the connection and then says nothing: the upgrade is bounded by the
+    /// transport's connect timeout, and stop() does not wait for it, nor for a frozen socket's
+    /// closing handshake.
+    @Test func stopReturnsPromptlyWhileConnectingOrConnectedToAFrozenRelay() async throws {
+        let f = try await onThread { try RelayFixture() }
+        kill(f.relay.pid, SIGSTOP)
+        defer { kill(f.relay.pid, SIGCONT) }
+        let connecting = makeClient(f)
+        let log = EventLog(connecting)
+        await connecting.start()
+        _ = try await log.waitFor(isState(.connecting))
+        try await Task.sleep(for: .milliseconds(300))  // the TCP handshake done, the upgrade unanswered
+        var started = ContinuousClock.now
+        await connecting.stop()
+        #expect(ContinuousClock.now - started < .seconds(1), "stop() while connecting")
+
+        kill(f.relay.pid, SIGCONT)
+        let connected = makeClient(f)
+        let connectedLog = EventLog(connected)
+        await connected.start()
+        _ = try await connectedLog.waitFor(isState(.connected))
+        kill(f.relay.pid, SIGSTOP)
+        started = ContinuousClock.now
+        await connected.stop()
+        #expect(ContinuousClock.now - started < .seconds(3), "stop() while connected (a 2 s close handshake at most)")
+    }
+
+    @Test func anUnansweredUpgradeEndsAtTheConnectTimeout() async throws {
+        let f = try await onThread { try RelayFixture() }
+        kill(f.relay.pid, SIGSTOP)
+        defer { kill(f.relay.pid, SIGCONT) }
+        let transport = NIOWebSocketTransport(connectTimeout: .seconds(1))
+        let started = ContinuousClock.now
+        await #expect(throws: (any Error).self) {
+            _ = try await transport.connect(to: URL(string: "ws://127.0.0.1:\(f.port)/ws/app?device_id=dev1")!,
+                                            headers: ["Authorization": "Bearer \(f.appTokens["dev1"]!)"])
+        }
+        #expect(ContinuousClock.now - started < .seconds(3))
+    }
+
     @Test func aPingThatIgnoresCancellationDoesNotHoldTheCheck() async throws {
         let stuck = StuckPing()
         let started = ContinuousClock.now
