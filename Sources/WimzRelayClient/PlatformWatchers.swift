@@ -14,19 +14,15 @@ enum PlatformWatchers {
     static func start(_ reconnect: @escaping @Sendable () async -> Void) -> (any Sendable)? {
         #if canImport(Network)
         let monitor = NWPathMonitor()
-        let first = Locked(true)
-        monitor.pathUpdateHandler = { _ in
-            // The first update is the current path, not a change.
-            if first.withLock({ let was = $0; $0 = false; return was }) { return }
-            Task { await reconnect() }
-        }
+        let paths = PathChangeWatch(reconnect: reconnect)
+        monitor.pathUpdateHandler = { path in paths.update(NetworkPathSnapshot(path)) }
         monitor.start(queue: DispatchQueue(label: "wimz.relay-client.path"))
         #if canImport(UIKit) && !os(watchOS)
         let observer = NotificationCenter.default.addObserver(forName: UIApplication.willEnterForegroundNotification,
                                                               object: nil, queue: nil) { _ in Task { await reconnect() } }
-        return Watchers(monitor: monitor, observer: observer)
+        return Watchers(monitor: monitor, paths: paths, observer: observer)
         #else
-        return Watchers(monitor: monitor, observer: nil)
+        return Watchers(monitor: monitor, paths: paths, observer: nil)
         #endif
         #else
         return nil
@@ -36,9 +32,11 @@ enum PlatformWatchers {
     #if canImport(Network)
     final class Watchers: @unchecked Sendable {
         let monitor: NWPathMonitor
+        let paths: PathChangeWatch
         let observer: (any NSObjectProtocol)?
-        init(monitor: NWPathMonitor, observer: (any NSObjectProtocol)?) {
+        init(monitor: NWPathMonitor, paths: PathChangeWatch, observer: (any NSObjectProtocol)?) {
             self.monitor = monitor
+            self.paths = paths
             self.observer = observer
         }
         deinit {

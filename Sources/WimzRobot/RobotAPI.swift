@@ -43,6 +43,8 @@ public actor RobotAPI {
     #if canImport(Network)
     private var monitor: NWPathMonitor?
     #endif
+    /// Judges the path updates: only a path back, or another interface, re-probes.
+    private var paths: PathChangeWatch?
 
     /// Every call over `route`.
     public init(route: RobotRoute, session: URLSession = .shared) {
@@ -86,11 +88,26 @@ public actor RobotAPI {
     private func startWatchingPath() {
         #if canImport(Network)
         guard monitor == nil else { return }
+        // The monitor's first update is the current path, which the probe just judged.
+        let paths = PathChangeWatch { [weak self] in await self?.networkChanged() }
         let monitor = NWPathMonitor()
-        monitor.pathUpdateHandler = { [weak self] _ in Task { await self?.networkChanged() } }
+        monitor.pathUpdateHandler = { path in paths.update(NetworkPathSnapshot(path)) }
         monitor.start(queue: DispatchQueue(label: "wimz.robot-api.path"))
-        self.monitor = monitor
+        (self.monitor, self.paths) = (monitor, paths)
         #endif
+    }
+
+    #if canImport(Network)
+    deinit { monitor?.cancel() }
+    #endif
+
+    /// Stops watching the network path (the monitor is also cancelled when the API goes away).
+    public func stopWatchingPath() {
+        #if canImport(Network)
+        monitor?.cancel()
+        monitor = nil
+        #endif
+        paths = nil
     }
 
     // MARK: - Missions (§3)

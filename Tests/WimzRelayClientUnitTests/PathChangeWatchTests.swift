@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+@testable import WimzRelayClient
+
+/// Network path updates as a phone delivers them: in bursts, mostly attribute changes.
+@Suite struct PathChangeWatchTests {
+    private final class Count: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value = 0
+        func add() { lock.withLock { value += 1 } }
+        var current: Int { lock.withLock { value } }
+    }
+
+    private func watch() -> (PathChangeWatch, Count) {
+        let count = Count()
+        return (PathChangeWatch(settle: .milliseconds(50)) { count.add() }, count)
+    }
+
+    private let wifi = NetworkPathSnapshot(usable: true, interface: "en0")
+    private let cellular = NetworkPathSnapshot(usable: true, interface: "pdp_ip0")
+    private let none = NetworkPathSnapshot(usable: false, interface: nil)
+
+    @Test func theFirstPathIsTheCurrentOneAndAttributeChangesAreNoChange() async throws {
+        let (paths, reconnects) = watch()
+        paths.update(wifi)
+        try await Task.sleep(for: .milliseconds(200))
+        paths.update(wifi)  // expensive/constrained/DNS changed: the same interface, still usable
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reconnects.current == 0)
+    }
+
+    @Test func anotherInterfaceOrAPathBackReconnectsOnceABurstHasSettled() async throws {
+        let (paths, reconnects) = watch()
+        paths.update(wifi)
+        try await Task.sleep(for: .milliseconds(200))
+        for path in [none, cellular, cellular, cellular] { paths.update(path) }  // Wi-Fi → cellular, in a burst
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reconnects.current == 1)
+        paths.update(none)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reconnects.current == 1, "losing the path is no reason to reconnect (nothing to reconnect over)")
+        paths.update(cellular)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reconnects.current == 2, "the path came back")
+        paths.update(wifi)
+        paths.update(cellular)  // back before it settled: nothing changed
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(reconnects.current == 2)
+    }
+}
