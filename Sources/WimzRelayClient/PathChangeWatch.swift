@@ -14,7 +14,7 @@ package struct NetworkPathSnapshot: Equatable, Sendable {
         self.interface = interface
     }
 
-    #if canImport(Network)
+    #if canImport(Network) || os(Linux)
     package init(_ path: NWPath) {
         self.init(usable: path.status == .satisfied, interface: path.availableInterfaces.first?.name)
     }

@@ -8,28 +8,40 @@ import UIKit
 
 /// What makes a phone's socket stale without it noticing: a network path change (Wi-Fi ↔
 /// cellular) and a return to the foreground. On Apple platforms both call `reconnect`; on Linux
-/// there is nothing to watch (``RelayClient/reconnectNow()`` can still be called).
-enum PlatformWatchers {
-    /// Starts watching; keep the result alive as long as the client runs.
+/// the same code runs on inert stand-ins (AppleStandIns.swift), so the compiler checks it, and
+/// nothing is watched (``RelayClient/reconnectNow()`` can still be called).
+package enum PlatformWatchers {
+    /// Starts watching the network path and the app's return to the foreground; keep the result
+    /// alive as long as the client runs.
     static func start(_ reconnect: @escaping @Sendable () async -> Void) -> (any Sendable)? {
-        #if canImport(Network)
+        watch(foreground: true, reconnect)
+    }
+
+    /// The network path only (RobotAPI's choice of route); watching ends with the result.
+    package static func watchPath(_ changed: @escaping @Sendable () async -> Void) -> (any Sendable)? {
+        watch(foreground: false, changed)
+    }
+
+    private static func watch(foreground: Bool, _ changed: @escaping @Sendable () async -> Void) -> (any Sendable)? {
+        #if canImport(Network) || os(Linux)
         let monitor = NWPathMonitor()
-        let paths = PathChangeWatch(reconnect: reconnect)
+        let paths = PathChangeWatch(reconnect: changed)
         monitor.pathUpdateHandler = { path in paths.update(NetworkPathSnapshot(path)) }
         monitor.start(queue: DispatchQueue(label: "wimz.relay-client.path"))
-        #if canImport(UIKit) && !os(watchOS)
-        let observer = NotificationCenter.default.addObserver(forName: UIApplication.willEnterForegroundNotification,
-                                                              object: nil, queue: nil) { _ in Task { await reconnect() } }
-        return Watchers(monitor: monitor, paths: paths, observer: observer)
-        #else
-        return Watchers(monitor: monitor, paths: paths, observer: nil)
+        var observer: (any NSObjectProtocol)?
+        #if (canImport(UIKit) && !os(watchOS)) || os(Linux)
+        if foreground {
+            observer = NotificationCenter.default.addObserver(forName: UIApplication.willEnterForegroundNotification,
+                                                              object: nil, queue: nil) { _ in Task { await changed() } }
+        }
         #endif
+        return Watchers(monitor: monitor, paths: paths, observer: observer)
         #else
         return nil
         #endif
     }
 
-    #if canImport(Network)
+    #if canImport(Network) || os(Linux)
     final class Watchers: @unchecked Sendable {
         let monitor: NWPathMonitor
         let paths: PathChangeWatch

@@ -34,7 +34,9 @@ public final class RelayConnectionModel {
     /// The guide's Must-Have: the mode selector is disabled while the mode is locked.
     public var isModeSelectorEnabled: Bool { mode?.locked != true }
 
-    @ObservationIgnored private var watcher: Task<Void, Never>?
+    // Set once in init and only cancelled after: readable from the nonisolated deinit (an
+    // `isolated deinit` needs Swift 6.2; the package supports 6.0).
+    @ObservationIgnored nonisolated(unsafe) private var watcher: Task<Void, Never>?
 
     /// With `loadsLastKnownState` the model starts from what the relay kept of the robot (its
     /// latest mode, mission, audio and program state), so an app opened while the robot is
@@ -57,7 +59,7 @@ public final class RelayConnectionModel {
         programProgress = programProgress ?? state.programProgress
     }
 
-    isolated deinit { watcher?.cancel() }
+    deinit { watcher?.cancel() }
 
     func apply(_ event: RelayEvent) {
         switch event {

@@ -4,9 +4,6 @@ import WimzProtocol
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-#if canImport(Network)
-import Network
-#endif
 
 /// Where the robot's REST API is reached: on the LAN, or through the relay (docs/protocol.md v1.1
 /// "HTTP to the robot through the relay") — the same paths either way.
@@ -40,11 +37,9 @@ public actor RobotAPI {
     private let probeTimeout: Duration
     private let session: URLSession
     private var chosen: RobotRoute?
-    #if canImport(Network)
-    private var monitor: NWPathMonitor?
-    #endif
-    /// Judges the path updates: only a path back, or another interface, re-probes.
-    private var paths: PathChangeWatch?
+    /// The network path watcher while a route is chosen (PlatformWatchers: a path that came back
+    /// or moved interface re-probes); released, it stops.
+    private var pathWatch: (any Sendable)?
 
     /// Every call over `route`.
     public init(route: RobotRoute, session: URLSession = .shared) {
@@ -86,29 +81,13 @@ public actor RobotAPI {
     }
 
     private func startWatchingPath() {
-        #if canImport(Network)
-        guard monitor == nil else { return }
-        // The monitor's first update is the current path, which the probe just judged.
-        let paths = PathChangeWatch { [weak self] in await self?.networkChanged() }
-        let monitor = NWPathMonitor()
-        monitor.pathUpdateHandler = { path in paths.update(NetworkPathSnapshot(path)) }
-        monitor.start(queue: DispatchQueue(label: "wimz.robot-api.path"))
-        (self.monitor, self.paths) = (monitor, paths)
-        #endif
+        guard pathWatch == nil else { return }
+        // Its first update is the current path, which the probe just judged: no re-probe for it.
+        pathWatch = PlatformWatchers.watchPath { [weak self] in await self?.networkChanged() }
     }
 
-    #if canImport(Network)
-    deinit { monitor?.cancel() }
-    #endif
-
-    /// Stops watching the network path (the monitor is also cancelled when the API goes away).
-    public func stopWatchingPath() {
-        #if canImport(Network)
-        monitor?.cancel()
-        monitor = nil
-        #endif
-        paths = nil
-    }
+    /// Stops watching the network path (also when the API goes away).
+    public func stopWatchingPath() { pathWatch = nil }
 
     // MARK: - Missions (§3)
 
