@@ -64,8 +64,8 @@ chmod 0644 "$doc/copyright"
 epoch=$(git log -1 --format=%ct 2>/dev/null || stat -c %Y VERSION)
 export SOURCE_DATE_EPOCH=$epoch
 # A native package's changelog (Debian's format) that points at the project's own.
-printf 'wimz-relay (%s) bookworm; urgency=medium\n\n  * Release %s; what changed: /usr/share/doc/wimz-relay/CHANGELOG.md.\n\n -- %s  %s\n' \
-    "$version" "$version" "$(sed -n 's/^Maintainer: //p' deploy/debian/control)" "$(LC_ALL=C date -u -R -d "@$epoch")" \
+printf 'wimz-relay (%s) bookworm; urgency=medium\n\n  * What changed: /usr/share/doc/wimz-relay/CHANGELOG.md.\n\n -- %s  %s\n' \
+    "$version" "$(sed -n 's/^Maintainer: //p' deploy/debian/control)" "$(LC_ALL=C date -u -R -d "@$epoch")" \
     | gzip -9n > "$doc/changelog.gz"
 python3 scripts/manpage.py "$root/usr/bin/wimz-relay" "$version" "$epoch" | gzip -9n > "$root/usr/share/man/man8/wimz-relay.8.gz"
 sed "s/^\.TH \(.*\) \"\" \"wimz-relay\"/.TH \1 \"$(LC_ALL=C date -u -d "@$epoch" +%Y-%m-%d)\" \"wimz-relay $version\"/" deploy/wimz-relay-setup.8 \
