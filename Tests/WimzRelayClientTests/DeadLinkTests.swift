@@ -22,8 +22,8 @@ import RelayTestSupport
             if case .connection(let state) = event { state != .connected } else { false }
         }
         let took = ContinuousClock.now - frozenAt
-        // Twice the interval (the watchdog's tick and a loaded machine's scheduling on top).
-        #expect(took < .milliseconds(4_500), "noticed after \(took)")
+        // Twice the interval, and a second for the watchdog's tick and a loaded machine's scheduling.
+        #expect(took < .seconds(5), "noticed after \(took)")
         #expect(await client.state != .connected)
 
         kill(f.relay.pid, SIGCONT)

@@ -2,6 +2,9 @@ import Foundation
 import Testing
 @testable import WimzRelayClient
 
+// Timing-bound async tests: in WimzRelayClientTests, whose run has the cooperative thread pool
+// to itself (the daemon's blocking socket tests starve it, scripts/test.sh).
+
 /// Completion handlers that misbehave as URLSession's do (called twice on a cancel, or never):
 /// the wait ends exactly once, by the first answer, the timeout or the caller's cancellation.
 @Suite struct OneShotTests {
