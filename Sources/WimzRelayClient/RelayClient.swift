@@ -75,11 +75,11 @@ public actor RelayClient {
     private var epoch: String?
     private var lastSeq: UInt64 = 0
     /// When the connection last showed life (a message or the relay's ping).
-    private var lastHeard = ContinuousClock.now
+    var lastHeard = ContinuousClock.now
     /// The open connection is being ended by the client itself (``reconnectNow()``, a dead link):
     /// a fresh socket follows at once, unless the relay's close code says otherwise. Belongs to
     /// one connection: cleared when the next one opens.
-    private var endingOnPurpose = false
+    var endingOnPurpose = false
     /// ``reconnectNow()`` while no connection is open: the back-off wait ends now. Cleared when a
     /// connection opens, so it never reaches the policy for that connection's close.
     private var wakeUp = false
@@ -375,28 +375,6 @@ public actor RelayClient {
         token = fresh
         turn = nil
         return true
-    }
-
-    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong by
-    /// twice the interval after the last sign of life: the socket is dead (a NAT dropped it, the
-    /// relay froze): reconnect at once, whatever the transport's ping does meanwhile.
-    private func watchLiveness(of socket: any WebSocketConnection) async {
-        let interval = configuration.livenessInterval
-        while !Task.isCancelled {
-            try? await Task.sleep(for: min(interval / 4, .seconds(1)))
-            let quiet = ContinuousClock.now - lastHeard
-            guard !Task.isCancelled, quiet >= interval else { continue }
-            // The pong must come by twice the interval after the last sign of life.
-            let answered = await answersPing(socket, within: interval * 2 - quiet)
-            if Task.isCancelled { return }
-            if answered {
-                lastHeard = .now
-            } else {
-                endingOnPurpose = true
-                await socket.abort()
-                return
-            }
-        }
     }
 
     private func setState(_ new: ConnectionState) {

@@ -136,15 +136,20 @@ class RunbookHost:
     def psql(self, sql: str) -> str:
         return self.run(f"runuser -u postgres -- psql -X -qtA -d wimz -c {shlex.quote(sql)}").stdout.strip()
 
+    def python(self, script: str, *args: str) -> str:
+        """``script`` run by this test's Python inside the namespace (the test kits importable);
+        its output."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(ROOT / "Tests/testkit")]))
+        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script, *args],
+                              capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
+        return done.stdout
+
     def pair(self, device: str, robot_token: str, app_token: str) -> dict:
         """A robot and an app paired through the root's relay (a client inside the namespace)."""
         script = ("import asyncio, json, sys; from test_deb import _pair; "
                   "print(json.dumps(asyncio.run(_pair('http://127.0.0.1:8080', *sys.argv[1:]))))")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), str(ROOT / "Tests/testkit")]))
-        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script, device, robot_token,
-                               app_token], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent, env=env)
-        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
-        return json.loads(done.stdout.splitlines()[-1])
+        return json.loads(self.python(script, device, robot_token, app_token).splitlines()[-1])
 
     def turn_allocation(self, robot_token: str) -> int:
         """A TURN allocation at the root's coturn with the credential the relay issues the robot,
@@ -155,11 +160,7 @@ class RunbookHost:
                   "turn = json.load(urllib.request.urlopen(request, timeout=5))\n"
                   f"probe = TurnProbe(('{PUBLIC_ADDRESS}', 3478), turn['username'], turn['credential'])\n"
                   "print(probe.permit('8.8.8.8')); probe.close()\n")
-        env = dict(os.environ, PYTHONPATH=str(ROOT / "Tests/testkit"))
-        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script, robot_token],
-                              capture_output=True, text=True, timeout=60, env=env)
-        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
-        return int(done.stdout.split()[-1])
+        return int(self.python(script, robot_token).split()[-1])
 
     def start_pebble(self) -> None:
         """pebble, Debian's ACME test server, in the namespace with its mock DNS (every name is the
@@ -199,10 +200,7 @@ class RunbookHost:
                   "issuer = subprocess.run(['openssl', 'x509', '-inform', 'DER', '-noout', '-issuer'], input=der,"
                   " capture_output=True).stdout.decode().strip()\n"
                   "print(status, issuer)\n")
-        done = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", script],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stdout + done.stderr + self.logs()
-        status, issuer = done.stdout.strip().split(" ", 1)
+        status, issuer = self.python(script).strip().split(" ", 1)
         return issuer, int(status)
 
     def close(self) -> None:

@@ -7,16 +7,9 @@ import Testing
 
 /// Network path updates as a phone delivers them: in bursts, mostly attribute changes.
 @Suite struct PathChangeWatchTests {
-    private final class Count: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
-        func add() { lock.withLock { value += 1 } }
-        var current: Int { lock.withLock { value } }
-    }
-
-    private func watch() -> (PathChangeWatch, Count) {
-        let count = Count()
-        return (PathChangeWatch(settle: .milliseconds(50)) { count.add() }, count)
+    private func watch() -> (PathChangeWatch, Locked<Int>) {
+        let count = Locked(0)
+        return (PathChangeWatch(settle: .milliseconds(50)) { count.withLock { $0 += 1 } }, count)
     }
 
     private let wifi = NetworkPathSnapshot(usable: true, interface: "en0")
@@ -29,7 +22,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(400))
         paths.update(wifi)  // expensive/constrained/DNS changed: the same interface, still usable
         try await Task.sleep(for: .milliseconds(400))
-        #expect(reconnects.current == 0)
+        #expect(reconnects.withLock { $0 } == 0)
     }
 
     @Test func anotherInterfaceOrAPathBackReconnectsOnceABurstHasSettled() async throws {
@@ -38,16 +31,16 @@ import Testing
         try await Task.sleep(for: .milliseconds(400))
         for path in [none, cellular, cellular, cellular] { paths.update(path) }  // Wi-Fi → cellular, in a burst
         try await Task.sleep(for: .milliseconds(400))
-        #expect(reconnects.current == 1)
+        #expect(reconnects.withLock { $0 } == 1)
         paths.update(none)
         try await Task.sleep(for: .milliseconds(400))
-        #expect(reconnects.current == 1, "losing the path is no reason to reconnect (nothing to reconnect over)")
+        #expect(reconnects.withLock { $0 } == 1, "losing the path is no reason to reconnect (nothing to reconnect over)")
         paths.update(cellular)
         try await Task.sleep(for: .milliseconds(400))
-        #expect(reconnects.current == 2, "the path came back")
+        #expect(reconnects.withLock { $0 } == 2, "the path came back")
         paths.update(wifi)
         paths.update(cellular)  // back before it settled: nothing changed
         try await Task.sleep(for: .milliseconds(400))
-        #expect(reconnects.current == 2)
+        #expect(reconnects.withLock { $0 } == 2)
     }
 }

@@ -1,5 +1,31 @@
 import Foundation
 
+// How the client tells a live link from a dead one, and waits that always end.
+
+extension RelayClient {
+    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong by
+    /// twice the interval after the last sign of life: the socket is dead (a NAT dropped it, the
+    /// relay froze): reconnect at once, whatever the transport's ping does meanwhile.
+    func watchLiveness(of socket: any WebSocketConnection) async {
+        let interval = configuration.livenessInterval
+        while !Task.isCancelled {
+            try? await Task.sleep(for: min(interval / 4, .seconds(1)))
+            let quiet = ContinuousClock.now - lastHeard
+            guard !Task.isCancelled, quiet >= interval else { continue }
+            // The pong must come by twice the interval after the last sign of life.
+            let answered = await answersPing(socket, within: interval * 2 - quiet)
+            if Task.isCancelled { return }
+            if answered {
+                lastHeard = .now
+            } else {
+                endingOnPurpose = true
+                await socket.abort()
+                return
+            }
+        }
+    }
+}
+
 /// Whether `socket` answers a ping within `limit`. Whichever comes first, the pong or the
 /// deadline, decides, and the other is not waited for: a transport's ping may ignore
 /// cancellation, and a pong that never comes (a flow a carrier NAT dropped without a word) must
