@@ -1,3 +1,3 @@
 """The version of the robot library: the repository VERSION, copied by scripts/generate.sh."""
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
