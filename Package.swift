@@ -5,6 +5,11 @@ import PackageDescription
 /// ~7 % of fan-out CPU (perf), and debug builds (the test suite) keep them on.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
+/// The app libraries' products, from the package in clients/swift.
+let wimzProtocol: Target.Dependency = .product(name: "WimzProtocol", package: "wimz-relay-client")
+let wimzRelayClient: Target.Dependency = .product(name: "WimzRelayClient", package: "wimz-relay-client")
+let wimzRobot: Target.Dependency = .product(name: "WimzRobot", package: "wimz-relay-client")
+
 /// wimz-relay: the WIM-Z cloud relay and TURN-credential service.
 ///
 /// Each C library is wrapped by exactly one Swift target:
@@ -15,12 +20,6 @@ let package = Package(
     products: [
         .executable(name: "wimz-relay", targets: ["wimz-relay"]),
         .executable(name: "wimz-bench", targets: ["wimz-bench"]),
-        /// The app's side of the relay protocol: connect, reconnect, events, commands, TURN
-        /// credentials, pairing, push, the last-known state.
-        .library(name: "WimzRelayClient", targets: ["WimzRelayClient"]),
-        /// The robot on top of it: the guide's models, typed events, its REST API (LAN or relay),
-        /// the observable model a SwiftUI view binds to.
-        .library(name: "WimzRobot", targets: ["WimzRobot"]),
         .executable(name: "wimz-app-demo", targets: ["wimz-app-demo"]),
     ],
     dependencies: [
@@ -29,7 +28,10 @@ let package = Package(
         // /metrics (RelayServer); swift-metrics only in wimz-bench's metrics-cost comparison.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
-        // Client library only (its Linux WebSocket transport); the daemon's targets never import NIO.
+        // The app libraries (WimzRelayClient, WimzRobot) and the protocol's names (WimzProtocol):
+        // a package of their own, so an app depending on them resolves none of the daemon's.
+        .package(name: "wimz-relay-client", path: "clients/swift"),
+        // RelayPush's HTTP/2 client runs on NIO; no other daemon target imports it.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
         // The push sender's HTTP/2 client (RelayPush, a worker of its own: never the service thread).
@@ -51,12 +53,10 @@ let package = Package(
         // The executable's argv from glibc, for when /proc (where Swift reads it) is not mounted.
         .target(name: "CProcessArguments"),
 
-        // What every end of the protocol agrees on (close codes, paths, names, limits). No dependencies.
-        .target(name: "WimzProtocol"),
         // Pure Swift: rules, registry, parsing. No C module.
         // Optimised in debug builds too, so the test suite's allocation test measures the
         // forwarding code as it ships (unoptimised generic code allocates where -O does not).
-        .target(name: "RelayCore", dependencies: ["WimzProtocol"], swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
+        .target(name: "RelayCore", dependencies: [wimzProtocol], swiftSettings: hotPath + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         .target(name: "RelayCrypto", dependencies: ["COpenSSL", "RelayCore"]),
         // Invariants for the libFuzzer targets (scripts/fuzz.sh) and their regression tests.
         .target(name: "RelayFuzzChecks", dependencies: ["RelayCore"]),
@@ -75,58 +75,44 @@ let package = Package(
                                                    .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                    .product(name: "NIOCore", package: "swift-nio"),
                                                    .product(name: "NIOPosix", package: "swift-nio")]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore",
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", wimzProtocol, "RelayCore", "RelayCrypto", "RelayStore",
                                                      "RelayWorkers", "RelayLogging", "RelayPush", .product(name: "Logging", package: "swift-log"),
                                                      .product(name: "Prometheus", package: "swift-prometheus")],
                 swiftSettings: hotPath),
         .executableTarget(
             name: "wimz-relay",
             dependencies: [
-                "CProcessArguments", "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "RelayLogging", "WimzProtocol",
+                "CProcessArguments", "RelayCore", "RelayCrypto", "RelayStore", "RelayServer", "RelayLogging", wimzProtocol,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
             name: "wimz-bench",
-            dependencies: ["CEpoll", "WimzProtocol", "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: ["CEpoll", wimzProtocol, "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "CoreMetrics", package: "swift-metrics"),
                            .product(name: "Prometheus", package: "swift-prometheus")],
             // Built as the relay's forwarding path is (its loops and the metrics-cost comparison).
             swiftSettings: hotPath),
 
-        // The app-side client library: Foundation plus a WebSocket transport — SwiftNIO where
-        // URLSessionWebSocketTask is missing (Linux: Debian's libcurl has no WebSocket support).
-        .target(
-            name: "WimzRelayClient",
-            dependencies: [
-                "WimzProtocol",
-                .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
-                .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: [.linux])),
-                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
-                .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(platforms: [.linux])),
-                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
-            ]),
-        // What the app knows of the robot, on the relay client.
-        .target(name: "WimzRobot", dependencies: ["WimzRelayClient", "WimzProtocol"]),
         // A terminal app on WimzRobot: the live mission, the device's state, TURN expiry.
         .executableTarget(
             name: "wimz-app-demo",
-            dependencies: ["WimzRelayClient", "WimzRobot", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: [wimzRelayClient, wimzRobot, .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
-        .target(name: "RelayTestSupport", dependencies: ["WimzProtocol", "RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
+        .target(name: "RelayTestSupport", dependencies: [wimzProtocol, "RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),
         // Counts the test process's heap allocations (the forwarding-path allocation test).
         .target(name: "MallocCounter", path: "Tests/MallocCounter"),
-        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", "WimzProtocol"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", wimzProtocol]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayCore"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
         // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
-        .testTarget(name: "WimzRelayClientUnitTests", dependencies: ["WimzRelayClient", "WimzProtocol"]),
-        .testTarget(name: "WimzRobotTests", dependencies: ["WimzRobot", "WimzRelayClient"]),
+        .testTarget(name: "WimzRelayClientUnitTests", dependencies: [wimzRelayClient, wimzProtocol]),
+        .testTarget(name: "WimzRobotTests", dependencies: [wimzRobot, wimzRelayClient]),
         // The client against the real relay.
-        .testTarget(name: "WimzRelayClientTests", dependencies: ["WimzRelayClient", "WimzRobot", "RelayCore", "RelayTestSupport"]),
+        .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, "RelayCore", "RelayTestSupport"]),
         // In-process: the router, authentication and handlers with fake clients, a fake loop and a
         // clock the test moves; no socket, no database.
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayWorkers", "RelayTestSupport"]),

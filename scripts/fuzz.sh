@@ -29,7 +29,7 @@ say "building the fuzzer (swiftc -sanitize=fuzzer,address)"
 flags=(-O -g -sanitize=fuzzer,address -parse-as-library)
 mkdir -p "$out/modules"
 { swiftc "${flags[@]}" -module-name WimzProtocol -emit-module -emit-module-path "$out/modules/WimzProtocol.swiftmodule" \
-      -emit-library -static -o "$out/libWimzProtocol.a" Sources/WimzProtocol/*.swift \
+      -emit-library -static -o "$out/libWimzProtocol.a" clients/swift/Sources/WimzProtocol/*.swift \
   && swiftc "${flags[@]}" -module-name RelayFuzz -I "$out/modules" -L "$out" -lWimzProtocol \
       $(find Sources/RelayCore -name '*.swift' | sort) Sources/RelayFuzzChecks/*.swift Tests/Fuzz/Harness.swift \
       -o "$out/relay-fuzz"; } \

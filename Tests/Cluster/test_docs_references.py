@@ -85,7 +85,7 @@ def test_every_setting_the_docs_name_is_read_somewhere():
                      if p.is_file())
     known = set(SETTING.findall(code))
     # The push alerts' localisation keys: "WIMZ_" + the kind's raw value, upper case (PushKind.locKey).
-    kinds = (ROOT / "Sources/WimzProtocol/WimzProtocol.swift").read_text().split("enum PushKind", 1)[1].split("}", 1)[0]
+    kinds = (ROOT / "clients/swift/Sources/WimzProtocol/WimzProtocol.swift").read_text().split("enum PushKind", 1)[1].split("}", 1)[0]
     known |= {"WIMZ_" + kind.upper() for kind in re.findall(r'case \w+ = "(\w+)"', kinds)}
     problems = sorted({f"{markdown.relative_to(ROOT)}: {name}" for markdown in markdown_files()
                        for name in SETTING.findall(markdown.read_text()) if name not in known})

@@ -24,7 +24,7 @@ def test_every_endpoint_is_in_the_protocol_document():
 
 
 def test_every_frame_type_and_relay_event_is_in_the_protocol_document():
-    source = (ROOT / "Sources" / "WimzProtocol" / "WimzProtocol.swift").read_text()
+    source = (ROOT / "clients/swift/Sources/WimzProtocol/WimzProtocol.swift").read_text()
     names = set()
     for block in ("MessageType", "RelayEventName"):
         body = re.search(rf"enum {block} \{{(.*?)\n    \}}", source, re.DOTALL)
