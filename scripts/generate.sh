@@ -14,9 +14,11 @@ sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCor
 printf '"""The version of the robot library: the repository VERSION, copied by scripts/generate.sh."""\n\n__version__ = "%s"\n' \
     "$version" > clients/python/wimz_robot/_version.py
 # The README's SwiftPM line names the newest release (CHANGELOG.md's newest dated heading): a
-# release's tag is what SwiftPM resolves, and VERSION may name one not yet made.
+# release's tag is what SwiftPM resolves, and VERSION may name one not yet made. The app libraries'
+# own repository (scripts/publish-client.sh) starts at 1.2.0, so never an older one (CLITests).
 released=$(sed -n -E 's/^## ([0-9]+\.[0-9]+\.[0-9]+) — [0-9]{4}-[0-9]{2}-[0-9]{2}$/\1/p' CHANGELOG.md | head -n 1)
-sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay.git\", from: )\"[^\"]*\"|\1\"$released\"|" README.md
+released=$(printf '%s\n' "$released" 1.2.0 | sort -V | tail -n 1)
+sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay-client.git\", from: )\"[^\"]*\"|\1\"$released\"|" README.md
 sed -i -E "0,/\"version\": \"[^\"]*\"/s//\"version\": \"$version\"/" docs/openapi.json
 swift build --product wimz-relay >/dev/null
 relay=$(swift build --show-bin-path)/wimz-relay

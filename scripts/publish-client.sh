@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -d "$target" ] || git init -q --bare -b main "$target"
-split=$(git subtree split --quiet --prefix clients/swift HEAD)
+split=$(git subtree split -q --prefix=clients/swift HEAD)
 git push -q --force "$target" "$split:refs/heads/main"
 version=$(tr -d '[:space:]' < VERSION)
 if [ "$(git rev-parse -q --verify "refs/tags/$version^{commit}" || true)" = "$(git rev-parse HEAD)" ]; then

@@ -158,7 +158,8 @@ import RelayTestSupport
         let openAPI = try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent("docs/openapi.json")))
         #expect(((openAPI as? [String: Any])?["info"] as? [String: Any])?["version"] as? String == version, "run scripts/generate.sh")
         // CHANGELOG's newest heading is VERSION's (dated once released); the README's SwiftPM line
-        // names the newest dated one, a release whose tag SwiftPM can resolve.
+        // names the newest dated one, a release whose tag SwiftPM can resolve — but none before
+        // 1.2.0, the first release whose app libraries have a repository of their own.
         let changelog = try String(contentsOf: root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
         let headings = changelog.split(separator: "\n").filter { $0.hasPrefix("## ") }.map { String($0.dropFirst(3)) }
         #expect(headings.first?.hasPrefix(version + " ") == true, "CHANGELOG.md's newest entry is not \(version): \(headings.first ?? "none")")
@@ -168,6 +169,8 @@ import RelayTestSupport
             return String(parts[0])
         }
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        #expect(released.first.map { readme.contains("from: \"\($0)\")") } == true, "run scripts/generate.sh")
+        let firstClientRelease = ReleaseVersion("1.2.0")!
+        let named = released.first.flatMap { ReleaseVersion($0) }.map { max($0, firstClientRelease) } ?? firstClientRelease
+        #expect(readme.contains("wimz-relay-client.git\", from: \"\(named)\")"), "run scripts/generate.sh")
     }
 }
