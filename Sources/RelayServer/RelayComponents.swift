@@ -75,6 +75,7 @@ final class RelayComponents {
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
+                                                  liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
                                                   household: household, database: database, cluster: cluster))
         webSocket.stop = stop
         webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }

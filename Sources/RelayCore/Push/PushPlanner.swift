@@ -13,6 +13,13 @@ public struct PushRegistration: Sendable, Hashable {
     public var appTokenID: Int64
     public var kinds: Set<PushKind>
 
+    /// An APNs token as the contract takes it (32 to 200 hex digits, either case), lower-cased;
+    /// nil for anything else. Push registrations and Live Activity tokens alike.
+    public static func apnsToken(_ text: String) -> String? {
+        guard (32...200).contains(text.utf8.count), text.utf8.allSatisfy({ $0.isHexDigit }) else { return nil }
+        return text.lowercased()
+    }
+
     public init(token: String, environment: Environment, device: DeviceID, appTokenID: Int64, kinds: Set<PushKind>) {
         self.token = token
         self.environment = environment

@@ -32,6 +32,10 @@ public enum AuditKind: String, Sendable, CaseIterable {
     case turnSessionsCut = "turn_sessions_cut"
     /// Written by the store's trigger (migrations/0007), with the reason.
     case pushUnregistered = "push_unregistered"
+    /// v1.4: an app handed over a Live Activity token (`details.kind`: start_token or activity).
+    case liveActivityRegistered = "live_activity_registered"
+    /// Written by the store's trigger (migrations/0013), with the reason.
+    case liveActivityRemoved = "live_activity_removed"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

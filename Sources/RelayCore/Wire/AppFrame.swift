@@ -307,9 +307,3 @@ public enum AppFrame {
         }
     }
 }
-
-private extension UInt8 {
-    var isHexDigit: Bool {
-        (self >= 0x30 && self <= 0x39) || (self >= 0x41 && self <= 0x46) || (self >= 0x61 && self <= 0x66)
-    }
-}

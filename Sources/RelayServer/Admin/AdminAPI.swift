@@ -9,7 +9,7 @@ import RelayStore
 enum AdminAPI {
     /// One admin operation (a row of `Routes.table`).
     enum Endpoint: Sendable, Equatable {
-        case listDevices, addDevice, device, disableDevice, enableDevice, issueToken, mintPairingCode, pushRegistrations
+        case listDevices, addDevice, device, disableDevice, enableDevice, issueToken, mintPairingCode, pushRegistrations, liveActivities
         case listTokens, revokeToken, turnSecrets, rotateTurnSecret, audit, clusterNodes, members
     }
 
@@ -59,6 +59,9 @@ enum AdminAPI {
             case .pushRegistrations:
                 let registrations = try PushRepository(db).registrations(device: try deviceID(r))
                 return (200, .object([("registrations", .array(registrations.map(pushRegistration)))]))
+            case .liveActivities:
+                let registrations = try LiveActivityRepository(db).registrations(device: try deviceID(r))
+                return (200, .object([("live_activities", .array(registrations.map(liveActivity)))]))
             case .members:
                 let members = try HouseholdRepository(db).members(device: try deviceID(r))
                 return (200, .object([("members", .array(members.map { token($0, at: r.at) }))]))
@@ -247,5 +250,13 @@ enum AdminAPI {
     static func pushRegistration(_ r: PushRegistration) -> JSONValue {
         .object([("device_id", .string(r.device.rawValue)), ("token", .string(r.token)), ("environment", .string(r.environment.rawValue)),
                  ("app_token_id", .int(r.appTokenID)), ("events", .array(r.kinds.map(\.rawValue).sorted().map { .string($0) }))])
+    }
+
+    /// A Live Activity token as operators see it: whose, which kind, since when.
+    static func liveActivity(_ r: LiveActivityRegistration) -> JSONValue {
+        .object([("device_id", .string(r.device.rawValue)), ("app_token_id", .int(r.appTokenID)),
+                 ("kind", .string(r.activityID == nil ? "start_token" : "activity")), ("activity_id", .optional(r.activityID?.rawValue)),
+                 ("token", .string(r.token)), ("environment", .string(r.environment.rawValue)),
+                 ("created_at", .optional(r.createdAt?.iso8601))])
     }
 }

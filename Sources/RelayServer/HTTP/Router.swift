@@ -16,6 +16,7 @@ final class Router {
         var pairing: PairingEndpoint
         var state: StateEndpoint
         var push: PushEndpoint
+        var liveActivity: LiveActivityEndpoint
         var household: HouseholdEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
@@ -158,6 +159,15 @@ final class Router {
         case .registerPush: return h.push.register(request, entry: entry, body: body)
         case .listPush: return h.push.list(request, entry: entry)
         case .removePush: return h.push.remove(request, entry: entry, token: parameters["token"] ?? "")
+        case .liveActivity(let call):
+            let activity = parameters["activity_id"] ?? ""
+            switch call {
+            case .putStartToken: return h.liveActivity.register(request, entry: entry, activity: nil, body: body)
+            case .removeStartToken: return h.liveActivity.remove(request, entry: entry, activity: nil)
+            case .putActivity: return h.liveActivity.register(request, entry: entry, activity: activity, body: body)
+            case .removeActivity: return h.liveActivity.remove(request, entry: entry, activity: activity)
+            case .list: return h.liveActivity.list(request, entry: entry)
+            }
         case .mintPairingCode: return h.pairing.mintPairingCode(request, entry: entry)
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")

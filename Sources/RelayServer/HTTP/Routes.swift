@@ -47,7 +47,14 @@ struct Route: Sendable {
         case turnCredentials, deviceStatus, deviceState, robotHTTP
         case mintPairingCode, listAppTokens, revokeAppToken
         case registerPush, listPush, removePush
+        /// v1.4: the Live Activity tokens (`LiveActivityEndpoint`).
+        case liveActivity(LiveActivityCall)
         case household(Household)
+    }
+
+    /// The Live Activity routes (docs/protocol.md v1.4), answered by `LiveActivityEndpoint`.
+    enum LiveActivityCall: Sendable, Equatable {
+        case putStartToken, removeStartToken, putActivity, removeActivity, list
     }
 
     /// The household's routes (docs/protocol.md v1.3), answered by `HouseholdEndpoint`.
@@ -90,6 +97,7 @@ extension Route.Device {
         switch self {
         case .robotHTTP: return "HTTP to the robot takes an app token"
         case .registerPush, .listPush, .removePush: return "push registrations take an app token"
+        case .liveActivity: return "Live Activity tokens take an app token"
         case .household: return "the household is managed with an app token"
         case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
             return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
@@ -146,6 +154,13 @@ enum Routes {
         Route(["PUT"], Paths.devicePattern(.push), .token(.app, .registerPush)),
         Route(["GET"], Paths.devicePattern(.push), .token(.app, .listPush)),
         Route(["DELETE"], Paths.devicePattern(.push, ["{token}"]), .token(.app, .removePush)),
+        // Live Activity tokens (docs/protocol.md v1.4).
+        Route(["PUT"], Paths.devicePattern(.liveActivity, ["start-token"]), .token(.app, .liveActivity(.putStartToken))),
+        Route(["DELETE"], Paths.devicePattern(.liveActivity, ["start-token"]), .token(.app, .liveActivity(.removeStartToken))),
+        Route(["PUT"], Paths.devicePattern(.liveActivity, ["activities", "{activity_id}"]), .token(.app, .liveActivity(.putActivity))),
+        Route(["DELETE"], Paths.devicePattern(.liveActivity, ["activities", "{activity_id}"]),
+              .token(.app, .liveActivity(.removeActivity))),
+        Route(["GET"], Paths.devicePattern(.liveActivity), .token(.app, .liveActivity(.list))),
         // Pairing (docs/protocol.md v1.1).
         Route(["POST"], Paths.devicePattern(.pairingCodes), .token(.robot, .mintPairingCode)),
         Route(["POST"], Paths.pairing, .open(.redeemPairingCode)),
@@ -168,6 +183,7 @@ enum Routes {
         Route(["POST"], "/admin/devices/{id}/pairing-codes", .admin(.endpoint(.mintPairingCode))),
         Route(["GET"], "/admin/devices/{id}/presence", .admin(.presence)),
         Route(["GET"], "/admin/devices/{id}/push", .admin(.endpoint(.pushRegistrations))),
+        Route(["GET"], "/admin/devices/{id}/live-activities", .admin(.endpoint(.liveActivities))),
         Route(["GET"], "/admin/tokens", .admin(.endpoint(.listTokens)), query: ["device_id"]),
         Route(["GET"], "/admin/devices/{id}/members", .admin(.endpoint(.members))),
         Route(["POST"], "/admin/tokens/{id}/revoke", .admin(.endpoint(.revokeToken))),

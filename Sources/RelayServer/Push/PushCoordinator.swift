@@ -156,15 +156,18 @@ final class PushCoordinator {
 
     // MARK: - Time
 
-    /// Once a second: windows that closed, `robot_offline` to claim, registrations of expired
-    /// app tokens to remove (one cheap statement; every node runs it, whichever is first removes).
+    /// Once a second: windows that closed, `robot_offline` to claim, registrations and Live
+    /// Activity tokens of expired app tokens to remove (one cheap statement; every node runs it, whichever is first removes).
     func tick(now: UInt64) {
         guard sender != nil else { return }
         for push in planner.expire(now: now) { send(push) }
         if now >= nextClaim, !claiming, !registrations.isEmpty { claimOffline(now: now) }
         if now >= nextExpirySweep {
             nextExpirySweep = now + 1_000_000_000
-            database.worker.submit({ db in try PushRepository(db).removeExpired() }, failed: { _ in })
+            database.worker.submit({ db in
+                try PushRepository(db).removeExpired()
+                try LiveActivityRepository(db).removeExpired()
+            }, failed: { _ in })
         }
     }
 

@@ -67,7 +67,7 @@ final class PushEndpoint {
     /// `DELETE /api/devices/{id}/push/{token}`.
     func remove(_ request: HTTPRequest, entry: CredentialEntry, token: String) -> HTTPResponse? {
         withApp(entry) { device, entry in
-            guard let hex = Self.hexToken(token) else { return .error(.notFound, "no such registration") }
+            guard let hex = PushRegistration.apnsToken(token) else { return .error(.notFound, "no such registration") }
             return database.answer(request) { db in
                 try PushRepository(db).remove(device: device, token: hex, appTokenID: entry.token.id, reason: "app")
                     ? HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
@@ -82,7 +82,7 @@ final class PushEndpoint {
         let usage = #"send {"platform":"apns","token":HEX,"environment":"production"|"sandbox","events":[KIND,…]}"#
         guard let json = try? JSONReader.parse(body), case .object = json else { return .failure(RelayError(.badRequest, usage)) }
         guard json.member("platform")?.stringValue == "apns" else { return .failure(RelayError(.badRequest, "platform must be \"apns\"")) }
-        guard let token = json.member("token")?.stringValue.flatMap(hexToken) else {
+        guard let token = json.member("token")?.stringValue.flatMap(PushRegistration.apnsToken) else {
             return .failure(RelayError(.badRequest, "token must be the APNs device token: 32 to 200 hex digits"))
         }
         guard let environment = json.member("environment")?.stringValue.flatMap(PushRegistration.Environment.init(rawValue:)) else {
@@ -101,19 +101,9 @@ final class PushEndpoint {
         return .success(PushRegistration(token: token, environment: environment, device: device, appTokenID: appTokenID, kinds: kinds))
     }
 
-    /// The token lower-cased, when it is 32 to 200 hex digits.
-    static func hexToken(_ text: String) -> String? {
-        guard (32...200).contains(text.utf8.count), text.utf8.allSatisfy({ $0.isHexDigit }) else { return nil }
-        return text.lowercased()
-    }
-
     static func json(_ registration: PushRegistration) -> JSONValue {
         .object([("platform", "apns"), ("token", .string(registration.token)),
                  ("environment", .string(registration.environment.rawValue)),
                  ("events", .array(registration.kinds.map(\.rawValue).sorted().map { .string($0) }))])
     }
-}
-
-private extension UInt8 {
-    var isHexDigit: Bool { (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self) }
 }

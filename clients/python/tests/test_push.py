@@ -7,50 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import signal
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-import pytest
 from websockets.asyncio.client import connect
 
-from apns_standin import APNsStandIn, new_p256_key
-from wimz_testkit import RelayNode, http_json, self_signed
-
-TOPIC = "com.wimzai.app"
-INTERVAL = 2
-
-
-@pytest.fixture
-def apns():
-    directory = Path(tempfile.mkdtemp(prefix="wimz-apns-"))
-    cert, key = self_signed(directory, ("127.0.0.1",))
-    key_path, private = new_p256_key(directory)
-    standin = APNsStandIn(public_key=private.public_key(), key_id="KEY1234567", team_id="TEAM123456", topic=TOPIC,
-                          cert=cert, key=key).start()
-    standin.key_path, standin.ca = key_path, cert
-    yield standin
-    standin.stop()
-
-
-def push_env(apns, **extra: str) -> dict[str, str]:
-    return {"WIMZ_APNS_KEY_FILE": str(apns.key_path), "WIMZ_APNS_KEY_ID": apns.key_id, "WIMZ_APNS_TEAM_ID": apns.team_id,
-            "WIMZ_APNS_TOPIC": TOPIC, "WIMZ_APNS_URL": apns.url, "WIMZ_APNS_SANDBOX_URL": apns.url,
-            "WIMZ_APNS_CA_FILE": str(apns.ca), "WIMZ_PUSH_INTERVAL": str(INTERVAL), **extra}
-
-
-@pytest.fixture
-def pushing(database, apns):
-    relay = RelayNode.started(database, env=push_env(apns))
-    yield relay
-    relay.stop()
-
-
-def phone() -> str:
-    return secrets.token_hex(32)
+from apns_standin import new_p256_key
+from conftest import INTERVAL, TOPIC, phone, push_env
+from wimz_testkit import RelayNode, http_json
 
 
 def register(relay, device: str, token: str, phone_token: str, events=("bark_detected", "treat_dispensed",

@@ -23,6 +23,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case methodNotAllowed = "method_not_allowed"
     case conflict
     case tooManyRegistrations = "too_many_registrations"
+    /// v1.4: a fifth Live Activity of one app token and device.
+    case tooManyActivities = "too_many_activities"
     /// v1.3: an owner's 21st pending invite.
     case tooManyInvites = "too_many_invites"
     /// v1.3: the device's last owner can't be downgraded or removed.
@@ -66,7 +68,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil: 400
         case .notFound, .invalidCode: 404
         case .methodNotAllowed: 405
-        case .conflict, .tooManyRegistrations, .tooManyInvites, .lastOwner: 409
+        case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner: 409
         case .lengthRequired: 411
         case .tooLarge: 413
         case .uriTooLong: 414

@@ -96,6 +96,8 @@ public enum WimzProtocol {
         /// What `/api/devices/{device_id}/` leads to (docs/protocol.md).
         public enum DeviceResource: String, CaseIterable, Sendable {
             case status, state, robot, push, invites, members
+            /// v1.4: the Live Activity tokens an app hands over.
+            case liveActivity = "live-activity"
             case pairingCodes = "pairing-codes"
             case appTokens = "app-tokens"
         }

@@ -1,0 +1,117 @@
+import RelayCore
+
+/// The Live Activity tokens apps hand over (docs/protocol.md v1.4 "Tokens the app hands over"). The
+/// tables' triggers notify every node's mirror, audit each removal with its reason, and follow
+/// revoked or expired tokens and disabled devices (migrations/0013_live_activities.sql).
+public struct LiveActivityRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    public enum Saved: Sendable, Equatable {
+        case saved(LiveActivityRegistration)
+        /// The app token already holds `LiveActivityRegistration.activitiesPerAppToken` other activities.
+        case tooMany
+    }
+
+    /// Stores `registration` (its `createdAt` is ignored): a start token replaces the app token's
+    /// previous one; an activity id already held gets the new token; a new activity past the
+    /// limit is refused. Audited as `live_activity_registered`.
+    public func save(_ registration: LiveActivityRegistration, address: String?) throws -> Saved {
+        try db.transaction {
+            let device = registration.device.rawValue, appToken = String(registration.appTokenID)
+            let row: PGRows
+            switch registration.kind {
+            case .startToken:
+                row = try db.execute(
+                    """
+                    INSERT INTO live_activity_start_tokens (device_id, app_token_id, token, environment)
+                    VALUES ($1, $2::bigint, $3, $4)
+                    ON CONFLICT (device_id, app_token_id) DO UPDATE
+                    SET token = EXCLUDED.token, environment = EXCLUDED.environment, created_at = now()
+                    RETURNING created_at
+                    """, [device, appToken, registration.token, registration.environment.rawValue])
+            case .activity(let id):
+                // Counted under the app token's row lock: two nodes cannot both add the fifth.
+                _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [appToken])
+                let others = try db.execute(
+                    "SELECT count(*) FROM live_activities WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id <> $3",
+                    [device, appToken, id.rawValue]).first?[0].flatMap { Int($0) } ?? 0
+                if others >= LiveActivityRegistration.activitiesPerAppToken { return .tooMany }
+                row = try db.execute(
+                    """
+                    INSERT INTO live_activities (device_id, app_token_id, activity_id, token, environment)
+                    VALUES ($1, $2::bigint, $3, $4, $5)
+                    ON CONFLICT (device_id, app_token_id, activity_id) DO UPDATE
+                    SET token = EXCLUDED.token, environment = EXCLUDED.environment
+                    RETURNING created_at
+                    """, [device, appToken, id.rawValue, registration.token, registration.environment.rawValue])
+            }
+            var details: [(String, JSONValue)] = [("kind", .string(registration.activityID == nil ? "start_token" : "activity")),
+                                                 ("token_suffix", .string(String(registration.token.suffix(8)))),
+                                                 ("environment", .string(registration.environment.rawValue))]
+            if let id = registration.activityID { details.append(("activity_id", .string(id.rawValue))) }
+            try AuditRepository(db).append([
+                AuditRepository.event(.liveActivityRegistered, actor: "app", deviceID: device, tokenID: registration.appTokenID,
+                                      remoteAddress: address, details: .object(details)),
+            ])
+            var saved = registration
+            saved.createdAt = PGValue.time(row.first?[0])
+            return .saved(saved)
+        }
+    }
+
+    /// Removes the app token's start token (`activity` nil) or that activity, auditing `reason`
+    /// (the trigger writes `live_activity_removed`). True when a row went.
+    @discardableResult
+    public func remove(device: DeviceID, appTokenID: Int64, activity: LiveActivityID?, reason: String) throws -> Bool {
+        try db.transaction {
+            try db.execute("SELECT set_config('wimz.live_activity_removal_reason', $1, true)", [reason])
+            let rows = if let activity {
+                try db.execute("DELETE FROM live_activities WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id = $3 RETURNING 1",
+                               [device.rawValue, String(appTokenID), activity.rawValue])
+            } else {
+                try db.execute("DELETE FROM live_activity_start_tokens WHERE device_id = $1 AND app_token_id = $2::bigint RETURNING 1",
+                               [device.rawValue, String(appTokenID)])
+            }
+            return !rows.rows.isEmpty
+        }
+    }
+
+    /// The start tokens and activities of one device (nil: of every device), start tokens first,
+    /// then by app token and activity id.
+    public func registrations(device: DeviceID?) throws -> [LiveActivityRegistration] {
+        try db.execute(
+            """
+            SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
+            FROM live_activity_start_tokens WHERE $1::text IS NULL OR device_id = $1
+            UNION ALL
+            SELECT device_id, app_token_id, activity_id, token, environment, created_at
+            FROM live_activities WHERE $1::text IS NULL OR device_id = $1
+            ORDER BY device_id, app_token_id, activity_id NULLS FIRST
+            """, [device?.rawValue]).rows.compactMap(Self.decode)
+    }
+
+    /// Tokens whose app token expired (time passed; nothing updated the token row).
+    public func removeExpired() throws {
+        try db.transaction {
+            try db.execute("SELECT set_config('wimz.live_activity_removal_reason', 'token_expired', true)")
+            try db.execute("DELETE FROM live_activity_start_tokens s USING tokens t WHERE s.app_token_id = t.id AND t.expires_at <= now()")
+            try db.execute("DELETE FROM live_activities a USING tokens t WHERE a.app_token_id = t.id AND t.expires_at <= now()")
+        }
+    }
+
+    static func decode(_ row: [String?]) -> LiveActivityRegistration? {
+        guard let device = row[0].flatMap(DeviceID.init), let appToken = row[1].flatMap({ Int64($0) }), let token = row[3],
+              let environment = row[4].flatMap(PushRegistration.Environment.init(rawValue:)) else { return nil }
+        let kind: LiveActivityRegistration.Kind
+        if let text = row[2] {
+            guard let id = LiveActivityID(text) else { return nil }
+            kind = .activity(id)
+        } else {
+            kind = .startToken
+        }
+        return LiveActivityRegistration(device: device, appTokenID: appToken, kind: kind, token: token, environment: environment,
+                                        createdAt: PGValue.time(row[5]))
+    }
+}

@@ -1,0 +1,138 @@
+"""Live Activity tokens (docs/protocol.md v1.4 "Tokens the app hands over") against a relay with an
+APNs key: the endpoints' rules and errors, what is stored and audited, and the tokens going with
+their app token."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import pytest
+
+from conftest import phone, push_env
+from wimz_testkit import RelayNode, http_json
+
+ADMIN = secrets.token_hex(16)
+
+
+@pytest.fixture
+def pushing(database, apns):
+    """A relay with an APNs key (the stand-in's) and an admin token."""
+    relay = RelayNode.started(database, env=push_env(apns, WIMZ_ADMIN_TOKEN=ADMIN))
+    yield relay
+    relay.stop()
+
+
+def live(relay, device: str, *path: str) -> str:
+    return "/".join([f"{relay.url}/api/devices/{device}/live-activity", *path])
+
+
+def put(relay, device: str, token: str, *path: str, body: object) -> tuple[int, dict]:
+    return http_json(live(relay, device, *path), token, "PUT", body)  # type: ignore[arg-type]
+
+
+def test_tokens_follow_the_contract(database, pushing, relay, device):
+    device_id, robot_token, app_token = device
+    start = phone().upper()
+    # Without an APNs key: 501, as push registrations.
+    assert put(relay, device_id, app_token, "start-token", body={"token": start, "environment": "sandbox"})[1]["error"] == \
+        "push_not_configured"
+    assert http_json(live(relay, device_id), app_token)[0] == 501
+
+    assert http_json(live(pushing, device_id), app_token) == (200, {"start_token": None, "activities": []})
+    assert put(pushing, device_id, app_token, "start-token", body={"token": start, "environment": "sandbox"}) == \
+        (200, {"token": start.lower(), "environment": "sandbox"})
+    # A new start token replaces the old one (iOS rotates it).
+    rotated = phone()
+    assert put(pushing, device_id, app_token, "start-token", body={"token": rotated, "environment": "production"})[0] == 200
+    activity = phone()
+    assert put(pushing, device_id, app_token, "activities", "A1B2-c3", body={"token": activity, "environment": "sandbox"}) == \
+        (200, {"activity_id": "A1B2-c3", "token": activity, "environment": "sandbox"})
+    status, listed = http_json(live(pushing, device_id), app_token)
+    assert status == 200 and listed["start_token"] == {"token": rotated, "environment": "production"}
+    assert [(a["activity_id"], a["token"], a["environment"]) for a in listed["activities"]] == [("A1B2-c3", activity, "sandbox")]
+    assert listed["activities"][0]["created_at"].endswith("Z")
+
+    # At most four activities per app token and device; a held one can still get a new token.
+    for n in range(3):
+        assert put(pushing, device_id, app_token, "activities", f"act-{n}", body={"token": phone(), "environment": "sandbox"})[0] == 200
+    assert put(pushing, device_id, app_token, "activities", "act-9", body={"token": phone(), "environment": "sandbox"}) == \
+        (409, {"error": "too_many_activities",
+               "message": "this app token has 4 Live Activities on this device; delete one first"})
+    assert put(pushing, device_id, app_token, "activities", "act-0", body={"token": phone(), "environment": "production"})[0] == 200
+
+    # Malformed bodies, tokens and ids: 400, nothing stored.
+    before = http_json(live(pushing, device_id), app_token)[1]
+    for bad in ({"token": "abc", "environment": "sandbox"}, {"token": "zz" * 32, "environment": "sandbox"},
+                {"token": phone(), "environment": "dev"}, {"token": phone()}, {"environment": "sandbox"},
+                {"token": 12, "environment": "sandbox"}, [1], "text", None):
+        assert put(pushing, device_id, app_token, "start-token", body=bad)[0] == 400, bad
+        assert put(pushing, device_id, app_token, "activities", "act-0", body=bad)[0] == 400, bad
+    for bad_id in ("a" * 65, "has_underscore", "dot.ted", "sp%20ace"):
+        assert put(pushing, device_id, app_token, "activities", bad_id, body={"token": phone(), "environment": "sandbox"})[0] == 400
+        assert http_json(live(pushing, device_id, "activities", bad_id), app_token, "DELETE")[0] == 404
+    assert http_json(live(pushing, device_id), app_token)[1] == before
+
+    # Only the device's app tokens: a robot token is 403 wrong_role, no token 401.
+    assert put(pushing, device_id, robot_token, "start-token", body={"token": phone(), "environment": "sandbox"}) == \
+        (403, {"error": "wrong_role", "message": "Live Activity tokens take an app token"})
+    assert http_json(live(pushing, device_id), None)[0] == 401
+
+    # Operators see every app token's: the admin API and the CLI.
+    status, admin = http_json(f"{pushing.url}/admin/devices/{device_id}/live-activities", ADMIN)
+    assert status == 200 and [(r["kind"], r["activity_id"]) for r in admin["live_activities"]] == \
+        [("start_token", None), ("activity", "A1B2-c3"), ("activity", "act-0"), ("activity", "act-1"), ("activity", "act-2")]
+    assert "A1B2-c3" in database.cli("push", "live-activities", "--device", device_id)
+
+    # Delete: 204, then 404.
+    assert http_json(live(pushing, device_id, "activities", "A1B2-c3"), app_token, "DELETE")[0] == 204
+    assert http_json(live(pushing, device_id, "activities", "A1B2-c3"), app_token, "DELETE")[0] == 404
+    assert http_json(live(pushing, device_id, "start-token"), app_token, "DELETE")[0] == 204
+    assert http_json(live(pushing, device_id, "start-token"), app_token, "DELETE")[0] == 404
+    audit = database.psql("SELECT event || ':' || coalesce(details->>'kind', '') || ':' || coalesce(details->>'reason', '') "
+                          "FROM audit_log WHERE event LIKE 'live_activity%' ORDER BY id").split()
+    assert audit.count("live_activity_registered:start_token:") == 2
+    assert "live_activity_removed:activity:app" in audit and "live_activity_removed:start_token:app" in audit
+
+
+def wait_for_count(database, sql: str, want: str, seconds: float = 3) -> str:
+    deadline = time.monotonic() + seconds
+    while (got := database.psql(sql)) != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
+def test_tokens_go_with_their_app_token(database, pushing, device):
+    device_id, robot_token, app_token = device
+    count = "SELECT (SELECT count(*) FROM live_activities) + (SELECT count(*) FROM live_activity_start_tokens)"
+
+    def hand_over(token: str) -> None:
+        assert put(pushing, device_id, token, "start-token", body={"token": phone(), "environment": "sandbox"})[0] == 200
+        assert put(pushing, device_id, token, "activities", "a1", body={"token": phone(), "environment": "sandbox"})[0] == 200
+
+    def issue(*extra: str) -> tuple[str, str]:
+        token = database.cli("token", "issue", "--device", device_id, "--role", "app", *extra).strip().splitlines()[-1]
+        pushing.wait_known(device_id, token)
+        return token, database.psql(f"SELECT max(id) FROM tokens WHERE device_id = '{device_id}' AND role = 'app'")
+
+    # Revoked (the robot's DELETE app-tokens/ID).
+    hand_over(app_token)
+    token_id = database.psql(f"SELECT min(id) FROM tokens WHERE device_id = '{device_id}' AND role = 'app'")
+    assert http_json(f"{pushing.url}/api/devices/{device_id}/app-tokens/{token_id}", robot_token, "DELETE")[0] == 200
+    assert wait_for_count(database, count, "0") == "0"
+    # A removed member (the owner's DELETE members/ID).
+    owner, _ = issue("--access", "owner")
+    guest, guest_id = issue("--access", "guest", "--until", "2099-01-01T00:00:00Z")
+    hand_over(guest)
+    assert http_json(f"{pushing.url}/api/devices/{device_id}/members/{guest_id}", owner, "DELETE")[0] == 204
+    assert wait_for_count(database, count, "0") == "0"
+    # Expired (time passed: the relay's once-a-second sweep).
+    short, _ = issue("--expires-in", "2")
+    hand_over(short)
+    assert wait_for_count(database, count, "0", seconds=6) == "0"
+    # A disabled device.
+    hand_over(owner)
+    database.cli("device", "disable", device_id)
+    assert wait_for_count(database, count, "0") == "0"
+    reasons = set(database.psql("SELECT details->>'reason' FROM audit_log WHERE event = 'live_activity_removed'").split())
+    assert reasons == {"token_revoked", "token_expired", "device_disabled"}
