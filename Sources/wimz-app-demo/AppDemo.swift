@@ -21,7 +21,10 @@ struct AppDemo: AsyncParsableCommand {
 
     @Flag(name: .customLong("state"), help: "Print the robot's last-known state (GET /api/devices/ID/state) as one JSON line: {\"online\",\"last_seen\",\"events\":{NAME:{\"received_at\",\"decoded\":MODEL}}}, then exit.") var state = false
     @Option(name: .customLong("register-push"), help: "Register this APNs device token (hex) for every push kind of the device, print the stored registration as JSON, then exit.") var registerPush: String?
-    @Option(name: .customLong("push-environment"), help: "production or sandbox (--register-push; default sandbox).") var pushEnvironment = "sandbox"
+    @Option(name: .customLong("push-environment"), help: "production or sandbox (--register-push and the Live Activity tokens; default sandbox).") var pushEnvironment = "sandbox"
+    @Option(name: .customLong("live-activity-start"), help: "Hand over this push-to-start token (hex) for the mission's Live Activity, print it as stored, then exit.") var liveActivityStart: String?
+    @Option(name: .customLong("live-activity"), help: "Hand over an activity's update token as ID:HEX (repeatable), print each as stored, then exit.") var liveActivity: [String] = []
+    @Flag(name: .customLong("live-activities"), help: "Print this app token's Live Activity tokens for the device as JSON, then exit.") var liveActivities = false
     @Flag(name: .customLong("api-check"), help: "Call each of the robot's Quick Reference endpoints once through RobotAPI and print one JSON line per call: {\"call\":NAME,\"route\":\"direct|relay\",\"decoded\":MODEL}, then exit.") var apiCheck = false
     @Option(help: "Invite someone (owners): family or guest; prints the invitation with its code as JSON, then exits.") var invite: String?
     @Option(help: "--invite: the name shown in the member list.") var label = "invited from the terminal"
@@ -48,6 +51,7 @@ struct AppDemo: AsyncParsableCommand {
         }
         let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
         if try await HouseholdCommands.run(self, client: client) { return }
+        if try await LiveActivityCommands.run(self, client: client) { return }
         if state {
             print(StateLine(try await client.lastKnownState()).text)
             return
@@ -127,6 +131,8 @@ struct Screen {
     var you = "-"
     var mode = "-"
     var mission = "-"
+    /// The run as the lock screen shows it (the Live Activity's content state).
+    var lockScreen: MissionActivityAttributes.ContentState?
     var fraction: Double?
     var turn = "-"
     var last = "-"
@@ -156,6 +162,8 @@ struct Screen {
                     + (own.until.map { ", until \($0.formatted(date: .abbreviated, time: .shortened))" } ?? "")
             }
             online = status.online ? "online" : "offline"
+            lockScreen?.robotOnline = status.online
+            if let lockScreen { mission = LockScreen.text(lockScreen) }
             if let since = status.since { online += " since \(since.formatted(date: .omitted, time: .standard))" }
         case .event(let message): apply(RobotEvent(message))
         case .message(let raw): last = String(raw.prefix(60))
@@ -167,8 +175,9 @@ struct Screen {
         switch event {
         case .missionProgress(let event):
             guard let progress = event.model else { return }
-            mission = [progress.trick, progress.status, progress.dogName].compactMap { $0 }.joined(separator: " · ")
-            if let stage = progress.stage, let total = progress.totalStages { mission += " (stage \(stage)/\(total))" }
+            let state = MissionActivityAttributes.ContentState(progress, robotOnline: online.hasPrefix("online"))
+            lockScreen = state
+            mission = LockScreen.text(state)
             fraction = progress.fraction
         case .modeChanged(let event):
             mode = (event.model?.mode ?? "?") + (event.model?.locked == true ? " (locked: \(event.model?.lockReason ?? ""))" : "")

@@ -4,7 +4,10 @@ their app token."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
 import time
 
 import pytest
@@ -136,3 +139,24 @@ def test_tokens_go_with_their_app_token(database, pushing, device):
     assert wait_for_count(database, count, "0") == "0"
     reasons = set(database.psql("SELECT details->>'reason' FROM audit_log WHERE event = 'live_activity_removed'").split())
     assert reasons == {"token_revoked", "token_expired", "device_disabled"}
+
+
+def test_the_swift_app_library_hands_its_tokens_over(database, pushing, device):
+    """wimz-app-demo --live-activity-start/--live-activity/--live-activities, on WimzRelayClient."""
+    device_id, robot_token, app_token = device
+    demo = [os.path.join(os.environ["WIMZ_BIN_DIR"], "wimz-app-demo"), "--url", pushing.url, "--device", device_id,
+            "--token", app_token, "--push-environment", "production"]
+    start, first, second = phone(), phone(), phone()
+    done = subprocess.run(demo + ["--live-activity-start", start, "--live-activity", f"Run-1:{first}",
+                                  "--live-activity", f"Run-2:{second}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [
+        {"environment": "production", "token": start},
+        {"activity_id": "Run-1", "environment": "production", "token": first},
+        {"activity_id": "Run-2", "environment": "production", "token": second}]
+    listed = json.loads(subprocess.run(demo + ["--live-activities"], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert listed["start_token"] == {"environment": "production", "token": start}
+    assert [(a["activity_id"], a["token"]) for a in listed["activities"]] == [("Run-1", first), ("Run-2", second)]
+    # A refusal is the relay's error and exit 2.
+    refused = subprocess.run(demo + ["--live-activity", f"no_underscores:{phone()}"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "bad_request" in refused.stdout

@@ -10,6 +10,17 @@ import FoundationNetworking
 /// App Store production ones.
 public enum PushEnvironment: String, Sendable, Codable, CaseIterable {
     case production, sandbox
+
+    /// Sandbox in a debug build (SwiftPM builds this library as the app is built: Xcode's Run),
+    /// production otherwise (TestFlight, the App Store). Pass the environment when that guess
+    /// is wrong for a build of yours.
+    public static var current: PushEnvironment {
+        #if DEBUG
+        .sandbox
+        #else
+        .production
+        #endif
+    }
 }
 
 /// A push registration as the relay stores it (docs/protocol.md v1.2 "Push notifications").
@@ -19,6 +30,29 @@ public struct PushRegistrationInfo: Sendable, Equatable, Codable {
     public var token: String
     public var environment: PushEnvironment
     public var events: [PushKind]
+}
+
+/// A Live Activity token as the relay stored it (docs/protocol.md v1.4 "Tokens"): the app's
+/// push-to-start token (`activityID` nil) or the update token of one of its activities.
+public struct LiveActivityToken: Sendable, Equatable, Codable {
+    public var activityID: String?
+    /// The APNs token, lower-case hex.
+    public var token: String
+    public var environment: PushEnvironment
+    /// When the relay stored it (`liveActivities()` only).
+    public var createdAt: String?
+
+    enum CodingKeys: String, CodingKey {
+        case activityID = "activity_id", token, environment, createdAt = "created_at"
+    }
+}
+
+/// What this app token handed over for the device: `liveActivities()`.
+public struct LiveActivityTokens: Sendable, Equatable, Codable {
+    public var startToken: LiveActivityToken?
+    public var activities: [LiveActivityToken]
+
+    enum CodingKeys: String, CodingKey { case startToken = "start_token", activities }
 }
 
 /// Where a stream resumes from: `since=EPOCH:SEQ` (docs/protocol.md v1.1 "Recovering missed events").
@@ -75,32 +109,72 @@ extension RelayClient {
                                 kinds: Set<PushKind> = Set(PushKind.allCases)) async throws -> PushRegistrationInfo {
         let body = JSON.object(["platform": "apns", "token": .string(deviceToken.hexString), "environment": .string(environment.rawValue),
                                 "events": .array(kinds.map(\.rawValue).sorted().map { .string($0) })])
-        return try decode(try await pushRequest("PUT", body: Data(body.text.utf8), expecting: 200))
+        return try decode(try await deviceRequest(.push, "PUT", body: Data(body.text.utf8), expecting: 200))
     }
 
     /// This app token's registrations for this device.
     public func pushRegistrations() async throws -> [PushRegistrationInfo] {
         struct List: Decodable { let registrations: [PushRegistrationInfo] }
-        let list: List = try decode(try await pushRequest("GET", expecting: 200))
+        let list: List = try decode(try await deviceRequest(.push, "GET", expecting: 200))
         return list.registrations
     }
 
     /// Removes this phone's registration (e.g. when the user turns notifications off).
     public func unregisterForPush(deviceToken: Data) async throws {
-        _ = try await pushRequest("DELETE", path: deviceToken.hexString, expecting: 204)
+        _ = try await deviceRequest(.push, "DELETE", path: [deviceToken.hexString], expecting: 204)
+    }
+
+    // MARK: - Live Activities (v1.4)
+
+    /// Hands over the push-to-start token (iOS 17.2+: each value of
+    /// `Activity<MissionActivityAttributes>.pushToStartTokenUpdates`), so the relay can start the
+    /// mission's activity while the app is not running. A new one replaces the previous.
+    @discardableResult
+    public func registerLiveActivityStartToken(_ token: Data, environment: PushEnvironment = .current) async throws -> LiveActivityToken {
+        try decode(try await deviceRequest(.liveActivity, "PUT", path: ["start-token"], body: Self.tokenBody(token, environment),
+                                           expecting: 200))
+    }
+
+    /// Hands over the update token of an activity this app runs (`activity.id` and each value of
+    /// `activity.pushTokenUpdates`); the same id again replaces its token. At most 4 per app token
+    /// and device (`ErrorCode.tooManyActivities`).
+    @discardableResult
+    public func registerLiveActivity(id: String, token: Data, environment: PushEnvironment = .current) async throws -> LiveActivityToken {
+        try decode(try await deviceRequest(.liveActivity, "PUT", path: ["activities", id], body: Self.tokenBody(token, environment),
+                                           expecting: 200))
+    }
+
+    /// The app ended the activity or the person dismissed it: the relay sends it nothing more.
+    public func endLiveActivity(id: String) async throws {
+        _ = try await deviceRequest(.liveActivity, "DELETE", path: ["activities", id], expecting: 204)
+    }
+
+    /// Removes the push-to-start token (the person turned Live Activities off).
+    public func removeLiveActivityStartToken() async throws {
+        _ = try await deviceRequest(.liveActivity, "DELETE", path: ["start-token"], expecting: 204)
+    }
+
+    /// What this app token handed over for the device.
+    public func liveActivities() async throws -> LiveActivityTokens {
+        try decode(try await deviceRequest(.liveActivity, "GET", expecting: 200))
+    }
+
+    private static func tokenBody(_ token: Data, _ environment: PushEnvironment) -> Data {
+        Data(JSON.object(["token": .string(token.hexString), "environment": .string(environment.rawValue)]).text.utf8)
     }
 
     private func decode<T: Decodable>(_ data: Data) throws -> T {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {
-            throw RelayClientError.invalidResponse("push registrations: \(error)")
+            throw RelayClientError.invalidResponse("\(T.self): \(error)")
         }
     }
 
-    /// `METHOD /api/devices/ID/push[/path]` with the app token: the body of the expected answer.
-    private func pushRequest(_ method: String, path: String? = nil, body: Data? = nil, expecting status: Int) async throws -> Data {
-        var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, .push, path.map { [$0] } ?? [])))
+    /// `METHOD /api/devices/ID/RESOURCE[/path…]` with the app token: the body of the expected answer.
+    private func deviceRequest(_ resource: WimzProtocol.Path.DeviceResource, _ method: String, path: [String] = [], body: Data? = nil,
+                               expecting status: Int) async throws -> Data {
+        var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, resource, path)))
         request.httpMethod = method
         request.httpBody = body
         let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status)
