@@ -1,0 +1,140 @@
+/// A mission run's state (docs/protocol.md v1.4 "A mission run"): the latest `mission_progress`
+/// data, each member of the type the app's `ContentState` decodes (a member the robot did not
+/// send, or sent as another type, is nil; strings are cut to 64 characters), and whether the
+/// robot is connected.
+public struct MissionState: Sendable, Equatable {
+    public static let maxStringLength = 64
+
+    public var status: String?
+    public var trick: String?
+    public var stage: Int64?
+    public var totalStages: Int64?
+    public var dogName: String?
+    public var rewards: Int64?
+    public var progress: Double?
+    public var targetSec: Double?
+    public var robotOnline: Bool
+
+    public init(status: String? = nil, trick: String? = nil, stage: Int64? = nil, totalStages: Int64? = nil, dogName: String? = nil,
+                rewards: Int64? = nil, progress: Double? = nil, targetSec: Double? = nil, robotOnline: Bool = true) {
+        self.status = status
+        self.trick = trick
+        self.stage = stage
+        self.totalStages = totalStages
+        self.dogName = dogName
+        self.rewards = rewards
+        self.progress = progress
+        self.targetSec = targetSec
+        self.robotOnline = robotOnline
+    }
+
+    /// From a `mission_progress` event's `data` (nil: the data is not an object).
+    public init?(data: JSONValue?, robotOnline: Bool = true) {
+        guard case .object = data else { return nil }
+        func text(_ name: String) -> String? { data?.member(name)?.stringValue.map { String($0.prefix(Self.maxStringLength)) } }
+        func integer(_ name: String) -> Int64? {
+            switch data?.member(name) {
+            case .int(let n)?: n
+            case .double(let d)? where d == d.rounded() && abs(d) < 9e15: Int64(d)
+            default: nil
+            }
+        }
+        func number(_ name: String) -> Double? {
+            switch data?.member(name) {
+            case .int(let n)?: Double(n)
+            case .double(let d)?: d
+            default: nil
+            }
+        }
+        self.init(status: text("status"), trick: text("trick"), stage: integer("stage"), totalStages: integer("total_stages"),
+                  dogName: text("dog_name"), rewards: integer("rewards"), progress: number("progress"), targetSec: number("target_sec"),
+                  robotOnline: robotOnline)
+    }
+
+    /// `aps.content-state`, every member present (null where nil), in the contract's order.
+    public var contentState: JSONValue {
+        .object([("status", .optional(status)), ("trick", .optional(trick)), ("stage", stage.map(JSONValue.int) ?? .null),
+                 ("total_stages", totalStages.map(JSONValue.int) ?? .null), ("dog_name", .optional(dogName)),
+                 ("rewards", rewards.map(JSONValue.int) ?? .null), ("progress", progress.map(JSONValue.double) ?? .null),
+                 ("target_sec", targetSec.map(JSONValue.double) ?? .null), ("robot_online", .bool(robotOnline))])
+    }
+
+    /// Read back from `contentState` (the store keeps it as that JSON).
+    public init?(contentState: JSONValue) {
+        guard let online = contentState.member("robot_online")?.boolValue, var state = MissionState(data: contentState) else { return nil }
+        state.robotOnline = online
+        self = state
+    }
+}
+
+/// What the robot did that may move a device's run.
+public enum MissionSignal: Sendable, Equatable {
+    /// A `mission_progress` with this state.
+    case progress(MissionState)
+    /// A `mode_changed` from `previous` to `mode`.
+    case modeChanged(previous: String?, mode: String?)
+    /// The robot connected (true) or left (false).
+    case robotOnline(Bool)
+    /// The robot has been away for `WIMZ_PUSH_OFFLINE_AFTER` (the moment `robot_offline` is due).
+    case robotGone
+}
+
+/// How a run ended.
+public enum MissionRunEnd: String, Sendable, Equatable {
+    case completed
+    case leftMission = "left_mission"
+    case robotAway = "robot_away"
+}
+
+/// What a signal did to a device's run; what the Live Activities are told.
+public enum MissionRunChange: Sendable, Equatable {
+    case began(MissionState)
+    /// The state changed; `statusChanged` when `status` differs from the state before.
+    case changed(MissionState, statusChanged: Bool)
+    case ended(MissionState, MissionRunEnd)
+}
+
+/// A device's open run. The rules of docs/protocol.md v1.4 "A mission run", once: begins with a
+/// `mission_progress` whose status is not `completed` while none is open; ends with `completed`,
+/// with a `mode_changed` out of `mission`, or when the robot is gone; its state is the latest
+/// progress, with `robotOnline` following the robot.
+public struct MissionRun: Sendable, Equatable {
+    public var state: MissionState
+    public var openedAt: UnixTime
+
+    public init(state: MissionState, openedAt: UnixTime) {
+        self.state = state
+        self.openedAt = openedAt
+    }
+
+    public static let completedStatus = "completed"
+    public static let missionMode = "mission"
+
+    /// The run after `signal` (nil: none open) and what changed (nil: nothing).
+    public static func next(_ run: MissionRun?, _ signal: MissionSignal, at now: UnixTime) -> (run: MissionRun?, change: MissionRunChange?) {
+        switch (run, signal) {
+        case (nil, .progress(let state)):
+            guard state.status != completedStatus else { return (nil, nil) }
+            return (MissionRun(state: state, openedAt: now), .began(state))
+        case (var run?, .progress(var state)):
+            state.robotOnline = run.state.robotOnline
+            if state.status == completedStatus { return (nil, .ended(state, .completed)) }
+            guard state != run.state else { return (run, nil) }
+            let statusChanged = state.status != run.state.status
+            run.state = state
+            return (run, .changed(state, statusChanged: statusChanged))
+        case (let run?, .modeChanged(let previous, let mode)):
+            guard previous == missionMode, mode != missionMode else { return (run, nil) }
+            return (nil, .ended(run.state, .leftMission))
+        case (var run?, .robotOnline(let online)):
+            guard run.state.robotOnline != online else { return (run, nil) }
+            run.state.robotOnline = online
+            return (run, .changed(run.state, statusChanged: false))
+        case (var run?, .robotGone):
+            run.state.robotOnline = false
+            return (nil, .ended(run.state, .robotAway))
+        case (nil, _):
+            return (nil, nil)
+        }
+    }
+}
