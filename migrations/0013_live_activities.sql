@@ -81,3 +81,24 @@ BEGIN
 END $$;
 CREATE TRIGGER devices_live_activity_follow AFTER UPDATE OF disabled_at ON devices
     FOR EACH ROW EXECUTE FUNCTION wimz_live_activity_follow_device();
+
+-- A device's open mission run (v1.4 "A mission run"): its state (the content state, robot_online
+-- included) and when it opened; no row, no run. Written behind by the node that serves the device
+-- (at most once a second), read by a node when the device arrives there, so the run is the same
+-- after a restart and on another node. Ended by that node, or — when the robot has been gone
+-- WIMZ_PUSH_OFFLINE_AFTER seconds — claimed by whichever node deletes the row first.
+CREATE TABLE device_mission_runs (
+    device_id  text PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE,
+    opened_at  timestamptz NOT NULL,
+    state      jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- An ended run: every node forgets what it holds of it ('run:<device>' on the credentials channel).
+CREATE FUNCTION wimz_notify_run_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('wimz_credentials', 'run:' || OLD.device_id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER device_mission_runs_ended AFTER DELETE ON device_mission_runs
+    FOR EACH ROW EXECUTE FUNCTION wimz_notify_run_ended();

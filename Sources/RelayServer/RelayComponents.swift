@@ -16,6 +16,7 @@ final class RelayComponents {
     let pairing: PairingEndpoint
     let state: StateEndpoint
     let push: PushCoordinator
+    let missionRuns: MissionRuns
     let household: HouseholdEndpoint
     /// Cuts removed members' TURN sessions on coturn (its own thread; started by `RelayServer`).
     let turnCutter: TurnSessionCutter
@@ -58,6 +59,7 @@ final class RelayComponents {
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, hub: hub, database: database)
         push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
+        missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
                                        password: env.configuration.turnAdminPassword, node: env.audit.node,
@@ -67,11 +69,12 @@ final class RelayComponents {
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)
         stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
-        store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push, gate: gate)
+        store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
+                          missionRuns: missionRuns, gate: gate)
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
-                                                  robotHTTP, push, store, stop, env.audit.writer, turnCutter, retention])
+                                                  robotHTTP, push, missionRuns, store, stop, env.audit.writer, turnCutter, retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
@@ -122,6 +125,7 @@ final class RelayComponents {
         household.sweep(now: now)
         state.flush()
         push.tick(now: now)
+        missionRuns.tick(now: now)
         cluster.report(sockets: webSocket.openConnections, devices: hub.deviceCount)
         authenticator.sweep(now: now)
         hub.sweepHistories(now: now)
@@ -164,6 +168,7 @@ final class RelayComponents {
         case .databaseAnswer(let id, let response): database.answered(id, response)
         case .cluster(let clusterEvent): cluster.handle(clusterEvent)
         case .push(let pushEvent): push.handle(pushEvent)
+        case .missionRun(let runEvent): missionRuns.handle(runEvent)
         }
     }
 }
@@ -172,8 +177,15 @@ final class RelayComponents {
 extension RelayComponents: DeviceHubObserver {
     func hubDropped(_ reason: DropReason) { env.counters.drops[reason, default: 0] += 1 }
     func hubReplacedRobot(_ old: Session, with new: Session) { env.robotReplaced(old, by: new) }
-    func hubDeviceArrived(_ device: DeviceID) { cluster.deviceArrived(device) }
-    func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) { cluster.presenceChanged(device, robotLeftAt: robotLeftAt) }
+    func hubDeviceArrived(_ device: DeviceID) {
+        cluster.deviceArrived(device)
+        missionRuns.deviceArrived(device)
+    }
+    func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {
+        cluster.presenceChanged(device, robotLeftAt: robotLeftAt)
+        missionRuns.presenceChanged(device, robotLeftAt: robotLeftAt)
+    }
+    func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) { missionRuns.signal(device, signal) }
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
     func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {
         push.robotEvent(device, name, message, place)

@@ -10,6 +10,8 @@ import RelayCore
 /// | `wimz_credentials` | `device:<device id>`             |
 /// | `wimz_credentials` | `turn_secret:<realm>`            |
 /// | `wimz_credentials` | `push:<device id>`               |
+/// | `wimz_credentials` | `live:<device id>`               |
+/// | `wimz_credentials` | `run:<device id>`                |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -21,6 +23,10 @@ public enum StoreNotification: Equatable, Sendable {
     case turnSecret(realm: String)
     /// A push registration of the device was added, changed or removed (migrations/0007).
     case push(DeviceID)
+    /// A Live Activity token of the device was handed over, replaced or removed (migrations/0013).
+    case liveActivity(DeviceID)
+    /// The device's mission run ended (its row was deleted, migrations/0013).
+    case runEnded(DeviceID)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -32,7 +38,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret, .push: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -44,6 +50,8 @@ public enum StoreNotification: Equatable, Sendable {
         case .device(let device): return "device:\(device.rawValue)"
         case .turnSecret(let realm): return "turn_secret:\(realm)"
         case .push(let device): return "push:\(device.rawValue)"
+        case .liveActivity(let device): return "live:\(device.rawValue)"
+        case .runEnded(let device): return "run:\(device.rawValue)"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -60,6 +68,8 @@ public enum StoreNotification: Equatable, Sendable {
             case "device": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .device(device)
             case "turn_secret": self = .turnSecret(realm: String(parts[1]))
             case "push": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .push(device)
+            case "live": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .liveActivity(device)
+            case "run": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .runEnded(device)
             default: return nil
             }
         case Self.clusterChannel:

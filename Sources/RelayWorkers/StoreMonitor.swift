@@ -40,6 +40,12 @@ public enum StoreEvent: Sendable {
     case pushSnapshot([PushRegistration])
     /// One device's push registrations, as they are now.
     case pushChanged(DeviceID, [PushRegistration])
+    /// Every Live Activity token; replaces whatever the relay had.
+    case liveActivitySnapshot([LiveActivityRegistration])
+    /// One device's Live Activity tokens, as they are now.
+    case liveActivityChanged(DeviceID, [LiveActivityRegistration])
+    /// The device's mission run ended (on whichever node ended it).
+    case runEnded(DeviceID)
 }
 
 /// A database thread that checks reachability and schema every second, loads the credential
@@ -95,6 +101,10 @@ public final class StoreMonitor: DatabaseWork {
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
             case .push(let device)?:
                 onEvent(.pushChanged(device, try PushRepository(db).registrations(device: device)))
+            case .liveActivity(let device)?:
+                onEvent(.liveActivityChanged(device, try LiveActivityRepository(db).registrations(device: device)))
+            case .runEnded(let device)?:
+                onEvent(.runEnded(device))
             default:
                 continue
             }
@@ -116,6 +126,7 @@ public final class StoreMonitor: DatabaseWork {
                 onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
                 onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
+                onEvent(.liveActivitySnapshot(try LiveActivityRepository(db).registrations(device: nil)))
                 state.withLock { $0.snapshotLoaded = true }
             }
             report(StoreHealth(state: .ready, reason: "ok"))

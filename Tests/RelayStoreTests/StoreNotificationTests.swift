@@ -6,6 +6,7 @@ import Testing
     @Test func everyNotificationReadsBackFromItsChannelAndPayload() {
         let all: [StoreNotification] = [
             .token(id: 42), .device(DeviceID("d-1")!), .turnSecret(realm: "wimz"), .push(DeviceID("d-2")!),
+            .liveActivity(DeviceID("d-3")!), .runEnded(DeviceID("d-4")!),
             .claim(node: "node-a:8080", devices: [DeviceID("d1")!, DeviceID("d2")!]), .handoff(toNode: "node-b:8080"),
         ]
         for notification in all {

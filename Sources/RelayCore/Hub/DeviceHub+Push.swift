@@ -46,4 +46,25 @@ extension DeviceHub {
             return false
         }
     }
+
+    /// Marks `device` as having Live Activity tokens (or not). Service thread.
+    public func setMissionWatched(_ device: DeviceID, _ watched: Bool) {
+        if watched { missionWatchedDevices.insert(device) } else { missionWatchedDevices.remove(device) }
+        entry(device)?.missionWatched = watched
+    }
+
+    /// A `mission_progress` or `mode_changed` event, read (docs/protocol.md v1.4 "A mission run");
+    /// nil for any other event, or one whose `data` is not an object.
+    func missionSignal(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> MissionSignal? {
+        guard let range = envelope.eventName else { return nil }
+        let name = UnsafeBufferPointer(rebasing: bytes[range])
+        let isProgress = name.elementsEqual(Self.missionProgressName), isMode = !isProgress && name.elementsEqual(Self.modeChangedName)
+        guard isProgress || isMode, let data = (try? JSONReader.parse(Array(bytes)))?.member("data") else { return nil }
+        if isProgress { return MissionState(data: data).map(MissionSignal.progress) }
+        guard case .object = data else { return nil }
+        return .modeChanged(previous: data.member("previous_mode")?.stringValue, mode: data.member("mode")?.stringValue)
+    }
+
+    static let missionProgressName = Array("mission_progress".utf8)
+    static let modeChangedName = Array("mode_changed".utf8)
 }

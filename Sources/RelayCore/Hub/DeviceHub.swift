@@ -24,6 +24,8 @@ public final class DeviceHub {
         var stateChanged = false
         /// Phones are registered for pushes of this device (see `DeviceHub+Push.swift`).
         var pushWatched = false
+        /// Apps handed over Live Activity tokens for this device: its mission signals are read.
+        var missionWatched = false
         /// The numbered history, once a recovering app attached (it stays while the device does).
         var history: DeviceHistory?
         var recoveringApps = 0
@@ -70,6 +72,8 @@ public final class DeviceHub {
     let completedNeedle = Array(#"completed""#.utf8)
     /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
     var pushWatchedDevices: Set<DeviceID> = []
+    /// Devices with Live Activity tokens (kept by the server); their entries are `missionWatched`.
+    var missionWatchedDevices: Set<DeviceID> = []
     /// Devices whose replayed events changed since `takeChangedState` last ran.
     var changedState: [Device] = []
     private var devices: [DeviceID: Device] = [:]
@@ -154,6 +158,7 @@ public final class DeviceHub {
         if let d = devices[device] { return d }
         let d = Device(id: device, since: wallClock)
         d.pushWatched = pushWatchedDevices.contains(device)
+        d.missionWatched = missionWatchedDevices.contains(device)
         devices[device] = d
         return d
     }
@@ -384,6 +389,9 @@ public final class DeviceHub {
             if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
         if let pushable, let history = device.history { observer?.hubPushEvent(device.id, name: pushable, message: payload, place: (history.epoch, seq)) }
+        if device.missionWatched, envelope.kind == .event, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
+            observer?.hubMissionSignal(device.id, signal)
+        }
         if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
             device.prepareReplay(replayNames.count)
             var replaced = device.replay[index].take()

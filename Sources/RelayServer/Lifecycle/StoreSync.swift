@@ -4,7 +4,7 @@ import RelayWorkers
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's
 /// READY=1), the token mirror (snapshot and changes, closing what was revoked), device
-/// disabling, the TURN secrets and the push registrations.
+/// disabling, the TURN secrets, the push registrations and the Live Activity tokens.
 final class StoreSync {
     /// Latest store state, as reported by the monitor.
     private(set) var health = StoreHealth(state: .unavailable, reason: "not checked yet")
@@ -17,11 +17,13 @@ final class StoreSync {
     private let turn: TurnEndpoint
     private let webSocket: WebSocketEndpoint
     private let push: PushCoordinator
+    private let missionRuns: MissionRuns
     private let gate: HTTPGate?
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, gate: HTTPGate?) {
+         push: PushCoordinator, missionRuns: MissionRuns, gate: HTTPGate?) {
         self.push = push
+        self.missionRuns = missionRuns
         self.env = env
         self.hub = hub
         self.authenticator = authenticator
@@ -73,6 +75,12 @@ final class StoreSync {
             push.load(registrations)
         case .pushChanged(let device, let registrations):
             push.changed(device, registrations)
+        case .liveActivitySnapshot(let registrations):
+            missionRuns.load(registrations)
+        case .liveActivityChanged(let device, let registrations):
+            missionRuns.changed(device, registrations)
+        case .runEnded(let device):
+            missionRuns.runEnded(device)
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

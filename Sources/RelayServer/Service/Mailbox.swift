@@ -11,6 +11,7 @@ enum ServiceEvent: Sendable {
     case databaseAnswer(UInt64, HTTPResponse)
     case cluster(ClusterEvent)
     case push(PushEvent)
+    case missionRun(MissionRunEvent)
 }
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service

@@ -5,6 +5,7 @@ the provider token verified with the key's public half) with a relay that pushes
 
 from __future__ import annotations
 
+import json
 import secrets
 import tempfile
 from pathlib import Path
@@ -66,3 +67,8 @@ def pushing(database, apns):
 
 def phone() -> str:
     return secrets.token_hex(32)
+
+
+def event(name: str, **data) -> str:
+    """A robot's event frame."""
+    return json.dumps({"type": "event", "event": name, "data": data, "timestamp": "2026-11-24T07:00:00Z"})

@@ -4,15 +4,18 @@ their app token."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
 import subprocess
 import time
+import urllib.request
 
 import pytest
+from websockets.asyncio.client import connect
 
-from conftest import phone, push_env
+from conftest import event, phone, push_env
 from wimz_testkit import RelayNode, http_json
 
 ADMIN = secrets.token_hex(16)
@@ -160,3 +163,80 @@ def test_the_swift_app_library_hands_its_tokens_over(database, pushing, device):
     # A refusal is the relay's error and exit 2.
     refused = subprocess.run(demo + ["--live-activity", f"no_underscores:{phone()}"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "bad_request" in refused.stdout
+
+
+def metric(relay, line: str) -> int:
+    """The value of ``line`` (a series with its labels) in the relay's /metrics (0 when absent)."""
+    with urllib.request.urlopen(f"{relay.url}/metrics") as response:
+        for text in response.read().decode().splitlines():
+            if text.startswith(line + " "):
+                return int(float(text.split()[-1]))
+    return 0
+
+
+async def test_a_run_follows_the_robot_and_survives_a_restart(database, apns, device):
+    """docs/protocol.md v1.4 "A mission run": begun, changed, ended by completed, by leaving mission
+    mode and by the robot staying away; stored, so a restarted relay continues the same run."""
+    device_id, robot_token, app_token = device
+    relay = RelayNode.started(database, env=push_env(apns, WIMZ_PUSH_OFFLINE_AFTER="2"))
+    stored = "SELECT coalesce((SELECT state::text FROM device_mission_runs WHERE device_id = 'robot-1'), 'none')"
+
+    async def until_stored(want, seconds: float = 4) -> dict | None:
+        deadline = time.monotonic() + seconds
+        while True:
+            text = database.psql(stored)
+            got = None if text == "none" else json.loads(text)
+            if (got == want if not callable(want) else want(got)) or time.monotonic() > deadline:
+                return got
+            await asyncio.sleep(0.05)
+
+    try:
+        assert put(relay, device_id, app_token, "activities", "run-1", body={"token": phone(), "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)  # the token reaches the node's mirror: the device is watched
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        await robot.send(event("mission_progress", status="completed", trick="sit"))
+        await robot.send(event("mode_changed", mode="mission", previous_mode="idle"))
+        await robot.send(event("mission_progress", status="waiting_for_dog", trick="sit", dog_name="Rex", stage=1, total_stages=5,
+                               extra="ignored"))
+        state = {"status": "waiting_for_dog", "trick": "sit", "stage": 1, "total_stages": 5, "dog_name": "Rex", "rewards": None,
+                 "progress": None, "target_sec": None, "robot_online": True}
+        assert await until_stored(state) == state
+        await robot.send(event("mission_progress", status="watching", trick="sit", dog_name="Rex", stage=2, total_stages=5,
+                               progress=0.5, target_sec=3))
+        assert (await until_stored(lambda s: s and s["status"] == "watching"))["progress"] == 0.5
+        opened = database.psql("SELECT opened_at FROM device_mission_runs")
+        assert metric(relay, 'wimz_mission_runs_total{event="began"}') == 1
+
+        # A restart mid-run: the same run continues (no second beginning), its state moving on.
+        relay.stop()
+        relay.start()
+        await robot.close()
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        await asyncio.sleep(0.5)  # the node reads the stored run when the device arrives
+        await robot.send(event("mission_progress", status="watching", trick="sit", dog_name="Rex", stage=3, total_stages=5))
+        assert (await until_stored(lambda s: s and s["stage"] == 3))["stage"] == 3
+        assert database.psql("SELECT opened_at FROM device_mission_runs") == opened
+        assert metric(relay, 'wimz_mission_runs_total{event="began"}') == 0
+        assert metric(relay, 'wimz_mission_runs_total{event="changed"}') >= 1
+
+        # Completed ends it; leaving mission mode ends the next.
+        await robot.send(event("mission_progress", status="completed", trick="sit", dog_name="Rex", rewards=3))
+        assert await until_stored(None) is None
+        await robot.send(event("mission_progress", status="watching", trick="down"))
+        assert (await until_stored(lambda s: s is not None)) is not None
+        await robot.send(event("mode_changed", mode="idle", previous_mode="mission"))
+        assert await until_stored(None) is None
+        assert metric(relay, 'wimz_mission_runs_total{event="completed"}') == 1
+        assert metric(relay, 'wimz_mission_runs_total{event="left_mission"}') == 1
+
+        # The robot away: robot_online false at once, the end after WIMZ_PUSH_OFFLINE_AFTER.
+        await robot.send(event("mission_progress", status="watching", trick="stay"))
+        assert (await until_stored(lambda s: s is not None)) is not None
+        await robot.close()
+        assert (await until_stored(lambda s: s is not None and not s["robot_online"]))["robot_online"] is False
+        assert await until_stored(None, seconds=8) is None
+        assert metric(relay, 'wimz_mission_runs_total{event="robot_away"}') == 1
+    finally:
+        relay.stop()

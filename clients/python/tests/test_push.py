@@ -15,7 +15,7 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 
 from apns_standin import new_p256_key
-from conftest import INTERVAL, TOPIC, phone, push_env
+from conftest import INTERVAL, TOPIC, event, phone, push_env
 from wimz_testkit import RelayNode, http_json
 
 
@@ -29,10 +29,6 @@ def register(relay, device: str, token: str, phone_token: str, events=("bark_det
 async def robot_socket(relay, device: str, token: str):
     return await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device}", proxy=None,
                          additional_headers={"Authorization": f"Bearer {token}"})
-
-
-def event(name: str, **data) -> str:
-    return json.dumps({"type": "event", "event": name, "data": data, "timestamp": "2026-11-24T07:00:00Z"})
 
 
 def test_registrations_follow_the_contract(database, pushing, relay, device):

@@ -1,0 +1,62 @@
+import RelayCore
+
+/// Open mission runs (docs/protocol.md v1.4 "A mission run"; migrations/0013_live_activities.sql):
+/// one row per device with a run open, its state kept as the content state's JSON. Deleting a
+/// row notifies every node (`run:<device>`), which forgets what it held.
+public struct MissionRunRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// The open run of `device`, if any.
+    public func run(of device: DeviceID) throws -> MissionRun? {
+        try db.execute("SELECT opened_at, state::text FROM device_mission_runs WHERE device_id = $1", [device.rawValue])
+            .first.flatMap(Self.decode)
+    }
+
+    /// Writes what changed since the last call: `open` runs as they are now, `ended` devices' rows
+    /// gone. One transaction.
+    public func write(open: [(DeviceID, MissionRun)], ended: [DeviceID]) throws {
+        guard !open.isEmpty || !ended.isEmpty else { return }
+        try db.transaction {
+            if !ended.isEmpty {
+                try db.executePrepared("DELETE FROM device_mission_runs WHERE device_id = ANY ($1::text[])",
+                                       [.binary(PGBinaryArray.texts(ended.map(\.rawValue)))])
+            }
+            if !open.isEmpty {
+                try db.executePrepared(
+                    """
+                    INSERT INTO device_mission_runs (device_id, opened_at, state)
+                    SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::jsonb[])
+                    ON CONFLICT (device_id) DO UPDATE SET state = EXCLUDED.state, opened_at = EXCLUDED.opened_at, updated_at = now()
+                    """,
+                    [.binary(PGBinaryArray.texts(open.map(\.0.rawValue))), .binary(PGBinaryArray.timestamps(open.map(\.1.openedAt))),
+                     .binary(PGBinaryArray.jsonb(open.map(\.1.state.contentState)))])
+            }
+        }
+    }
+
+    /// Ends the run of every device whose robot left at least `seconds` ago and is not back on
+    /// any live node: the rows are deleted and returned (their state marked offline), so exactly
+    /// one node ends each — also when the device's node died.
+    public func claimGone(after seconds: Double) throws -> [(DeviceID, MissionRun)] {
+        try db.execute(
+            """
+            DELETE FROM device_mission_runs r USING device_robot_left l
+            WHERE r.device_id = l.device_id AND l.left_at <= now() - make_interval(secs => $1::double precision)
+              AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
+                              WHERE p.device_id = r.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
+            RETURNING r.device_id, r.opened_at, r.state::text
+            """, [String(seconds)]).rows.compactMap { row -> (DeviceID, MissionRun)? in
+                guard let device = row[0].flatMap(DeviceID.init), var run = Self.decode(Array(row[1...])) else { return nil }
+                run.state.robotOnline = false
+                return (device, run)
+            }
+    }
+
+    static func decode(_ row: [String?]) -> MissionRun? {
+        guard let opened = PGValue.time(row[0]), let text = row[1], let json = try? JSONReader.parse(Array(text.utf8)),
+              let state = MissionState(contentState: json) else { return nil }
+        return MissionRun(state: state, openedAt: opened)
+    }
+}
