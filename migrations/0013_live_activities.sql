@@ -13,8 +13,7 @@ CREATE TABLE live_activity_start_tokens (
 );
 
 -- The update token of an activity the app runs (ActivityKit's Activity.id): at most four per app
--- token and device (the repository counts under the app token's row lock). last_sent_timestamp is
--- the aps.timestamp last sent to it, so a restarted relay never sends an older one.
+-- token and device (the repository counts under the app token's row lock).
 CREATE TABLE live_activities (
     device_id           text NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
     app_token_id        bigint NOT NULL REFERENCES tokens(id) ON DELETE CASCADE,
@@ -22,14 +21,12 @@ CREATE TABLE live_activities (
     token               text NOT NULL CHECK (token ~ '^[0-9a-f]{32,200}$'),
     environment         text NOT NULL CHECK (environment IN ('production', 'sandbox')),
     created_at          timestamptz NOT NULL DEFAULT now(),
-    last_sent_timestamp bigint,
     PRIMARY KEY (device_id, app_token_id, activity_id)
 );
 CREATE INDEX live_activities_app_token_idx ON live_activities (app_token_id);
 CREATE INDEX live_activity_start_tokens_app_token_idx ON live_activity_start_tokens (app_token_id);
 
--- Every node's mirror follows both tables: 'live:<device>' on the credentials channel. Only a
--- change of who holds which token notifies (not the timestamp the sender records).
+-- Every node's mirror follows both tables: 'live:<device>' on the credentials channel.
 CREATE FUNCTION wimz_notify_live_activity() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('wimz_credentials', 'live:' || COALESCE(NEW.device_id, OLD.device_id));
@@ -37,7 +34,7 @@ BEGIN
 END $$;
 CREATE TRIGGER live_activity_start_tokens_notify AFTER INSERT OR UPDATE OR DELETE ON live_activity_start_tokens
     FOR EACH ROW EXECUTE FUNCTION wimz_notify_live_activity();
-CREATE TRIGGER live_activities_notify AFTER INSERT OR DELETE OR UPDATE OF token, environment ON live_activities
+CREATE TRIGGER live_activities_notify AFTER INSERT OR UPDATE OR DELETE ON live_activities
     FOR EACH ROW EXECUTE FUNCTION wimz_notify_live_activity();
 
 -- Every removal is audited with its reason (wimz.live_activity_removal_reason for the transaction,

@@ -105,6 +105,15 @@ public struct RelayConfiguration: Sendable {
     public var pushIntervalSeconds = 60.0
     /// `robot_offline` once the robot has been gone this long (`WIMZ_PUSH_OFFLINE_AFTER`).
     public var pushOfflineAfterSeconds = 300.0
+    /// Live Activities (v1.4): a request's `stale-date` is its timestamp plus this; a retry
+    /// older than this is dropped (`WIMZ_LIVE_ACTIVITY_STALE_AFTER`).
+    public var liveActivityStaleAfter = 120
+    /// Priority-10 updates per activity in any hour; further ones go at 5 (`WIMZ_LIVE_ACTIVITY_ALERTS_PER_HOUR`).
+    public var liveActivityAlertsPerHour = 30
+    /// At most one coalesced priority-5 update per activity this often, seconds (`WIMZ_LIVE_ACTIVITY_INTERVAL`).
+    public var liveActivityIntervalSeconds = 2.0
+    /// An ended activity leaves the lock screen this many seconds after its end (`WIMZ_LIVE_ACTIVITY_DISMISS_AFTER`).
+    public var liveActivityDismissAfter = 900
     /// Whether pushes can be sent (a key is configured).
     public var pushEnabled: Bool { apnsKeyFile != nil }
 

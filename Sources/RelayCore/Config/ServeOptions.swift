@@ -164,6 +164,14 @@ public enum ServeOptions {
                 "Seconds of one push window per registration and kind."),
         .number("WIMZ_PUSH_OFFLINE_AFTER", "push-offline-after", .push, \.pushOfflineAfterSeconds, .atLeast(0),
                 "Seconds a robot must be gone before robot_offline is pushed."),
+        .int("WIMZ_LIVE_ACTIVITY_STALE_AFTER", "live-activity-stale-after", .push, \.liveActivityStaleAfter, .from(30, to: 3600),
+             "Seconds after a Live Activity request's timestamp that the lock screen shows it stale (its stale-date); a retry older than this is dropped."),
+        .int("WIMZ_LIVE_ACTIVITY_ALERTS_PER_HOUR", "live-activity-alerts-per-hour", .push, \.liveActivityAlertsPerHour, .atLeast(0),
+             "Priority-10 Live Activity updates (a change of status) per activity in any hour; further ones go at priority 5."),
+        .number("WIMZ_LIVE_ACTIVITY_INTERVAL", "live-activity-interval", .push, \.liveActivityIntervalSeconds, .from(1, to: 60),
+                "Seconds between two coalesced priority-5 Live Activity updates of one activity (the newest state always goes last)."),
+        .int("WIMZ_LIVE_ACTIVITY_DISMISS_AFTER", "live-activity-dismiss-after", .push, \.liveActivityDismissAfter, .from(0, to: 14400),
+             "Seconds an ended mission's Live Activity stays on the lock screen (its dismissal-date)."),
     ]
 
     static let cluster: [ServeOption] = [
