@@ -64,6 +64,41 @@ public struct PushOutcome: Sendable {
     public var latency: Double
 }
 
+/// A Live Activity request as the sender carries it: the request, its body, and the delay before
+/// a retry if APNs asks to wait (the coordinator decides retries; the sender tries once).
+public struct LiveActivityPush: Sendable {
+    public var request: LiveActivityRequest
+    public var body: [UInt8]
+    public var retryDelay: Double
+
+    public init(request: LiveActivityRequest, body: [UInt8], retryDelay: Double) {
+        self.request = request
+        self.body = body
+        self.retryDelay = retryDelay
+    }
+}
+
+/// What became of one Live Activity request (docs/protocol.md v1.4 "Answers").
+public struct LiveActivityOutcome: Sendable {
+    public enum Result: String, Sendable, CaseIterable {
+        case delivered
+        /// 410, or 400 `BadDeviceToken` / `DeviceTokenNotForTopic`: the token must go.
+        case unregistered
+        /// 429, 5xx or no connection: the coordinator retries (with the newest state).
+        case throttled
+        /// Another 4xx: dropped.
+        case rejected
+        case queueFull = "queue_full"
+        case providerAuth = "provider_auth"
+    }
+
+    public var push: LiveActivityPush
+    public var result: Result
+    public var status: Int
+    public var reason: String
+    public var latency: Double
+}
+
 /// Sends pushes to APNs (docs/protocol.md v1.2): HTTP/2 over TLS with async-http-client on an event
 /// loop of its own — never the relay's service thread — through one kept, multiplexed connection
 /// per APNs host. Fed through a bounded queue: `enqueue` never blocks and drops (counted) when
@@ -76,14 +111,22 @@ public final class APNsSender: @unchecked Sendable {
     private let client: HTTPClient
     private let group: MultiThreadedEventLoopGroup
     private let onOutcome: @Sendable (PushOutcome) -> Void
-    private let queue = Locked<(items: [(PushMessage, UInt64)], head: Int, waiting: CheckedContinuation<Void, Never>?, stopped: Bool)>(([], 0, nil, false))
+    private let onLiveActivityOutcome: @Sendable (LiveActivityOutcome) -> Void
+    /// One queue for both kinds: they share the connection and the bound.
+    enum Item: Sendable {
+        case alert(PushMessage)
+        case liveActivity(LiveActivityPush)
+    }
+    private let queue = Locked<(items: [(Item, UInt64)], head: Int, waiting: CheckedContinuation<Void, Never>?, stopped: Bool)>(([], 0, nil, false))
     private let inFlight = Locked(0)
     private let log = Logger(label: "wimz.push")
     private var consumer: Task<Void, Never>?
 
-    public init(settings: APNsSettings, onOutcome: @escaping @Sendable (PushOutcome) -> Void) throws {
+    public init(settings: APNsSettings, onOutcome: @escaping @Sendable (PushOutcome) -> Void,
+                onLiveActivityOutcome: @escaping @Sendable (LiveActivityOutcome) -> Void = { _ in }) throws {
         self.settings = settings
         self.onOutcome = onOutcome
+        self.onLiveActivityOutcome = onLiveActivityOutcome
         guard let pem = FileContents.read(settings.keyFile) else { throw ES256Signer.KeyError.unreadable }
         token = try ProviderToken(keyPEM: pem, identity: settings.identity)
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -103,14 +146,27 @@ public final class APNsSender: @unchecked Sendable {
     /// dropped and reported as `queueFull`.
     @discardableResult
     public func enqueue(_ message: PushMessage, now: UInt64 = MonotonicClock.nanoseconds()) -> Bool {
+        let accepted = enqueue(.alert(message), now: now)
+        if !accepted { onOutcome(PushOutcome(message: message, result: .queueFull, status: 0, reason: "", latency: 0)) }
+        return accepted
+    }
+
+    /// Queues a Live Activity request (any thread; never blocks); as `enqueue(_:now:)`.
+    @discardableResult
+    public func enqueue(_ push: LiveActivityPush, now: UInt64 = MonotonicClock.nanoseconds()) -> Bool {
+        let accepted = enqueue(.liveActivity(push), now: now)
+        if !accepted { onLiveActivityOutcome(LiveActivityOutcome(push: push, result: .queueFull, status: 0, reason: "", latency: 0)) }
+        return accepted
+    }
+
+    private func enqueue(_ item: Item, now: UInt64) -> Bool {
         let (accepted, waiter) = queue.withLock { q -> (Bool, CheckedContinuation<Void, Never>?) in
             guard !q.stopped, q.items.count - q.head < settings.queueCapacity else { return (false, nil) }
-            q.items.append((message, now))
+            q.items.append((item, now))
             defer { q.waiting = nil }
             return (true, q.waiting)
         }
         waiter?.resume()
-        if !accepted { onOutcome(PushOutcome(message: message, result: .queueFull, status: 0, reason: "", latency: 0)) }
         return accepted
     }
 
@@ -139,21 +195,28 @@ public final class APNsSender: @unchecked Sendable {
 
     private func run() async {
         await withTaskGroup(of: Void.self) { group in
-            while let (message, enqueuedAt) = await next() {
+            while let (item, enqueuedAt) = await next() {
                 while inFlight.withLock({ $0 }) >= settings.concurrency { await group.next() }
                 inFlight.withLock { $0 += 1 }
                 group.addTask { [self] in
-                    let outcome = await deliver(message, enqueuedAt: enqueuedAt)
-                    inFlight.withLock { $0 -= 1 }
-                    onOutcome(outcome)
+                    switch item {
+                    case .alert(let message):
+                        let outcome = await deliver(message, enqueuedAt: enqueuedAt)
+                        inFlight.withLock { $0 -= 1 }
+                        onOutcome(outcome)
+                    case .liveActivity(let push):
+                        let outcome = await deliver(push, enqueuedAt: enqueuedAt)
+                        inFlight.withLock { $0 -= 1 }
+                        onLiveActivityOutcome(outcome)
+                    }
                 }
             }
         }
     }
 
-    private func next() async -> (PushMessage, UInt64)? {
+    private func next() async -> (Item, UInt64)? {
         while true {
-            enum Step { case item(PushMessage, UInt64), stop, wait }
+            enum Step { case item(Item, UInt64), stop, wait }
             let step = queue.withLock { q -> Step in
                 if q.stopped { return .stop }
                 guard q.head < q.items.count else { return .wait }
@@ -235,16 +298,62 @@ public final class APNsSender: @unchecked Sendable {
 
     /// `POST {base}/3/device/{token}`: the status and APNs's `reason` (empty when none).
     private func send(_ message: PushMessage, jwt: String, expiration: Int64) async throws -> (Int, String) {
-        let base = message.environment == .production ? settings.productionURL : settings.sandboxURL
-        var request = HTTPClientRequest(url: base + "/3/device/" + message.token)
+        try await post(token: message.token, environment: message.environment, body: message.body, jwt: jwt,
+                       headers: [("apns-topic", settings.topic), ("apns-push-type", "alert"),
+                                 ("apns-collapse-id", Self.collapseID(message)), ("apns-expiration", String(expiration))])
+    }
+
+    /// One Live Activity request, tried once (a fresh provider token and one more try after
+    /// `ExpiredProviderToken`): whether to wait and retry is the coordinator's to decide, with the
+    /// newest state. It expires when it would show stale anyway.
+    private func deliver(_ push: LiveActivityPush, enqueuedAt: UInt64) async -> LiveActivityOutcome {
+        var status = 0, reason = "", jwt = ""
+        func outcome(_ result: LiveActivityOutcome.Result) -> LiveActivityOutcome {
+            LiveActivityOutcome(push: push, result: result, status: status, reason: reason,
+                                latency: Double(MonotonicClock.nanoseconds() - enqueuedAt) / 1e9)
+        }
+        let request = push.request
+        for attempt in 0..<2 {
+            do {
+                jwt = try token.current()
+                (status, reason) = try await post(
+                    token: request.token, environment: request.environment, body: push.body, jwt: jwt,
+                    headers: [("apns-topic", settings.topic + ".push-type.liveactivity"), ("apns-push-type", "liveactivity"),
+                              ("apns-priority", String(request.priority)), ("apns-expiration", String(request.timestamp + 3600))])
+            } catch {
+                reason = "\(error)"
+                return outcome(.throttled)
+            }
+            switch status {
+            case 200: return outcome(.delivered)
+            case 410: return outcome(.unregistered)
+            case 400 where reason == "BadDeviceToken" || reason == "DeviceTokenNotForTopic": return outcome(.unregistered)
+            case 403 where reason == "ExpiredProviderToken" && attempt == 0:
+                token.invalidate(jwt)
+                continue
+            case 403 where ["ExpiredProviderToken", "InvalidProviderToken", "MissingProviderToken"].contains(reason):
+                log.error("apns_provider_token_refused", metadata: ["reason": "\(reason)"])
+                return outcome(.providerAuth)
+            case 429, 500...599: return outcome(.throttled)
+            default:
+                log.warning("apns_live_activity_rejected", metadata: ["status": "\(status)", "reason": "\(reason)",
+                                                                       "event": "\(request.event.rawValue)"])
+                return outcome(.rejected)
+            }
+        }
+        return outcome(.providerAuth)
+    }
+
+    /// `POST {base}/3/device/{token}` with `headers`: the status and APNs's `reason` (empty when none).
+    private func post(token: String, environment: PushRegistration.Environment, body: [UInt8], jwt: String,
+                      headers: [(String, String)]) async throws -> (Int, String) {
+        let base = environment == .production ? settings.productionURL : settings.sandboxURL
+        var request = HTTPClientRequest(url: base + "/3/device/" + token)
         request.method = .POST
         request.headers.add(name: "authorization", value: "bearer " + jwt)
-        request.headers.add(name: "apns-topic", value: settings.topic)
-        request.headers.add(name: "apns-push-type", value: "alert")
-        request.headers.add(name: "apns-collapse-id", value: Self.collapseID(message))
-        request.headers.add(name: "apns-expiration", value: String(expiration))
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.headers.add(name: "content-type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: message.body))
+        request.body = .bytes(ByteBuffer(bytes: body))
         let response = try await client.execute(request, timeout: .seconds(30))
         let body = try await response.body.collect(upTo: 64 * 1024)
         let status = Int(response.status.code)

@@ -59,7 +59,8 @@ final class RelayComponents {
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, hub: hub, database: database)
         push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
-        missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox)
+        missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
+                                  sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
                                        password: env.configuration.turnAdminPassword, node: env.audit.node,
@@ -74,7 +75,7 @@ final class RelayComponents {
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
-                                                  robotHTTP, push, missionRuns, store, stop, env.audit.writer, turnCutter, retention])
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, store, stop, env.audit.writer, turnCutter, retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
@@ -169,6 +170,7 @@ final class RelayComponents {
         case .cluster(let clusterEvent): cluster.handle(clusterEvent)
         case .push(let pushEvent): push.handle(pushEvent)
         case .missionRun(let runEvent): missionRuns.handle(runEvent)
+        case .liveActivityOutcome(let outcome): missionRuns.sender.handle(outcome)
         }
     }
 }

@@ -8,10 +8,14 @@ public struct MissionRunRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// The open run of `device`, if any.
-    public func run(of device: DeviceID) throws -> MissionRun? {
-        try db.execute("SELECT opened_at, state::text FROM device_mission_runs WHERE device_id = $1", [device.rawValue])
-            .first.flatMap(Self.decode)
+    /// The open run of `device`, if any, and the device's name (what a push-to-start shows).
+    public func run(of device: DeviceID) throws -> (run: MissionRun?, name: String) {
+        let row = try db.execute(
+            """
+            SELECT r.opened_at, r.state::text, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
+            WHERE d.id = $1
+            """, [device.rawValue]).first
+        return (row.flatMap { Self.decode(Array($0[0...1])) }, row?[2] ?? "")
     }
 
     /// Writes what changed since the last call: `open` runs as they are now, `ended` devices' rows

@@ -171,10 +171,15 @@ class APNsStandIn:
             return 404, "BadPath"
         if not self._jwt_ok(jwt):
             return 403, "InvalidProviderToken"
-        if headers.get("apns-topic") != self.topic:
-            return 400, "TopicDisallowed"
-        if headers.get("apns-push-type") != "alert":
+        # Alerts go to the app's topic; Live Activity requests (v1.4) to its .push-type.liveactivity
+        # topic, at priority 5 or 10.
+        push_type = headers.get("apns-push-type")
+        if push_type not in ("alert", "liveactivity"):
             return 400, "InvalidPushType"
+        if headers.get("apns-topic") != self.topic + (".push-type.liveactivity" if push_type == "liveactivity" else ""):
+            return 400, "TopicDisallowed"
+        if push_type == "liveactivity" and headers.get("apns-priority") not in ("5", "10"):
+            return 400, "BadPriority"
         if not isinstance(body, dict) or len(json.dumps(body)) > 4096:
             return 400, "PayloadTooLarge" if body else "PayloadEmpty"
         return None

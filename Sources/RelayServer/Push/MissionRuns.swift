@@ -3,8 +3,8 @@ import RelayStore
 
 /// What the database tells the service thread about mission runs.
 enum MissionRunEvent: Sendable {
-    /// `device`'s run as stored (nil: none open), read when the device arrived here.
-    case loaded(DeviceID, MissionRun?)
+    /// `device`'s run as stored (nil: none open) and its name, read when the device arrived here.
+    case loaded(DeviceID, MissionRun?, name: String)
     /// Runs of robots gone long enough that this node ended (deleted) them.
     case claimed([(DeviceID, MissionRun)])
 }
@@ -14,7 +14,7 @@ enum MissionRunEvent: Sendable {
 /// device's run from the robot's signals (`MissionRun.next`), written behind to the store once a
 /// second, read from it when a device arrives (so a restart or a move keeps the run), and ended
 /// when the robot has been gone `WIMZ_PUSH_OFFLINE_AFTER` — claimed in the store, so exactly one
-/// node ends each. What changed goes to `onChange` (the Live Activity sender).
+/// node ends each. What changed goes to the Live Activity sender, with the apps that leave.
 final class MissionRuns {
     private let env: RelayEnvironment
     private let hub: DeviceHub
@@ -23,6 +23,8 @@ final class MissionRuns {
     /// Every device's Live Activity tokens (the store's, through notifications).
     private(set) var registrations: [DeviceID: [LiveActivityRegistration]] = [:]
     private var runs: [DeviceID: MissionRun] = [:]
+    /// The watched devices' names, read with their runs (a push-to-start shows it).
+    private(set) var names: [DeviceID: String] = [:]
     /// Devices whose stored run is being read: their signals wait here, in order.
     private var loading: [DeviceID: [MissionSignal]] = [:]
     /// Runs changed since the last write (nil: ended).
@@ -31,13 +33,18 @@ final class MissionRuns {
     private var nextClaim: UInt64 = 0
     /// Began, ended by each reason, changed: from zero for `/metrics`.
     private(set) var counts: [String: Int] = ["began": 0, "changed": 0, "completed": 0, "left_mission": 0, "robot_away": 0]
-    var onChange: ((DeviceID, MissionRunChange) -> Void)?
+    /// When the relay got what made each open run's current state (whole UNIX seconds).
+    private var stateTimes: [DeviceID: Int64] = [:]
+    /// The app tokens with a socket here, per device with an open run (whose last socket closes).
+    private var localTokens: [DeviceID: Set<Int64>] = [:]
+    let sender: LiveActivitySender
 
-    init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+    init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>, sender: LiveActivitySender) {
         self.env = env
         self.hub = hub
         self.database = database
         self.mailbox = mailbox
+        self.sender = sender
     }
 
     /// The open run of `device` as this node holds it.
@@ -67,6 +74,7 @@ final class MissionRuns {
         } else {
             runs[device] = nil
             loading[device] = nil
+            names[device] = nil
         }
     }
 
@@ -82,16 +90,27 @@ final class MissionRuns {
             loading[device]?.append(signal)
             return
         }
-        let (run, change) = MissionRun.next(runs[device], signal, at: env.clock.wall())
+        let now = env.clock.wall()
+        let (run, change) = MissionRun.next(runs[device], signal, at: now)
         guard let change else { return }
         runs[device] = run
         unwritten[device] = .some(run)
-        record(device, change)
+        stateTimes[device] = run == nil ? nil : now.seconds
+        localTokens[device] = run == nil ? nil : Set(hub.apps(of: device).map(\.tokenID))
+        record(device, change, timestamp: now.seconds)
     }
 
-    /// The robot connected or left (its node's presence changed).
+    /// A socket of `device` came or went: the robot's presence, and apps whose last socket closed
+    /// during a run (their activities get the catch-up).
     func presenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {
         guard runs[device] != nil || loading[device] != nil else { return }
+        if let before = localTokens[device] {
+            let now = Set(hub.apps(of: device).map(\.tokenID))
+            localTokens[device] = now
+            for gone in before.subtracting(now) {
+                sender.appLeft(device, appTokenID: gone, tokens: registrations[device] ?? [], runOpen: runs[device] != nil)
+            }
+        }
         signal(device, .robotOnline(robotLeftAt == nil && hub.presence(of: device).robotSince != nil))
     }
 
@@ -100,15 +119,17 @@ final class MissionRuns {
     func runEnded(_ device: DeviceID) {
         guard hub.presence(of: device).robotSince == nil else { return }
         runs[device] = nil
+        stateTimes[device] = nil
+        localTokens[device] = nil
     }
 
-    private func record(_ device: DeviceID, _ change: MissionRunChange) {
+    private func record(_ device: DeviceID, _ change: MissionRunChange, timestamp: Int64) {
         switch change {
         case .began: counts["began", default: 0] += 1
         case .changed: counts["changed", default: 0] += 1
         case .ended(_, let reason): counts[reason.rawValue, default: 0] += 1
         }
-        onChange?(device, change)
+        sender.changed(device, change, timestamp: timestamp, tokens: registrations[device] ?? [], robotName: names[device] ?? "")
     }
 
     private func read(_ device: DeviceID) {
@@ -116,23 +137,32 @@ final class MissionRuns {
         loading[device] = []
         let mailbox = self.mailbox
         let queued = database.worker.submit({ db in
-            mailbox.post(.missionRun(.loaded(device, try MissionRunRepository(db).run(of: device))))
-        }, failed: { _ in mailbox.post(.missionRun(.loaded(device, nil))) })
+            let (run, name) = try MissionRunRepository(db).run(of: device)
+            mailbox.post(.missionRun(.loaded(device, run, name: name)))
+        }, failed: { _ in mailbox.post(.missionRun(.loaded(device, nil, name: ""))) })
         if !queued { loading[device] = nil }
     }
 
     func handle(_ event: MissionRunEvent) {
         switch event {
-        case .loaded(let device, let stored):
+        case .loaded(let device, let stored, let name):
             guard let waiting = loading.removeValue(forKey: device) else { return }
-            if runs[device] == nil { runs[device] = stored }
+            names[device] = name
+            if runs[device] == nil, let stored {
+                runs[device] = stored
+                stateTimes[device] = env.clock.wall().seconds
+                localTokens[device] = Set(hub.apps(of: device).map(\.tokenID))
+            }
             for signal in waiting { self.signal(device, signal) }
         case .claimed(let ended):
             claiming = false
+            let now = env.clock.wall().seconds
             for (device, run) in ended {
                 runs[device] = nil
                 unwritten[device] = nil
-                record(device, .ended(run.state, .robotAway))
+                stateTimes[device] = nil
+                localTokens[device] = nil
+                record(device, .ended(run.state, .robotAway), timestamp: now)
             }
         }
     }
@@ -142,6 +172,10 @@ final class MissionRuns {
     /// Once a second: the changed runs written, and runs of robots gone long enough claimed.
     func tick(now: UInt64) {
         if !unwritten.isEmpty { write() }
+        sender.tick(now: now) { [self] device in
+            guard let run = runs[device], let time = stateTimes[device] else { return nil }
+            return (run.state, time, registrations[device] ?? [])
+        }
         if now >= nextClaim, !claiming, !registrations.isEmpty {
             claiming = true
             nextClaim = now + 1_000_000_000

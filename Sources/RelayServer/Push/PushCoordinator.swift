@@ -53,7 +53,8 @@ final class PushCoordinator {
                                         topic: configuration.apnsTopic ?? "", productionURL: configuration.apnsURL,
                                         sandboxURL: configuration.apnsSandboxURL, caFile: configuration.apnsCAFile)
             do {
-                sender = try APNsSender(settings: settings) { outcome in mailbox.post(.push(.outcome(outcome))) }
+                sender = try APNsSender(settings: settings, onOutcome: { mailbox.post(.push(.outcome($0))) },
+                                        onLiveActivityOutcome: { mailbox.post(.liveActivityOutcome($0)) })
             } catch {
                 env.log.error("apns_unavailable", metadata: ["reason": "\(error)", "key_file": "\(keyFile)"])
                 sender = nil

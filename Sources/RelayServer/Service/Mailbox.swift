@@ -1,4 +1,5 @@
 import RelayCore
+import RelayPush
 import RelayWorkers
 
 /// What other threads tell the service thread.
@@ -12,6 +13,8 @@ enum ServiceEvent: Sendable {
     case cluster(ClusterEvent)
     case push(PushEvent)
     case missionRun(MissionRunEvent)
+    /// What APNs answered to a Live Activity request.
+    case liveActivityOutcome(LiveActivityOutcome)
 }
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service

@@ -192,7 +192,9 @@ async def test_a_run_follows_the_robot_and_survives_a_restart(database, apns, de
 
     try:
         assert put(relay, device_id, app_token, "activities", "run-1", body={"token": phone(), "environment": "sandbox"})[0] == 200
-        await asyncio.sleep(0.3)  # the token reaches the node's mirror: the device is watched
+        # A start token keeps the device watched after the first run's end forgets the activity.
+        assert put(relay, device_id, app_token, "start-token", body={"token": phone(), "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)  # the tokens reach the node's mirror: the device is watched
         robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
                               additional_headers={"Authorization": f"Bearer {robot_token}"})
         await robot.send(event("mission_progress", status="completed", trick="sit"))
@@ -238,5 +240,101 @@ async def test_a_run_follows_the_robot_and_survives_a_restart(database, apns, de
         assert (await until_stored(lambda s: s is not None and not s["robot_online"]))["robot_online"] is False
         assert await until_stored(None, seconds=8) is None
         assert metric(relay, 'wimz_mission_runs_total{event="robot_away"}') == 1
+    finally:
+        relay.stop()
+
+
+def live_requests(apns, token: str) -> list:
+    return [r for r in list(apns.received) if r.token == token and r.headers.get("apns-push-type") == "liveactivity"]
+
+
+async def test_a_whole_mission_reaches_the_lock_screen_with_the_app_closed(database, apns, device):
+    """docs/protocol.md v1.4 "What the relay sends": one start to the push-to-start token,
+    updates carrying the robot's states at the contract's priorities, coalesced progress with
+    the newest state last, the end with its dismissal date; then the activities are forgotten."""
+    device_id, robot_token, app_token = device
+    relay = RelayNode.started(database, env=push_env(apns, WIMZ_LIVE_ACTIVITY_INTERVAL="1"))
+    try:
+        start_token, activity_token = phone(), phone()
+        other_app = database.cli("token", "issue", "--device", device_id, "--role", "app").strip().splitlines()[-1]
+        relay.wait_known(device_id, other_app)
+        assert put(relay, device_id, app_token, "start-token", body={"token": start_token, "environment": "sandbox"})[0] == 200
+        assert put(relay, device_id, other_app, "activities", "watching-1",
+                   body={"token": activity_token, "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        sent_states = []
+
+        async def progress(**data):
+            sent_states.append(data)
+            await robot.send(event("mission_progress", **data))
+
+        await progress(status="waiting_for_dog", trick="sit", dog_name="Rex", stage=1, total_stages=5)
+        apns.wait_for(lambda seen: live_requests(apns, start_token) and live_requests(apns, activity_token))
+        [start] = live_requests(apns, start_token)
+        assert start.headers["apns-topic"] == "com.wimzai.app.push-type.liveactivity" and start.headers["apns-priority"] == "10"
+        aps = start.body["aps"]
+        assert aps["event"] == "start" and aps["attributes-type"] == "MissionActivityAttributes"
+        assert aps["attributes"] == {"device_id": device_id, "robot_name": ""} and aps["input-push-token"] == 1
+        assert aps["alert"]["body"] == {"loc-key": "WIMZ_MISSION_STARTED", "loc-args": ["Rex", "sit"]}
+        assert aps["content-state"]["status"] == "waiting_for_dog" and aps["stale-date"] == aps["timestamp"] + 120
+        assert start.body["wimz"] == {"device_id": device_id}
+
+        # Five stages; in each, progress at 5 Hz, then success. The app of the start token hands
+        # over the activity iOS started for it (input-push-token), as it would.
+        started_activity = phone()
+        assert put(relay, device_id, app_token, "activities", "started-1",
+                   body={"token": started_activity, "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)
+        for stage in range(1, 6):
+            for step in range(8):
+                await progress(status="watching", trick="sit", dog_name="Rex", stage=stage, total_stages=5, progress=step / 8,
+                               target_sec=3)
+                await asyncio.sleep(0.2)
+            await progress(status="success", trick="sit", dog_name="Rex", stage=stage, total_stages=5, rewards=stage)
+        # 50 progress events in 2 s: a few requests per activity, the last with the last state.
+        burst_from = {token: len(live_requests(apns, token)) for token in (activity_token, started_activity)}
+        for step in range(50):
+            await progress(status="watching", trick="sit", dog_name="Rex", stage=5, total_stages=5, rewards=5, progress=step / 50,
+                           target_sec=3)
+            await asyncio.sleep(0.04)
+        await asyncio.sleep(2.5)  # the last coalesced update goes when its interval has passed
+        for token, before in burst_from.items():
+            burst = live_requests(apns, token)[before:]
+            assert 1 <= len(burst) <= 4, [r.body["aps"]["content-state"] for r in burst]
+            assert burst[-1].body["aps"]["content-state"]["progress"] == 0.98 and burst[-1].headers["apns-priority"] == "5"
+        await progress(status="completed", trick="sit", dog_name="Rex", stage=5, total_stages=5, rewards=5)
+        apns.wait_for(lambda seen: any(r.body["aps"]["event"] == "end" for r in live_requests(apns, activity_token))
+                      and any(r.body["aps"]["event"] == "end" for r in live_requests(apns, started_activity)))
+
+        for token in (activity_token, started_activity):
+            requests = live_requests(apns, token)
+            updates, end = requests[:-1], requests[-1]
+            assert all(r.body["aps"]["event"] == "update" for r in updates) and end.body["aps"]["event"] == "end"
+            # Each update's state is one the robot sent; status changes go at 10, the rest at 5,
+            # and timestamps never go back.
+            robot_states = [{k: data.get(k) for k in ("status", "trick", "stage", "total_stages", "dog_name", "rewards", "progress")}
+                            for data in sent_states]
+            last_status, last_time = None, 0
+            for r in updates:
+                state = r.body["aps"]["content-state"]
+                assert {k: state[k] for k in robot_states[0]} in robot_states and state["robot_online"] is True
+                assert r.headers["apns-priority"] == ("10" if state["status"] != last_status else "5"), (state, last_status)
+                assert r.body["aps"]["timestamp"] >= last_time and r.body["aps"]["stale-date"] == r.body["aps"]["timestamp"] + 120
+                last_status, last_time = state["status"], r.body["aps"]["timestamp"]
+            assert any(r.headers["apns-priority"] == "5" for r in updates), "coalesced progress at 5"
+            aps = end.body["aps"]
+            assert end.headers["apns-priority"] == "10" and aps["content-state"]["status"] == "completed"
+            assert aps["dismissal-date"] == aps["timestamp"] + 900 and aps["timestamp"] >= last_time
+            assert aps["alert"] == {"loc-key": "WIMZ_MISSION_COMPLETED", "loc-args": ["Rex", "sit"]}
+        assert len(live_requests(apns, start_token)) == 1, "one start per app token and run"
+        # Ended activities are forgotten (the app registers new ones for the next mission).
+        deadline = time.monotonic() + 3
+        while http_json(live(relay, device_id), other_app)[1]["activities"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert http_json(live(relay, device_id), other_app)[1]["activities"] == []
+        assert "ended" in database.psql("SELECT details->>'reason' FROM audit_log WHERE event = 'live_activity_removed'")
+        await robot.close()
     finally:
         relay.stop()
