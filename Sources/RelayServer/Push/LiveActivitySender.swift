@@ -18,6 +18,11 @@ final class LiveActivitySender {
     private var retries: [(request: LiveActivityRequest, at: UInt64, delay: Double)] = []
     /// The next retry delay of an update APNs asked to wait with (doubling to 60 s; reset when one goes through).
     private var updateDelays: [LiveActivityPlanner.Key: Double] = [:]
+    /// Activities with a request in flight: the next waits for its answer, so requests to one
+    /// activity arrive in order (HTTP/2 streams may overtake each other) and the newest is last.
+    private var inFlight: Set<LiveActivityPlanner.Key> = []
+    /// Ends waiting for an update in flight to the same activity.
+    private var waitingEnds: [LiveActivityPlanner.Key: LiveActivityRequest] = [:]
     /// Outcomes by event, priority and result, for `/metrics`.
     private(set) var outcomes: [String: Int] = [:]
 
@@ -54,9 +59,10 @@ final class LiveActivitySender {
             for activity in tokens {
                 guard let id = activity.activityID else { continue }
                 let key = LiveActivityPlanner.Key(device: device, appTokenID: activity.appTokenID, activity: id)
-                send(LiveActivityRequest(device: device, appTokenID: activity.appTokenID, activity: id, token: activity.token,
-                                         environment: activity.environment, event: .end, priority: 10,
-                                         timestamp: planner.stamp(key, timestamp), state: state, ended: reason, madeAt: now))
+                let end = LiveActivityRequest(device: device, appTokenID: activity.appTokenID, activity: id, token: activity.token,
+                                              environment: activity.environment, event: .end, priority: 10,
+                                              timestamp: planner.stamp(key, timestamp), state: state, ended: reason, madeAt: now)
+                if inFlight.contains(key) { waitingEnds[key] = end } else { send(end) }
             }
             planner.forget(device: device)
             forgetEnded(device, tokens.filter { $0.activityID != nil })
@@ -69,7 +75,10 @@ final class LiveActivitySender {
         for activity in tokens where !local.contains(activity.appTokenID) {
             guard let id = activity.activityID else { continue }
             let key = LiveActivityPlanner.Key(device: device, appTokenID: activity.appTokenID, activity: id)
-            if case .sendNow(let priority) = planner.decide(key, status: state.status, now: now) {
+            guard case .sendNow(let priority) = planner.decide(key, status: state.status, now: now) else { continue }
+            if inFlight.contains(key) {
+                planner.schedule(key, at: now, now: now)  // right after the answer (the next tick)
+            } else {
                 sendUpdate(key, activity, state, timestamp: timestamp, priority: priority, now: now)
             }
         }
@@ -97,7 +106,7 @@ final class LiveActivitySender {
     /// Once a second: coalesced updates whose interval passed (the newest state), retries due.
     func tick(now: UInt64, current: (DeviceID) -> (state: MissionState, timestamp: Int64, tokens: [LiveActivityRegistration])?) {
         guard apns != nil else { return }
-        for key in planner.due(now: now) {
+        for key in planner.due(now: now) where !inFlight.contains(key) {
             guard let run = current(key.device),
                   let activity = run.tokens.first(where: { $0.appTokenID == key.appTokenID && $0.activityID == key.activity }) else {
                 planner.forget(key)
@@ -128,6 +137,7 @@ final class LiveActivitySender {
     private func localAppTokens(_ device: DeviceID) -> Set<Int64> { Set(hub.apps(of: device).map(\.tokenID)) }
 
     private func send(_ request: LiveActivityRequest, retryDelay: Double = 1) {
+        if let id = request.activity { inFlight.insert(.init(device: request.device, appTokenID: request.appTokenID, activity: id)) }
         let configuration = env.configuration
         apns?.enqueue(LiveActivityPush(request: request, body: request.body(staleAfter: configuration.liveActivityStaleAfter,
                                                                               dismissAfter: configuration.liveActivityDismissAfter),
@@ -149,14 +159,20 @@ final class LiveActivitySender {
     /// What APNs answered.
     func handle(_ outcome: LiveActivityOutcome) {
         let request = outcome.push.request
+        let key = request.activity.map { LiveActivityPlanner.Key(device: request.device, appTokenID: request.appTokenID, activity: $0) }
+        if let key {
+            inFlight.remove(key)
+            if outcome.result != .unregistered, let end = waitingEnds.removeValue(forKey: key) { send(end) }
+        }
         outcomes["\(request.event.rawValue)|\(request.priority)|\(outcome.result.rawValue)", default: 0] += 1
         if outcome.result != .queueFull { env.metrics.pushSeconds.record(outcome.latency) }
         switch outcome.result {
         case .delivered, .rejected, .providerAuth, .queueFull:
-            if let id = request.activity { updateDelays[.init(device: request.device, appTokenID: request.appTokenID, activity: id)] = nil }
+            if let key { updateDelays[key] = nil }
         case .unregistered:
-            if let id = request.activity {
-                planner.forget(.init(device: request.device, appTokenID: request.appTokenID, activity: id))
+            if let key {
+                planner.forget(key)
+                waitingEnds[key] = nil
             }
             let device = request.device, appToken = request.appTokenID, activity = request.activity
             database.worker.submit({ db in
@@ -164,9 +180,8 @@ final class LiveActivitySender {
             }, failed: { _ in })
         case .throttled:
             let now = env.clock.monotonic()
-            if request.event == .update, let id = request.activity {
+            if request.event == .update, let key {
                 // The retry carries the newest state when it goes: the planner sends the current one.
-                let key = LiveActivityPlanner.Key(device: request.device, appTokenID: request.appTokenID, activity: id)
                 let delay = updateDelays[key] ?? 1
                 updateDelays[key] = min(delay * 2, 60)
                 planner.schedule(key, at: now + UInt64(delay * 1e9), now: now)

@@ -338,3 +338,103 @@ async def test_a_whole_mission_reaches_the_lock_screen_with_the_app_closed(datab
         await robot.close()
     finally:
         relay.stop()
+
+
+async def test_local_first_the_catch_up_the_robot_away_and_leaving_mission_mode(database, apns, device):
+    device_id, robot_token, app_token = device
+    relay = RelayNode.started(database, env=push_env(apns, WIMZ_PUSH_OFFLINE_AFTER="2", WIMZ_LIVE_ACTIVITY_INTERVAL="1"))
+    try:
+        token = phone()
+        assert put(relay, device_id, app_token, "activities", "a1", body={"token": token, "environment": "sandbox"})[0] == 200
+        assert put(relay, device_id, app_token, "start-token", body={"token": phone(), "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        app = await connect(f"ws://127.0.0.1:{relay.port}/ws/app?device_id={device_id}", proxy=None,
+                            additional_headers={"Authorization": f"Bearer {app_token}"})
+        # Local first: the open app updates its own activity; the relay sends it nothing.
+        await robot.send(event("mission_progress", status="watching", trick="sit", stage=1))
+        await robot.send(event("mission_progress", status="success", trick="sit", stage=2))
+        await asyncio.sleep(1.5)
+        assert live_requests(apns, token) == []
+        # Its last socket closes mid-run: one catch-up update with the current state within 2 s.
+        closed = time.monotonic()
+        await app.close()
+        [catch_up] = apns.wait_for(lambda seen: live_requests(apns, token), timeout=3) and live_requests(apns, token)
+        assert catch_up.at - closed < 2.5 and catch_up.body["aps"]["event"] == "update"
+        assert catch_up.body["aps"]["content-state"]["stage"] == 2
+        # The robot away: robot_online false at priority 5, then the end after WIMZ_PUSH_OFFLINE_AFTER.
+        await robot.close()
+        apns.wait_for(lambda seen: any(not r.body["aps"]["content-state"]["robot_online"] for r in live_requests(apns, token)))
+        away = [r for r in live_requests(apns, token) if not r.body["aps"]["content-state"]["robot_online"]][0]
+        assert away.body["aps"]["event"] == "update" and away.headers["apns-priority"] == "5"
+        apns.wait_for(lambda seen: any(r.body["aps"]["event"] == "end" for r in live_requests(apns, token)), timeout=8)
+        end = live_requests(apns, token)[-1]
+        assert end.body["aps"]["content-state"]["robot_online"] is False and end.body["aps"]["content-state"]["stage"] == 2
+        assert "alert" not in end.body["aps"], "only a completed run's end alerts"
+        # Leaving mission mode ends the next run.
+        second = phone()
+        assert put(relay, device_id, app_token, "activities", "a2", body={"token": second, "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        await robot.send(event("mission_progress", status="waiting_for_dog", trick="down"))
+        await robot.send(event("mode_changed", mode="idle", previous_mode="mission"))
+        apns.wait_for(lambda seen: [r.body["aps"]["event"] for r in live_requests(apns, second)] == ["update", "end"])
+        await robot.close()
+    finally:
+        relay.stop()
+
+
+async def test_apns_answers_and_a_restart_mid_run(database, apns, device):
+    """410 and BadDeviceToken forget a token; 429 then 200 delivers the newest state; a restart
+    mid-run keeps the run (no second start) and its timestamps rising."""
+    device_id, robot_token, app_token = device
+    env = push_env(apns, WIMZ_LIVE_ACTIVITY_INTERVAL="1")
+    relay = RelayNode.started(database, env=env)
+    try:
+        gone, bad, slow, start = phone(), phone(), phone(), phone()
+        apns.answers[gone] = [(410, "Unregistered")]
+        apns.answers[bad] = [(400, "BadDeviceToken")]
+        apns.answers[slow] = [(429, "TooManyRequests")]
+        for n, token in enumerate((gone, bad, slow)):
+            other = app_token if n == 0 else database.cli("token", "issue", "--device", device_id, "--role", "app").strip().splitlines()[-1]
+            relay.wait_known(device_id, other)
+            assert put(relay, device_id, other, "activities", f"act-{n}", body={"token": token, "environment": "sandbox"})[0] == 200
+        # An app with a start token and no activity: it gets the run's start.
+        starter = database.cli("token", "issue", "--device", device_id, "--role", "app").strip().splitlines()[-1]
+        relay.wait_known(device_id, starter)
+        assert put(relay, device_id, starter, "start-token", body={"token": start, "environment": "sandbox"})[0] == 200
+        await asyncio.sleep(0.3)
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        await robot.send(event("mission_progress", status="watching", trick="sit", progress=0.1))
+        apns.wait_for(lambda seen: all(live_requests(apns, t) for t in (gone, bad, slow)))
+        # Meanwhile the state moves on: the retry after the 429 carries the newest, not the refused one.
+        await robot.send(event("mission_progress", status="watching", trick="sit", progress=0.9))
+        apns.wait_for(lambda seen: any(r.answered == 200 for r in live_requests(apns, slow)), timeout=6)
+        retried = [r for r in live_requests(apns, slow) if r.answered == 200][0]
+        assert retried.body["aps"]["content-state"]["progress"] == 0.9
+        stored = "SELECT string_agg(activity_id, ',' ORDER BY activity_id) FROM live_activities"
+        deadline = time.monotonic() + 3
+        while database.psql(stored) != "act-2" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert database.psql(stored) == "act-2", "410 and BadDeviceToken forget the activity"
+        reasons = database.psql("SELECT details->>'reason' FROM audit_log WHERE event = 'live_activity_removed'").split()
+        assert reasons.count("unregistered") == 2
+        before = max(r.body["aps"]["timestamp"] for r in live_requests(apns, slow))
+        # A restart mid-run: the run goes on (no second start), its timestamps rising.
+        relay.stop()
+        relay.start()
+        await robot.close()
+        robot = await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device_id}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot_token}"})
+        await asyncio.sleep(0.5)
+        await robot.send(event("mission_progress", status="success", trick="sit"))
+        apns.wait_for(lambda seen: any(r.body["aps"]["content-state"]["status"] == "success" for r in live_requests(apns, slow)))
+        after = [r for r in live_requests(apns, slow) if r.body["aps"]["content-state"]["status"] == "success"][0]
+        assert after.body["aps"]["timestamp"] >= before and after.headers["apns-priority"] == "10"
+        assert len(live_requests(apns, start)) == 1, "the run continued: no second start"
+        await robot.close()
+    finally:
+        relay.stop()
