@@ -64,3 +64,54 @@ async def test_each_push_is_sent_once_and_robot_offline_survives_its_node(cluste
             await robot.close()
     cluster.nodes[victim].start()
     cluster.wait_balanced()
+
+
+async def test_live_activity_requests_are_sent_once_and_a_dead_nodes_run_is_ended_once(cluster, apns):
+    """docs/protocol.md v1.4 in a cluster: each Live Activity request is sent once, by the node
+    that serves the device; a run whose robot died with its node is ended once, by a live node."""
+    devices = cluster.add_devices(4, prefix="livec")
+    phones = {device: secrets.token_hex(32) for device in devices}
+    for device, (_, app_token) in devices.items():
+        assert http_json(f"{cluster.haproxy.url}/api/devices/{device}/live-activity/activities/run-1", app_token, "PUT",
+                         {"token": phones[device], "environment": "production"})[0] == 200
+    await asyncio.sleep(0.5)
+    ws_url = cluster.haproxy.url.replace("http://", "ws://")
+    robots = {}
+    for device, (robot_token, _) in devices.items():
+        robots[device] = await connect(f"{ws_url}/ws/robot?device_id={device}", proxy=None,
+                                       additional_headers={"Authorization": f"Bearer {robot_token}"})
+
+    def live(device):
+        return [r for r in list(apns.received) if r.token == phones[device] and r.headers.get("apns-push-type") == "liveactivity"]
+
+    for status in ("waiting_for_dog", "watching", "success"):
+        for device, robot in robots.items():
+            await robot.send(json.dumps({"type": "event", "event": "mission_progress",
+                                         "data": {"status": status, "trick": "sit", "dog_name": "Rex"}}))
+        await asyncio.sleep(0.3)
+    apns.wait_for(lambda seen: all(len(live(d)) >= 3 for d in devices), timeout=15)
+    await asyncio.sleep(1.5)
+    for device in devices:
+        statuses = [r.body["aps"]["content-state"]["status"] for r in live(device)]
+        assert statuses == ["waiting_for_dog", "watching", "success"], (device, statuses)  # once, not once per node
+
+    # The node serving the first device dies with its robots mid-run: a live node ends each run
+    # once (robot_online false), when the robot has been gone WIMZ_PUSH_OFFLINE_AFTER.
+    first = next(iter(devices))
+    victim = http_json(f"{cluster.haproxy.url}/api/devices/{first}/status", devices[first][1])[1]["nodes"][0]
+    on_victim = [d for d in devices
+                 if http_json(f"{cluster.haproxy.url}/api/devices/{d}/status", devices[d][1])[1]["nodes"] == [victim]]
+    await asyncio.sleep(1.2)  # the runs are written behind (once a second) before the node dies
+    cluster.nodes[victim].kill()
+    for device in on_victim:
+        await robots[device].close()
+    apns.wait_for(lambda seen: all(any(r.body["aps"]["event"] == "end" for r in live(d)) for d in on_victim), timeout=20)
+    await asyncio.sleep(3)
+    for device in on_victim:
+        ends = [r for r in live(device) if r.body["aps"]["event"] == "end"]
+        assert len(ends) == 1 and ends[0].body["aps"]["content-state"]["robot_online"] is False, (device, len(ends))
+    for device, robot in robots.items():
+        if device not in on_victim:
+            await robot.close()
+    cluster.nodes[victim].start()
+    cluster.wait_balanced()
