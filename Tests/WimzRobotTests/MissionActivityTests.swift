@@ -5,9 +5,30 @@ import WimzRobot
 /// The Live Activity's types against the shapes of docs/protocol.md v1.4: ActivityKit decodes the
 /// content state and the attributes with plain `JSONDecoder`, no key strategy.
 @Suite struct MissionActivityTests {
-    /// A content state as the contract writes it (members the robot did not send are null). The
-    /// relay does not send Live Activity pushes yet: when it does, this gains one captured from
-    /// the sender's test run.
+    /// The relay's own requests, captured from `test_a_whole_mission_reaches_the_lock_screen_with_the_app_closed`
+    /// (Tests/Fixtures; that test fails when the relay's requests stop having their shape), decoded
+    /// as ActivityKit does: the content state and a start's attributes with plain `JSONDecoder`.
+    @Test func theRelaysCapturedRequestsDecodeIntoTheActivitysTypes() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+        func aps(_ name: String) throws -> [String: Any] {
+            let data = try Data(contentsOf: fixtures.appendingPathComponent("live-activity-\(name).json"))
+            return try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["aps"] as? [String: Any])
+        }
+        func decode<T: Decodable>(_ type: T.Type, _ value: Any?) throws -> T {
+            try JSONDecoder().decode(T.self, from: JSONSerialization.data(withJSONObject: try #require(value)))
+        }
+        let update = try decode(MissionActivityAttributes.ContentState.self, try aps("update")["content-state"])
+        #expect(update == .init(status: "watching", trick: "sit", stage: 5, totalStages: 5, dogName: "Rex", rewards: 5, progress: 0.98,
+                                targetSec: 3, robotOnline: true))
+        let start = try aps("start")
+        #expect(try decode(MissionActivityAttributes.self, start["attributes"]) == MissionActivityAttributes(deviceID: "robot-1", robotName: ""))
+        #expect(start["attributes-type"] as? String == String(describing: MissionActivityAttributes.self))
+        #expect(try decode(MissionActivityAttributes.ContentState.self, start["content-state"]).status == "waiting_for_dog")
+        let end = try decode(MissionActivityAttributes.ContentState.self, try aps("end")["content-state"])
+        #expect(end.status == "completed" && end.progress == nil && end.robotOnline)
+    }
+
+    /// A content state as the contract writes it (members the robot did not send are null).
     @Test func theContentStateDecodesTheContractsMembersWithPlainJSONDecoder() throws {
         let json = #"{"status":"watching","trick":"sit","stage":2,"total_stages":5,"dog_name":"Rex","rewards":1,"progress":0.4,"target_sec":3.0,"robot_online":true}"#
         let state = try JSONDecoder().decode(MissionActivityAttributes.ContentState.self, from: Data(json.utf8))

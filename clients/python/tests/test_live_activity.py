@@ -11,6 +11,7 @@ import secrets
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect
@@ -244,6 +245,15 @@ async def test_a_run_follows_the_robot_and_survives_a_restart(database, apns, de
         relay.stop()
 
 
+def shape(value):
+    """``value`` with every leaf replaced by its JSON type (null, a number, …): what a decoder sees."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(v) for v in value]
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
 def live_requests(apns, token: str) -> list:
     return [r for r in list(apns.received) if r.token == token and r.headers.get("apns-push-type") == "liveactivity"]
 
@@ -308,6 +318,13 @@ async def test_a_whole_mission_reaches_the_lock_screen_with_the_app_closed(datab
         apns.wait_for(lambda seen: any(r.body["aps"]["event"] == "end" for r in live_requests(apns, activity_token))
                       and any(r.body["aps"]["event"] == "end" for r in live_requests(apns, started_activity)))
 
+        # The shapes the app library's test decodes (Tests/Fixtures, captured from this test).
+        fixtures = Path(__file__).resolve().parents[3] / "Tests" / "Fixtures"
+        captured = {event: shape(json.loads((fixtures / f"live-activity-{event}.json").read_text()))
+                    for event in ("start", "update", "end")}
+        assert shape(start.body) == captured["start"]
+        assert captured["update"] in [shape(r.body) for r in live_requests(apns, activity_token)]
+        assert shape(live_requests(apns, activity_token)[-1].body) == captured["end"]
         for token in (activity_token, started_activity):
             requests = live_requests(apns, token)
             updates, end = requests[:-1], requests[-1]
