@@ -27,6 +27,10 @@
 #   WIMZ_INSTRUCTIONS_PUSH=1000 scripts/bench-instructions.sh   # this relay (APNs key configured)
 #     alternately without and with 1,000 push registrations (50 per device, phones never
 #     connected) on the devices under load: what registrations cost the forwarding path
+#   WIMZ_INSTRUCTIONS_LIVE=1 scripts/bench-instructions.sh   # this relay (APNs key configured)
+#     alternately without and with a Live Activity on every app token of the devices under load:
+#     what following their mission runs costs the forwarding path (the workload's events are
+#     mission_progress; the apps are connected, so nothing is sent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -58,14 +62,23 @@ for relay in "${relays[@]}"; do
     break
 done
 push_args=()
-if [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ]; then
+if [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}${WIMZ_INSTRUCTIONS_LIVE:-}" ]; then
     relays=("$bin/wimz-relay" "$bin/wimz-relay")
     openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/apns.p8"
     push_args=(--apns-key-file "$work/apns.p8" --apns-key-id BENCHKEY01 --apns-team-id BENCHTEAM1 --apns-topic bench
                --apns-url https://127.0.0.1:9 --apns-sandbox-url https://127.0.0.1:9)
 fi
-# registrations K: none for the first relay of a pair, WIMZ_INSTRUCTIONS_PUSH for the second.
+# registrations K: none for the first relay of a pair, WIMZ_INSTRUCTIONS_PUSH (or a Live Activity
+# per app token, WIMZ_INSTRUCTIONS_LIVE) for the second.
 registrations() {
+    if [ -n "${WIMZ_INSTRUCTIONS_LIVE:-}" ]; then
+        psql -q "$url" -c "DELETE FROM live_activities" >/dev/null
+        [ "$1" -eq 1 ] || return 0
+        psql -q "$url" -c "INSERT INTO live_activities (device_id, app_token_id, activity_id, token, environment)
+            SELECT t.device_id, t.id, 'bench', md5(t.id::text) || md5(t.device_id), 'production'
+            FROM tokens t WHERE t.role = 'app'" >/dev/null
+        return 0
+    fi
     [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] || return 0
     psql -q "$url" -c "DELETE FROM push_registrations" >/dev/null
     [ "$1" -eq 1 ] || return 0
@@ -138,6 +151,7 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
         [ -n "${WIMZ_INSTRUCTIONS_KEEP:-}" ] && cp "$work/cg" "${WIMZ_INSTRUCTIONS_KEEP}.$k"
         label=${relays[$k]}
         [ -n "${WIMZ_INSTRUCTIONS_PUSH:-}" ] && label="$([ "$k" -eq 1 ] && echo "with $WIMZ_INSTRUCTIONS_PUSH" || echo without) registrations"
+        [ -n "${WIMZ_INSTRUCTIONS_LIVE:-}" ] && label="$([ "$k" -eq 1 ] && echo with || echo without) Live Activities"
         printf '%s  %s instructions  (%s)\n' "$label" "$total" "$(echo "$delivered" | grep -oE 'n=[0-9]*(, [0-9]+ per (message|connection|request))?')"
     done
 done

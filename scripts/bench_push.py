@@ -6,6 +6,11 @@
              event → APNs request latency (the event's send time rides in its dog_name, the push's
              first loc-arg): p50 and p99.
   memory:    the relay's RSS with no registrations and with COUNT (loaded at start), per registration.
+  live:      Live Activities (issue 52 §6): DEVICES robots each run a mission, mission_progress at
+             5 Hz (the status changing every 5 s, the rest progress), each device with one Live
+             Activity of an app with no socket. Prints robot event → stand-in request p50/p99 (the
+             event whose state the request carries: coalescing included) and the requests per
+             activity per minute that reach APNs, by priority.
 """
 
 from __future__ import annotations
@@ -102,6 +107,50 @@ async def push_rate(rate: int, seconds: float, devices: int) -> None:
         database.drop()
 
 
+async def live_activities(devices: int, seconds: float) -> None:
+    apns = standin()
+    database = Database(prefix="benchlive")
+    relay = RelayNode.started(database, env=relay_env(apns, "60"))
+    try:
+        tokens = {f"bl{k:04d}": database.add_device(f"bl{k:04d}") for k in range(devices)}
+        phones = {}
+        for device, (_, app) in tokens.items():
+            phones[device] = secrets.token_hex(32)
+            status, body = http_json(f"{relay.url}/api/devices/{device}/live-activity/activities/bench-1", app, "PUT",
+                                     {"token": phones[device], "environment": "production"})
+            assert status == 200, body
+        await asyncio.sleep(1)
+        robots = {d: await connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={d}", proxy=None,
+                                   additional_headers={"Authorization": f"Bearer {r}"}) for d, (r, _) in tokens.items()}
+        start, step = time.monotonic(), 0
+        while time.monotonic() - start < seconds:
+            tick = time.monotonic()
+            status = ("watching", "success")[int((tick - start) // 5) % 2]
+            for robot in robots.values():
+                # The send time rides in trick (a string of the state, ≤ 64 characters).
+                await robot.send(json.dumps({"type": "event", "event": "mission_progress",
+                                             "data": {"status": status, "trick": repr(time.monotonic()), "dog_name": "Rex",
+                                                      "progress": (step % 50) / 50}}))
+            step += 1
+            await asyncio.sleep(max(0.0, 0.2 - (time.monotonic() - tick)))
+        elapsed = time.monotonic() - start
+        await asyncio.sleep(3)
+        live = [r for r in apns.delivered() if r.headers.get("apns-push-type") == "liveactivity"]
+        latencies = [(r.at - float(r.body["aps"]["content-state"]["trick"])) * 1000 for r in live]
+        minutes = elapsed / 60
+        by_priority = {p: sum(1 for r in live if r.headers["apns-priority"] == p) / devices / minutes for p in ("10", "5")}
+        print(f"live: {devices} devices, mission_progress at 5 Hz each for {elapsed:.0f} s ({step * devices} events), "
+              f"{len(live)} requests: {len(live) / devices / minutes:.1f} per activity per minute "
+              f"(priority 10: {by_priority['10']:.1f}, priority 5: {by_priority['5']:.1f}); "
+              f"robot event -> APNs request p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms")
+        for robot in robots.values():
+            await robot.close()
+    finally:
+        relay.stop()
+        apns.stop()
+        database.drop()
+
+
 def memory(count: int) -> None:
     apns = standin()
     database = Database(prefix="benchpushmem")
@@ -133,10 +182,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--devices", type=int, default=50)
     parser.add_argument("--registrations", type=int, default=20000)
+    parser.add_argument("--live-devices", type=int, default=100)
+    parser.add_argument("--live-seconds", type=float, default=60)
+    parser.add_argument("--sections", default="rate,memory,live", help="which of rate, memory, live to run")
     args = parser.parse_args()
-    for rate in (int(r) for r in args.rates.split(",")):
-        asyncio.run(push_rate(rate, args.seconds, args.devices))
-    memory(args.registrations)
+    sections = set(args.sections.split(","))
+    if "rate" in sections:
+        for rate in (int(r) for r in args.rates.split(",")):
+            asyncio.run(push_rate(rate, args.seconds, args.devices))
+    if "memory" in sections:
+        memory(args.registrations)
+    if "live" in sections:
+        asyncio.run(live_activities(args.live_devices, args.live_seconds))
 
 
 if __name__ == "__main__":

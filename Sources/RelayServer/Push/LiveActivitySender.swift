@@ -12,8 +12,6 @@ final class LiveActivitySender {
     private let database: DatabaseExchanges
     private let apns: APNsSender?
     private var planner: LiveActivityPlanner
-    /// App tokens that got this run's push-to-start, per device (one start per app token and run).
-    private var started: [DeviceID: Set<Int64>] = [:]
     /// Requests waiting for a retry after APNs said wait (starts and ends; updates are re-planned).
     private var retries: [(request: LiveActivityRequest, at: UInt64, delay: Double)] = []
     /// The next retry delay of an update APNs asked to wait with (doubling to 60 s; reset when one goes through).
@@ -43,10 +41,9 @@ final class LiveActivitySender {
         let now = env.clock.monotonic()
         switch change {
         case .began(let state):
-            started[device] = []
+            // A run begins once: one start per app token and run.
             let holding = Set(tokens.filter { $0.activityID != nil }.map(\.appTokenID))
             for start in tokens where start.activityID == nil && !local.contains(start.appTokenID) && !holding.contains(start.appTokenID) {
-                started[device, default: []].insert(start.appTokenID)
                 send(LiveActivityRequest(device: device, appTokenID: start.appTokenID, activity: nil, token: start.token,
                                          environment: start.environment, event: .start, priority: 10, timestamp: timestamp,
                                          state: state, robotName: robotName, madeAt: now))
@@ -55,7 +52,6 @@ final class LiveActivitySender {
         case .changed(let state, _):
             update(device, state, timestamp: timestamp, tokens: tokens, local: local, now: now)
         case .ended(let state, let reason):
-            started[device] = nil
             for activity in tokens {
                 guard let id = activity.activityID else { continue }
                 let key = LiveActivityPlanner.Key(device: device, appTokenID: activity.appTokenID, activity: id)

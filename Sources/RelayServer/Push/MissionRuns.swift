@@ -70,7 +70,8 @@ final class MissionRuns {
     private func watch(_ device: DeviceID, _ watched: Bool) {
         hub.setMissionWatched(device, watched)
         if watched {
-            if hub.presence(of: device).robotSince != nil || hub.presence(of: device).apps > 0 { read(device) }
+            let here = hub.presence(of: device)
+            if here.robotSince != nil || here.apps > 0 { read(device) }
         } else {
             runs[device] = nil
             loading[device] = nil
