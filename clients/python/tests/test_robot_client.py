@@ -182,3 +182,46 @@ async def test_state_changes_and_new_credentials_reach_their_handlers(database, 
         assert states[-1] == ConnectionState("refused", 4003, states[-1].reason) and "revoked" in states[-1].reason
     finally:
         relay.stop()
+
+
+async def test_messages_reach_handlers_in_order_one_at_a_time_and_a_full_inbox_drops_with_an_answer(relay, device):
+    """A slow handler delays the next message, not the socket's reader (the relay's own events
+    are read meanwhile); past the inbox, messages are dropped, counted, and a command among them
+    is answered robot_busy at once."""
+    device_id, robot_token, app_token = device
+    async with RobotClient(relay.url, device_id, robot_token, inbox=5) as client:
+        seen: list[int] = []
+        running = 0
+        release = asyncio.Event()
+
+        @client.on_message
+        async def slow(message):
+            nonlocal running
+            if message.get("type") != "event" or message.get("event") != "n":
+                return
+            running += 1
+            assert running == 1, "one message at a time"
+            await release.wait() if message["data"]["n"] == 0 else await asyncio.sleep(random.random() / 50)
+            seen.append(message["data"]["n"])
+            running -= 1
+
+        await client.wait_connected(timeout=10)
+        app = await app_socket(relay, device_id, app_token)
+        await next_message(app, is_status(True))
+        # The first handler waits; meanwhile the reader still takes the relay's app_presence.
+        await eventually(lambda: client.apps == 1)
+        for n in range(4):
+            await app.send(json.dumps({"type": "event", "event": "n", "data": {"n": n}}))
+        await eventually(lambda: running == 1)
+        # Four queued behind the first (five in all, the inbox): the next ones are dropped, and a
+        # command among them is answered at once.
+        for n in range(4, 7):
+            await app.send(json.dumps({"type": "event", "event": "n", "data": {"n": n}}))
+        await app.send(json.dumps({"type": "command", "id": "c1", "command": "treat", "data": {}}))
+        answer = await next_message(app, lambda m: m.get("type") == "response")
+        assert answer["ok"] is False and answer["error"]["code"] == "robot_busy" and answer["id"] == "c1"
+        assert client.dropped >= 2
+        release.set()
+        await eventually(lambda: len(seen) >= 5)
+        assert seen == sorted(seen) and seen[:4] == [0, 1, 2, 3]
+        await app.close()

@@ -91,11 +91,16 @@ class RobotClient:
     parameter (``def treat(data, sender)``) gets it — e.g. a daily treat limit for guests.
     The client reconnects with capped exponential back-off and full jitter, at once after
     1001/1012, and stops for good on 401/403/4001/4003 (:attr:`refused` tells why).
+
+    What arrives on a connection reaches its handlers in the order it arrived, one message at a
+    time: a slow handler delays the next message, not the socket's reader. At most ``inbox``
+    messages wait; past that a message is dropped (:attr:`dropped` counts them, each logged) and
+    a command among them is answered ``{"ok":false,"error":{"code":"robot_busy"}}`` at once.
     """
 
     def __init__(self, url: str, device_id: str, token: str, *, backoff: Backoff | None = None,
                  ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None,
-                 answer_commands: bool = True, senders: bool = False) -> None:
+                 answer_commands: bool = True, senders: bool = False, inbox: int = 1000) -> None:
         parts = urlsplit(url)
         secure = parts.scheme in ("wss", "https")
         if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
@@ -124,6 +129,9 @@ class RobotClient:
         self._connected = asyncio.Event()
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._inbox_size = inbox
+        #: Messages dropped because ``inbox`` of them were waiting for the handlers.
+        self.dropped = 0
         self._runner: asyncio.Task[None] | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._credentials: TurnCredentials | None = None
@@ -340,17 +348,18 @@ class RobotClient:
                     self._connected.set()
                     self._state("connected")
                     log.info("connected to %s", self._ws_url)
+                    # This connection's messages, in order, to one worker that runs the handlers.
+                    inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(self._inbox_size)
+                    self._spawn(self._work(inbox))
                     try:
                         async for message in ws:
-                            for raw_handler in self._raw_handlers:
-                                self._spawn(_call(raw_handler, message))
-                            if isinstance(message, str):
-                                self._dispatch(message)
+                            self._receive(message, inbox)
                     except ConnectionClosed:
                         pass  # any close code other than 1000: decided on below
                     finally:
                         self._connected.clear()
                         self._ws = None
+                        self._end_of(inbox)
                 code = ws.close_code
                 reason = ws.close_reason or ""
                 lasted = asyncio.get_running_loop().time() - opened
@@ -376,7 +385,7 @@ class RobotClient:
                 self._state("disconnected", code, reason)
                 return
             # What the close means for a reconnect is the relay's (protocol-constants.json).
-            reconnect = CloseCode(code).reconnect if code is not None and code in CloseCode._value2member_map_ else "backoff"
+            reconnect = CloseCode.reconnect_after(code)
             if reconnect == "never" and code is not None:
                 self.refused = RelayRefused(code, reason or ("token revoked" if code == CloseCode.REVOKED else "replaced"))
                 log.error("%s", self.refused)
@@ -391,27 +400,45 @@ class RobotClient:
             log.warning("connection closed (%s %s)", code, reason)
             await asyncio.sleep(self.backoff.next_delay(slow=slow))
 
-    def _dispatch(self, text: str) -> None:
-        try:
-            message = json.loads(text)
-        except (ValueError, RecursionError):
-            log.warning("ignoring a message that is not JSON")
-            return
-        if not isinstance(message, dict):
-            return
-        kind = message.get("type")
-        if kind == "command" and self.answer_commands:
-            self._spawn(self._answer(message))
-        elif kind == "event" and message.get("event") == "turn_credentials":
+    def _receive(self, message: str | bytes, inbox: asyncio.Queue[str | bytes | None]) -> None:
+        """The socket reader's part: the relay's own events at once, the rest queued in order."""
+        parsed = _json_object(message) if isinstance(message, str) else None
+        if parsed is not None and parsed.get("type") == "event" and parsed.get("event") == "turn_credentials":
             try:
-                self._set_credentials(TurnCredentials.from_json(message.get("data") or {}))
+                self._set_credentials(TurnCredentials.from_json(parsed.get("data") or {}))
             except (KeyError, ValueError, TypeError) as error:
                 log.warning("malformed turn_credentials event: %s", error)
-        elif kind == "event" and message.get("event") == "app_presence":
-            self.apps = int((message.get("data") or {}).get("apps", 0))
-        if kind != "command" or not self.answer_commands:
+        elif parsed is not None and parsed.get("type") == "event" and parsed.get("event") == "app_presence":
+            self.apps = int((parsed.get("data") or {}).get("apps", 0))
+        try:
+            inbox.put_nowait(message)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            log.warning("handlers %d messages behind: dropping one (%d so far)", inbox.qsize(), self.dropped)
+            if parsed is not None and parsed.get("type") == "command" and self.answer_commands:
+                self._spawn(self.send({"type": "response", "id": parsed.get("id"), "ok": False,
+                                       "error": {"code": "robot_busy", "message": "the robot's handlers are behind"}}))
+
+    def _end_of(self, inbox: asyncio.Queue[str | bytes | None]) -> None:
+        """The connection ended: its worker stops after what is queued."""
+        try:
+            inbox.put_nowait(None)
+        except asyncio.QueueFull:
+            self._spawn(inbox.put(None))  # once the worker has made room
+
+    async def _work(self, inbox: asyncio.Queue[str | bytes | None]) -> None:
+        """One connection's handlers, one message at a time, in the order the messages came."""
+        while (message := await inbox.get()) is not None:
+            for raw_handler in self._raw_handlers:
+                await _guarded(_call(raw_handler, message))
+            parsed = _json_object(message) if isinstance(message, str) else None
+            if parsed is None:
+                continue
+            if parsed.get("type") == "command" and self.answer_commands:
+                await _guarded(self._answer(parsed))
+                continue
             for handler in self._message_handlers:
-                self._spawn(_call(handler, message))
+                await _guarded(_call(handler, parsed))
 
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -437,6 +464,23 @@ class RobotClient:
                 response.update(ok=False, error={"code": "command_failed", "message": str(error)})
         if not await self.send(response):
             log.warning("response to %s lost: not connected", name)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):
+        log.warning("ignoring a message that is not JSON")
+        return None
+    return message if isinstance(message, dict) else None
+
+
+async def _guarded(call: Awaitable[Any]) -> None:
+    """A handler's failure is logged and the next message goes on."""
+    try:
+        await call
+    except Exception:  # noqa: BLE001 - a handler of the application's own
+        log.exception("a message handler failed")
 
 
 async def _call2(handler: Callable[..., Any], argument: Any, sender: Sender | None) -> Any:

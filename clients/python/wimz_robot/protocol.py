@@ -33,6 +33,15 @@ class CloseCode(IntEnum):
         """``at_once``, ``backoff``, ``slow_backoff`` or ``never``: how a client reconnects after it."""
         return str(next(entry["reconnect"] for entry in _CLOSE.values() if entry["code"] == self.value))
 
+    @classmethod
+    def reconnect_after(cls, code: int | None) -> str:
+        """How a client reconnects after a close with ``code`` (none, or one the relay does not
+        name: with the back-off)."""
+        try:
+            return cls(code).reconnect if code is not None else "backoff"
+        except ValueError:
+            return "backoff"
+
 
 #: Every error code the relay answers with, and its HTTP status.
 ERROR_STATUS: dict[str, int] = dict(_CONSTANTS["error_codes"])
