@@ -49,10 +49,23 @@ final class RelayEnvironment {
 }
 
 /// The relay's audit events, queued to the audit writer (written in batches on its thread);
-/// each names the node that saw it.
+/// each names the node that saw it and is stamped with the relay's clock.
 struct AuditTrail {
     let writer: AuditWriter
     let node: String
+    let clock: RelayClock
+
+    /// A new event at the relay's time; nil when it cannot be made (no randomness for its id),
+    /// which is logged and counted (`wimz_audit_unmade_total`), never dropped silently.
+    func event(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?, details: JSONValue) -> AuditEvent? {
+        do {
+            return try AuditRepository.event(kind, at: clock.wall(), actor: "relay", deviceID: device, tokenID: tokenID,
+                                             remoteAddress: address, details: details)
+        } catch {
+            writer.unmade(kind, error)
+            return nil
+        }
+    }
 
     func record(_ kind: AuditKind, device: String?, tokenID: Int64?, address: String?,
                 details: [(StaticString, JSONValue)] = []) {
@@ -70,9 +83,8 @@ struct AuditTrail {
         appendKey("node", to: &text)
         JSONValue.appendQuoted(node, to: &text)
         text.append(UInt8(ascii: "}"))
-        guard let event = try? AuditRepository.event(kind, actor: "relay", deviceID: device, tokenID: tokenID, remoteAddress: address,
-                                                     details: .raw(String(decoding: text, as: UTF8.self)))
-        else { return }
+        guard let event = event(kind, device: device, tokenID: tokenID, address: address,
+                                details: .raw(String(decoding: text, as: UTF8.self))) else { return }
         writer.record(event)
     }
 

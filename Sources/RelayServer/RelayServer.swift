@@ -67,7 +67,7 @@ public final class RelayServer {
         }
         let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         let env = RelayEnvironment(configuration: configuration, clock: .system,
-                                   thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID))
+                                   thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID, clock: .system))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })

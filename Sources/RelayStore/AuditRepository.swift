@@ -10,10 +10,10 @@ public struct AuditRepository {
     /// Most rows one INSERT carries (one transaction's worth for the writer).
     public static let maxBatch = 500
 
-    /// A new event with the current time and a fresh time-ordered id (`Crypto.uuidV7`).
-    public static func event(_ kind: AuditKind, actor: String, deviceID: String? = nil, tokenID: Int64? = nil,
+    /// A new event at `at` (the relay passes its clock; the repositories' own events, written in
+    /// their transaction, take the time it runs) and a fresh time-ordered id (`Crypto.uuidV7`).
+    public static func event(_ kind: AuditKind, at: UnixTime = .now(), actor: String, deviceID: String? = nil, tokenID: Int64? = nil,
                              remoteAddress: String? = nil, details: JSONValue = .object([])) throws -> AuditEvent {
-        let at = UnixTime.now()
         return AuditEvent(id: try Crypto.uuidV7(unixMilliseconds: UInt64(max(0, at.microseconds / 1000))), at: at,
                           kind: kind, actor: actor, deviceID: deviceID, tokenID: tokenID, remoteAddress: remoteAddress,
                           details: details)

@@ -18,6 +18,7 @@ public final class AuditWriter: DatabaseWork {
         var spooled = 0
         var written = 0
         var rejected = 0
+        var unmade = 0
         var databaseUp = false
         /// When (monotonic nanoseconds) the queued last-used times are next written.
         var touchesDue: UInt64 = 0
@@ -52,6 +53,15 @@ public final class AuditWriter: DatabaseWork {
         }
         if count == 1 || count % AuditRepository.maxBatch == 0 { thread.wake() }
     }
+
+    /// An event that could not be made (`AuditTrail.event`): logged and counted.
+    public func unmade(_ kind: AuditKind, _ error: Error) {
+        state.withLock { $0.unmade += 1 }
+        log.error("audit_event_unmade", metadata: ["event": "\(kind.rawValue)", "error": "\(error)"])
+    }
+
+    /// Events that could not be made, so far.
+    public var unmadeCount: Int { state.withLock { $0.unmade } }
 
     /// Queues a TURN issuance row (its audit event is recorded separately and is the durable copy).
     public func record(_ issuance: TurnIssuance) {

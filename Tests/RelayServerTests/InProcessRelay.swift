@@ -34,7 +34,7 @@ final class InProcessRelay {
         let env = RelayEnvironment(configuration: configuration, clock: clock.clock, thread: ServiceThread(),
                                    audit: AuditTrail(writer: AuditWriter(conninfo: configuration.databaseURL,
                                                                          spoolDirectory: configuration.spoolDirectory),
-                                                     node: "test-node"))
+                                                     node: "test-node", clock: clock.clock))
         let agent = ClusterAgent(conninfo: configuration.databaseURL,
                                  identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
                                  leaseSeconds: 10) { _ in }

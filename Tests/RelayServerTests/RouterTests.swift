@@ -16,6 +16,15 @@ import Testing
         #expect(relay.request("GET", "/ws/app?device_id=d1")?.json["error"] as? String == "upgrade_required")
     }
 
+    /// The relay's audit events carry the relay's clock (a manual one here), not the machine's.
+    @Test func auditEventsAreStampedWithTheInjectedClock() throws {
+        let relay = InProcessRelay()
+        relay.clock.advance(seconds: 3_600)
+        let event = try #require(relay.components.env.audit.event(.appConnected, device: "d", tokenID: 1, address: nil, details: .object([])))
+        #expect(event.at == relay.clock.wall && event.kind == .appConnected)
+        #expect(relay.components.env.audit.writer.unmadeCount == 0)
+    }
+
     @Test func readinessFollowsTheStoreAndTheDrain() {
         let relay = InProcessRelay()
         #expect(relay.request("GET", "/healthz")?.status == 200)

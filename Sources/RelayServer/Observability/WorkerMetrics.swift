@@ -10,6 +10,8 @@ extension AuditWriter: MetricsReporting {
         metrics.counter("wimz_audit_spooled_total", "Audit events written to the spool file.", audit.spooled)
         metrics.counter("wimz_audit_rejected_total", "Audit events the database refused, kept in audit-rejected.jsonl.",
                         audit.rejected)
+        metrics.counter("wimz_audit_unmade_total", "Audit events that could not be made (no randomness for their id); each logged.",
+                        unmadeCount)
     }
 }
 

@@ -110,10 +110,8 @@ final class TurnEndpoint {
             ("user_id", .string(issuance.userID)), ("expires_at", .string(issuance.expiresAt.iso8601)),
             ("via", .string(issuance.via)), ("secret_id", issuance.secretID.map { .int($0) } ?? .null),
         ]
-        guard let event = try? AuditRepository.event(.turnCredentialIssued, actor: "relay", deviceID: issuance.deviceID.rawValue,
-                                                      tokenID: issuance.tokenID, remoteAddress: issuance.clientAddress,
-                                                      details: .object(details))
-        else { return }
+        guard let event = env.audit.event(.turnCredentialIssued, device: issuance.deviceID.rawValue, tokenID: issuance.tokenID,
+                                          address: issuance.clientAddress, details: .object(details)) else { return }
         var row = issuance
         row.id = event.id.description
         env.audit.writer.record(row)
