@@ -6,9 +6,6 @@ registrations."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import os
 import secrets
 import subprocess
@@ -16,6 +13,7 @@ import time
 from pathlib import Path
 
 from fleet import Fleet, check_all
+from turn_probe import turn_password
 from wimz_testkit import Database, LoopbackPostgres, RelayNode, env, free_port, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +71,7 @@ async def test_a_backup_restores_into_a_fresh_server_and_serves_the_same_fleet(a
             # Signed with the restored secret (coturn, reading the same table, would accept it).
             status, turn = http_json(f"{node.url}/api/turn/credentials", devices["bella"][0])
             assert status == 200
-            expected = base64.b64encode(hmac.new(secret.encode(), turn["username"].encode(), hashlib.sha1).digest()).decode()
+            expected = turn_password(secret, turn["username"])
             assert turn["credential"] == expected
         finally:
             node.stop()

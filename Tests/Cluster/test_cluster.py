@@ -7,9 +7,6 @@ is lost."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import json
 import time
 
@@ -17,6 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from fleet import Fleet, check_all
+from turn_probe import turn_password
 from wimz_testkit import http_json
 
 DEVICES = 60
@@ -176,7 +174,7 @@ def test_turn_secret_rotation_reaches_every_node_within_a_second(cluster):
         while True:
             status, body = http_json(f"{node.url}/api/turn/credentials", robot_token)
             assert status == 200, body
-            expected = base64.b64encode(hmac.new(secret.encode(), body["username"].encode(), hashlib.sha1).digest()).decode()
+            expected = turn_password(secret, body["username"])
             if body["credential"] == expected:
                 break
             assert time.monotonic() - rotated < 1.0, f"{node.name} still signs with the old secret after 1 s"

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import RelayCore
-import RelayCrypto
 import RelayStore
 import RelayTestSupport
 
@@ -41,8 +40,7 @@ import RelayTestSupport
         for _ in 0..<50 where !signedByNewest {
             let (status, body) = try call("GET", "/api/turn/credentials", token: f.robotTokens["dev1"]!)
             let username = body["username"] as? String ?? ""
-            signedByNewest = status == 200 && body["credential"] as? String
-                == Base64.encode(Crypto.hmacSHA1(key: Array(newest.utf8), message: Array(username.utf8)))
+            signedByNewest = status == 200 && body["credential"] as? String == TurnExpectation.credential(secret: newest, username: username)
             if !signedByNewest { usleep(100_000) }
         }
         #expect(signedByNewest)

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import RelayCore
-import RelayCrypto
 import RelayStore
 import RelayTestSupport
 
@@ -28,7 +27,7 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         #expect(parts.count == 2 && parts[1] == "dev1/\(appTokenID)")
         let expiry = Int64(parts[0])!
         #expect(expiry >= before + 86400 && expiry <= UnixTime.now().seconds + 86400)
-        #expect(body["credential"] as? String == Base64.encode(Crypto.hmacSHA1(key: Array(secret.utf8), message: Array(username.utf8))))
+        #expect(body["credential"] as? String == TurnExpectation.credential(secret: secret, username: username))
         #expect(body["ttl"] as? Int == 86400)
         #expect((body["urls"] as? [String])?.first == "turn:turn.example.com:3478?transport=udp")
         #expect(body["expires_at"] as? String == UnixTime(seconds: expiry).iso8601)
@@ -138,8 +137,7 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         let coturn = try TurnServer(staticSecret: secret, ports: [port])
         #expect(coturn.port != port)
         let username = "\(UnixTime.now().seconds + 600):dev1.robot"
-        #expect(try coturn.allocates(username: username, credential: Base64.encode(Crypto.hmacSHA1(key: Array(secret.utf8),
-                                                                                                      message: Array(username.utf8)))))
+        #expect(try coturn.allocates(username: username, credential: TurnExpectation.credential(secret: secret, username: username)))
     }
 
     @Test func credentialsAllocateAtCoturnAndTamperedOrExpiredOnesDoNot() throws {
@@ -179,8 +177,7 @@ let turnURLs = "turns:turn.example.com:5349?transport=tcp,turn:turn.example.com:
         #expect(try Subprocess.cli(["turn-secret", "rotate"], databaseURL: url).status == 0)
         let newest = try TurnRepository(try f.database.connect()).secrets(realm: "wimz")[0].value
         func signedByNewest(_ body: [String: Any]) -> Bool {
-            body["credential"] as? String
-                == Base64.encode(Crypto.hmacSHA1(key: Array(newest.utf8), message: Array((body["username"] as? String ?? "").utf8)))
+            body["credential"] as? String == TurnExpectation.credential(secret: newest, username: body["username"] as? String ?? "")
         }
         var second: [String: Any] = [:]
         for _ in 0..<50 {
