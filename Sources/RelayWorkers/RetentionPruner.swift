@@ -27,15 +27,22 @@ public final class RetentionPruner: DatabaseWork {
             self.interval = interval
         }
 
-        /// The settings' policy. A finished TURN cut is kept past the cutter's expiry scan, which
-        /// looks back `max(allocationLifetime, 1 day)` for expired tokens without a cut: pruned
-        /// sooner, an expiry would be cut and audited twice.
+        /// The settings' policy, a retention for every table (a new table does not compile without
+        /// one). A finished TURN cut is kept past the cutter's expiry scan, which looks back
+        /// `max(allocationLifetime, 1 day)` for expired tokens without a cut: pruned sooner, an
+        /// expiry would be cut and audited twice.
         public init(_ configuration: RelayConfiguration) {
             let scanDays = max(configuration.turnMaxAllocationLifetime, 86_400) / 86_400 + 1
-            let cutDays = configuration.turnCutRetentionDays == 0 ? 0 : max(configuration.turnCutRetentionDays, scanDays)
-            self.init(days: [.auditLog: configuration.auditRetentionDays, .turnIssuances: configuration.turnIssuanceRetentionDays,
-                             .pairingCodes: configuration.pairingRetentionDays, .turnCuts: cutDays],
-                      interval: configuration.retentionIntervalSeconds)
+            let days = Dictionary(uniqueKeysWithValues: Table.allCases.map { table -> (Table, Int) in
+                switch table {
+                case .auditLog: (table, configuration.auditRetentionDays)
+                case .turnIssuances: (table, configuration.turnIssuanceRetentionDays)
+                case .pairingCodes: (table, configuration.pairingRetentionDays)
+                case .turnCuts:
+                    (table, configuration.turnCutRetentionDays == 0 ? 0 : max(configuration.turnCutRetentionDays, scanDays))
+                }
+            })
+            self.init(days: days, interval: configuration.retentionIntervalSeconds)
         }
     }
 
