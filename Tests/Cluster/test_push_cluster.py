@@ -21,6 +21,14 @@ def cluster(apns):
     c.close()
 
 
+def node_of_the_first(cluster, devices: dict) -> tuple[str, list[str]]:
+    """The node serving the first of ``devices``, and every one of them it serves."""
+    def nodes(device: str) -> list[str]:
+        return http_json(f"{cluster.haproxy.url}/api/devices/{device}/status", devices[device][1])[1]["nodes"]
+    victim = nodes(next(iter(devices)))[0]
+    return victim, [d for d in devices if nodes(d) == [victim]]
+
+
 async def test_each_push_is_sent_once_and_robot_offline_survives_its_node(cluster, apns):
     devices = cluster.add_devices(4, prefix="pushc")
     phones = {device: secrets.token_hex(32) for device in devices}
@@ -46,9 +54,7 @@ async def test_each_push_is_sent_once_and_robot_offline_survives_its_node(cluste
         assert barks == [1, 2], (device, barks)  # once, not once per node
 
     # Kill the node that holds the first device; its robots are gone with it.
-    victim = http_json(f"{cluster.haproxy.url}/api/devices/{next(iter(devices))}/status", devices[next(iter(devices))][1])[1]["nodes"][0]
-    on_victim = [d for d in devices
-                 if http_json(f"{cluster.haproxy.url}/api/devices/{d}/status", devices[d][1])[1]["nodes"] == [victim]]
+    victim, on_victim = node_of_the_first(cluster, devices)
     cluster.nodes[victim].kill()
     for device in on_victim:
         await robots[device].close()
@@ -97,10 +103,7 @@ async def test_live_activity_requests_are_sent_once_and_a_dead_nodes_run_is_ende
 
     # The node serving the first device dies with its robots mid-run: a live node ends each run
     # once (robot_online false), when the robot has been gone WIMZ_PUSH_OFFLINE_AFTER.
-    first = next(iter(devices))
-    victim = http_json(f"{cluster.haproxy.url}/api/devices/{first}/status", devices[first][1])[1]["nodes"][0]
-    on_victim = [d for d in devices
-                 if http_json(f"{cluster.haproxy.url}/api/devices/{d}/status", devices[d][1])[1]["nodes"] == [victim]]
+    victim, on_victim = node_of_the_first(cluster, devices)
     await asyncio.sleep(1.2)  # the runs are written behind (once a second) before the node dies
     cluster.nodes[victim].kill()
     for device in on_victim:
