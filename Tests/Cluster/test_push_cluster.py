@@ -21,6 +21,14 @@ def cluster(apns):
     c.close()
 
 
+async def connect_robots(cluster, devices: dict) -> dict:
+    """Each device's robot, connected through HAProxy."""
+    ws_url = cluster.haproxy.url.replace("http://", "ws://")
+    return {device: await connect(f"{ws_url}/ws/robot?device_id={device}", proxy=None,
+                                  additional_headers={"Authorization": f"Bearer {robot_token}"})
+            for device, (robot_token, _) in devices.items()}
+
+
 def node_of_the_first(cluster, devices: dict) -> tuple[str, list[str]]:
     """The node serving the first of ``devices``, and every one of them it serves."""
     def nodes(device: str) -> list[str]:
@@ -38,11 +46,7 @@ async def test_each_push_is_sent_once_and_robot_offline_survives_its_node(cluste
                                "events": ["bark_detected", "robot_offline"]})
         assert status == 200
     await asyncio.sleep(0.5)
-    ws_url = cluster.haproxy.url.replace("http://", "ws://")
-    robots = {}
-    for device, (robot_token, _) in devices.items():
-        robots[device] = await connect(f"{ws_url}/ws/robot?device_id={device}", proxy=None,
-                                       additional_headers={"Authorization": f"Bearer {robot_token}"})
+    robots = await connect_robots(cluster, devices)
     for device, robot in robots.items():
         for n in range(3):
             await robot.send(json.dumps({"type": "event", "event": "bark_detected", "data": {"dog_name": "Rex", "n": n}}))
@@ -81,11 +85,7 @@ async def test_live_activity_requests_are_sent_once_and_a_dead_nodes_run_is_ende
         assert http_json(f"{cluster.haproxy.url}/api/devices/{device}/live-activity/activities/run-1", app_token, "PUT",
                          {"token": phones[device], "environment": "production"})[0] == 200
     await asyncio.sleep(0.5)
-    ws_url = cluster.haproxy.url.replace("http://", "ws://")
-    robots = {}
-    for device, (robot_token, _) in devices.items():
-        robots[device] = await connect(f"{ws_url}/ws/robot?device_id={device}", proxy=None,
-                                       additional_headers={"Authorization": f"Bearer {robot_token}"})
+    robots = await connect_robots(cluster, devices)
 
     def live(device):
         return [r for r in list(apns.received) if r.token == phones[device] and r.headers.get("apns-push-type") == "liveactivity"]
