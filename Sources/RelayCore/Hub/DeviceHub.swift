@@ -69,7 +69,7 @@ public final class DeviceHub {
     let pushNames: [[UInt8]]
     let missionProgressPushIndex: Int?
     /// What a finished mission's progress says (checked properly by the push logic after this).
-    let completedNeedle = Array(#"completed""#.utf8)
+    let completedNeedle = Array((MissionRun.completedStatus + "\"").utf8)
     /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
     var pushWatchedDevices: Set<DeviceID> = []
     /// Devices with Live Activity tokens (kept by the server); their entries are `missionWatched`.

@@ -104,7 +104,7 @@ final class PushCoordinator {
         let kind: PushKind
         switch name {
         case "mission_progress":
-            guard let data = try? JSONReader.parse(payload.bytes).member("data"), data.member("status")?.stringValue == "completed"
+            guard let data = try? JSONReader.parse(payload.bytes).member("data"), data.member("status")?.stringValue == MissionRun.completedStatus
             else { return }
             kind = .missionCompleted
         default:
