@@ -59,9 +59,8 @@ extension DeviceHub {
         guard let range = envelope.eventName else { return nil }
         let name = UnsafeBufferPointer(rebasing: bytes[range])
         let isProgress = name.elementsEqual(Self.missionProgressName), isMode = !isProgress && name.elementsEqual(Self.modeChangedName)
-        guard isProgress || isMode, let data = (try? JSONReader.parse(Array(bytes)))?.member("data") else { return nil }
-        if isProgress { return MissionState(data: data).map(MissionSignal.progress) }
-        guard case .object = data else { return nil }
+        if isProgress { return MissionStateScanner.state(bytes).map(MissionSignal.progress) }
+        guard isMode, let data = (try? JSONReader.parse(Array(bytes)))?.member("data"), case .object = data else { return nil }
         return .modeChanged(previous: data.member("previous_mode")?.stringValue, mode: data.member("mode")?.stringValue)
     }
 
