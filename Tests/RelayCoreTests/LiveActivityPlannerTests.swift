@@ -46,7 +46,7 @@ import RelayCore
     @Test func theRequestBodyIsTheContracts() throws {
         let state = MissionState(status: "completed", trick: "sit", dogName: "Rex", robotOnline: true)
         let end = LiveActivityRequest(device: key.device, appTokenID: 7, activity: key.activity, token: "ab", environment: .production,
-                                      event: .end, priority: 10, timestamp: 1_000, state: state, ended: .completed, madeAt: 0)
+                                      event: .end, priority: 10, timestamp: 1_000, state: state, ended: .completed)
         let body = try JSONReader.parse(end.body(staleAfter: 120, dismissAfter: 900))
         let aps = try #require(body.member("aps"))
         #expect(aps.member("timestamp") == .int(1_000) && aps.member("stale-date") == .int(1_120) && aps.member("dismissal-date") == .int(1_900))

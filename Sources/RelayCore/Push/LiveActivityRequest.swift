@@ -19,12 +19,9 @@ public struct LiveActivityRequest: Sendable, Equatable {
     public var robotName: String
     /// An end's reason (a completed run's end carries an alert).
     public var ended: MissionRunEnd?
-    /// When it was made (monotonic ns): a retry older than the stale time is dropped.
-    public var madeAt: UInt64
 
     public init(device: DeviceID, appTokenID: Int64, activity: LiveActivityID?, token: String, environment: PushRegistration.Environment,
-                event: Event, priority: Int, timestamp: Int64, state: MissionState, robotName: String = "", ended: MissionRunEnd? = nil,
-                madeAt: UInt64) {
+                event: Event, priority: Int, timestamp: Int64, state: MissionState, robotName: String = "", ended: MissionRunEnd? = nil) {
         self.device = device
         self.appTokenID = appTokenID
         self.activity = activity
@@ -36,7 +33,6 @@ public struct LiveActivityRequest: Sendable, Equatable {
         self.state = state
         self.robotName = robotName
         self.ended = ended
-        self.madeAt = madeAt
     }
 
     /// The request body: `{"aps":{"timestamp":T,"event":E,"content-state":S,"stale-date":T+stale,…},

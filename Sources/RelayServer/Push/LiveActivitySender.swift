@@ -46,7 +46,7 @@ final class LiveActivitySender {
             for start in tokens where start.activityID == nil && !local.contains(start.appTokenID) && !holding.contains(start.appTokenID) {
                 send(LiveActivityRequest(device: device, appTokenID: start.appTokenID, activity: nil, token: start.token,
                                          environment: start.environment, event: .start, priority: 10, timestamp: timestamp,
-                                         state: state, robotName: robotName, madeAt: now))
+                                         state: state, robotName: robotName))
             }
             update(device, state, timestamp: timestamp, tokens: tokens, local: local, now: now)
         case .changed(let state, _):
@@ -57,7 +57,7 @@ final class LiveActivitySender {
                 let key = LiveActivityPlanner.Key(device: device, appTokenID: activity.appTokenID, activity: id)
                 let end = LiveActivityRequest(device: device, appTokenID: activity.appTokenID, activity: id, token: activity.token,
                                               environment: activity.environment, event: .end, priority: 10,
-                                              timestamp: planner.stamp(key, timestamp), state: state, ended: reason, madeAt: now)
+                                              timestamp: planner.stamp(key, timestamp), state: state, ended: reason)
                 if inFlight.contains(key) { waitingEnds[key] = end } else { send(end) }
             }
             planner.forget(device: device)
@@ -85,7 +85,7 @@ final class LiveActivitySender {
         let stamped = planner.sent(key, status: state.status, timestamp: timestamp, priority: priority, now: now)
         send(LiveActivityRequest(device: key.device, appTokenID: key.appTokenID, activity: key.activity, token: activity.token,
                                  environment: activity.environment, event: .update, priority: priority, timestamp: stamped,
-                                 state: state, madeAt: now))
+                                 state: state))
     }
 
     /// The last socket of `appTokenID` on `device` closed: its activities get the current state
