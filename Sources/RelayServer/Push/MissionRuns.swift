@@ -47,9 +47,6 @@ final class MissionRuns {
         self.sender = sender
     }
 
-    /// The open run of `device` as this node holds it.
-    func run(of device: DeviceID) -> MissionRun? { runs[device] }
-
     // MARK: - The token mirror
 
     func load(_ all: [LiveActivityRegistration]) {
