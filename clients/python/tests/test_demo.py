@@ -90,7 +90,7 @@ async def test_run_sh_serves_turn_and_the_examples_talk_through_it():
         screen = app.stdout
         assert app.returncode == 0, app.stdout + app.stderr
         assert "relay=connected" in screen and "robot=online" in screen, screen
-        assert "mission=sit · watching · Elsa (stage " in screen and "%" in screen, screen
+        assert "mission=Elsa · sit · watching · stage " in screen and "%" in screen, screen
         assert "mode=mission (locked: Mission active: sit_training)" in screen, screen
         assert "command treat: ok" in screen and '"dispensed":true' in screen, screen
         assert "TURN credential expires " in screen, screen
