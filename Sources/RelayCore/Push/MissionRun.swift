@@ -28,35 +28,89 @@ public struct MissionState: Sendable, Equatable {
         self.robotOnline = robotOnline
     }
 
+    /// The state's members as the robot's `mission_progress` data and `aps.content-state` name
+    /// them, in the contract's order (`robot_online` is the relay's own).
+    public enum Member: String, CaseIterable, Sendable {
+        case status, trick, stage
+        case totalStages = "total_stages"
+        case dogName = "dog_name"
+        case rewards, progress
+        case targetSec = "target_sec"
+    }
+
+    /// A member's value as read from JSON, before the member's type is applied.
+    public enum Scalar: Sendable {
+        case text(String)
+        case integer(Int64)
+        case number(Double)
+        /// null, a boolean, an object or an array: no value for any member.
+        case other
+
+        init(_ value: JSONValue?) {
+            switch value {
+            case .string(let s)?: self = .text(s)
+            case .int(let n)?: self = .integer(n)
+            case .double(let d)?: self = .number(d)
+            default: self = .other
+            }
+        }
+    }
+
+    /// Sets `member` from `value` by the member's type, the one place the typing rules are: a
+    /// string cut to 64 characters; an integer, or a whole number written with a fraction; any
+    /// number; anything else nil.
+    public mutating func set(_ member: Member, _ value: Scalar) {
+        var text: String? { if case .text(let s) = value { String(s.prefix(Self.maxStringLength)) } else { nil } }
+        var integer: Int64? {
+            switch value {
+            case .integer(let n): n
+            case .number(let d) where d == d.rounded() && abs(d) < 9e15: Int64(d)
+            default: nil
+            }
+        }
+        var number: Double? {
+            switch value {
+            case .integer(let n): Double(n)
+            case .number(let d): d
+            default: nil
+            }
+        }
+        switch member {
+        case .status: status = text
+        case .trick: trick = text
+        case .stage: stage = integer
+        case .totalStages: totalStages = integer
+        case .dogName: dogName = text
+        case .rewards: rewards = integer
+        case .progress: progress = number
+        case .targetSec: targetSec = number
+        }
+    }
+
+    /// `member`'s value as JSON (null when nil).
+    func json(_ member: Member) -> JSONValue {
+        switch member {
+        case .status: .optional(status)
+        case .trick: .optional(trick)
+        case .stage: stage.map(JSONValue.int) ?? .null
+        case .totalStages: totalStages.map(JSONValue.int) ?? .null
+        case .dogName: .optional(dogName)
+        case .rewards: rewards.map(JSONValue.int) ?? .null
+        case .progress: progress.map(JSONValue.double) ?? .null
+        case .targetSec: targetSec.map(JSONValue.double) ?? .null
+        }
+    }
+
     /// From a `mission_progress` event's `data` (nil: the data is not an object).
     public init?(data: JSONValue?, robotOnline: Bool = true) {
         guard case .object = data else { return nil }
-        func text(_ name: String) -> String? { data?.member(name)?.stringValue.map { String($0.prefix(Self.maxStringLength)) } }
-        func integer(_ name: String) -> Int64? {
-            switch data?.member(name) {
-            case .int(let n)?: n
-            case .double(let d)? where d == d.rounded() && abs(d) < 9e15: Int64(d)
-            default: nil
-            }
-        }
-        func number(_ name: String) -> Double? {
-            switch data?.member(name) {
-            case .int(let n)?: Double(n)
-            case .double(let d)?: d
-            default: nil
-            }
-        }
-        self.init(status: text("status"), trick: text("trick"), stage: integer("stage"), totalStages: integer("total_stages"),
-                  dogName: text("dog_name"), rewards: integer("rewards"), progress: number("progress"), targetSec: number("target_sec"),
-                  robotOnline: robotOnline)
+        self.init(robotOnline: robotOnline)
+        for member in Member.allCases { set(member, Scalar(data?.member(member.rawValue))) }
     }
 
     /// `aps.content-state`, every member present (null where nil), in the contract's order.
     public var contentState: JSONValue {
-        .object([("status", .optional(status)), ("trick", .optional(trick)), ("stage", stage.map(JSONValue.int) ?? .null),
-                 ("total_stages", totalStages.map(JSONValue.int) ?? .null), ("dog_name", .optional(dogName)),
-                 ("rewards", rewards.map(JSONValue.int) ?? .null), ("progress", progress.map(JSONValue.double) ?? .null),
-                 ("target_sec", targetSec.map(JSONValue.double) ?? .null), ("robot_online", .bool(robotOnline))])
+        .object(Member.allCases.map { ($0.rawValue, json($0)) } + [("robot_online", .bool(robotOnline))])
     }
 
     /// Read back from `contentState` (the store keeps it as that JSON).

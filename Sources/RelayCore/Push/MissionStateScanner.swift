@@ -54,7 +54,7 @@ enum MissionStateScanner {
             }
         }
 
-        /// The `data` object's state members, each the first of its name, as `MissionState(data:)` types them.
+        /// The `data` object's state members, each the first of its name, typed by `MissionState.set`.
         mutating func dataObject() throws -> MissionState {
             i += 1
             var state = MissionState()
@@ -66,22 +66,12 @@ enum MissionStateScanner {
                     continue
                 }
                 seen |= 1 << field
-                switch field {
-                case 0: state.status = try text()
-                case 1: state.trick = try text()
-                case 2: state.stage = try integer()
-                case 3: state.totalStages = try integer()
-                case 4: state.dogName = try text()
-                case 5: state.rewards = try integer()
-                case 6: state.progress = try number()
-                default: state.targetSec = try number()
-                }
+                state.set(MissionState.Member.allCases[field], try scalar())
             }
             return state
         }
 
-        static let fields = ["status", "trick", "stage", "total_stages", "dog_name", "rewards", "progress", "target_sec"]
-            .map { Array($0.utf8) }
+        static let fields = MissionState.Member.allCases.map { Array($0.rawValue.utf8) }
 
         /// The next member's key of the object the cursor is in (its bytes: a key with an escape
         /// is left to `JSONReader`), the cursor then on its value, which the caller consumes; nil
@@ -105,30 +95,21 @@ enum MissionStateScanner {
 
         // MARK: - Values
 
-        /// A string value of the state as text (cut to 64 characters); another type is nil.
-        mutating func text() throws -> String? {
-            guard try peek() == Self.quote else { try skipValue(); return nil }
-            return String(String(decoding: try plainString(), as: UTF8.self).prefix(MissionState.maxStringLength))
-        }
-
-        /// An integer, or a whole number written with a fraction; another type is nil.
-        mutating func integer() throws -> Int64? {
-            guard let value = try number() else { return nil }
-            if value == value.rounded(), abs(value) < 9e15 { return Int64(value) }
-            return nil
-        }
-
-        mutating func number() throws -> Double? {
-            guard let first = try? peek(), first == UInt8(ascii: "-") || (0x30...0x39).contains(first) else {
+        /// The value under the cursor as a `MissionState.Scalar` (anything but a string or a number
+        /// is skipped as `.other`).
+        mutating func scalar() throws -> MissionState.Scalar {
+            let first = try peek()
+            if first == Self.quote { return .text(String(decoding: try plainString(), as: UTF8.self)) }
+            guard first == UInt8(ascii: "-") || (0x30...0x39).contains(first) else {
                 try skipValue()
-                return nil
+                return .other
             }
             let start = i
             while i < bytes.count, Self.isNumberByte(bytes[i]) { i += 1 }
-            guard let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)) else {
-                throw Unsure()
-            }
-            return value
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+            if let integer = Int64(text) { return .integer(integer) }
+            guard let number = Double(text) else { throw Unsure() }
+            return .number(number)
         }
 
         /// A string without escapes: its bytes. One with an escape is left to `JSONReader`.

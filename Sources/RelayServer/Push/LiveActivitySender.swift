@@ -22,7 +22,11 @@ final class LiveActivitySender {
     /// Ends waiting for an update in flight to the same activity.
     private var waitingEnds: [LiveActivityPlanner.Key: LiveActivityRequest] = [:]
     /// Outcomes by event, priority and result, for `/metrics`.
-    private(set) var outcomes: [String: Int] = [:]
+    struct OutcomeKey: Hashable, Comparable {
+        var event: String, priority: Int, result: String
+        static func < (a: Self, b: Self) -> Bool { (a.event, a.priority, a.result) < (b.event, b.priority, b.result) }
+    }
+    private(set) var outcomes: [OutcomeKey: Int] = [:]
 
     init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges, apns: APNsSender?) {
         self.env = env
@@ -160,7 +164,7 @@ final class LiveActivitySender {
             inFlight.remove(key)
             if outcome.result != .unregistered, let end = waitingEnds.removeValue(forKey: key) { send(end) }
         }
-        outcomes["\(request.event.rawValue)|\(request.priority)|\(outcome.result.rawValue)", default: 0] += 1
+        outcomes[OutcomeKey(event: request.event.rawValue, priority: request.priority, result: outcome.result.rawValue), default: 0] += 1
         if outcome.result != .queueFull { env.metrics.pushSeconds.record(outcome.latency) }
         switch outcome.result {
         case .delivered, .rejected, .providerAuth, .queueFull:
@@ -192,10 +196,9 @@ final class LiveActivitySender {
 extension LiveActivitySender: MetricsReporting {
     func report(to metrics: MetricsSink) {
         for (key, n) in outcomes.sorted(by: { $0.key < $1.key }) {
-            let parts = key.split(separator: "|").map(String.init)
             metrics.counter("wimz_live_activity_requests_total",
                             "Live Activity requests to APNs by event, priority and what became of them.",
-                            [("event", parts[0]), ("priority", parts[1]), ("result", parts[2])], n)
+                            [("event", key.event), ("priority", String(key.priority)), ("result", key.result)], n)
         }
     }
 }

@@ -94,7 +94,12 @@ final class MissionRuns {
         runs[device] = run
         unwritten[device] = .some(run)
         stateTimes[device] = run == nil ? nil : now.seconds
-        localTokens[device] = run == nil ? nil : Set(hub.apps(of: device).map(\.tokenID))
+        // Kept current by `presenceChanged` while the run is open: set when it opens.
+        if run == nil {
+            localTokens[device] = nil
+        } else if localTokens[device] == nil {
+            localTokens[device] = Set(hub.apps(of: device).map(\.tokenID))
+        }
         record(device, change, timestamp: now.seconds)
     }
 
