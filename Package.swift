@@ -106,7 +106,7 @@ let package = Package(
         .testTarget(name: "RelayCoreTests", dependencies: ["RelayCore", "RelayFuzzChecks", "MallocCounter", wimzProtocol]),
         .testTarget(name: "RelayCryptoTests", dependencies: ["RelayCrypto", "RelayCore"]),
         .testTarget(name: "RelayStoreTests", dependencies: ["RelayStore", "RelayTestSupport"]),
-        .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayLogging", "RelayTestSupport",
+        .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayCrypto", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
         // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
         .testTarget(name: "WimzRelayClientUnitTests", dependencies: [wimzRelayClient, wimzProtocol]),

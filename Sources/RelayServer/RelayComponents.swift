@@ -40,7 +40,7 @@ final class RelayComponents {
     /// when the connection turns writeable. `webSocketIO` is the WebSocket connections' socket
     /// layer (lws's, unless a test records).
     init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl,
-         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
+         credentialQueue: CredentialQueue, gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
          respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
         self.env = env
         let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
@@ -51,7 +51,7 @@ final class RelayComponents {
         self.gate = gate
         let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
             ?? testResponder
-        authenticator = Authenticator(configuration: env.configuration, clock: env.clock)
+        authenticator = Authenticator(configuration: env.configuration, clock: env.clock, lookups: credentialQueue)
         database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
         cluster = ClusterCoordinator(env: env, hub: hub, agent: agent, database: database)
         turn = TurnEndpoint(env: env, hub: hub, authenticator: authenticator)
@@ -71,7 +71,7 @@ final class RelayComponents {
                                       io: webSocketIO)
         stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
-                          missionRuns: missionRuns, gate: gate)
+                          missionRuns: missionRuns)
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
@@ -109,8 +109,7 @@ final class RelayComponents {
         }
         gate.bodyLimit = { [unowned router] head in router.bodyLimit(head) }
         gate.deferredTimeoutSeconds = Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
-        let holdUntil = env.clock.monotonic() + UInt64(env.configuration.upgradeHoldSeconds * 1e9)
-        gate.holdUpgrades = { [unowned authenticator] in !authenticator.credentials.isLoaded && env.clock.monotonic() < holdUntil }
+        gate.awaitCredential = { [unowned authenticator] in authenticator.awaitCredential(presentedIn: $0, then: $1) }
         gate.onRefused = { error, peer in
             env.counters.requestsRefused += 1
             env.log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)",
@@ -139,6 +138,7 @@ final class RelayComponents {
     /// their own clock.
     func tickWheel(now: UInt64) {
         webSocket.expireConnections(now: now)
+        authenticator.lookups.expire(now: now)
         gate?.expire(now: now)
         robotHTTP.expire(now: now)
         hub.expireParked(now: now)

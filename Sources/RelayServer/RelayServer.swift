@@ -62,13 +62,16 @@ public final class RelayServer {
         let agent = ClusterAgent(conninfo: configuration.databaseURL,
                                  identity: .init(nodeID: nodeID, address: configuration.nodeAddress ?? host, incarnation: try Crypto.uuidV4()),
                                  leaseSeconds: configuration.clusterLeaseSeconds) { mailbox.post(.cluster($0)) }
-        monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator, turnRealm: configuration.turnRealm) {
+        let credentialQueue = CredentialQueue()
+        monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator, turnRealm: configuration.turnRealm,
+                               credentials: credentialQueue) {
             mailbox.post(.store($0))
         }
         let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
         let env = RelayEnvironment(configuration: configuration, clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID, clock: .system))
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: loop.gateListener,
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, credentialQueue: credentialQueue,
+                                     gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
                                      }), reloadTLS: { [unowned loop] in loop.reloadTLS() })
@@ -127,12 +130,10 @@ public final class RelayServer {
     /// A handle other threads (signal watcher) may keep to steer the running server.
     public var control: RelayControl { RelayControl(mailbox: mailbox) }
 
-    /// Once a second: housekeeping, the systemd watchdog, upgrades held past the hold.
+    /// Once a second: housekeeping and the systemd watchdog.
     private func tick() {
         let now = env.clock.monotonic()
         components.tick(now: now)
-        // Upgrades held for the token mirror past the hold: answered now (503 if still cold).
-        if let gate = components.gate, gate.holdUpgrades?() == false { gate.releaseHeldUpgrades() }
         onTick?(now)
     }
 }

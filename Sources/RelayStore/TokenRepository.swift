@@ -101,6 +101,21 @@ public struct TokenRepository {
         ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
     }
 
+    /// The tokens with these digests, with their devices' states, whatever their state: the
+    /// relay's batched lookup of presented tokens it does not hold (one statement for many).
+    public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {
+        guard !digests.isEmpty else { return [] }
+        return try credentials(where: "t.digest = ANY (SELECT decode(h, 'hex') FROM unnest($1::text[]) AS h)",
+                               PGValue.arrayLiteral(digests.map { Hex.encode($0) }))
+    }
+
+    /// The tokens with these ids (those that still exist), with their devices' states: what the
+    /// relay holds, read again after its listener reconnected.
+    public func credentials(ids: [Int64]) throws -> [CredentialEntry] {
+        guard !ids.isEmpty else { return [] }
+        return try credentials(where: "t.id = ANY ($1::bigint[])", PGValue.arrayLiteral(ids.map { String($0) }))
+    }
+
     /// One token with its device's state, whatever its state.
     public func credential(id: Int64) throws -> CredentialEntry? {
         try credential(where: "t.id = $1", String(id))
@@ -126,12 +141,16 @@ public struct TokenRepository {
     }
 
     private func credential(where condition: String, _ parameter: String) throws -> CredentialEntry? {
+        try credentials(where: condition, parameter).first
+    }
+
+    private func credentials(where condition: String, _ parameter: String) throws -> [CredentialEntry] {
         try db.execute(
             """
             SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
             FROM tokens t JOIN devices d ON d.id = t.device_id WHERE \(condition)
             """, [parameter]
-        ).rows.first.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
+        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
     }
 
     static func decode(_ row: [String?]) throws -> TokenRecord {

@@ -28,8 +28,16 @@ public struct StoreHealth: Sendable, Equatable {
 /// What the monitor reports to its owner (the relay's service thread, through its mailbox).
 public enum StoreEvent: Sendable {
     case health(StoreHealth)
-    /// Every token that can authenticate right now; replaces whatever the relay had.
-    case credentialSnapshot([CredentialEntry])
+    /// The monitor (re)connected with the schema current: notifications may have been missed
+    /// while it was away, so the tokens the relay holds are to be read again
+    /// (`CredentialQueue.recheck`), and tokens it found unknown may exist now.
+    case credentialsMayBeStale
+    /// The answer to `CredentialQueue.lookUp`: the tokens found among those digests (a digest
+    /// without an entry is no token's).
+    case credentialsFound(digests: [[UInt8]], entries: [CredentialEntry])
+    /// The answer to `CredentialQueue.recheck`: those tokens as they are now (an id without an
+    /// entry was deleted).
+    case credentialsRechecked(ids: [Int64], entries: [CredentialEntry])
     /// A token was issued or changed (revoked, …): its current row (nil if deleted).
     case tokenChanged(id: Int64, entry: CredentialEntry?)
     /// A device was disabled or enabled.
@@ -48,13 +56,16 @@ public enum StoreEvent: Sendable {
     case runEnded(DeviceID)
 }
 
-/// A database thread that checks reachability and schema every second, loads the credential
-/// snapshot on every (re)connect, and turns `wimz_credentials` notifications into `StoreEvent`s.
-/// The relay's service thread never waits on it.
+/// A database thread that checks reachability and schema every second, answers the relay's
+/// token lookups (`CredentialQueue`) in batches, and turns `wimz_credentials` notifications into
+/// `StoreEvent`s. Lookups and notifications share its one connection, so their answers reach the
+/// relay in the order the database committed them: a lookup never overtakes a revocation. The
+/// relay's service thread never waits on it.
 public final class StoreMonitor: DatabaseWork {
     private let migrator: Migrator
     private let turnRealm: String
     private let onEvent: @Sendable (StoreEvent) -> Void
+    private let credentials: CredentialQueue
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
     private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
@@ -63,12 +74,18 @@ public final class StoreMonitor: DatabaseWork {
     /// notification: ~2 transactions per node for each token or push registration change).
     static let statusInterval: UInt64 = 1_000_000_000
 
-    public init(conninfo: String, migrator: Migrator, turnRealm: String,
+    /// Statements of one lookup at most this many tokens (a storm's queue is read in several).
+    static let lookupChunk = 1000
+
+    public init(conninfo: String, migrator: Migrator, turnRealm: String, credentials: CredentialQueue,
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {
         self.migrator = migrator
         self.turnRealm = turnRealm
         self.onEvent = onEvent
-        thread = DatabaseThread(name: "store_monitor", conninfo: conninfo)
+        self.credentials = credentials
+        let thread = DatabaseThread(name: "store_monitor", conninfo: conninfo)
+        self.thread = thread
+        credentials.whenQueued { thread.wake() }
     }
 
     public func start() { thread.start(self) }
@@ -89,8 +106,10 @@ public final class StoreMonitor: DatabaseWork {
 
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
         try checkSchema(db)
-        let notes = try thread.notifications(on: db, waitingUpTo: 1000)
-        guard state.withLock({ $0.snapshotLoaded }) else { return }  // the snapshot taken later includes these changes
+        let current = state.withLock { $0.snapshotLoaded }
+        if current { try answerCredentials(db) }
+        let notes = try thread.notifications(on: db, waitingUpTo: current && !credentials.isEmpty ? 0 : 1000)
+        guard current else { return }  // the snapshot taken later includes these changes
         for note in notes {
             switch StoreNotification(note) {
             case .token(let id)?:
@@ -123,7 +142,7 @@ public final class StoreMonitor: DatabaseWork {
         }
         if status.isCurrent {
             if !state.withLock({ $0.snapshotLoaded }) {
-                onEvent(.credentialSnapshot(try TokenRepository(db).activeCredentials()))
+                onEvent(.credentialsMayBeStale)
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
                 onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
                 onEvent(.liveActivitySnapshot(try LiveActivityRepository(db).registrations(device: nil)))
@@ -134,6 +153,37 @@ public final class StoreMonitor: DatabaseWork {
             report(StoreHealth(state: .schemaOutdated,
                                reason: "pending migrations: \(status.pending.map(String.init).joined(separator: ","))"))
         }
+    }
+
+    /// Answers what the relay asked about tokens. A lone lookup waits 2 ms for company first: in
+    /// a storm of handshakes that makes batches of many (one statement each), and a single
+    /// handshake hardly notices.
+    private func answerCredentials(_ db: PGConnection) throws {
+        var batch = credentials.take()
+        guard !batch.isEmpty else { return }
+        if batch.digests.count < 64 {
+            usleep(2_000)
+            let more = credentials.take()
+            batch.digests += more.digests
+            if let ids = more.recheck { batch.recheck = (batch.recheck ?? []) + ids }
+        }
+        do {
+            var seen = Set<[UInt8]>()
+            for digests in StoreMonitor.chunks(batch.digests.filter { seen.insert($0).inserted }) {
+                onEvent(.credentialsFound(digests: Array(digests), entries: try TokenRepository(db).credentials(digests: Array(digests))))
+            }
+            if let ids = batch.recheck {
+                let entries = try StoreMonitor.chunks(ids).flatMap { try TokenRepository(db).credentials(ids: Array($0)) }
+                onEvent(.credentialsRechecked(ids: ids, entries: entries))
+            }
+        } catch {
+            credentials.putBack(batch)  // asked again after the reconnect
+            throw error
+        }
+    }
+
+    private static func chunks<T>(_ items: [T]) -> [ArraySlice<T>] {
+        stride(from: 0, to: items.count, by: lookupChunk).map { items[$0..<min($0 + lookupChunk, items.count)] }
     }
 
     /// How many times the schema was read (for tests).

@@ -56,6 +56,16 @@ import RelayTestSupport
         #expect(events.filter { $0.event.hasSuffix("_connected") }.count == 2)
     }
 
+    /// Has the relay read `tokens` (a request that changes nothing): the tokens a relay holds
+    /// through an outage are those its clients presented before it.
+    static func present(_ tokens: [String], to relay: RelayDaemon) throws {
+        for token in tokens {
+            let status = try HTTPTestClient.get(port: relay.port, path: "/api/devices/dev1/status",
+                                                headers: ["Authorization": "Bearer \(token)"])
+            #expect(status.status == 200)
+        }
+    }
+
     @Test func auditEventsSurviveADatabaseOutageAndAShutdownDuringIt() throws {
         let cluster = try PrivateCluster()
         #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
@@ -68,6 +78,7 @@ import RelayTestSupport
         var relay = try RelayDaemon(databaseURL: cluster.url, environment: environment)
         try relay.waitUntilReady()
         #expect(relay.waitForLog(containing: "credentials_loaded") != nil)
+        try Self.present([robotToken, appToken], to: relay)
 
         // The database goes away; cached tokens keep working and events keep happening.
         try cluster.stop()
@@ -124,6 +135,7 @@ import RelayTestSupport
         let relay = try RelayDaemon(databaseURL: cluster.url)
         try relay.waitUntilReady()
         #expect(relay.waitForLog(containing: "credentials_loaded") != nil)
+        try Self.present([appToken], to: relay)
         try cluster.stop()
         #expect(relay.waitForLog(containing: "\"state\":\"unavailable\"") != nil)
         for _ in 0..<3 {

@@ -51,6 +51,7 @@ final class ScriptedGateIO: GateIO {
     func closeSoon(_ socket: OpaquePointer) { sockets[socket, default: Socket()].closingSoon = true }
     func closeAfter(_ socket: OpaquePointer, seconds: Int32) { sockets[socket, default: Socket()].closeAfter = seconds }
     func pauseReading(_ socket: OpaquePointer) { sockets[socket, default: Socket()].paused = true }
+    func resumeReading(_ socket: OpaquePointer) { sockets[socket, default: Socket()].paused = false }
     func requestWritable(_ socket: OpaquePointer) { sockets[socket, default: Socket()].wantsWritable = true }
     func peerAddress(_ socket: OpaquePointer) -> String { "203.0.113.9" }
     func handOver(_ socket: OpaquePointer, head: HTTPRequestHead) { sockets[socket, default: Socket()].handedOver = head }
@@ -180,26 +181,44 @@ final class ScriptedGateIO: GateIO {
         #expect(h.served.isEmpty)
     }
 
-    @Test func upgradesAreHandedToLwsOrHeldUntilTheTokensAreIn() throws {
+    @Test func upgradesAndRequestsWaitForTheirTokenToBeRead() throws {
         let h = Harness()
-        let upgrade = "GET /ws/app?device_id=d1 HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+        let upgrade = "GET /ws/app?device_id=d1&token=t1 HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
         let first = h.connect()
         #expect(!h.send(upgrade + "FRAME", on: first))  // the raw socket goes; lws takes it over
         #expect(h.io.sockets[first]?.handedOver?.path == "/ws/app")
         #expect(h.io.sockets[first]?.incoming == Array("FRAME".utf8))  // the client's frames stay for lws
 
-        var holding = true
-        h.gate.holdUpgrades = { holding }
+        // Its token not in memory: the upgrade waits, unread, for the lookup.
+        var resumes: [() -> Void] = []
+        var asked: [String?] = []
+        h.gate.awaitCredential = { head, resume in
+            asked.append((try? head.argument("token")) ?? head.header("authorization"))
+            resumes.append(resume)
+            return true
+        }
         let held = h.connect()
         #expect(h.send(upgrade, on: held))
+        #expect(asked == ["t1"])
         #expect(h.io.sockets[held]?.paused == true && h.io.sockets[held]?.handedOver == nil)
         h.clock.advance(seconds: 11)
         h.gate.expire(now: h.clock.monotonic)
-        #expect(h.io.sockets[held]?.closingSoon == false)  // a held upgrade is not a slow client
-        holding = false
-        h.gate.releaseHeldUpgrades()
+        #expect(h.io.sockets[held]?.closingSoon == false)  // a waiting upgrade is not a slow client
+        h.gate.awaitCredential = nil
+        resumes.removeFirst()()
         #expect(try h.io.sockets[held]?.handedOver?.argument("device_id") == "d1")
         #expect(h.io.sockets[held]?.closingSoon == true)
+
+        // A plain request too, its body read once its token is in.
+        h.gate.awaitCredential = { _, resume in resumes.append(resume); return true }
+        let request = h.connect()
+        #expect(h.send("POST /api/x HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer t2\r\nContent-Length: 2\r\n\r\n", on: request))
+        #expect(h.io.sockets[request]?.paused == true && h.served.isEmpty)
+        h.gate.awaitCredential = nil
+        resumes.removeFirst()()
+        #expect(h.io.sockets[request]?.paused == false)
+        _ = h.send("{}", on: request)
+        #expect(h.served.map(\.head.path) == ["/api/x"])
     }
 
     /// What the listener peeked at accept: an upgrade goes to lws at once, anything else is read

@@ -21,11 +21,17 @@ final class InProcessRelay {
     let loop = FakeLoop()
     let components: RelayComponents
     let mailbox = Mailbox<ServiceEvent>(wake: {})
+    /// What the relay asks the store about tokens (no monitor answers here: tests answer).
+    let credentialQueue = CredentialQueue()
     /// The WebSocket connections' socket layer (see `upgrade(_:token:peer:)`).
     let webSocketIO = RecordingWebSocketIO()
     private(set) var deferred: [(client: HTTPClient, response: HTTPResponse)] = []
     private var nextClient = 1
     private var nextTokenID: Int64 = 1
+    /// The tokens "in the store" (`storeReady`).
+    private var stored: [CredentialEntry] = []
+    /// False: lookups go unanswered (the store unreachable; a request goes on as after its wait).
+    var storeAnswers = true
 
     init(_ configure: (inout RelayConfiguration) -> Void = { _ in }) {
         var configuration = RelayConfiguration(databaseURL: "host=/nonexistent-wimz dbname=x", migrationsDirectory: "")
@@ -39,15 +45,28 @@ final class InProcessRelay {
                                  identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
                                  leaseSeconds: 10) { _ in }
         var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, gateListener: nil, webSocketIO: webSocketIO,
+        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, credentialQueue: credentialQueue,
+                                     gateListener: nil, webSocketIO: webSocketIO,
                                      respond: { recorded($0, $1) })
         recorded = { [unowned self] in deferred.append(($0, $1)) }
     }
 
-    /// The store monitor's first report: ready, with these tokens.
+    /// The store monitor's first report: ready, with these tokens in the store (read when a
+    /// client presents one, see `present(_:token:)`).
     func storeReady(_ entries: [CredentialEntry] = []) {
         components.store.handle(.health(StoreHealth(state: .ready, reason: "ok")))
-        components.store.handle(.credentialSnapshot(entries))
+        stored = entries
+    }
+
+    /// What the gate does with a head before anything else: a token the relay does not hold is
+    /// looked up — here answered at once from `stored`, as the store monitor would.
+    func present(_ head: HTTPRequestHead, token: String?) {
+        var resumed = false
+        guard components.authenticator.awaitCredential(presentedIn: head, then: { resumed = true }), let token,
+              storeAnswers else { return }
+        let digest = BearerToken.digest(token)
+        components.store.handle(.credentialsFound(digests: [digest], entries: stored.filter { $0.token.digest == digest }))
+        precondition(resumed, "the lookup's answer did not resume its request")
     }
 
     /// A token of `device`, as the store would report it.
@@ -67,6 +86,7 @@ final class InProcessRelay {
         let text = "\(method) \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
         guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
         let client = HTTPClient(newHandle())
+        present(head, token: token)
         return components.router.route(HTTPRequest(client: client, head: head, peerAddress: peer), body: body)
     }
 }

@@ -166,6 +166,7 @@ extension InProcessRelay {
         if let token { lines.append(("Authorization", "Bearer \(token)")) }
         let text = "GET \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
         guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test upgrade \(text)") }
+        present(head, token: token)
         let handle = newHandle()
         let endpoint = components.webSocket
         endpoint.accepted(handle)

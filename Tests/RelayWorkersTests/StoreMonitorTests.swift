@@ -3,6 +3,7 @@ import Testing
 import RelayCore
 import RelayTestSupport
 import RelayStore
+import RelayCrypto
 @testable import RelayWorkers
 
 final class EventLog: @unchecked Sendable {
@@ -23,7 +24,7 @@ final class EventLog: @unchecked Sendable {
 }
 
 @Suite struct StoreMonitorTests {
-    @Test func reportsReadinessSnapshotAndChangesFromOtherConnections() throws {
+    @Test func reportsReadinessLookupsAndChangesFromOtherConnections() throws {
         let database = try TestDatabase()
         defer { database.drop() }
         let db = try database.connect()
@@ -31,14 +32,24 @@ final class EventLog: @unchecked Sendable {
         let first = try TokenRepository(db).issue(device: DeviceID("d1")!, role: .robot, label: "", expiresIn: nil, actor: "t")
 
         let log = EventLog()
-        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
+        let queue = CredentialQueue()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                   credentials: queue) { log.append($0) }
         monitor.start()
         defer { monitor.stop() }
 
         let ready = log.wait { if case .health(let h) = $0, h.state == .ready { return h } else { return nil } }
         #expect(ready != nil)
-        let snapshot = log.wait { if case .credentialSnapshot(let s) = $0 { return s } else { return nil } }
-        #expect(snapshot?.map(\.token.id) == [first.record.id])
+        #expect(log.wait { if case .credentialsMayBeStale = $0 { return true } else { return nil } } == true)
+        // Presented tokens are read in one batch: the one that exists is found, the made-up one is not.
+        let madeUp = BearerToken.digest("wimz_r_made_up")
+        queue.lookUp(digests: [first.record.digest, madeUp])
+        let found = log.wait { if case .credentialsFound(let digests, let entries) = $0 { return (digests, entries) } else { return nil } }
+        #expect(Set(found?.0 ?? []) == [first.record.digest, madeUp])
+        #expect(found?.1.map(\.token.id) == [first.record.id])
+        queue.recheck(ids: [first.record.id, 999_999])
+        let rechecked = log.wait { if case .credentialsRechecked(let ids, let entries) = $0 { return (ids, entries) } else { return nil } }
+        #expect(rechecked?.0 == [first.record.id, 999_999] && rechecked?.1.map(\.token.id) == [first.record.id])
 
         // A revocation made by another connection (the CLI) arrives as a notification.
         try TokenRepository(db).revoke(id: first.record.id, actor: "t")
@@ -62,10 +73,11 @@ final class EventLog: @unchecked Sendable {
         let database = try TestDatabase()
         defer { database.drop() }
         let log = EventLog()
-        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                   credentials: CredentialQueue()) { log.append($0) }
         monitor.start()
         defer { monitor.stop() }
-        #expect(log.wait { if case .credentialSnapshot(let s) = $0 { return s } else { return nil } } != nil)
+        #expect(log.wait { if case .credentialsMayBeStale = $0 { return true } else { return nil } } == true)
         let db = try database.connect()
         let before = monitor.statusChecks
         let started = Date()
@@ -82,7 +94,8 @@ final class EventLog: @unchecked Sendable {
         let database = try TestDatabase(migrated: false)
         defer { database.drop() }
         let log = EventLog()
-        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { log.append($0) }
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                   credentials: CredentialQueue()) { log.append($0) }
         monitor.start()
         let outdated = log.wait { if case .health(let h) = $0, h.state == .schemaOutdated { return h } else { return nil } }
         #expect(outdated?.reason.contains("pending migrations") == true)
@@ -92,7 +105,8 @@ final class EventLog: @unchecked Sendable {
 
         let downLog = EventLog()
         let down = StoreMonitor(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x",
-                                migrator: try TestEnvironment.migrator(), turnRealm: "wimz") { downLog.append($0) }
+                                migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                credentials: CredentialQueue()) { downLog.append($0) }
         down.start()
         defer { down.stop() }
         #expect(downLog.wait { if case .health(let h) = $0, h.state == .unavailable { return h } else { return nil } } != nil)

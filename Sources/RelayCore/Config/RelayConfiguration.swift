@@ -120,6 +120,9 @@ public struct RelayConfiguration: Sendable {
     /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
     /// getting 503 (a reconnect storm after a restart then authenticates at once).
     public var upgradeHoldSeconds = 2.0
+    /// Tokens kept in memory (`WIMZ_CREDENTIAL_CACHE`): more than the node's sockets, or
+    /// reconnects read tokens from the store again.
+    public var credentialCacheSize = 200_000
     /// How long a graceful stop waits for peers to acknowledge the 1001 close.
     public var shutdownGraceSeconds = 2
     /// After SIGTERM, the process exits this much later whatever it is doing (`WIMZ_STOP_TIMEOUT`).

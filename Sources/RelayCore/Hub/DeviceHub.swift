@@ -126,6 +126,9 @@ public final class DeviceHub {
     public func robot(of device: DeviceID) -> Session? { devices[device]?.robot }
     public func apps(of device: DeviceID) -> [Session] { devices[device]?.apps ?? [] }
 
+    /// The sessions of `device` on this node.
+    public func sessions(of device: DeviceID) -> [Session] { devices[device]?.sessions ?? [] }
+
     /// Every session routed to, for sweeps (keepalive, revocation, shutdown).
     public var allSessions: [Session] {
         devices.values.flatMap(\.sessions)
@@ -320,6 +323,13 @@ public final class DeviceHub {
     @discardableResult
     public func close(where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
         close(allSessions.filter(predicate), code: code, reason: reason)
+    }
+
+    /// Closes the sockets of `device` (every device's when nil) that `predicate` picks.
+    @discardableResult
+    public func close(device: DeviceID?, where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
+        guard let device else { return close(where: predicate, code: code, reason: reason) }
+        return close(sessions(of: device).filter(predicate), code: code, reason: reason)
     }
 
     /// Closes every socket of `device` (cluster: another node claimed it).

@@ -1,19 +1,37 @@
 import RelayCore
 import RelayCrypto
+import RelayWorkers
 
 /// Who is calling: the one place bearer tokens, the admin token and the client's address are
-/// read and checked, for HTTP routes and WebSocket upgrades alike. Owns the token mirror and the
-/// per-address failure limit. Service thread only.
+/// read and checked, for HTTP routes and WebSocket upgrades alike. Owns the token cache, the
+/// lookups of tokens it does not hold, and the per-address failure limit. Service thread only.
 final class Authenticator {
-    let credentials = CredentialTable()
+    let credentials: CredentialCache
+    let lookups: CredentialLookups
     let failures: AuthFailureLimiter
     private let configuration: RelayConfiguration
     private let clock: RelayClock
 
-    init(configuration: RelayConfiguration, clock: RelayClock) {
+    init(configuration: RelayConfiguration, clock: RelayClock, lookups queue: CredentialQueue) {
         self.configuration = configuration
         self.clock = clock
+        credentials = CredentialCache(capacity: configuration.credentialCacheSize)
+        lookups = CredentialLookups(queue: queue, clock: clock, holdSeconds: configuration.upgradeHoldSeconds)
         failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)
+    }
+
+    /// Before a request or upgrade is read further: when it presents a token (`Authorization:
+    /// Bearer`, or an upgrade's `token=`) that the cache does not hold, the token is read from the
+    /// store and `resume` is called once it is in (or the hold passed); returns true then. False:
+    /// go on now — no token, or one the cache holds.
+    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
+        let token = head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
+            ?? (head.isWebSocketUpgrade ? (try? head.argument("token")) ?? nil : nil)
+        guard let token, !token.isEmpty else { return false }
+        let digest = BearerToken.digest(token)
+        guard case .notHeld = credentials.lookup(digest: digest) else { return false }
+        lookups.wait(for: digest, then: resume)
+        return true
     }
 
     /// Forgets addresses whose failures have drained (the 1 s tick).
@@ -27,9 +45,16 @@ final class Authenticator {
     /// A presented token (nil: none) against the mirror and the credential rules.
     func check(token: String?, wants: String) -> Result<CredentialEntry, RelayError> {
         guard let token else { return .failure(RelayError(.missingToken, wants)) }
-        guard let entry = credentials.lookup(token: token) else {
-            return .failure(credentials.isLoaded ? RelayError(.unknownToken, "unknown token")
-                : RelayError(.storeUnavailable, "credential store unavailable; retry shortly"))
+        let digest = BearerToken.digest(token)
+        let entry: CredentialEntry
+        switch credentials.lookup(digest: digest) {
+        case .found(let found): entry = found
+        case .unknown: return .failure(RelayError(.unknownToken, "unknown token"))
+        case .notHeld:
+            // Waited for and still not read (the store unreachable), or a caller that cannot wait
+            // (TLS served by lws): read it for the retry.
+            lookups.prefetch(digest)
+            return .failure(RelayError(.storeUnavailable, "credential store unavailable; retry shortly"))
         }
         if case .failure(let failure) = CredentialRules.check(entry, at: clock.wall()) {
             return .failure(RelayError(failure, Authenticator.wording[failure] ?? failure.rawValue))
@@ -113,6 +138,12 @@ final class Authenticator {
 
 extension Authenticator: MetricsReporting {
     func report(to metrics: MetricsSink) {
-        metrics.gauge("wimz_credentials_cached", "Active tokens in the relay's mirror.", credentials.count)
+        metrics.gauge("wimz_credentials_cached", "Tokens this relay holds in memory (its clients' and recent ones).", credentials.count)
+        metrics.gauge("wimz_credential_lookups_waiting", "Presented tokens being read from the store.", lookups.waitingCount)
+        metrics.counter("wimz_credential_lookups_total", "Presented tokens read from the store (one statement serves many).",
+                        lookups.asked)
+        metrics.counter("wimz_credential_lookups_timed_out_total",
+                        "Waits for a token's lookup that ended at WIMZ_UPGRADE_HOLD without an answer (answered 503).",
+                        lookups.timedOut)
     }
 }

@@ -192,6 +192,8 @@ final class GateListener: GateIO {
 
     func pauseReading(_ socket: OpaquePointer) { lws_rx_flow_control(socket, 0) }
 
+    func resumeReading(_ socket: OpaquePointer) { lws_rx_flow_control(socket, 1) }
+
     func requestWritable(_ socket: OpaquePointer) { lws_callback_on_writable(socket) }
 
     func peerAddress(_ socket: OpaquePointer) -> String { LWSHTTP.peerAddress(of: socket) }

@@ -32,8 +32,10 @@ final class HTTPGate {
     var checkHead: ((HTTPRequest) -> HTTPResponse?)?
     /// Called when a connection closes (so deferred work for it can be dropped).
     var onClosed: ((OpaquePointer) -> Void)?
-    /// True while upgrades should wait (the token mirror is not loaded yet, see `release`).
-    var holdUpgrades: (() -> Bool)?
+    /// Asked with every complete head before it is read further: true when its token is being
+    /// read from the store, and the closure given is called (service thread) once it is in. The
+    /// connection waits without being read meanwhile, then goes on as if it had just arrived.
+    var awaitCredential: ((HTTPRequestHead, @escaping () -> Void) -> Bool)?
     /// The largest body a request may carry (64 KiB unless the route says otherwise: HTTP to
     /// the robot takes more).
     var bodyLimit: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
@@ -43,8 +45,6 @@ final class HTTPGate {
     private let io: GateIO
     /// The relay's clock: request deadlines follow it.
     private let clock: RelayClock
-    /// Upgrades waiting for `releaseHeldUpgrades()`, by raw wsi.
-    private var held: [OpaquePointer: HTTPRequestHead] = [:]
     /// Connections the gate serves, by their raw wsi.
     private var connections: [OpaquePointer: GateConnection] = [:]
 
@@ -63,6 +63,8 @@ final class HTTPGate {
         init(serial: UInt64) { self.serial = serial }
         var bytes: [UInt8] = []
         var head: HTTPRequestHead?
+        /// A complete head waiting for its token (`awaitCredential`).
+        var waitingHead: HTTPRequestHead?
         var body: [UInt8] = []
         var bodyLength = 0
         var output: [UInt8] = []
@@ -95,12 +97,12 @@ final class HTTPGate {
     /// accept): its head and length when it may go to lws at once, without the gate reading it as
     /// a raw descriptor first (one lws descriptor and one close less per WebSocket: lws 4.1.6 scans
     /// its whole descriptor table on every close). Nil for anything the gate must read as usual —
-    /// an incomplete or malformed head, a request that is not a GET upgrade, or upgrades on hold —
-    /// so every refusal and wait still happens where it always did.
+    /// an incomplete or malformed head, a request that is not a GET upgrade, or a token not in
+    /// memory (its lookup starts now) — so every refusal and wait still happens where it always did.
     func upgradeOnArrival(_ bytes: UnsafeRawBufferPointer) -> (head: HTTPRequestHead, length: Int)? {
         guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
               case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
-              head.isWebSocketUpgrade, head.method == "GET", holdUpgrades?() != true else { return nil }
+              head.isWebSocketUpgrade, head.method == "GET", awaitCredential?(head, {}) != true else { return nil }
         return (head, length)
     }
 
@@ -130,20 +132,17 @@ final class HTTPGate {
     func expire(now: UInt64) {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {
             guard let connection = connections[wsi], connection.serial == serial, !connection.answered,
-                  !connection.deferred, held[wsi] == nil else { continue }
+                  !connection.deferred, connection.waitingHead == nil else { continue }
             io.closeSoon(wsi)
         }
     }
 
-    /// Hands every held upgrade on to lws (its checks answer them now).
-    func releaseHeldUpgrades() {
-        guard !held.isEmpty else { return }
-        let waiting = held
-        held.removeAll()
-        for (wsi, head) in waiting {
-            io.handOver(wsi, head: head)
-            io.closeSoon(wsi)  // the raw wsi goes
-        }
+    /// A waiting head's token is in memory (or its wait ended): the request goes on.
+    private func credentialArrived(_ wsi: OpaquePointer, serial: UInt64) {
+        guard let connection = connections[wsi], connection.serial == serial, let head = connection.waitingHead else { return }
+        connection.waitingHead = nil
+        if !head.isWebSocketUpgrade { io.resumeReading(wsi) }
+        if proceed(wsi, connection, head) < 0 { io.closeSoon(wsi) }
     }
 
     /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read; or, with `peeked` (what
@@ -153,6 +152,7 @@ final class HTTPGate {
         guard let connection = connections[wsi] else { return -1 }
         if connection.discarding > 0 { return discard(wsi, connection) }
         guard !connection.answered else { return -1 }
+        guard connection.waitingHead == nil else { return 0 }  // read again once its token is in
         if connection.head != nil { return readBody(wsi, connection) }
         // Peek, then consume only the head's bytes: the body (or, for an upgrade, the first
         // frames) stays in the socket for whoever reads next.
@@ -185,39 +185,45 @@ final class HTTPGate {
         case .complete(let head, let length):
             guard consume(wsi, length - before) else { return -1 }
             connection.bytes = []
-            if head.isWebSocketUpgrade {
-                guard head.method == "GET" else {
-                    return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"))
-                }
-                if holdUpgrades?() == true {
-                    // Nothing more to read until it is answered; stop polling it meanwhile.
-                    connection.answered = true
-                    held[wsi] = head
-                    io.pauseReading(wsi)
-                    return 0
-                }
-                io.handOver(wsi, head: head)
-                return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
+            let serial = connection.serial
+            if awaitCredential?(head, { [weak self] in self?.credentialArrived(wsi, serial: serial) }) == true {
+                // Nothing more to read until its token is in; stop polling it meanwhile.
+                connection.waitingHead = head
+                io.pauseReading(wsi)
+                return 0
             }
-            if head.header("transfer-encoding") != nil {
-                return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"))
-            }
-            guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
-                return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"))
-            }
-            let limit = bodyLimit(head)
-            guard length <= limit else {
-                return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
-            }
-            if length > 0, let refusal = checkHead?(request(wsi, head)) {
-                connection.discarding = length
-                io.closeAfter(wsi, seconds: HTTPGate.discardSeconds)
-                return write(refusal, to: wsi, connection) ? halfClose(wsi) : 0
-            }
-            connection.head = head
-            connection.bodyLength = length
-            return length == 0 ? serve(wsi, connection) : readBody(wsi, connection)
+            return proceed(wsi, connection, head)
         }
+    }
+
+    /// A complete head (its bytes consumed), its token in memory if it presented one: an upgrade
+    /// goes to lws, anything else has its body read and is served.
+    private func proceed(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead) -> Int32 {
+        if head.isWebSocketUpgrade {
+            guard head.method == "GET" else {
+                return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"))
+            }
+            io.handOver(wsi, head: head)
+            return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
+        }
+        if head.header("transfer-encoding") != nil {
+            return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"))
+        }
+        guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
+            return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"))
+        }
+        let limit = bodyLimit(head)
+        guard length <= limit else {
+            return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
+        }
+        if length > 0, let refusal = checkHead?(request(wsi, head)) {
+            connection.discarding = length
+            io.closeAfter(wsi, seconds: HTTPGate.discardSeconds)
+            return write(refusal, to: wsi, connection) ? halfClose(wsi) : 0
+        }
+        connection.head = head
+        connection.bodyLength = length
+        return length == 0 ? serve(wsi, connection) : readBody(wsi, connection)
     }
 
     private func request(_ wsi: OpaquePointer, _ head: HTTPRequestHead) -> HTTPRequest {
@@ -321,7 +327,6 @@ final class HTTPGate {
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
     func closed(_ wsi: OpaquePointer) {
-        held[wsi] = nil
         if connections.removeValue(forKey: wsi) != nil { onClosed?(wsi) }
     }
 }
@@ -341,6 +346,8 @@ protocol GateIO: AnyObject {
     func closeAfter(_ socket: OpaquePointer, seconds: Int32)
     /// No more readable callbacks for the socket.
     func pauseReading(_ socket: OpaquePointer)
+    /// Readable callbacks again.
+    func resumeReading(_ socket: OpaquePointer)
     /// Asks for a writeable callback.
     func requestWritable(_ socket: OpaquePointer)
     func peerAddress(_ socket: OpaquePointer) -> String

@@ -3,7 +3,7 @@ import RelayCore
 import RelayWorkers
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's
-/// READY=1), the token mirror (snapshot and changes, closing what was revoked), device
+/// READY=1), the token cache (lookups, changes and rechecks, closing what was revoked), device
 /// disabling, the TURN secrets, the push registrations and the Live Activity tokens.
 final class StoreSync {
     /// Latest store state, as reported by the monitor.
@@ -18,10 +18,9 @@ final class StoreSync {
     private let webSocket: WebSocketEndpoint
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
-    private let gate: HTTPGate?
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, missionRuns: MissionRuns, gate: HTTPGate?) {
+         push: PushCoordinator, missionRuns: MissionRuns) {
         self.push = push
         self.missionRuns = missionRuns
         self.env = env
@@ -29,7 +28,6 @@ final class StoreSync {
         self.authenticator = authenticator
         self.turn = turn
         self.webSocket = webSocket
-        self.gate = gate
     }
 
     func handle(_ event: StoreEvent) {
@@ -43,25 +41,30 @@ final class StoreSync {
                 announcedReady = true
                 onReady?()
             }
-        case .credentialSnapshot(let entries):
-            credentials.load(entries)
-            gate?.releaseHeldUpgrades()
-            // Anything no longer in the snapshot was revoked, expired or removed while we were away.
-            let active = Set(entries.map(\.token.id))
-            let disabled = Set(entries.filter(\.deviceDisabled).map(\.token.deviceID))
-            hub.close(where: { !active.contains($0.tokenID) || disabled.contains($0.deviceID) },
-                      code: .revoked, reason: "token revoked or device disabled")
-            env.log.info("credentials_loaded", metadata: ["tokens": .stringConvertible(entries.count)])
+        case .credentialsMayBeStale:
+            // Changes may have been missed: read again every token held or in use here.
+            credentials.forgetUnknown()
+            authenticator.lookups.recheck(ids: Array(Set(credentials.ids + hub.allSessions.map(\.tokenID))))
+        case .credentialsFound(let digests, let entries):
+            credentials.found(digests: digests, entries: entries)
+            authenticator.lookups.answered(digests)
+        case .credentialsRechecked(let ids, let entries):
+            let current = Dictionary(entries.map { ($0.token.id, $0) }, uniquingKeysWith: { a, _ in a })
+            for id in ids { credentials.changed(id: id, entry: current[id]) }
+            // Sockets whose token was revoked or removed, or whose device was disabled, while we were away.
+            hub.close(where: { session in
+                guard let entry = current[session.tokenID] else { return true }
+                return entry.token.revokedAt != nil || entry.deviceDisabled
+            }, code: .revoked, reason: "token revoked or device disabled")
+            for entry in entries where entry.token.revokedAt == nil { webSocket.tokenChanged(entry) }
+            env.log.info("credentials_loaded", metadata: ["tokens": .stringConvertible(ids.count)])
         case .tokenChanged(let id, let entry):
-            let previous = credentials.update(id: id, entry: entry)
-            // Live sessions take a new access level or expiry: only a token the mirror held can
-            // have any (a new token has none, and the NOTIFY after a change applied here is a repeat).
-            if let entry, entry.token.revokedAt == nil, let previous,
-               previous.token.rights != entry.token.rights || previous.token.expiresAt != entry.token.expiresAt {
-                webSocket.tokenChanged(entry)
-            }
+            credentials.changed(id: id, entry: entry)
+            // Live sessions take a new access level or expiry (those whose token it is; none for a new token).
+            if let entry, entry.token.revokedAt == nil { webSocket.tokenChanged(entry) }
             if entry == nil || entry?.token.revokedAt != nil {
-                let closed = hub.close(where: { $0.tokenID == id }, code: .revoked, reason: "token revoked")
+                let closed = hub.close(device: entry?.token.deviceID, where: { $0.tokenID == id }, code: .revoked,
+                                       reason: "token revoked")
                 if !closed.isEmpty {
                     env.log.info("token_revoked_sockets_closed", metadata: ["token_id": .stringConvertible(id),
                                                                             "sockets": .stringConvertible(closed.count)])

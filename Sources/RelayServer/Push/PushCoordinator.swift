@@ -121,15 +121,17 @@ final class PushCoordinator {
     }
 
     /// The registrations of `candidates` subscribed to `kind` whose app is not open on the
-    /// device (local first) and whose app token still works.
+    /// device (local first) and whose app token still works: a registration goes with its token
+    /// in the store (revoked, device disabled; expired, by the sweep below within a second), and a token
+    /// this node holds is checked at once.
     private func unseen(_ candidates: [PushRegistration], kind: PushKind) -> [PushRegistration] {
         guard let device = candidates.first?.device else { return [] }
         let open = Set(hub.apps(of: device).map(\.tokenID))
         let wall = env.clock.wall()
         return candidates.filter { registration in
-            guard registration.kinds.contains(kind), !open.contains(registration.appTokenID),
-                  let entry = authenticator.credentials.entry(id: registration.appTokenID) else { return false }
-            if case .failure = CredentialRules.check(entry, at: wall) { return false }
+            guard registration.kinds.contains(kind), !open.contains(registration.appTokenID) else { return false }
+            if let entry = authenticator.credentials.entry(id: registration.appTokenID),
+               case .failure = CredentialRules.check(entry, at: wall) { return false }
             return true
         }
     }

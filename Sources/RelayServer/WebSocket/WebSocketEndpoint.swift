@@ -321,7 +321,8 @@ final class WebSocketEndpoint {
     /// level (from their next frame) and expiry.
     func tokenChanged(_ entry: CredentialEntry) {
         let now = env.clock.monotonic(), wall = env.clock.wall()
-        for session in hub.allSessions where session.tokenID == entry.token.id && session.closing == nil {
+        for session in hub.sessions(of: entry.token.deviceID) where session.tokenID == entry.token.id && session.closing == nil
+            && (session.rights != entry.token.rights || session.tokenExpiresAt != entry.token.expiresAt) {
             session.update(rights: entry.token.rights)
             session.tokenExpiresAt = entry.token.expiresAt
             if !closeIfExpired(session, wall: wall) { scheduleChecks(session, now: now, wall: wall) }

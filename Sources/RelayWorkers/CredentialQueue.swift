@@ -1,0 +1,55 @@
+import RelayCore
+
+/// What the service thread asks the store monitor to read about tokens: presented tokens it does
+/// not hold (by digest), and the tokens it holds, read again after the monitor reconnected (by
+/// id). The service thread adds and never waits; the monitor takes everything queued at once, so
+/// a storm of handshakes costs one statement per batch, not one per socket. Thread-safe.
+public final class CredentialQueue: Sendable {
+    struct Batch: Sendable {
+        var digests: [[UInt8]] = []
+        /// The ids to read again; nil: no recheck asked for (an empty one is still answered).
+        var recheck: [Int64]?
+
+        var isEmpty: Bool { digests.isEmpty && recheck == nil }
+    }
+
+    /// Digests as a set: a client retrying through an outage asks once, not once per retry.
+    private let pending = Locked((digests: Set<[UInt8]>(), recheck: [Int64]?.none))
+    private let onQueued = Locked<(@Sendable () -> Void)?>(nil)
+
+    public init() {}
+
+    /// Asks for the tokens with these digests (`StoreEvent.credentialsFound` answers).
+    public func lookUp(digests: [[UInt8]]) {
+        guard !digests.isEmpty else { return }
+        pending.withLock { $0.digests.formUnion(digests) }
+        onQueued.withLock { $0 }?()
+    }
+
+    /// Asks for these tokens again (`StoreEvent.credentialsRechecked` answers).
+    public func recheck(ids: [Int64]) {
+        pending.withLock { $0.recheck = ($0.recheck ?? []) + ids }
+        onQueued.withLock { $0 }?()
+    }
+
+    /// Everything queued, taken off the queue (the monitor's thread).
+    func take() -> Batch {
+        pending.withLock { p in
+            defer { p = ([], nil) }
+            return Batch(digests: Array(p.digests), recheck: p.recheck)
+        }
+    }
+
+    /// Puts back a batch whose read failed: it is asked again after the reconnect.
+    func putBack(_ batch: Batch) {
+        pending.withLock {
+            $0.digests.formUnion(batch.digests)
+            if let ids = batch.recheck { $0.recheck = ids + ($0.recheck ?? []) }
+        }
+    }
+
+    var isEmpty: Bool { pending.withLock { $0.digests.isEmpty && $0.recheck == nil } }
+
+    /// Who to wake when something is queued (the monitor's thread).
+    func whenQueued(_ wake: @escaping @Sendable () -> Void) { onQueued.withLock { $0 = wake } }
+}

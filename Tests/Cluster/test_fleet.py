@@ -1,0 +1,89 @@
+"""A node holds the tokens its clients present, not the fleet's: it starts with none, reads a
+storm of unknown tokens in batches (not a statement per socket), and keeps what it read current
+(revocation, disabling) like any token."""
+
+import asyncio
+import time
+import urllib.request
+
+import websockets
+
+from wimz_testkit import Database, RelayNode, http_json
+
+DEVICES = 400
+
+
+def provision(db: Database, count: int) -> dict[str, str]:
+    """``count`` devices with a robot, an app and a spare app token each, written in SQL (the CLI
+    would take minutes); device → its app token's secret."""
+    db.psql(f"""
+        INSERT INTO devices (id) SELECT 'fleet' || g FROM generate_series(1, {count}) g;
+        INSERT INTO tokens (device_id, role, digest)
+        SELECT 'fleet' || g, k.role, sha256(convert_to(k.prefix || g, 'UTF8'))
+        FROM generate_series(1, {count}) g,
+             (VALUES ('robot', 'wimz_r_fleetrobot'), ('app', 'wimz_a_fleetapp'), ('app', 'wimz_a_fleetspare')) AS k(role, prefix)
+        """)
+    return {f"fleet{g}": f"wimz_a_fleetapp{g}" for g in range(1, count + 1)}
+
+
+def transactions(db: Database) -> int:
+    return int(db.psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
+
+
+def metric(node: RelayNode, name: str) -> float:
+    with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+async def storm(node: RelayNode, tokens: dict[str, str]) -> list[object]:
+    async def one(device: str, token: str):
+        async with websockets.connect(f"ws://127.0.0.1:{node.port}/ws/app?device_id={device}&token={token}",
+                                      open_timeout=20) as ws:
+            await asyncio.wait_for(ws.recv(), 10)  # the relay's hello: the socket is paired and served
+            return ws
+    return await asyncio.gather(*(one(d, t) for d, t in tokens.items()), return_exceptions=True)
+
+
+def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current():
+    db = Database(prefix="fleet")
+    node = None
+    try:
+        tokens = provision(db, DEVICES)
+        node = RelayNode.started(db)
+        # Nothing is loaded at start: the fleet's 1,200 tokens stay in the store.
+        assert metric(node, "wimz_credentials_cached") == 0
+
+        time.sleep(1.5)  # let the statistics of the start settle
+        before = transactions(db)
+        started = time.monotonic()
+        results = asyncio.run(storm(node, tokens))
+        seconds = time.monotonic() - started
+        failures = [r for r in results if isinstance(r, BaseException)]
+        assert not failures, f"{len(failures)} of {DEVICES} handshakes failed, first: {failures[0]!r}"
+        time.sleep(1.5)  # PostgreSQL publishes a backend's counts at most once a second
+        spent = transactions(db) - before
+        print(f"storm: {DEVICES} handshakes in {seconds:.2f} s, {spent} transactions "
+              f"({spent / DEVICES:.3f} per handshake), {metric(node, 'wimz_credential_lookups_total'):.0f} lookups")
+        assert spent <= 0.25 * DEVICES, f"{spent} transactions for {DEVICES} handshakes"
+        assert metric(node, "wimz_credentials_cached") == DEVICES
+
+        # What was read is kept current: a revocation, then a disabled device, each within a second.
+        revoked, disabled = "fleet1", "fleet2"
+        db.psql(f"UPDATE tokens SET revoked_at = now() WHERE device_id = '{revoked}' AND role = 'app' "
+                f"AND digest = sha256(convert_to('{tokens[revoked]}', 'UTF8'))")
+        db.cli("device", "disable", disabled)
+        deadline = time.monotonic() + 1.5
+        statuses = {}
+        while time.monotonic() < deadline:
+            statuses = {d: http_json(f"{node.url}/api/devices/{d}/status", tokens[d])[0] for d in (revoked, disabled, "fleet3")}
+            if statuses[revoked] == 401 and statuses[disabled] == 403:
+                break
+            time.sleep(0.05)
+        assert statuses == {revoked: 401, disabled: 403, "fleet3": 200}, statuses
+    finally:
+        if node:
+            node.stop()
+        db.drop()
