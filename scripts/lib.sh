@@ -11,7 +11,8 @@ WIMZ_BUILD_PACKAGES=(pkg-config libwebsockets-dev libpq-dev libssl-dev dpkg-dev 
 # demo start, and the package test's tools (debootstrap, lintian). Never installed on a server:
 # deploy/install.sh installs the package, whose Depends name its own runtime libraries.
 WIMZ_APT_PACKAGES=("${WIMZ_BUILD_PACKAGES[@]}" libwebsockets-evlib-ev postgresql coturn wrk openssl
-                   python3-venv curl iproute2 haproxy prometheus debootstrap lintian certbot pebble)
+                   python3-venv curl iproute2 haproxy prometheus debootstrap lintian certbot pebble
+                   postgresql-15-auto-failover pg-auto-failover-cli)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

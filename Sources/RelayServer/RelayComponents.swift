@@ -18,9 +18,9 @@ final class RelayComponents {
     let push: PushCoordinator
     let missionRuns: MissionRuns
     let household: HouseholdEndpoint
-    /// Cuts removed members' TURN sessions on coturn (its own thread; started by `RelayServer`).
+    /// Cuts removed members' TURN sessions on coturn (its own thread, the worker's connection; started by `RelayServer`).
     let turnCutter: TurnSessionCutter
-    /// Prunes the tables that grow per event and reads table sizes (its own thread; started by `RelayServer`).
+    /// Prunes the tables that grow per event and reads table sizes (its own thread, the worker's connection; started by `RelayServer`).
     let retention: RetentionPruner
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
@@ -62,10 +62,10 @@ final class RelayComponents {
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
-        turnCutter = TurnSessionCutter(conninfo: env.configuration.databaseURL, servers: env.configuration.turnAdminServers,
+        turnCutter = TurnSessionCutter(worker: database.worker, servers: env.configuration.turnAdminServers,
                                        password: env.configuration.turnAdminPassword, node: env.audit.node,
                                        allocationLifetime: env.configuration.turnMaxAllocationLifetime)
-        retention = RetentionPruner(conninfo: env.configuration.databaseURL, policy: .init(env.configuration))
+        retention = RetentionPruner(worker: database.worker, policy: .init(env.configuration))
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO)

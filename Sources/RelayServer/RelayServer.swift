@@ -63,11 +63,11 @@ public final class RelayServer {
                                  identity: .init(nodeID: nodeID, address: configuration.nodeAddress ?? host, incarnation: try Crypto.uuidV4()),
                                  leaseSeconds: configuration.clusterLeaseSeconds) { mailbox.post(.cluster($0)) }
         let credentialQueue = CredentialQueue()
-        monitor = StoreMonitor(conninfo: configuration.databaseURL, migrator: migrator, turnRealm: configuration.turnRealm,
+        monitor = StoreMonitor(conninfo: configuration.databaseURL, node: nodeID, migrator: migrator, turnRealm: configuration.turnRealm,
                                credentials: credentialQueue) {
             mailbox.post(.store($0))
         }
-        let auditWriter = AuditWriter(conninfo: configuration.databaseURL, spoolDirectory: configuration.spoolDirectory)
+        let auditWriter = AuditWriter(conninfo: configuration.databaseURL, node: nodeID, spoolDirectory: configuration.spoolDirectory)
         let env = RelayEnvironment(configuration: configuration, clock: .system,
                                    thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID, clock: .system))
         components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, credentialQueue: credentialQueue,
@@ -91,7 +91,6 @@ public final class RelayServer {
         env.audit.writer.start()
         components.database.worker.start()
         components.cluster.agent.start()
-        components.state.writer.start()
         components.turnCutter.start()
         components.retention.start()
         if configuration.turnAdminServers.isEmpty {
@@ -106,12 +105,12 @@ public final class RelayServer {
         // Leaving the cluster removes this node's presence with its row.
         components.cluster.agent.stop()
         monitor.stop()
-        components.database.worker.stop()
-        // The last replayed events, written now if the database answers.
-        components.state.flush()
-        components.state.writer.stop()
+        // They borrow the worker's connection: stopped before it.
         components.turnCutter.stop()
         components.retention.stop()
+        // The last replayed events, written by the worker's last jobs if the database answers.
+        components.state.flush()
+        components.database.worker.stop()
         let left = env.clock.monotonic()
         loop.destroy()
         let destroyed = env.clock.monotonic()

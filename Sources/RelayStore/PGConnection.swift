@@ -69,18 +69,19 @@ public struct PGNotification: Sendable, Equatable {
 public final class PGConnection {
     private var conn: OpaquePointer?
 
-    /// Connects with a libpq conninfo string or `postgresql://` URL.
-    /// `connectTimeout` bounds the attempt unless the conninfo sets its own.
-    public init(conninfo: String, connectTimeout: Int = 5) throws {
-        var info = conninfo
-        if !info.contains("connect_timeout") {
-            if info.hasPrefix("postgres://") || info.hasPrefix("postgresql://") {
-                info += (info.contains("?") ? "&" : "?") + "connect_timeout=\(connectTimeout)"
-            } else {
-                info += " connect_timeout=\(connectTimeout)"
-            }
+    /// Connects with a libpq conninfo string or `postgresql://` URL. `connectTimeout` bounds the
+    /// attempt unless the conninfo sets its own; `applicationName` (what `pg_stat_activity` shows)
+    /// replaces the conninfo's.
+    public init(conninfo: String, connectTimeout: Int = 5, applicationName: String? = nil) throws {
+        // Keywords before the expanded conninfo yield to it, those after it win. With several
+        // hosts libpq then skips a standby (a conninfo may still say otherwise: see below).
+        var keywords = ["connect_timeout", "target_session_attrs", "dbname"]
+        var values = [String(connectTimeout), "read-write", conninfo]
+        if let applicationName {
+            keywords.append("application_name")
+            values.append(applicationName)
         }
-        conn = PQconnectdb(info)
+        conn = PGConnection.connect(keywords, values)
         guard let conn, PQstatus(conn) == CONNECTION_OK else {
             let message = conn.map { PGConnection.errorMessage($0) } ?? "out of memory"
             if let conn { PQfinish(conn) }
@@ -88,17 +89,58 @@ public final class PGConnection {
             throw StoreError(.unavailable, "database unreachable: \(message)")
         }
         // Times cross the wire as UTC ISO 8601 so UnixTime can parse them without zone tables.
-        _ = try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning")
+        let recovery = try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning; SELECT pg_is_in_recovery()")
+        // Every connection of the relay writes: a standby (a conninfo that asked for any server,
+        // or a primary demoted meanwhile) is no place for it; the caller tries again.
+        if recovery.first?.first == "t" {
+            close()
+            throw StoreError(.unavailable, "database server is in recovery (a standby), not the primary")
+        }
     }
 
     deinit {
         if let conn { PQfinish(conn) }
     }
 
+    private static func connect(_ keywords: [String], _ values: [String]) -> OpaquePointer? {
+        var keywordPointers = keywords.map { strdup($0) } + [nil]
+        var valuePointers = values.map { strdup($0) } + [nil]
+        defer { (keywordPointers + valuePointers).forEach { free($0) } }
+        return keywordPointers.withUnsafeMutableBufferPointer { k in
+            valuePointers.withUnsafeMutableBufferPointer { v in
+                k.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: k.count) { kp in
+                    v.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: v.count) { vp in
+                        PQconnectdbParams(kp, vp, 1)
+                    }
+                }
+            }
+        }
+    }
+
     /// True while the connection is usable.
     public var isOpen: Bool {
         guard let conn else { return false }
         return PQstatus(conn) == CONNECTION_OK
+    }
+
+    /// Closes the connection now (`isOpen` is false from then on).
+    public func close() {
+        if let conn { PQfinish(conn) }
+        conn = nil
+    }
+
+    /// Reads what the server sent while the connection was idle: throws `.unavailable` (and the
+    /// connection is closed) when the server has gone — shut down, killed, failed over — so the
+    /// next statement is not the one to find out.
+    public func verifyOpen() throws {
+        guard let conn else { throw StoreError(.unavailable, "connection closed") }
+        // Twice: a read that found the server's farewell (its FATAL message) stops there; the
+        // end of the stream behind it is seen by the next one.
+        guard PQconsumeInput(conn) == 1, PQconsumeInput(conn) == 1, PQstatus(conn) == CONNECTION_OK else {
+            let message = PGConnection.errorMessage(conn)
+            close()
+            throw StoreError(.unavailable, "database connection lost: \(message)")
+        }
     }
 
     /// The socket, for waiting on notifications with poll(2).
@@ -232,10 +274,20 @@ public final class PGConnection {
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
             let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
             let message = primary ?? PGConnection.errorMessage(conn)
+            if state == PGConnection.readOnlyTransaction || state?.hasPrefix("57P") == true {
+                // A primary demoted under us (25006: writes refused) or a server shutting down
+                // (57P01–57P04): this connection has no future; drop it so the caller reconnects,
+                // and libpq finds the primary.
+                close()
+                throw StoreError(.unavailable, "database connection dropped: \(message)", sqlState: state)
+            }
             let kind: StoreError.Kind = PQstatus(conn) == CONNECTION_OK ? .query : .unavailable
             throw StoreError(kind, message, sqlState: state)
         }
     }
+
+    /// SQLSTATE `read_only_sql_transaction`: a write on a server that is (now) a standby.
+    static let readOnlyTransaction = "25006"
 
     /// libpq's last error, folded onto one line (it spreads hints over several).
     private static func errorMessage(_ conn: OpaquePointer) -> String {

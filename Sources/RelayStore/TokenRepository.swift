@@ -89,18 +89,6 @@ public struct TokenRepository {
         return CredentialRules.check(entry, at: now)
     }
 
-    /// Every token that can still authenticate (not revoked, not expired), with its device's state:
-    /// the relay's in-memory credential table is loaded from this.
-    public func activeCredentials(at now: UnixTime = .now()) throws -> [CredentialEntry] {
-        try db.execute(
-            """
-            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
-            FROM tokens t JOIN devices d ON d.id = t.device_id
-            WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $1::timestamptz)
-            """, [PGValue.timeText(now)]
-        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
-    }
-
     /// The tokens with these digests, with their devices' states, whatever their state: the
     /// relay's batched lookup of presented tokens it does not hold (one statement for many).
     public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {

@@ -37,11 +37,11 @@ public final class AuditWriter: DatabaseWork {
     private let thread: DatabaseThread
     private let log = Logger(label: "wimz.audit")
 
-    public init(conninfo: String, spoolDirectory: String, spoolThreshold: Int = 100_000) {
+    public init(conninfo: String, node: String? = nil, spoolDirectory: String, spoolThreshold: Int = 100_000) {
         spoolPath = (spoolDirectory as NSString).appendingPathComponent("audit-spool.jsonl")
         rejectedPath = (spoolDirectory as NSString).appendingPathComponent("audit-rejected.jsonl")
         self.spoolThreshold = spoolThreshold
-        thread = DatabaseThread(name: "audit_writer", conninfo: conninfo)
+        thread = DatabaseThread(name: "audit_writer", conninfo: conninfo, node: node)
         try? FileManager.default.createDirectory(atPath: spoolDirectory, withIntermediateDirectories: true)
     }
 

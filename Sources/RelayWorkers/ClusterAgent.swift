@@ -71,7 +71,7 @@ public final class ClusterAgent: DatabaseWork {
         self.identity = identity
         self.leaseSeconds = leaseSeconds
         self.onEvent = onEvent
-        thread = DatabaseThread(name: "cluster_agent", conninfo: conninfo)
+        thread = DatabaseThread(name: "cluster_agent", conninfo: conninfo, node: identity.nodeID)
     }
 
     public var stats: ClusterStats { statistics.withLock { $0 } }

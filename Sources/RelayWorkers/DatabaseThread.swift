@@ -40,12 +40,22 @@ public protocol DatabaseWork: AnyObject, Sendable {
     func finish(_ db: PGConnection?)
 }
 
+/// What a thread without a connection of its own does: it borrows the database worker's
+/// (`DatabaseWorker.perform`) for what it asks of the store, so it holds no connection at rest.
+public protocol ThreadWork: AnyObject, Sendable {
+    /// One round; waits through `thread.wait` (woken by `thread.wake()` or the stop).
+    func step(on thread: DatabaseThread)
+}
+
 /// A thread of its own with one PostgreSQL connection, kept by one `ReconnectPolicy`. It sleeps
 /// in poll(2) on the connection's socket and a wake pipe, so another thread can interrupt it at
 /// once (new work, stop); `stop` waits for the thread to end and joins it.
 public final class DatabaseThread: Sendable {
     public let name: String
     private let conninfo: String
+    /// `wimz-relay/<node>/<name>`: how an operator tells the relay's connections apart in
+    /// `pg_stat_activity` (nil: libpq's default).
+    public let applicationName: String?
     private let policy: ReconnectPolicy
     private let wakeFD: Int32
     private let wakeWriteFD: Int32
@@ -54,9 +64,10 @@ public final class DatabaseThread: Sendable {
     private let ended = Locked<Bool>(false)
     private let log: Logger
 
-    public init(name: String, conninfo: String, policy: ReconnectPolicy = ReconnectPolicy()) {
+    public init(name: String, conninfo: String, node: String? = nil, policy: ReconnectPolicy = ReconnectPolicy()) {
         self.name = name
         self.conninfo = conninfo
+        applicationName = node.map { "wimz-relay/\($0)/\(name)" }
         self.policy = policy
         log = Logger(label: "wimz.\(name)")
         var fds: [Int32] = [-1, -1]
@@ -69,6 +80,9 @@ public final class DatabaseThread: Sendable {
         wakeWriteFD = fds[1]
     }
 
+    /// A thread without a connection of its own (for a `ThreadWork`).
+    public convenience init(name: String) { self.init(name: name, conninfo: "") }
+
     deinit {
         close(wakeFD)
         close(wakeWriteFD)
@@ -78,7 +92,16 @@ public final class DatabaseThread: Sendable {
     public var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
 
     /// Starts the thread running `work` (which it keeps alive until it ends). Once.
-    public func start(_ work: DatabaseWork) {
+    public func start(_ work: DatabaseWork) { spawn { [self] in run(work) } }
+
+    /// Starts the thread running `work` with no connection of its own (`conninfo` unused). Once.
+    public func start(_ work: ThreadWork) {
+        spawn { [self] in
+            while isRunning { work.step(on: self) }
+        }
+    }
+
+    private func spawn(_ body: @escaping () -> Void) {
         guard !running.exchange(true, ordering: .sequentiallyConsistent) else { return }
         final class Box { let body: () -> Void; init(_ body: @escaping () -> Void) { self.body = body } }
         var tid = pthread_t()
@@ -87,7 +110,7 @@ public final class DatabaseThread: Sendable {
             return nil
         }, Unmanaged.passRetained(Box { [self] in
             DatabaseThread.nameCurrentThread(name)
-            run(work)
+            body()
             ended.withLock { $0 = true }
         }).toOpaque())
         thread.withLock { $0 = tid }
@@ -160,7 +183,7 @@ public final class DatabaseThread: Sendable {
             do {
                 if db?.isOpen != true {
                     db = nil
-                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2)
+                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2, applicationName: applicationName)
                     for channel in work.channels { try connection.execute("LISTEN \(channel)") }
                     try work.connected(connection)
                     db = connection
@@ -168,9 +191,13 @@ public final class DatabaseThread: Sendable {
                 try work.step(db!, on: self)
                 failures = 0
             } catch {
+                let lost = db != nil && db?.isOpen != true
                 if db?.isOpen != true { db = nil }
-                work.unavailable(error)
                 failures += 1
+                // A connection that was working and is lost (a failover, a restart) is replaced at
+                // once before the work hears of it: the new primary may already be there.
+                if lost, failures == 1 { continue }
+                work.unavailable(error)
                 wait(milliseconds: Int32(policy.delay(afterFailures: failures) * 1000))
             }
         }

@@ -3,12 +3,13 @@ import RelayCore
 import RelayStore
 
 /// Keeps the tables that grow with every event within the operator's retention
-/// (docs/operations.md "Retention"): a thread of its own with its own connection, never the
-/// service thread or the audit writer's. Every `interval` it takes the cluster's pruning lock (one
-/// node prunes at a time; the others skip the round) and deletes old rows a batch at a time, with
-/// a pause between batches so the deletes never hold the disk for long; after each round, and at
-/// every connect, it reads every table's size for `/metrics`.
-public final class RetentionPruner: DatabaseWork {
+/// (docs/operations.md "Retention"): a thread of its own that borrows the database worker's
+/// connection one statement at a time (requests queued meanwhile go in between), never the
+/// service thread's or the audit writer's. Every `interval` it takes the cluster's pruning lock
+/// (one node prunes at a time; the others skip the round) and deletes old rows a batch at a time,
+/// with a pause between batches so the deletes never hold the disk for long; at start and after
+/// each round it reads every table's size for `/metrics`.
+public final class RetentionPruner: ThreadWork {
     public typealias Table = RetentionRepository.Table
 
     /// What to prune and how fast.
@@ -59,14 +60,16 @@ public final class RetentionPruner: DatabaseWork {
     }
 
     private let policy: Policy
-    private let thread: DatabaseThread
+    private let worker: DatabaseWorker
+    private let thread = DatabaseThread(name: "retention")
     private let counts = Locked(Counts())
+    /// When the next round is due (0: read the sizes first).
     private let nextRound = Locked<UInt64>(0)
     private let log = Logger(label: "wimz.retention")
 
-    public init(conninfo: String, policy: Policy) {
+    public init(worker: DatabaseWorker, policy: Policy) {
         self.policy = policy
-        thread = DatabaseThread(name: "retention", conninfo: conninfo)
+        self.worker = worker
     }
 
     public func start() { thread.start(self) }
@@ -74,64 +77,49 @@ public final class RetentionPruner: DatabaseWork {
 
     public var stats: Counts { counts.withLock { $0 } }
 
-    // MARK: DatabaseWork
+    // MARK: ThreadWork
 
-    public var channels: [String] { [] }
-
-    /// Sizes at once; the first round one interval after start, not during a restart's reconnect storm.
-    public func connected(_ db: PGConnection) throws {
-        let sizes = try RetentionRepository(db).tableSizes()
-        counts.withLock { $0.sizes = sizes }
-        nextRound.withLock { next in
-            if next == 0 { next = MonotonicClock.nanoseconds() + UInt64(policy.interval * 1e9) }
-        }
-    }
-
-    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
+    public func step(on thread: DatabaseThread) {
         let now = MonotonicClock.nanoseconds()
-        let due = nextRound.withLock { next -> Bool in
-            guard now >= next else { return false }
-            // Set before the round: a failing one is tried again next interval, not at every reconnect.
+        let (first, due) = nextRound.withLock { next -> (Bool, Bool) in
+            let first = next == 0
+            guard first || now >= next else { return (false, false) }
+            // Set before the round: a failing one is tried again next interval, not at once.
             next = now + UInt64(policy.interval * 1e9)
-            return true
+            return (first, !first)
         }
-        if due {
-            do {
-                let repository = RetentionRepository(db)
-                try prune(repository, on: thread)
-                let sizes = try repository.tableSizes()
+        do {
+            if due { try prune(on: thread) }
+            if first || due {
+                let sizes = try worker.perform { try RetentionRepository($0).tableSizes() }
                 counts.withLock { $0.sizes = sizes }
-            } catch {
-                // A failed round, not a failed connect (the database's own alert covers outages).
-                counts.withLock { $0.errors += 1 }
-                throw error
             }
+        } catch {
+            // An outage fails the round too; `wimz_database_up` tells those apart.
+            if due { counts.withLock { $0.errors += 1 } }
+            if first { nextRound.withLock { $0 = 0 } }  // the sizes are read again in a second
+            log.warning("retention_failed", metadata: ["reason": "\(error)"])
         }
         let next = nextRound.withLock { $0 }, later = MonotonicClock.nanoseconds()
-        thread.wait(milliseconds: next > later ? Int32(clamping: min((next - later) / 1_000_000, 1_000)) : 0)
+        thread.wait(milliseconds: next > later ? Int32(clamping: min((next - later) / 1_000_000, 1_000)) : 1_000)
     }
-
-    public func unavailable(_ error: Error) {
-        log.warning("retention_failed", metadata: ["reason": "\(error)"])
-    }
-
-    public func finish(_ db: PGConnection?) {}
 
     /// One round under the cluster's lock: each table's old rows, a batch at a time, until a
     /// batch comes back short or the relay stops.
-    private func prune(_ repository: RetentionRepository, on thread: DatabaseThread) throws {
+    private func prune(on thread: DatabaseThread) throws {
         guard !policy.days.isEmpty else { return }
-        guard try repository.tryLock() else {
+        guard try worker.perform({ try RetentionRepository($0).tryLock() }) else {
             log.debug("retention_skipped", metadata: ["reason": "another node is pruning"])
             return
         }
-        defer { try? repository.unlock() }
+        defer { _ = try? worker.perform { try RetentionRepository($0).unlock() } }
+        let policy = self.policy
         let started = MonotonicClock.nanoseconds()
         var deleted: [String: Int] = [:]
         for table in Table.allCases {
             guard let days = policy.days[table] else { continue }
             while thread.isRunning {
-                let n = try repository.pruneBatch(table, olderThanDays: days, limit: policy.batch)
+                let n = try worker.perform { try RetentionRepository($0).pruneBatch(table, olderThanDays: days, limit: policy.batch) }
                 deleted[table.rawValue, default: 0] += n
                 counts.withLock { $0.deleted[table.rawValue, default: 0] += n }
                 guard n == policy.batch else { break }

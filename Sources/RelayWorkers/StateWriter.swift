@@ -1,32 +1,34 @@
-import Logging
 import RelayCore
 import RelayStore
+import Synchronization
 
 /// Writes the robots' last-known state behind the forwarding path (docs/protocol.md v1.2): the
-/// service thread hands it the changed devices once a second; this thread saves them in one
-/// statement per batch. Pending state is kept by device (the newest wins), so a database outage
-/// costs no more memory than one entry per changed device, and what could not be written is
-/// written after the reconnect. At stop, what is pending is written if the database answers.
-public final class StateWriter: DatabaseWork {
+/// service thread hands it the changed devices once a second; a job on the database worker saves
+/// them in one statement per batch (no connection of its own). Pending state is kept by device
+/// (the newest wins), so a database outage costs no more memory than one entry per changed
+/// device, and what could not be written is written on a later tick. At stop, what is pending is
+/// written by the worker's last jobs if the database answers.
+public final class StateWriter: Sendable {
+    private let worker: DatabaseWorker
     private let pending = Locked<[DeviceID: [DeviceHub.KnownEvent]]>([:])
+    /// A write is queued or running: at most one at a time.
+    private let writing = Atomic<Bool>(false)
     private let statistics = Locked<(batches: Int, devices: Int, failures: Int)>((0, 0, 0))
-    private let thread: DatabaseThread
-    private let log = Logger(label: "wimz.state")
 
-    public init(conninfo: String) {
-        thread = DatabaseThread(name: "state_writer", conninfo: conninfo)
+    public init(worker: DatabaseWorker) {
+        self.worker = worker
     }
 
-    public func start() { thread.start(self) }
-
-    /// Writes what is pending (when the database answers) and joins the thread.
-    public func stop() { thread.stop() }
-
-    /// Queues changed devices (service thread; never blocks on the database).
+    /// Queues changed devices and writes what is pending (service thread; never blocks on the
+    /// database). Called every second, also with nothing new: a failed batch is tried again.
     public func submit(_ states: [(device: DeviceID, events: [DeviceHub.KnownEvent])]) {
-        guard !states.isEmpty else { return }
-        pending.withLock { for state in states { $0[state.device] = state.events } }
-        thread.wake()
+        if !states.isEmpty { pending.withLock { for state in states { $0[state.device] = state.events } } }
+        guard !pending.withLock({ $0.isEmpty }), !writing.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let queued = worker.submit({ [self] db in
+            defer { writing.store(false, ordering: .releasing) }
+            try write(db)
+        }, failed: { [self] _ in writing.store(false, ordering: .releasing) })
+        if !queued { writing.store(false, ordering: .releasing) }
     }
 
     /// Devices waiting to be written, batches written, devices written, failed batches.
@@ -34,24 +36,6 @@ public final class StateWriter: DatabaseWork {
         let queued = pending.withLock { $0.count }
         let s = statistics.withLock { $0 }
         return (queued, s.batches, s.devices, s.failures)
-    }
-
-    // MARK: DatabaseWork
-
-    public var channels: [String] { [] }
-
-    public func connected(_ db: PGConnection) throws {}
-
-    public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
-        if pending.withLock({ $0.isEmpty }) { thread.wait(milliseconds: 1000) }
-        try write(db)
-    }
-
-    public func unavailable(_ error: Error) {}
-
-    public func finish(_ db: PGConnection?) {
-        guard let db else { return }
-        do { try write(db) } catch { log.warning("state_not_written_at_stop", metadata: ["reason": "\(error)"]) }
     }
 
     private func write(_ db: PGConnection) throws {

@@ -77,13 +77,13 @@ public final class StoreMonitor: DatabaseWork {
     /// Statements of one lookup at most this many tokens (a storm's queue is read in several).
     static let lookupChunk = 1000
 
-    public init(conninfo: String, migrator: Migrator, turnRealm: String, credentials: CredentialQueue,
+    public init(conninfo: String, node: String? = nil, migrator: Migrator, turnRealm: String, credentials: CredentialQueue,
                 onEvent: @escaping @Sendable (StoreEvent) -> Void) {
         self.migrator = migrator
         self.turnRealm = turnRealm
         self.onEvent = onEvent
         self.credentials = credentials
-        let thread = DatabaseThread(name: "store_monitor", conninfo: conninfo)
+        let thread = DatabaseThread(name: "store_monitor", conninfo: conninfo, node: node)
         self.thread = thread
         credentials.whenQueued { thread.wake() }
     }

@@ -87,3 +87,21 @@ def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current()
         if node:
             node.stop()
         db.drop()
+
+
+def test_a_process_holds_four_named_connections():
+    db = Database(prefix="conns")
+    node = RelayNode(db, name="conns-node")
+    try:
+        node.start()
+        time.sleep(1.5)  # every thread has connected by now
+        names = db.psql("SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND application_name LIKE 'wimz-relay/%' ORDER BY 1").splitlines()
+        assert names == [f"wimz-relay/conns-node/{role}"
+                         for role in ("audit_writer", "cluster_agent", "database_worker", "store_monitor")], names
+        others = db.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                         "AND application_name NOT LIKE 'wimz-relay/%' AND pid <> pg_backend_pid()")
+        assert others == "0", f"{others} unnamed connections"
+    finally:
+        node.stop()
+        db.drop()

@@ -127,6 +127,32 @@ import RelayTestSupport
         relay.stop()
     }
 
+    /// Once `/readyz` is ready after the database came back, requests answered from the database
+    /// are answered: no connection a thread held before the outage is the one to find out.
+    @Test func theFirstRequestsAfterTheDatabaseReturnedAreAnswered() throws {
+        let cluster = try PrivateCluster()
+        #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)
+        #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: cluster.url).status == 0)
+        let appToken = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
+        let relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_ADMIN_TOKEN": "admin-token-for-tests-0123456789"])
+        try relay.waitUntilReady()
+        try Self.present([appToken], to: relay)
+        for round in 0..<2 {
+            let mark = relay.log.count
+            try cluster.stop()
+            #expect(relay.waitForLog(containing: "\"state\":\"unavailable\"", after: mark) != nil)
+            try cluster.start()
+            try relay.waitUntilReady(timeout: 20)
+            let admin = try HTTPTestClient.get(port: relay.port, path: "/admin/devices",
+                                               headers: ["Authorization": "Bearer admin-token-for-tests-0123456789"])
+            #expect(admin.status == 200, "round \(round): \(admin.status)")
+            let status = try HTTPTestClient.get(port: relay.port, path: "/api/devices/dev1/status",
+                                                headers: ["Authorization": "Bearer \(appToken)"])
+            #expect(status.status == 200, "round \(round): \(status.status)")
+        }
+        relay.stop()
+    }
+
     @Test func auditEventsWrittenAfterABriefOutageWithoutRestart() throws {
         let cluster = try PrivateCluster()
         #expect(try Subprocess.cli(["migrate"], databaseURL: cluster.url).status == 0)

@@ -87,8 +87,11 @@ import RelayTestSupport
         #expect(try tokens.verify(secret: normal.secret) == .failure(.deviceDisabled))
         #expect(throws: StoreError.self) { try tokens.issue(device: device, role: .app, label: "", expiresIn: nil, actor: "t") }
 
-        let active = try tokens.activeCredentials().map(\.token.id).sorted()
-        #expect(active == [shortLived.record.id, normal.record.id].sorted())
+        // What the relay reads: presented tokens by digest (an unknown one finds nothing), held ones by id.
+        let byDigest = try tokens.credentials(digests: [normal.record.digest, revoked.record.digest, Array(repeating: 7, count: 32)])
+        #expect(Set(byDigest.map(\.token.id)) == [normal.record.id, revoked.record.id])
+        #expect(byDigest.first { $0.token.id == normal.record.id }?.deviceDisabled == true)
+        #expect(try tokens.credentials(ids: [shortLived.record.id, 999_999]).map(\.token.id) == [shortLived.record.id])
 
         let kinds = try AuditRepository(db).query(deviceID: "dev1", kind: .tokenRevoked).map(\.event.tokenID)
         #expect(kinds == [revoked.record.id])

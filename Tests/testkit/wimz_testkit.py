@@ -105,15 +105,19 @@ class Database:
     a restore); ``drop()`` removes it."""
 
     def __init__(self, admin_url: str | None = None, relay_bin: str | None = None, migrations: str | None = None,
-                 prefix: str = "kit", migrated: bool = True) -> None:
+                 prefix: str = "kit", migrated: bool = True, existing_url: str | None = None) -> None:
+        """``existing_url``: a database made elsewhere (its URL as the relay gets it), used as it is
+        and not dropped."""
         self.admin_url = admin_url or env("WIMZ_TEST_DATABASE_URL")
         self.relay_bin = relay_bin or env("WIMZ_RELAY_BIN")
         self.migrations = migrations or env("WIMZ_MIGRATIONS_DIR")
         self.name = f"{prefix}_{secrets.token_hex(5)}"
-        self.url = self.admin_url.replace("dbname=postgres", f"dbname={self.name}")
+        self.url = existing_url or self.admin_url.replace("dbname=postgres", f"dbname={self.name}")
+        self.owned = existing_url is None
         #: Relays started on this database (``add_device`` waits until they know new tokens).
         self.nodes: list[RelayNode] = []
-        self.psql(f"CREATE DATABASE {self.name}", admin=True)
+        if self.owned:
+            self.psql(f"CREATE DATABASE {self.name}", admin=True)
         if migrated:
             self.cli("migrate")
 
@@ -142,7 +146,8 @@ class Database:
         return robot, app
 
     def drop(self) -> None:
-        self.psql(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)", admin=True)
+        if self.owned:
+            self.psql(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)", admin=True)
 
 
 class LoopbackPostgres:

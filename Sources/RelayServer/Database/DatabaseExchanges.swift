@@ -46,7 +46,7 @@ final class DatabaseExchanges {
         self.authenticator = authenticator
         self.mailbox = mailbox
         self.respond = respond
-        worker = DatabaseWorker(conninfo: env.configuration.databaseURL)
+        worker = DatabaseWorker(conninfo: env.configuration.databaseURL, node: env.audit.node)
     }
 
     /// An admin route (the token checked): reads the query arguments the route declares, then

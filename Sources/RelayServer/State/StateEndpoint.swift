@@ -9,7 +9,7 @@ import RelayWorkers
 ///          "events":{NAME:{"message":OBJ,"received_at":ISO8601},…}}
 ///
 /// The replayed events live in the hub; once a second the changed devices go to the
-/// `StateWriter` (write-behind, batched: at most one write per device a second, and the last one
+/// `StateWriter` (write-behind on the database worker, batched: at most one write per device a second, and the last one
 /// when the relay stops). A request merges what this node holds (freshest) with the store (what
 /// any node wrote, also after a restart) and the cluster's presence; without the database, this
 /// node's own view.
@@ -23,7 +23,7 @@ final class StateEndpoint {
         self.env = env
         self.hub = hub
         self.database = database
-        writer = StateWriter(conninfo: env.configuration.databaseURL)
+        writer = StateWriter(worker: database.worker)
     }
 
     /// Hands the devices whose replayed events changed to the writer (the 1 s tick, and at stop).
