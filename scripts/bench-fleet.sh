@@ -16,19 +16,6 @@ build release --product wimz-bench
 bin=$(swift build -c release --show-bin-path)
 bench_workspace fleet 0
 
-# provision N: exactly N devices and 3N tokens (like the fleet's: a robot, an app, a second app).
-provision() {
-    psql "$url" -qtAc "TRUNCATE devices, tokens, audit_log RESTART IDENTITY CASCADE" >/dev/null
-    [ "$1" -gt 0 ] || return 0
-    psql "$url" -qtAc "
-        INSERT INTO devices (id) SELECT 'fleet' || g FROM generate_series(1, $1) g;
-        INSERT INTO tokens (device_id, role, digest)
-        SELECT 'fleet' || g, k.role, sha256(convert_to(k.prefix || g, 'UTF8'))
-        FROM generate_series(1, $1) g,
-             (VALUES ('robot', 'wimz_r_fleetrobot'), ('app', 'wimz_a_fleetapp'), ('app', 'wimz_a_fleetspare')) AS k(role, prefix);
-        VACUUM ANALYZE devices; VACUUM ANALYZE tokens;" >/dev/null
-}
-
 # ready: starts the relay; prints milliseconds from exec to /readyz 200, and its RSS (KiB) 2 s later.
 ready() {
     local port=$(( 20000 + RANDOM % 20000 )) started now rss
@@ -48,8 +35,8 @@ ready() {
 printf '%10s %10s %12s %12s\n' devices tokens ready_ms rss_mib
 for devices in "${sizes[@]}"; do
     say "provisioning $devices devices"
-    provision "$devices"
-    tokens=$(psql "$url" -qtAc "SELECT count(*) FROM tokens")
+    provision_fleet "$devices"
+    tokens=$(psql "$WIMZ_DATABASE_URL" -qtAc "SELECT count(*) FROM tokens")
     for round in 1 2; do
         read -r ms rss <<< "$(ready)"
         printf '%10s %10s %12s %12.1f\n' "$devices" "$tokens" "$ms" "$(echo "$rss / 1024" | bc -l)"

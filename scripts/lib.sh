@@ -288,6 +288,24 @@ bench_workspace() {
     "$bin/wimz-bench" provision --database-url "$url" --devices "$2" --out "$work/tokens.csv" >/dev/null
 }
 
+# provision_fleet N: a database of its own in the workspace's server with exactly N devices and 3N
+# tokens (a robot `wimz_r_fleetrobotI`, an app `wimz_a_fleetappI`, a second app), written in SQL;
+# WIMZ_DATABASE_URL names it from then on. Needs `$bin` and `$url` (bench_workspace).
+provision_fleet() {
+    local db="fleet_$1"
+    psql "$url" -qtAc "CREATE DATABASE $db" >/dev/null
+    export WIMZ_DATABASE_URL="${url/dbname=postgres/dbname=$db}"
+    "$bin/wimz-relay" migrate >/dev/null
+    [ "$1" -gt 0 ] || return 0
+    psql "$WIMZ_DATABASE_URL" -qtAc "
+        INSERT INTO devices (id) SELECT 'fleet' || g FROM generate_series(1, $1) g;
+        INSERT INTO tokens (device_id, role, digest)
+        SELECT 'fleet' || g, k.role, sha256(convert_to(k.prefix || g, 'UTF8'))
+        FROM generate_series(1, $1) g,
+             (VALUES ('robot', 'wimz_r_fleetrobot'), ('app', 'wimz_a_fleetapp'), ('app', 'wimz_a_fleetspare')) AS k(role, prefix)" >/dev/null
+    psql "$WIMZ_DATABASE_URL" -qtAc "VACUUM ANALYZE devices" -c "VACUUM ANALYZE tokens" >/dev/null
+}
+
 bench_cleanup() {
     [ -n "${relay_pid:-}" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
     pg_stop "$work/pg" immediate

@@ -63,6 +63,9 @@ public final class DatabaseThread: Sendable {
     private let running = Atomic<Bool>(false)
     private let ended = Locked<Bool>(false)
     private let log: Logger
+    /// Connections of this process that were working and were lost (a failover, a restart, a
+    /// primary demoted), each replaced: `wimz_database_connections_replaced_total`.
+    public static let connectionsReplaced = Atomic<Int>(0)
 
     public init(name: String, conninfo: String, node: String? = nil, policy: ReconnectPolicy = ReconnectPolicy()) {
         self.name = name
@@ -196,6 +199,10 @@ public final class DatabaseThread: Sendable {
                 failures += 1
                 // A connection that was working and is lost (a failover, a restart) is replaced at
                 // once before the work hears of it: the new primary may already be there.
+                if lost {
+                    DatabaseThread.connectionsReplaced.add(1, ordering: .relaxed)
+                    log.warning("database_connection_lost", metadata: ["thread": "\(name)", "reason": "\(error)"])
+                }
                 if lost, failures == 1 { continue }
                 work.unavailable(error)
                 wait(milliseconds: Int32(policy.delay(afterFailures: failures) * 1000))

@@ -17,7 +17,7 @@ final class CredentialCache {
         case notHeld
     }
 
-    private var known: LRUTable<DigestKey, CredentialEntry>
+    private var known: LRUTable<DigestKey, HeldToken>
     private var unknown: LRUTable<DigestKey, Bool>
     /// The key of every token in `known`, by id (what notifications name).
     private var digestByID: [Int64: DigestKey] = [:]
@@ -36,12 +36,12 @@ final class CredentialCache {
 
     func lookup(digest: [UInt8]) -> Lookup {
         let key = DigestKey(digest)
-        if let entry = known.use(key) { return .found(entry) }
+        if let held = known.use(key) { return .found(held.entry) }
         return unknown.peek(key) != nil ? .unknown : .notHeld
     }
 
     /// The token with `id`, when held (not marked as used).
-    func entry(id: Int64) -> CredentialEntry? { digestByID[id].flatMap { known.peek($0) } }
+    func entry(id: Int64) -> CredentialEntry? { digestByID[id].flatMap { known.peek($0)?.entry } }
 
     /// A lookup's answer: the tokens found among `digests`; the others are no token's.
     func found(digests: [[UInt8]], entries: [CredentialEntry]) {
@@ -68,11 +68,11 @@ final class CredentialCache {
 
     /// A device was disabled or enabled: the tokens held for it say so.
     func setDisabled(_ device: DeviceID, _ disabled: Bool) {
-        var affected: [CredentialEntry] = []
-        known.forEach { _, entry in if entry.token.deviceID == device { affected.append(entry) } }
-        for var entry in affected {
-            entry.deviceDisabled = disabled
-            known.set(DigestKey(entry.token.digest), entry)
+        var affected: [(DigestKey, HeldToken)] = []
+        known.forEach { key, held in if held.device == device { affected.append((key, held)) } }
+        for var (key, held) in affected {
+            held.deviceDisabled = disabled
+            known.set(key, held)
         }
     }
 
@@ -91,9 +91,9 @@ final class CredentialCache {
         }
         unknown.remove(key)
         if known.peek(key) == nil, known.count == known.capacity, let evicted = known.oldestValue {
-            digestByID[evicted.token.id] = nil  // the table reuses its slot
+            digestByID[evicted.id] = nil  // the table reuses its slot
         }
-        known.set(key, entry)
+        known.set(key, HeldToken(entry))
         digestByID[entry.token.id] = key
     }
 
@@ -105,22 +105,59 @@ final class CredentialCache {
     }
 }
 
-/// A token digest as the cache's key, hashed by its first eight bytes rather than all 32 one at
-/// a time (an array's own hashing, ~1,300 instructions a handshake): SHA-256's output is uniform,
-/// and `Hasher`'s per-process seed keeps presented tokens from being aimed at one bucket.
-/// Equality still compares every byte.
-private struct DigestKey: Hashable {
-    let bytes: [UInt8]
+/// What the cache keeps of a token: what the checks read, and no more (no label, no digest — the
+/// key is that — and of its times only the expiry): ~48 bytes inline, and no allocation for a
+/// device id of 15 bytes or less. The bytes per socket a cold client adds are these and the key's.
+private struct HeldToken {
+    let id: Int64
+    let device: DeviceID
+    let role: Role
+    let access: Access
+    let control: Bool
+    let expiresAt: UnixTime?
+    var deviceDisabled: Bool
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    func hash(into hasher: inout Hasher) {
-        var word: UInt64 = 0
-        bytes.withUnsafeBytes { raw in
-            if raw.count >= 8 { word = raw.loadUnaligned(as: UInt64.self) }
-        }
-        hasher.combine(word)
+    init(_ entry: CredentialEntry) {
+        id = entry.token.id
+        device = entry.token.deviceID
+        role = entry.token.role
+        access = entry.token.access
+        control = entry.token.control
+        expiresAt = entry.token.expiresAt
+        deviceDisabled = entry.deviceDisabled
     }
+
+    /// As the checks take it (a held token is never revoked: a revoked one is forgotten).
+    var entry: CredentialEntry {
+        CredentialEntry(token: TokenRecord(id: id, deviceID: device, role: role, label: "", digest: [],
+                                           createdAt: UnixTime(microseconds: 0), expiresAt: expiresAt, revokedAt: nil,
+                                           lastUsedAt: nil, access: access, control: control),
+                        deviceDisabled: deviceDisabled)
+    }
+}
+
+/// A token digest as the cache's key: SHA-256's 32 bytes inline (no allocation a token), hashed by
+/// their first word rather than all of them — SHA-256's output is uniform, and `Hasher`'s
+/// per-process seed keeps presented tokens from being aimed at one bucket. Equality compares all.
+private struct DigestKey: Hashable {
+    let words: (UInt64, UInt64, UInt64, UInt64)
+
+    /// `bytes` must be 32 long (`remember` and the lookups only make keys of SHA-256 digests).
+    init(_ bytes: [UInt8]) {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        bytes.withUnsafeBytes { raw in
+            guard raw.count == 32 else { return }
+            words = (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                     raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+        }
+        self.words = words
+    }
+
+    static func == (a: DigestKey, b: DigestKey) -> Bool {
+        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
+    }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(words.0) }
 }
 
 /// Limits authentication failures per client address (docs/protocol.md: 429 for too many auth

@@ -1,6 +1,7 @@
 import Logging
 import RelayCore
 import RelayWorkers
+import Synchronization
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's
 /// READY=1), the token cache (lookups, changes and rechecks, closing what was revoked), device
@@ -98,5 +99,8 @@ final class StoreSync {
 extension StoreSync: MetricsReporting {
     func report(to metrics: MetricsSink) {
         metrics.gauge("wimz_database_up", "1 when the store is reachable and its schema current.", health.state == .ready ? 1 : 0)
+        metrics.counter("wimz_database_connections_replaced_total",
+                        "Database connections that were lost (a failover, a restart, a demoted primary) and replaced.",
+                        DatabaseThread.connectionsReplaced.load(ordering: .relaxed))
     }
 }

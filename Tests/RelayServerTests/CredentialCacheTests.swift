@@ -1,0 +1,79 @@
+import Testing
+import RelayCore
+import RelayCrypto
+import RelayWorkers
+@testable import RelayServer
+
+/// The tokens a node holds: what its clients presented, bounded, kept current by the store's
+/// changes; and the waits for the ones it does not hold yet.
+@Suite struct CredentialCacheTests {
+    private func entry(_ id: Int64, device: String = "d1", secret: String? = nil) -> CredentialEntry {
+        let record = TokenRecord(id: id, deviceID: DeviceID(device)!, role: .app, label: "",
+                                 digest: BearerToken.digest(secret ?? "wimz_a_\(id)"), createdAt: UnixTime(microseconds: 0),
+                                 expiresAt: nil, revokedAt: nil, lastUsedAt: nil)
+        return CredentialEntry(token: record, deviceDisabled: false)
+    }
+
+    private func held(_ cache: CredentialCache, _ secret: String) -> Int64? {
+        if case .found(let entry) = cache.lookup(token: secret) { return entry.token.id }
+        return nil
+    }
+
+    @Test func holdsWhatTheStoreFoundAndRemembersWhatItDidNot() {
+        let cache = CredentialCache(capacity: 1000)
+        #expect({ if case .notHeld = cache.lookup(token: "wimz_a_1") { true } else { false } }())
+        cache.found(digests: [BearerToken.digest("wimz_a_1"), BearerToken.digest("wimz_a_nobody")], entries: [entry(1)])
+        #expect(held(cache, "wimz_a_1") == 1)
+        #expect({ if case .unknown = cache.lookup(token: "wimz_a_nobody") { true } else { false } }())
+        // A token issued later with a digest found unknown is taken; one nobody presented is not.
+        #expect(cache.changed(id: 2, entry: entry(2, secret: "wimz_a_nobody")))
+        #expect(held(cache, "wimz_a_nobody") == 2)
+        #expect(!cache.changed(id: 3, entry: entry(3)))
+        #expect({ if case .notHeld = cache.lookup(token: "wimz_a_3") { true } else { false } }())
+        // Revoked or deleted: no token from then on, without asking the store again.
+        var revoked = entry(1)
+        revoked.token.revokedAt = UnixTime(microseconds: 1)
+        cache.changed(id: 1, entry: revoked)
+        #expect({ if case .unknown = cache.lookup(token: "wimz_a_1") { true } else { false } }())
+        cache.changed(id: 2, entry: nil)
+        #expect({ if case .unknown = cache.lookup(token: "wimz_a_nobody") { true } else { false } }())
+        // After a reconnect, what was unknown is asked again.
+        cache.forgetUnknown()
+        #expect({ if case .notHeld = cache.lookup(token: "wimz_a_1") { true } else { false } }())
+    }
+
+    @Test func isBoundedForgettingTheLeastRecentlyUsedAndItsID() {
+        let cache = CredentialCache(capacity: 1000)
+        cache.found(digests: [], entries: (1...1000).map { entry($0) })
+        #expect(held(cache, "wimz_a_1") == 1)  // used: the newest now
+        cache.found(digests: [], entries: [entry(1001)])
+        #expect(cache.count == 1000)
+        #expect(held(cache, "wimz_a_1") == 1 && held(cache, "wimz_a_1001") == 1001)
+        #expect({ if case .notHeld = cache.lookup(token: "wimz_a_2") { true } else { false } }())
+        #expect(cache.entry(id: 2) == nil && !cache.ids.contains(2) && cache.ids.count == 1000)
+    }
+
+    @Test func aDisabledDeviceIsSeenInEveryTokenHeldForIt() {
+        let cache = CredentialCache(capacity: 1000)
+        cache.found(digests: [], entries: [entry(1), entry(2), entry(3, device: "d2")])
+        cache.setDisabled(DeviceID("d1")!, true)
+        #expect(cache.entry(id: 1)?.deviceDisabled == true && cache.entry(id: 2)?.deviceDisabled == true)
+        #expect(cache.entry(id: 3)?.deviceDisabled == false)
+    }
+
+    @Test func waitsForOneLookupPerTokenAndEndAtTheHold() {
+        let clock = ManualClock()
+        let lookups = CredentialLookups(queue: CredentialQueue(), clock: clock.clock, holdSeconds: 2)
+        var resumed: [String] = []
+        let digest = BearerToken.digest("wimz_a_1")
+        lookups.wait(for: digest) { resumed.append("first") }
+        lookups.wait(for: digest) { resumed.append("second") }
+        lookups.wait(for: BearerToken.digest("wimz_a_2")) { resumed.append("other") }
+        #expect(lookups.asked == 2 && lookups.waitingCount == 2)
+        lookups.answered([digest])
+        #expect(resumed == ["first", "second"])
+        clock.advance(seconds: 2.5)
+        lookups.expire(now: clock.monotonic)
+        #expect(resumed == ["first", "second", "other"] && lookups.timedOut == 1 && lookups.waitingCount == 0)
+    }
+}

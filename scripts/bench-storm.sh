@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A storm of app handshakes with DEVICES devices (3 tokens each) in PostgreSQL: on a cold process
+# (no token in memory: each read from the store, in batches) and the same storm on the same
+# process warm; handshakes/s, p99, failures and database transactions per handshake for each.
+# Then RSS per socket of a fresh process holding SOCKETS sockets of devices it had not met
+# (their tokens read and held). docs/performance.md ("A million robots") has the figures.
+#   scripts/bench-storm.sh [DEVICES] [SOCKETS]      (default 1,000,000 and 16,000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+devices=${1:-1000000}
+sockets=${2:-16000}
+ensure_packages
+build release --product wimz-relay
+build release --product wimz-bench
+bin=$(swift build -c release --show-bin-path)
+bench_workspace storm 0
+cp -r "$(bench_kit wsload)" "$work/wsload"
+make -s -C "$work/wsload" >/dev/null
+say "provisioning $devices devices ($((3 * devices)) tokens)"
+provision_fleet "$devices"
+seq 1 "$sockets" | awk '{print "fleet" $1 ",wimz_r_fleetrobot" $1 ",wimz_a_fleetapp" $1}' > "$work/tokens.csv"
+postmaster=$(head -1 "$work/pg/data/postmaster.pid")
+for p in $postmaster $(pgrep -P "$postmaster"); do taskset -p -c 1 "$p" >/dev/null; done
+ulimit -n "$(ulimit -Hn)"
+
+port=$(( 20000 + RANDOM % 20000 ))
+start_relay() {
+    taskset -c 0 "$bin/wimz-relay" serve --listen "127.0.0.1:$port" --log-level warn --spool-dir "$work/spool" \
+        --auth-failure-burst 1000000 >> "$work/relay.log" 2>&1 &
+    relay_pid=$!
+    for _ in $(seq 300); do curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && return 0; sleep 0.1; done
+    die "the relay did not become ready"
+}
+stop_relay() { kill -TERM "$relay_pid"; wait "$relay_pid" 2>/dev/null || true; relay_pid=; }
+transactions() { psql "$WIMZ_DATABASE_URL" -qtAc "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"; }
+
+start_relay
+printf '%-6s %14s %10s %9s %24s\n' storm handshakes_s p99_ms failed transactions_per_hs
+for phase in cold warm; do
+    sleep 2  # PostgreSQL publishes a backend's counts at most once a second
+    before=$(transactions)
+    json=$(taskset -c 1 "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" \
+        --conns "$sockets" --concurrency 256 --json | tail -1)
+    sleep 2
+    after=$(transactions)
+    echo "$json" | python3 -c '
+import json, sys
+h = json.load(sys.stdin)["handshake"]
+phase, spent, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rate, p99, failed = h["per_s"], h["p99_us"] / 1000, h["failed"]
+print(f"{phase:<6} {rate:14.0f} {p99:10.1f} {failed:9d} {spent / sockets:24.3f}")' "$phase" "$((after - before))" "$sockets"
+done
+stop_relay
+
+start_relay
+json=$(taskset -c 1 "$work/wsload/wsload" --mode hold --tokens "$work/tokens.csv" --port "$port" --conns "$sockets" \
+    --duration 5 --server-pid "$relay_pid" --json | tail -1)
+echo "$json" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+opened, per_socket = r["hold"]["opened"], r["rss_bytes_per_conn"] / 1024
+print(f"hold: {opened} sockets of devices this process had not met: {per_socket:.2f} KiB of RSS per socket")'
+stop_relay
