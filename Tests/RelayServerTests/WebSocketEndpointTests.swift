@@ -181,4 +181,23 @@ import WimzProtocol
         relay.tick(app)
         #expect(app.closeFrame?.code == .revoked && app.closeFrame?.reason == "token expired")
     }
+
+    /// After the store monitor reconnected (notifications may have been missed) the tokens in use
+    /// are read again: a socket whose token was removed meanwhile closes with 4003, and one
+    /// opened after the recheck was asked for is not judged by it.
+    @Test func aRecheckAfterAReconnectClosesWhatWasRevokedMeanwhile() throws {
+        let relay = InProcessRelay()
+        let kept = relay.token("d1", .app), removed = relay.token("d1", .app), later = relay.token("d1", .app)
+        relay.storeReady([kept.entry, removed.entry, later.entry])
+        let keptSocket = try #require(relay.upgrade("/ws/app?device_id=d1", token: kept.secret).socket)
+        let removedSocket = try #require(relay.upgrade("/ws/app?device_id=d1", token: removed.secret).socket)
+        relay.components.store.handle(.credentialsMayBeStale)
+        let laterSocket = try #require(relay.upgrade("/ws/app?device_id=d1", token: later.secret).socket)
+        relay.components.store.handle(.credentialsRechecked(ids: [kept.entry.token.id, removed.entry.token.id],
+                                                            entries: [kept.entry]))
+        #expect(removedSocket.closeFrame?.code == .revoked)
+        #expect(keptSocket.closeFrame == nil && laterSocket.closeFrame == nil)
+        // The removed token is no token from then on, without asking the store.
+        #expect(relay.upgrade("/ws/app?device_id=d1", token: removed.secret).refusal?.status == 401)
+    }
 }

@@ -70,9 +70,10 @@ final class CredentialCache {
     func setDisabled(_ device: DeviceID, _ disabled: Bool) {
         var affected: [(DigestKey, HeldToken)] = []
         known.forEach { key, held in if held.device == device { affected.append((key, held)) } }
-        for var (key, held) in affected {
-            held.deviceDisabled = disabled
-            known.set(key, held)
+        for (key, held) in affected {
+            var changed = held
+            changed.deviceDisabled = disabled
+            known.set(key, changed)
         }
     }
 

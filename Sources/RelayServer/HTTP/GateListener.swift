@@ -146,7 +146,11 @@ final class GateListener: GateIO {
             close(fd)
             return true
         }
-        queueHandover(fd, head, context: context)
+        // Its token read first if it is not in memory; the descriptor waits outside lws meanwhile.
+        gate.whenCredentialReady(head) { [weak self] in
+            guard let self, !isStopped else { Glibc.close(fd); return }
+            queueHandover(fd, head, context: context)
+        }
         return true
     }
 

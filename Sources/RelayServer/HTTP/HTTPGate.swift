@@ -96,14 +96,22 @@ final class HTTPGate {
     /// An upgrade whose whole head came with the connection (`bytes`: what the socket holds at
     /// accept): its head and length when it may go to lws at once, without the gate reading it as
     /// a raw descriptor first (one lws descriptor and one close less per WebSocket: lws 4.1.6 scans
-    /// its whole descriptor table on every close). Nil for anything the gate must read as usual —
-    /// an incomplete or malformed head, a request that is not a GET upgrade, or a token not in
-    /// memory (its lookup starts now) — so every refusal and wait still happens where it always did.
+    /// its whole descriptor table on every close); the caller hands it over through
+    /// `whenCredentialReady`. Nil for anything the gate must read as usual — an incomplete or
+    /// malformed head, a request that is not a GET upgrade — so every refusal still happens where
+    /// it always did.
     func upgradeOnArrival(_ bytes: UnsafeRawBufferPointer) -> (head: HTTPRequestHead, length: Int)? {
         guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
               case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
-              head.isWebSocketUpgrade, head.method == "GET", awaitCredential?(head, {}) != true else { return nil }
+              head.isWebSocketUpgrade, head.method == "GET" else { return nil }
         return (head, length)
+    }
+
+    /// Calls `go` once `head`'s token is in memory: at once when it presents none or one that is
+    /// held, otherwise when its lookup answers or its wait ends (a cold client's upgrade waits
+    /// as a bare descriptor, not as an lws one).
+    func whenCredentialReady(_ head: HTTPRequestHead, _ go: @escaping () -> Void) {
+        if awaitCredential?(head, go) != true { go() }
     }
 
     /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must). Its

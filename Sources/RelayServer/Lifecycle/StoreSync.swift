@@ -52,8 +52,11 @@ final class StoreSync {
         case .credentialsRechecked(let ids, let entries):
             let current = Dictionary(entries.map { ($0.token.id, $0) }, uniquingKeysWith: { a, _ in a })
             for id in ids { credentials.changed(id: id, entry: current[id]) }
-            // Sockets whose token was revoked or removed, or whose device was disabled, while we were away.
+            // Sockets whose token was revoked or removed, or whose device was disabled, while we were
+            // away (a socket opened since was checked against a fresh read).
+            let asked = Set(ids)
             hub.close(where: { session in
+                guard asked.contains(session.tokenID) else { return false }
                 guard let entry = current[session.tokenID] else { return true }
                 return entry.token.revokedAt != nil || entry.deviceDisabled
             }, code: .revoked, reason: "token revoked or device disabled")
