@@ -195,6 +195,7 @@ import WimzProtocol
         let laterSocket = try #require(relay.upgrade("/ws/app?device_id=d1", token: later.secret).socket)
         relay.components.store.handle(.credentialsRechecked(ids: [kept.entry.token.id, removed.entry.token.id],
                                                             entries: [kept.entry]))
+        relay.tick(keptSocket, removedSocket, laterSocket)
         #expect(removedSocket.closeFrame?.code == .revoked)
         #expect(keptSocket.closeFrame == nil && laterSocket.closeFrame == nil)
         // The removed token is no token from then on, without asking the store.
