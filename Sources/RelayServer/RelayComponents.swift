@@ -18,10 +18,6 @@ final class RelayComponents {
     let push: PushCoordinator
     let missionRuns: MissionRuns
     let household: HouseholdEndpoint
-    /// Cuts removed members' TURN sessions on coturn (its own thread, the worker's connection; started by `RelayServer`).
-    let turnCutter: TurnSessionCutter
-    /// Prunes the tables that grow per event and reads table sizes (its own thread, the worker's connection; started by `RelayServer`).
-    let retention: RetentionPruner
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -39,8 +35,8 @@ final class RelayComponents {
     /// sockets), by `respond` in tests that have no gate, and with TLS served by lws (neither)
     /// when the connection turns writeable. `webSocketIO` is the WebSocket connections' socket
     /// layer (lws's, unless a test records).
-    init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, agent: ClusterAgent, loop: LoopControl,
-         credentialQueue: CredentialQueue, gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
+    init(env: RelayEnvironment, workers: Workers, mailbox: Mailbox<ServiceEvent>, loop: LoopControl,
+         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
          respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
         self.env = env
         let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
@@ -51,38 +47,35 @@ final class RelayComponents {
         self.gate = gate
         let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
             ?? testResponder
-        authenticator = Authenticator(configuration: env.configuration, clock: env.clock, lookups: credentialQueue)
-        database = DatabaseExchanges(env: env, authenticator: authenticator, mailbox: mailbox, respond: respond)
-        cluster = ClusterCoordinator(env: env, hub: hub, agent: agent, database: database)
+        authenticator = Authenticator(configuration: env.configuration, clock: env.clock, lookups: workers.credentials)
+        database = DatabaseExchanges(env: env, worker: workers.database, authenticator: authenticator, mailbox: mailbox, respond: respond)
+        cluster = ClusterCoordinator(env: env, hub: hub, agent: workers.cluster, database: database)
         turn = TurnEndpoint(env: env, hub: hub, authenticator: authenticator)
         robotHTTP = RobotHTTPEndpoint(env: env, hub: hub, cluster: cluster, respond: respond ?? { _, _ in })
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, hub: hub, database: database)
-        push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
+        push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox,
+                               sender: workers.push)
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
-        turnCutter = TurnSessionCutter(worker: database.worker, servers: env.configuration.turnAdminServers,
-                                       password: env.configuration.turnAdminPassword, node: env.audit.node,
-                                       allocationLifetime: env.configuration.turnMaxAllocationLifetime)
-        retention = RetentionPruner(worker: database.worker, policy: .init(env.configuration))
         heads = RequestHeads(listener: gateListener)
+        stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
-                                      io: webSocketIO)
-        stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster) { [unowned webSocket] in webSocket.openConnections }
+                                      io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
                           missionRuns: missionRuns)
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
-                                                  robotHTTP, push, missionRuns, missionRuns.sender, store, stop, env.audit.writer, turnCutter, retention])
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, store, stop, env.audit.writer,
+                                                  workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
                                                   liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
                                                   household: household, database: database, cluster: cluster))
-        webSocket.stop = stop
-        webSocket.onAppAttached = { [unowned push] in push.appConnected($0) }
+        // Circular, so set here: the stop sequence is built on the cluster's coordinator.
         cluster.isStopping = { [unowned stop] in stop.stopping }
         hub.observer = self
         if let gate { connect(gate) }
@@ -126,7 +119,7 @@ final class RelayComponents {
         state.flush()
         push.tick(now: now)
         missionRuns.tick(now: now)
-        cluster.report(sockets: webSocket.openConnections, devices: hub.deviceCount)
+        cluster.report(sockets: stop.openConnections, devices: hub.deviceCount)
         authenticator.sweep(now: now)
         hub.sweepHistories(now: now)
         webSocket.closeExpiredSessions(wall: env.clock.wall())

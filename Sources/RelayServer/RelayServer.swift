@@ -38,7 +38,7 @@ public final class RelayServer {
     private let callbacks = ServiceCallbacks()
     private let loop: ServiceLoop
     private let mailbox: Mailbox<ServiceEvent>
-    private let monitor: StoreMonitor
+    private let workers: Workers
     /// What the lws callbacks reach (held here: the callbacks do not retain it).
     private let components: RelayComponents
     private var env: RelayEnvironment { components.env }
@@ -59,19 +59,13 @@ public final class RelayServer {
         let host = "\(HostName.current()):\(loop.boundPort)"
         let nodeID = configuration.nodeID ?? host
         guard NodeName.isValid(nodeID) else { throw ServerError(description: "invalid node id '\(nodeID)' (WIMZ_NODE_ID: [A-Za-z0-9_.:-]{1,128})") }
-        let agent = ClusterAgent(conninfo: configuration.databaseURL,
-                                 identity: .init(nodeID: nodeID, address: configuration.nodeAddress ?? host, incarnation: try Crypto.uuidV4()),
-                                 leaseSeconds: configuration.clusterLeaseSeconds) { mailbox.post(.cluster($0)) }
-        let credentialQueue = CredentialQueue()
-        monitor = StoreMonitor(conninfo: configuration.databaseURL, node: nodeID, migrator: migrator, turnRealm: configuration.turnRealm,
-                               credentials: credentialQueue) {
-            mailbox.post(.store($0))
-        }
-        let auditWriter = AuditWriter(conninfo: configuration.databaseURL, node: nodeID, spoolDirectory: configuration.spoolDirectory)
+        let workers = Workers(configuration: configuration,
+                              identity: .init(nodeID: nodeID, address: configuration.nodeAddress ?? host, incarnation: try Crypto.uuidV4()),
+                              migrator: migrator, mailbox: mailbox)
+        self.workers = workers
         let env = RelayEnvironment(configuration: configuration, clock: .system,
-                                   thread: loop.thread, audit: AuditTrail(writer: auditWriter, node: nodeID, clock: .system))
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, credentialQueue: credentialQueue,
-                                     gateListener: loop.gateListener,
+                                   thread: loop.thread, audit: AuditTrail(writer: workers.audit, node: nodeID, clock: .system))
+        components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
                                      }), reloadTLS: { [unowned loop] in loop.reloadTLS() })
@@ -83,44 +77,51 @@ public final class RelayServer {
         loop.destroy()
     }
 
+    /// What runs beside the service thread, in the order it starts: the audit writer first (all
+    /// else audits), the database worker before what borrows its connection or queues on it.
+    /// `run` stops it in the reverse order, so the audit writer — its queue written or spooled —
+    /// goes last. The one place the workers start and stop.
+    private var lifecycle: [LifecycleStep] {
+        let workers = self.workers, components = self.components, loop = self.loop
+        return [
+            LifecycleStep("audit_writer", start: { workers.audit.start() }, stop: { workers.audit.stop() }),
+            // lws's CLOSED callbacks queue the last disconnect events: the loop goes before the writer.
+            LifecycleStep("event_loop", stop: { loop.destroy() }),
+            LifecycleStep("database_worker", start: { workers.database.start() }, stop: { workers.database.stop() }),
+            // The last replayed events, queued for the worker before it stops (and written if the database answers).
+            LifecycleStep("state", stop: { components.state.flush() }),
+            LifecycleStep("store_monitor", start: { workers.monitor.start() }, stop: { workers.monitor.stop() }),
+            // Leaving the cluster removes this node's presence with its row.
+            LifecycleStep("cluster_agent", start: { workers.cluster.start() }, stop: { workers.cluster.stop() }),
+            LifecycleStep("turn_cutter", start: { workers.turnCutter.start() }, stop: { workers.turnCutter.stop() }),
+            LifecycleStep("retention", start: { workers.retention.start() }, stop: { workers.retention.stop() }),
+            // Counted pushes go out now (nothing is lost to a restart); the sender gets 3 s.
+            LifecycleStep("push", stop: { components.push.stop(within: 3) }),
+        ]
+    }
+
     /// Serves until `requestStop()`; returns after a graceful stop.
     public func run() {
         env.log.info("listening", metadata: ["address": "\(configuration.listenHost):\(loop.boundPort)",
                                              "event_loop": "\(configuration.eventLoop.rawValue)", "lws": "\(ServiceLoop.libraryVersion)"])
-        monitor.start()
-        env.audit.writer.start()
-        components.database.worker.start()
-        components.cluster.agent.start()
-        components.turnCutter.start()
-        components.retention.start()
         if configuration.turnAdminServers.isEmpty {
             env.log.warning("turn_admin_unset", metadata: ["effect": "a removed member's live TURN sessions are not cut (new credentials are refused); set WIMZ_TURN_ADMIN"])
         }
+        let steps = lifecycle
+        for step in steps { step.start() }
         loop.run(every: [(1_000_000, { [unowned self] in tick() }),
                          (WebSocketEndpoint.wheelInterval, { [components, env] in components.tickWheel(now: env.clock.monotonic()) }),
                          (100_000, { [components] in components.tickCluster() })])
         let loopEnded = env.clock.monotonic()
-        // Counted pushes go out now (nothing is lost to a restart); the sender gets 3 s.
-        components.push.stop(within: 3)
-        // Leaving the cluster removes this node's presence with its row.
-        components.cluster.agent.stop()
-        monitor.stop()
-        // They borrow the worker's connection: stopped before it.
-        components.turnCutter.stop()
-        components.retention.stop()
-        // The last replayed events, written by the worker's last jobs if the database answers.
-        components.state.flush()
-        components.database.worker.stop()
-        let left = env.clock.monotonic()
-        loop.destroy()
-        let destroyed = env.clock.monotonic()
-        // CLOSED callbacks above queued the last disconnect events: store or spool them.
-        env.audit.writer.stop()
         // How long each part of the stop took (a slow stop shows where).
         func ms(_ from: UInt64?, _ to: UInt64) -> Logger.MetadataValue { .stringConvertible(from.map { Int64((to &- $0) / 1_000_000) } ?? -1) }
-        let end = env.clock.monotonic()
-        env.log.info("stopped", metadata: ["closing_ms": ms(stop.closingStartedAt, loopEnded), "leave_ms": ms(loopEnded, left),
-                                           "destroy_ms": ms(left, destroyed), "flush_ms": ms(destroyed, end)])
+        var took: Logger.Metadata = ["closing_ms": ms(stop.closingStartedAt, loopEnded)]
+        for step in steps.reversed() {
+            let started = env.clock.monotonic()
+            step.stop()
+            took["\(step.name)_ms"] = ms(started, env.clock.monotonic())
+        }
+        env.log.info("stopped", metadata: took)
     }
 
     /// Starts a graceful stop. Safe from any thread.

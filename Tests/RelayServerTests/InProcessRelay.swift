@@ -21,8 +21,6 @@ final class InProcessRelay {
     let loop = FakeLoop()
     let components: RelayComponents
     let mailbox = Mailbox<ServiceEvent>(wake: {})
-    /// What the relay asks the store about tokens (no monitor answers here: tests answer).
-    let credentialQueue = CredentialQueue()
     /// The WebSocket connections' socket layer (see `upgrade(_:token:peer:)`).
     let webSocketIO = RecordingWebSocketIO()
     private(set) var deferred: [(client: HTTPClient, response: HTTPResponse)] = []
@@ -37,15 +35,14 @@ final class InProcessRelay {
         var configuration = RelayConfiguration(databaseURL: "host=/nonexistent-wimz dbname=x", migrationsDirectory: "")
         configuration.spoolDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("wimz-inprocess-\(UUID())").path
         configure(&configuration)
+        // Built as the daemon builds them, never started: no thread, no connection.
+        let workers = Workers(configuration: configuration,
+                              identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
+                              migrator: Migrator(migrations: []), mailbox: mailbox)
         let env = RelayEnvironment(configuration: configuration, clock: clock.clock, thread: ServiceThread(),
-                                   audit: AuditTrail(writer: AuditWriter(conninfo: configuration.databaseURL,
-                                                                         spoolDirectory: configuration.spoolDirectory),
-                                                     node: "test-node", clock: clock.clock))
-        let agent = ClusterAgent(conninfo: configuration.databaseURL,
-                                 identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
-                                 leaseSeconds: 10) { _ in }
+                                   audit: AuditTrail(writer: workers.audit, node: "test-node", clock: clock.clock))
         var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
-        components = RelayComponents(env: env, mailbox: mailbox, agent: agent, loop: loop, credentialQueue: credentialQueue,
+        components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop,
                                      gateListener: nil, webSocketIO: webSocketIO,
                                      respond: { recorded($0, $1) })
         recorded = { [unowned self] in deferred.append(($0, $1)) }

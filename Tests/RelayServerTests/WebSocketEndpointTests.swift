@@ -96,7 +96,7 @@ import WimzProtocol
         let (relay, robotToken, appToken) = relay()
         let robot = try #require(relay.upgrade("/ws/robot?device_id=d1", token: robotToken).socket)
         let app = try #require(relay.upgrade("/ws/app?device_id=d1", token: appToken).socket)
-        #expect(relay.components.webSocket.openConnections == 2)
+        #expect(relay.components.stop.openConnections == 2)
         app.serviceWritable()
         robot.serviceWritable()
         #expect(app.messages.first.map(deviceStatus) == "online")
@@ -118,7 +118,7 @@ import WimzProtocol
         robot.close()
         app.serviceWritable()
         #expect(app.messages.last.map(deviceStatus) == "offline")
-        #expect(relay.components.webSocket.openConnections == 1)
+        #expect(relay.components.stop.openConnections == 1)
     }
 
     @Test func fragmentsAreJoinedAndOversizedOrInvalidMessagesClose() throws {

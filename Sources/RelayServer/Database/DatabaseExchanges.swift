@@ -27,7 +27,7 @@ final class DatabaseExchange {
 
 /// HTTP requests answered from the database (the admin API, pairing, cluster presence): filed by
 /// id, run one at a time by the `DatabaseWorker` on its thread, answered on the service thread
-/// when the worker's result arrives through the mailbox. Owns the worker.
+/// when the worker's result arrives through the mailbox.
 final class DatabaseExchanges {
     let worker: DatabaseWorker
     private let env: RelayEnvironment
@@ -40,13 +40,13 @@ final class DatabaseExchanges {
     private var byClient: [HTTPClient: UInt64] = [:]
     private var nextID: UInt64 = 0
 
-    init(env: RelayEnvironment, authenticator: Authenticator, mailbox: Mailbox<ServiceEvent>,
+    init(env: RelayEnvironment, worker: DatabaseWorker, authenticator: Authenticator, mailbox: Mailbox<ServiceEvent>,
          respond: ((HTTPClient, HTTPResponse) -> Void)?) {
         self.env = env
         self.authenticator = authenticator
         self.mailbox = mailbox
         self.respond = respond
-        worker = DatabaseWorker(conninfo: env.configuration.databaseURL, node: env.audit.node)
+        self.worker = worker
     }
 
     /// An admin route (the token checked): reads the query arguments the route declares, then

@@ -16,16 +16,16 @@ final class StopSequence {
     private let hub: DeviceHub
     private let loop: LoopControl
     private let cluster: ClusterCoordinator
-    private let openConnections: () -> Int
+    /// Open WebSocket connections (ESTABLISHED, not yet CLOSED): the stop ends when none is left.
+    private(set) var openConnections = 0
     private var drainUntil: UInt64?
     private var deadline: UInt64?
 
-    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, cluster: ClusterCoordinator, openConnections: @escaping () -> Int) {
+    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, cluster: ClusterCoordinator) {
         self.env = env
         self.hub = hub
         self.loop = loop
         self.cluster = cluster
-        self.openConnections = openConnections
     }
 
     /// Whether `/readyz` must say 503 because this node is on its way out.
@@ -37,7 +37,7 @@ final class StopSequence {
         cluster.agent.setDraining()
         onStopping?()
         let peers = cluster.liveNodes - 1
-        env.log.info("draining", metadata: ["open_connections": .stringConvertible(openConnections()),
+        env.log.info("draining", metadata: ["open_connections": .stringConvertible(openConnections),
                                             "live_peers": .stringConvertible(peers),
                                             "drain_seconds": .stringConvertible(env.configuration.drainSeconds)])
         if peers > 0, env.configuration.drainSeconds > 0 {
@@ -57,9 +57,13 @@ final class StopSequence {
         if stopping, let deadline, now >= deadline { loop.finish() }
     }
 
+    /// A WebSocket connection was established.
+    func connectionOpened() { openConnections += 1 }
+
     /// A socket closed: the last one of a stop ends the loop.
     func connectionClosed() {
-        if stopping && openConnections() == 0 { loop.finish() }
+        openConnections -= 1
+        if stopping && openConnections == 0 { loop.finish() }
     }
 
     /// The end of a drain: refuse new upgrades, close every socket (1012 when other nodes can
@@ -73,14 +77,14 @@ final class StopSequence {
         // Nothing new: clients get "refused" and retry (elsewhere, behind a balancer) while the
         // service thread closes what is open.
         loop.stopAccepting()
-        env.log.info("stopping", metadata: ["open_connections": .stringConvertible(openConnections())])
+        env.log.info("stopping", metadata: ["open_connections": .stringConvertible(openConnections)])
         if cluster.liveNodes > 1 {
             hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
         } else {
             hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")
         }
         deadline = env.clock.monotonic() + UInt64(env.configuration.shutdownGraceSeconds) * 1_000_000_000
-        if openConnections() == 0 { loop.finish() }
+        if openConnections == 0 { loop.finish() }
     }
 }
 

@@ -38,30 +38,16 @@ final class PushCoordinator {
     })
     private(set) var registrationCount = 0
 
-    /// A key that cannot be read leaves push off and says so (`wimz-relay serve` checks it first).
-    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
+    /// `sender`: nil without an APNs key (push off).
+    init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, database: DatabaseExchanges,
+         mailbox: Mailbox<ServiceEvent>, sender: APNsSender?) {
         self.env = env
         self.hub = hub
         self.authenticator = authenticator
         self.database = database
         self.mailbox = mailbox
-        let configuration = env.configuration
-        planner = PushPlanner(interval: UInt64(configuration.pushIntervalSeconds * 1e9))
-        if let keyFile = configuration.apnsKeyFile {
-            let settings = APNsSettings(keyFile: keyFile,
-                                        identity: .init(keyID: configuration.apnsKeyID ?? "", teamID: configuration.apnsTeamID ?? ""),
-                                        topic: configuration.apnsTopic ?? "", productionURL: configuration.apnsURL,
-                                        sandboxURL: configuration.apnsSandboxURL, caFile: configuration.apnsCAFile)
-            do {
-                sender = try APNsSender(settings: settings, onOutcome: { mailbox.post(.push(.outcome($0))) },
-                                        onLiveActivityOutcome: { mailbox.post(.liveActivityOutcome($0)) })
-            } catch {
-                env.log.error("apns_unavailable", metadata: ["reason": "\(error)", "key_file": "\(keyFile)"])
-                sender = nil
-            }
-        } else {
-            sender = nil
-        }
+        self.sender = sender
+        planner = PushPlanner(interval: UInt64(env.configuration.pushIntervalSeconds * 1e9))
     }
 
     var isEnabled: Bool { sender != nil }

@@ -11,12 +11,10 @@ import WimzProtocol
 final class WebSocketEndpoint {
     /// Microseconds between ticks of the session wheel.
     static let wheelInterval: Int64 = 10_000
-    /// Open WebSocket connections (ESTABLISHED, not yet CLOSED).
-    private(set) var openConnections = 0
-    /// Set by the composition root once the stop sequence exists.
-    unowned var stop: StopSequence!
+    /// The stop: whether upgrades are still taken, and the count of open connections it waits for.
+    let stop: StopSequence
     /// An app socket attached (its phone is looking now: pushes counted for it go).
-    var onAppAttached: ((Session) -> Void)?
+    private let onAppAttached: (Session) -> Void
     let env: RelayEnvironment
     /// The devices (handed in by `RelayComponents`) and the message limit: read per received message.
     let hub: DeviceHub
@@ -42,8 +40,10 @@ final class WebSocketEndpoint {
     private var nextSessionID: UInt64 = 0
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, robotHTTP: RobotHTTPEndpoint,
-         heads: RequestHeads, io: WebSocketIO) {
+         heads: RequestHeads, io: WebSocketIO, stop: StopSequence, onAppAttached: @escaping (Session) -> Void) {
         self.env = env
+        self.stop = stop
+        self.onAppAttached = onAppAttached
         self.hub = hub
         self.io = io
         maxMessageBytes = env.configuration.maxMessageBytes
@@ -130,9 +130,9 @@ final class WebSocketEndpoint {
         let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)
         connection.opening = true  // its first messages are written as `established` returns
         session.transport = connection
-        openConnections += 1
+        stop.connectionOpened()
         hub.attach(session, now: now, wallClock: env.clock.wall())
-        if grant.role == .robot { turn.push(to: session) } else { onAppAttached?(session) }
+        if grant.role == .robot { turn.push(to: session) } else { onAppAttached(session) }
         // First pings spread over the interval by the golden-ratio sequence of session ids: even
         // for sessions opened together, and no random-number syscall per connection.
         session.nextPingAt = keepalive.firstPing(now: now, fraction: (Double(session.id) * 0.618_033_988_749_895)
@@ -225,7 +225,6 @@ final class WebSocketEndpoint {
         if session.role == .robot { robotHTTP.robotGone(session) }
         connection.isFinished = true
         session.transport = nil  // not retained: nothing may reach the connection through it from now on
-        openConnections -= 1
         if let code = session.closing?.code { env.counters.closes[code.rawValue, default: 0] += 1 }
         let seconds = Double(env.clock.wall().microseconds - session.connectedAt.microseconds) / 1e6
         var details: [(StaticString, JSONValue)] = [
