@@ -59,7 +59,7 @@ public struct AuditRepository {
                       afterSequence: Int64 = 0, limit: Int = 100) throws -> [Entry] {
         let rows = try db.execute(
             """
-            SELECT id, event_id, at, event, actor, device_id, token_id, remote_addr, details::text
+            SELECT id, event_id, at, event, actor, device_id, token_id, remote_addr, details::text AS details
             FROM audit_log
             WHERE ($1::text IS NULL OR device_id = $1)
               AND ($2::timestamptz IS NULL OR at >= $2)
@@ -70,15 +70,15 @@ public struct AuditRepository {
             """,
             [deviceID, PGValue.timeText(from), PGValue.timeText(to), kind?.rawValue, String(afterSequence),
              String(limit)])
-        return rows.rows.compactMap { row in
-            guard let seq = row[0].flatMap({ Int64($0) }), let id = row[1].flatMap(UUIDValue.init), let at = PGValue.time(row[2]),
-                  let kind = row[3].flatMap(AuditKind.init(rawValue:)), let actor = row[4]
-            else { return nil }
-            let details = row[8] ?? "{}"
-            return Entry(sequence: seq,
-                         event: AuditEvent(id: id, at: at, kind: kind, actor: actor, deviceID: row[5],
-                                           tokenID: row[6].flatMap { Int64($0) }, remoteAddress: row[7],
-                                           details: .raw(details)),
+        return try rows.records.compactMap { row in
+            // An event this build does not know (written by a newer one) is left out, as it always was.
+            guard let kind = AuditKind(rawValue: try row.string("event")),
+                  let id = UUIDValue(try row.string("event_id")) else { return nil }
+            let details = try row.optionalString("details") ?? "{}"
+            return Entry(sequence: try row.int64("id"),
+                         event: AuditEvent(id: id, at: try row.time("at"), kind: kind, actor: try row.string("actor"),
+                                           deviceID: try row.optionalString("device_id"), tokenID: try row.optionalInt64("token_id"),
+                                           remoteAddress: try row.optionalString("remote_addr"), details: .raw(details)),
                          detailsJSON: details)
         }
     }

@@ -47,7 +47,7 @@ public struct ClusterRepository {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "lease_expires_at < now()", [], at: "n.lease_expires_at")
             let gone = try db.execute("DELETE FROM relay_nodes WHERE lease_expires_at < now() RETURNING node_id")
-                .rows.compactMap { $0[0] }
+                .records.map { try $0.string("node_id") }
             try deletePresence(ofNodes: gone)
             return gone
         }
@@ -58,7 +58,7 @@ public struct ClusterRepository {
         try db.transaction {
             try recordRobotsLeft(whereNodes: "node_id = $1 AND incarnation = $2::uuid", [node, incarnation], at: "now()")
             let gone = try db.execute("DELETE FROM relay_nodes WHERE node_id = $1 AND incarnation = $2::uuid RETURNING node_id",
-                                      [node, incarnation]).rows.compactMap { $0[0] }
+                                      [node, incarnation]).records.map { try $0.string("node_id") }
             try deletePresence(ofNodes: gone)
         }
     }
@@ -167,14 +167,17 @@ public struct ClusterRepository {
     /// Takes (deletes and returns) the handoffs left for `node`.
     public func takeHandoffs(node: String) throws -> [DeviceHandoff] {
         try db.execute(
-            "DELETE FROM device_handoffs WHERE to_node = $1 RETURNING device_id, status_since, robot_online, replay::text, history::text",
-            [node]
-        ).rows.compactMap { row in
-            guard let device = row[0].flatMap(DeviceID.init), let since = PGValue.time(row[1]) else { return nil }
-            let events = (try? JSONReader.parse(Array((row[3] ?? "[]").utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
-            let history = row[4].flatMap { try? JSONReader.parse(Array($0.utf8)) }.flatMap(HistoryHandoff.init(json:))
-            return DeviceHandoff(deviceID: device, toNode: node, statusSince: since, robotOnline: row[2] == "t",
-                                 replay: events.map { Array($0.utf8) }, history: history)
+            """
+            DELETE FROM device_handoffs WHERE to_node = $1
+            RETURNING device_id, status_since, robot_online, replay::text AS replay, history::text AS history
+            """, [node]
+        ).records.map { row in
+            let replay = try row.optionalString("replay") ?? "[]"
+            let events = (try? JSONReader.parse(Array(replay.utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
+            let history = try row.optionalString("history").flatMap { try? JSONReader.parse(Array($0.utf8)) }
+                .flatMap(HistoryHandoff.init(json:))
+            return DeviceHandoff(deviceID: try row.deviceID("device_id"), toNode: node, statusSince: try row.time("status_since"),
+                                 robotOnline: try row.bool("robot_online"), replay: events.map { Array($0.utf8) }, history: history)
         }
     }
 
@@ -192,15 +195,14 @@ public struct ClusterRepository {
         try db.execute(
             """
             SELECT node_id, address, started_at, renewed_at, lease_expires_at, draining, sockets, devices,
-                   extract(epoch FROM now() - renewed_at)::float8, lease_expires_at > now()
+                   extract(epoch FROM now() - renewed_at)::float8 AS lease_age, lease_expires_at > now() AS live
             FROM relay_nodes ORDER BY started_at, node_id
             """
-        ).rows.compactMap { row in
-            guard let id = row[0], let address = row[1], let started = PGValue.time(row[2]),
-                  let renewed = PGValue.time(row[3]), let expires = PGValue.time(row[4]) else { return nil }
-            return ClusterNode(nodeID: id, address: address, startedAt: started, renewedAt: renewed, leaseExpiresAt: expires,
-                               draining: row[5] == "t", sockets: Int(row[6] ?? "") ?? 0, devices: Int(row[7] ?? "") ?? 0,
-                               leaseAgeSeconds: Double(row[8] ?? "") ?? 0, isLive: row[9] == "t")
+        ).records.map { row in
+            ClusterNode(nodeID: try row.string("node_id"), address: try row.string("address"), startedAt: try row.time("started_at"),
+                        renewedAt: try row.time("renewed_at"), leaseExpiresAt: try row.time("lease_expires_at"),
+                        draining: try row.bool("draining"), sockets: try row.int("sockets"), devices: try row.int("devices"),
+                        leaseAgeSeconds: try row.double("lease_age"), isLive: try row.bool("live"))
         }
     }
 
@@ -208,8 +210,9 @@ public struct ClusterRepository {
     public func presence(of devices: [DeviceID]?) throws -> [DeviceID: ClusterPresence] {
         let rows = try db.execute(
             """
-            SELECT p.device_id, min(p.robot_since), sum(p.apps)::int, string_agg(p.node_id, ' ' ORDER BY p.node_id),
-                   bool_or(p.robot_since IS NOT NULL), max(l.left_at)
+            SELECT p.device_id, min(p.robot_since) AS robot_since, sum(p.apps)::int AS apps,
+                   string_agg(p.node_id, ' ' ORDER BY p.node_id) AS nodes, bool_or(p.robot_since IS NOT NULL) AS online,
+                   max(l.left_at) AS left_at
             FROM device_presence p JOIN relay_nodes n USING (node_id)
             LEFT JOIN device_robot_left l USING (device_id)
             WHERE n.lease_expires_at > now() AND ($1::text[] IS NULL OR p.device_id = ANY ($1::text[]))
@@ -231,13 +234,12 @@ public struct ClusterRepository {
             GROUP BY p.device_id
             """, [devices.map { PGValue.arrayLiteral($0.map(\.rawValue)) }])
         var out: [DeviceID: ClusterPresence] = [:]
-        for row in rows.rows {
-            guard let device = row[0].flatMap(DeviceID.init) else { continue }
-            let online = row[4] == "t"
+        for row in rows.records {
+            let device = try row.deviceID("device_id"), online = try row.bool("online")
             let presence = ClusterPresence(deviceID: device, online: online,
-                                           since: online ? PGValue.time(row[1]) : PGValue.time(row[5]),
-                                           apps: Int(row[2] ?? "") ?? 0,
-                                           nodes: (row[3] ?? "").split(separator: " ").map(String.init))
+                                           since: online ? try row.optionalTime("robot_since") : try row.optionalTime("left_at"),
+                                           apps: try row.int("apps"),
+                                           nodes: (try row.optionalString("nodes") ?? "").split(separator: " ").map(String.init))
             // Two offline rows of one device (a recorded departure, a dead node's): the later one.
             if let earlier = out[device], !earlier.online, !online, (earlier.since ?? .init(microseconds: 0)) > (presence.since ?? .init(microseconds: 0)) {
                 continue
@@ -249,11 +251,11 @@ public struct ClusterRepository {
 
     /// Devices with sockets on more than one live node right now.
     public func splitDevices() throws -> Int {
-        Int(try db.execute(
+        try db.execute(
             """
-            SELECT count(*) FROM (SELECT device_id FROM device_presence p JOIN relay_nodes n USING (node_id)
-                                  WHERE n.lease_expires_at > now() GROUP BY device_id HAVING count(*) > 1) s
+            SELECT count(*) AS split FROM (SELECT device_id FROM device_presence p JOIN relay_nodes n USING (node_id)
+                                           WHERE n.lease_expires_at > now() GROUP BY device_id HAVING count(*) > 1) s
             """
-        ).first?[0] ?? "0") ?? 0
+        ).single().int("split")
     }
 }

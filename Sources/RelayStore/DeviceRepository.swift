@@ -20,7 +20,7 @@ public struct DeviceRepository {
             } catch let error as StoreError where error.isUniqueViolation {
                 throw StoreError(.conflict, "device \(id) already exists")
             }
-            let device = try DeviceRepository.decode(rows.rows[0])
+            let device = try DeviceRepository.decode(rows.single())
             try AuditRepository(db).append([
                 AuditRepository.event(.deviceCreated, actor: actor, deviceID: id.rawValue,
                                       details: .object([("name", .string(name))])),
@@ -30,12 +30,12 @@ public struct DeviceRepository {
     }
 
     public func list() throws -> [DeviceRecord] {
-        try db.execute("SELECT \(DeviceRepository.columns) FROM devices ORDER BY id").rows.map(DeviceRepository.decode)
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices ORDER BY id").records.map(DeviceRepository.decode)
     }
 
     public func get(_ id: DeviceID) throws -> DeviceRecord? {
         try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1", [id.rawValue])
-            .rows.first.map(DeviceRepository.decode)
+            .firstRecord.map(DeviceRepository.decode)
     }
 
     /// Disables or re-enables a device. Disabling stops every token of the device; running
@@ -45,7 +45,7 @@ public struct DeviceRepository {
     public func setDisabled(_ id: DeviceID, _ disabled: Bool, actor: String) throws -> (device: DeviceRecord, changed: Bool) {
         try db.transaction {
             guard let row = try db.execute(
-                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE", [id.rawValue]).first
+                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE", [id.rawValue]).firstRecord
             else { throw StoreError(.conflict, "unknown device \(id)") }
             let current = try DeviceRepository.decode(row)
             guard current.isDisabled != disabled else { return (current, false) }
@@ -57,14 +57,12 @@ public struct DeviceRepository {
             try AuditRepository(db).append([
                 AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, actor: actor, deviceID: id.rawValue),
             ])
-            return (try DeviceRepository.decode(updated.rows[0]), true)
+            return (try DeviceRepository.decode(updated.single()), true)
         }
     }
 
-    static func decode(_ row: [String?]) throws -> DeviceRecord {
-        guard let idText = row[0], let id = DeviceID(idText), let created = PGValue.time(row[2]) else {
-            throw StoreError(.schema, "unexpected device row")
-        }
-        return DeviceRecord(id: id, name: row[1] ?? "", createdAt: created, disabledAt: PGValue.time(row[3]))
+    static func decode(_ row: PGRow) throws -> DeviceRecord {
+        DeviceRecord(id: try row.deviceID("id"), name: try row.string("name"), createdAt: try row.time("created_at"),
+                     disabledAt: try row.optionalTime("disabled_at"))
     }
 }

@@ -78,7 +78,7 @@ public struct HouseholdRepository {
                 """,
                 [device.rawValue, PGValue.byteaText(digest), String(invite.expiresIn), actor.name, invite.rights.access.rawValue,
                  invite.rights.control ? "t" : "f", PGValue.timeText(invite.until), invite.label, invitedBy(actor)])
-            let record = try HouseholdRepository.decodeInvite(rows.rows[0])
+            let record = try HouseholdRepository.decodeInvite(rows.single())
             try audit(.inviteCreated, device: device, tokenID: nil, actor: actor, address: address,
                       details: record.fields)
             return (record, code)
@@ -92,7 +92,7 @@ public struct HouseholdRepository {
             SELECT \(HouseholdRepository.inviteColumns) FROM pairing_codes
             WHERE device_id = $1 AND \(HouseholdRepository.pendingInviteCondition)
             ORDER BY id
-            """, [device.rawValue]).rows.map(HouseholdRepository.decodeInvite)
+            """, [device.rawValue]).records.map(HouseholdRepository.decodeInvite)
     }
 
     /// Cancels a pending invite of `device`: its code stops working. False: no such pending invite.
@@ -105,7 +105,7 @@ public struct HouseholdRepository {
                 WHERE id = $1 AND device_id = $2 AND \(HouseholdRepository.pendingInviteCondition)
                 RETURNING \(HouseholdRepository.inviteColumns)
                 """, [String(id), device.rawValue])
-            guard let row = rows.first else { return false }
+            guard let row = rows.firstRecord else { return false }
             try audit(.inviteCancelled, device: device, tokenID: nil, actor: actor, address: address,
                       details: try HouseholdRepository.decodeInvite(row).fields)
             return true
@@ -119,7 +119,7 @@ public struct HouseholdRepository {
             SELECT \(TokenRepository.columns) FROM tokens t
             WHERE t.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
             ORDER BY t.id
-            """, [device.rawValue]).rows.map(TokenRepository.decode)
+            """, [device.rawValue]).records.map(TokenRepository.decode)
     }
 
     /// Applies `change` to member `tokenID` of `device`: the member after it. The last owner
@@ -138,7 +138,7 @@ public struct HouseholdRepository {
                 UPDATE tokens t SET access = $2, control = $3, expires_at = $4::timestamptz WHERE t.id = $1
                 RETURNING \(TokenRepository.columns)
                 """, [String(tokenID), after.rights.access.rawValue, after.rights.control ? "t" : "f", PGValue.timeText(after.until)])
-            let updated = try TokenRepository.decode(rows.rows[0])
+            let updated = try TokenRepository.decode(rows.single())
             try audit(.memberChanged, device: device, tokenID: tokenID, actor: actor, address: address,
                       details: [("before", .object(current.memberFields(labelled: true))),
                                 ("after", .object(updated.memberFields(labelled: true)))])
@@ -169,7 +169,7 @@ public struct HouseholdRepository {
     /// mirror, which may be a moment behind a downgrade or removal on another node.
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
         guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
-                                       [device.rawValue]).first
+                                       [device.rawValue]).firstRecord
         else { throw RelayError(.notFound, "unknown device \(device)") }
         if try DeviceRepository.decode(row).isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
         guard case .owner(let tokenID) = actor else { return }
@@ -186,7 +186,7 @@ public struct HouseholdRepository {
             SELECT \(TokenRepository.columns) FROM tokens t
             WHERE t.id = $1 AND t.device_id = $2 AND \(HouseholdRepository.liveMemberCondition)
             FOR UPDATE
-            """, [String(tokenID), device.rawValue]).first
+            """, [String(tokenID), device.rawValue]).firstRecord
         else { throw RelayError(.notFound, "no member \(tokenID) on this device") }
         return try TokenRepository.decode(row)
     }
@@ -194,10 +194,10 @@ public struct HouseholdRepository {
     private func otherOwners(device: DeviceID, than tokenID: Int64) throws -> Int {
         let rows = try db.execute(
             """
-            SELECT count(*) FROM tokens t WHERE t.device_id = $1 AND t.access = 'owner' AND t.id <> $2
+            SELECT count(*) AS owners FROM tokens t WHERE t.device_id = $1 AND t.access = 'owner' AND t.id <> $2
               AND \(HouseholdRepository.liveMemberCondition)
             """, [device.rawValue, String(tokenID)])
-        return Int(rows.rows.first?[0] ?? "0") ?? 0
+        return try rows.single().int("owners")
     }
 
     private func invitedBy(_ actor: HouseholdActor) -> String? {
@@ -213,11 +213,9 @@ public struct HouseholdRepository {
         ])
     }
 
-    static func decodeInvite(_ row: [String?]) throws -> InviteRecord {
-        guard let id = row[0].flatMap({ Int64($0) }), let access = row[1].flatMap(Access.init(rawValue:)),
-              let created = PGValue.time(row[5]), let expires = PGValue.time(row[6])
-        else { throw StoreError(.schema, "unexpected invite row") }
-        return InviteRecord(id: id, rights: MemberRights(access: access, control: row[2] == "t"), until: PGValue.time(row[3]),
-                            label: row[4] ?? "", createdAt: created, expiresAt: expires)
+    static func decodeInvite(_ row: PGRow) throws -> InviteRecord {
+        InviteRecord(id: try row.int64("id"), rights: MemberRights(access: try row.value("access"), control: try row.bool("control")),
+                     until: try row.optionalTime("until"), label: try row.optionalString("label") ?? "",
+                     createdAt: try row.time("created_at"), expiresAt: try row.time("expires_at"))
     }
 }

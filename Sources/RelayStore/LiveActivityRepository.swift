@@ -35,8 +35,10 @@ public struct LiveActivityRepository {
                 // Counted under the app token's row lock: two nodes cannot both add the fifth.
                 _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [appToken])
                 let others = try db.execute(
-                    "SELECT count(*) FROM live_activities WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id <> $3",
-                    [device, appToken, id.rawValue]).first?[0].flatMap { Int($0) } ?? 0
+                    """
+                    SELECT count(*) AS others FROM live_activities
+                    WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id <> $3
+                    """, [device, appToken, id.rawValue]).single().int("others")
                 if others >= LiveActivityRegistration.activitiesPerAppToken { return .tooMany }
                 row = try db.execute(
                     """
@@ -56,7 +58,7 @@ public struct LiveActivityRepository {
                                       remoteAddress: address, details: .object(details)),
             ])
             var saved = registration
-            saved.createdAt = PGValue.time(row.first?[0])
+            saved.createdAt = try row.single().time("created_at")
             return .saved(saved)
         }
     }
@@ -89,7 +91,7 @@ public struct LiveActivityRepository {
             SELECT device_id, app_token_id, activity_id, token, environment, created_at
             FROM live_activities WHERE $1::text IS NULL OR device_id = $1
             ORDER BY device_id, app_token_id, activity_id NULLS FIRST
-            """, [device?.rawValue]).rows.compactMap(Self.decode)
+            """, [device?.rawValue]).records.map(Self.decode)
     }
 
     /// Tokens whose app token expired (time passed; nothing updated the token row).
@@ -101,17 +103,16 @@ public struct LiveActivityRepository {
         }
     }
 
-    static func decode(_ row: [String?]) -> LiveActivityRegistration? {
-        guard let device = row[0].flatMap(DeviceID.init), let appToken = row[1].flatMap({ Int64($0) }), let token = row[3],
-              let environment = row[4].flatMap(PushRegistration.Environment.init(rawValue:)) else { return nil }
+    static func decode(_ row: PGRow) throws -> LiveActivityRegistration {
         let kind: LiveActivityRegistration.Kind
-        if let text = row[2] {
-            guard let id = LiveActivityID(text) else { return nil }
+        if let text = try row.optionalString("activity_id") {
+            guard let id = LiveActivityID(text) else { throw StoreError(.schema, "column activity_id is not an activity id") }
             kind = .activity(id)
         } else {
             kind = .startToken
         }
-        return LiveActivityRegistration(device: device, appTokenID: appToken, kind: kind, token: token, environment: environment,
-                                        createdAt: PGValue.time(row[5]))
+        return LiveActivityRegistration(device: try row.deviceID("device_id"), appTokenID: try row.int64("app_token_id"), kind: kind,
+                                        token: try row.string("token"), environment: try row.value("environment"),
+                                        createdAt: try row.optionalTime("created_at"))
     }
 }

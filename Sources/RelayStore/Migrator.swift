@@ -119,8 +119,8 @@ public struct Migrator: Sendable {
 
     /// Reads the applied set without changing anything (for `/readyz`).
     public func status(_ db: PGConnection) throws -> SchemaStatus {
-        let exists = try db.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
-        let applied = exists.first?[0] == "t" ? try appliedChecksums(db) : [:]
+        let exists = try db.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS present").single().bool("present")
+        let applied = exists ? try appliedChecksums(db) : [:]
         try verifyChecksums(applied)
         let known = Set(migrations.map(\.version))
         return SchemaStatus(
@@ -131,19 +131,21 @@ public struct Migrator: Sendable {
 
     /// The schema's release floor; nil before migration 0012 made one.
     public func releaseFloor(_ db: PGConnection) throws -> ReleaseFloor? {
-        guard try db.execute("SELECT to_regclass('release_floor') IS NOT NULL").first?[0] == "t",
-              let row = try db.execute("SELECT oldest_release, migration, reason FROM release_floor").first
+        guard try db.execute("SELECT to_regclass('release_floor') IS NOT NULL AS present").single().bool("present"),
+              let row = try db.execute("SELECT oldest_release, migration, reason FROM release_floor").firstRecord
         else { return nil }
-        guard let release = row[0].flatMap({ ReleaseVersion($0) }), let migration = row[1].flatMap({ Int($0) }) else {
-            throw StoreError(.schema, "release_floor holds \(row[0] ?? "null") / \(row[1] ?? "null"), not a release and a migration")
+        let text = try row.optionalString("oldest_release")
+        guard let release = text.flatMap({ ReleaseVersion($0) }), let migration = try row.optionalInt64("migration") else {
+            throw StoreError(.schema, "release_floor holds \(text ?? "null") / \(try row.optionalString("migration") ?? "null"), "
+                + "not a release and a migration")
         }
-        return ReleaseFloor(oldestRelease: release, migration: migration, reason: row[2] ?? "")
+        return ReleaseFloor(oldestRelease: release, migration: Int(migration), reason: try row.optionalString("reason") ?? "")
     }
 
     private func appliedChecksums(_ db: PGConnection) throws -> [Int: String] {
         var out: [Int: String] = [:]
-        for row in try db.execute("SELECT version, checksum FROM schema_migrations").rows {
-            if let v = row[0].flatMap({ Int($0) }), let sum = row[1] { out[v] = sum }
+        for row in try db.execute("SELECT version, checksum FROM schema_migrations").records {
+            out[try row.int("version")] = try row.string("checksum")
         }
         return out
     }

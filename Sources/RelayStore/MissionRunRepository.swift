@@ -10,12 +10,12 @@ public struct MissionRunRepository {
 
     /// The open run of `device`, if any, and the device's name (what a push-to-start shows).
     public func run(of device: DeviceID) throws -> (run: MissionRun?, name: String) {
-        let row = try db.execute(
+        guard let row = try db.execute(
             """
-            SELECT r.opened_at, r.state::text, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
+            SELECT r.opened_at, r.state::text AS state, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
             WHERE d.id = $1
-            """, [device.rawValue]).first
-        return (row.flatMap { Self.decode(Array($0[0...1])) }, row?[2] ?? "")
+            """, [device.rawValue]).firstRecord else { return (nil, "") }
+        return (try Self.decode(row), try row.string("name"))
     }
 
     /// Writes what changed since the last call: `open` runs as they are now, `ended` devices' rows
@@ -50,17 +50,19 @@ public struct MissionRunRepository {
             WHERE r.device_id = l.device_id AND l.left_at <= now() - make_interval(secs => $1::double precision)
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = r.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
-            RETURNING r.device_id, r.opened_at, r.state::text
-            """, [String(seconds)]).rows.compactMap { row -> (DeviceID, MissionRun)? in
-                guard let device = row[0].flatMap(DeviceID.init), var run = Self.decode(Array(row[1...])) else { return nil }
+            RETURNING r.device_id, r.opened_at, r.state::text AS state
+            """, [String(seconds)]).records.compactMap { row -> (DeviceID, MissionRun)? in
+                guard var run = try Self.decode(row) else { return nil }
                 run.state.robotOnline = false
-                return (device, run)
+                return (try row.deviceID("device_id"), run)
             }
     }
 
-    static func decode(_ row: [String?]) -> MissionRun? {
-        guard let opened = PGValue.time(row[0]), let text = row[1], let json = try? JSONReader.parse(Array(text.utf8)),
-              let state = MissionState(contentState: json) else { return nil }
+    /// The run a row holds: nil without one (the LEFT JOIN's NULLs) or with a state this build
+    /// cannot read.
+    static func decode(_ row: PGRow) throws -> MissionRun? {
+        guard let opened = try row.optionalTime("opened_at"), let text = try row.optionalString("state"),
+              let json = try? JSONReader.parse(Array(text.utf8)), let state = MissionState(contentState: json) else { return nil }
         return MissionRun(state: state, openedAt: opened)
     }
 }

@@ -32,7 +32,7 @@ public struct PairingRepository {
         let digest = PairingCode.digest(PairingCode.normalize(code)!)
         return try db.transaction {
             guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE",
-                                           [device.rawValue]).first
+                                           [device.rawValue]).firstRecord
             else { throw StoreError(.conflict, "unknown device \(device)") }
             if try DeviceRepository.decode(row).isDisabled { throw StoreError(.conflict, "device \(device) is disabled") }
             let rows = try db.execute(
@@ -40,10 +40,11 @@ public struct PairingRepository {
                 INSERT INTO pairing_codes (device_id, digest, expires_at, created_by)
                 VALUES ($1, $2::bytea, now() + make_interval(secs => $3::bigint), $4) RETURNING id, expires_at
                 """, [device.rawValue, PGValue.byteaText(digest), String(ttl), actor])
-            guard let expires = PGValue.time(rows.rows[0][1]) else { throw StoreError(.query, "pairing code without an expiry") }
+            let minted = try rows.single()
+            let expires = try minted.time("expires_at")
             try AuditRepository(db).append([
                 AuditRepository.event(.pairingCodeCreated, actor: actor, deviceID: device.rawValue, remoteAddress: address,
-                                      details: .object([("code_id", .int(Int64(rows.rows[0][0] ?? "0") ?? 0)),
+                                      details: .object([("code_id", .int(try minted.int64("id"))),
                                                         ("expires_at", .string(expires.iso8601))])),
             ])
             return MintedCode(code: code, expiresAt: expires, expiresIn: ttl)
@@ -55,8 +56,9 @@ public struct PairingRepository {
     public func redeem(_ typed: String, label: String, address: String) throws -> Redemption {
         try db.transaction {
             let failures = try db.execute(
-                "SELECT count(*) FROM pairing_failures WHERE address = $1 AND at > now() - interval '1 minute'", [address])
-            if Int(failures.rows.first?[0] ?? "0") ?? 0 >= PairingRepository.failuresPerMinute {
+                "SELECT count(*) AS failures FROM pairing_failures WHERE address = $1 AND at > now() - interval '1 minute'",
+                [address])
+            if try failures.single().int("failures") >= PairingRepository.failuresPerMinute {
                 try AuditRepository(db).append([
                     AuditRepository.event(.pairingRateLimited, actor: "relay", remoteAddress: address),
                 ])
@@ -72,11 +74,9 @@ public struct PairingRepository {
                     SELECT id, device_id, digest, access, control, until, label FROM pairing_codes
                     WHERE digest = $1::bytea AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
                       AND (until IS NULL OR until > now()) FOR UPDATE
-                    """, [PGValue.byteaText(digest)]).first
+                    """, [PGValue.byteaText(digest)]).firstRecord
             }
-            guard let row, let digest, let stored = PGValue.bytes(fromBytea: row[2]), Crypto.constantTimeEquals(stored, digest),
-                  let idText = row[0], let deviceText = row[1], let device = DeviceID(deviceText)
-            else {
+            guard let row, let digest, Crypto.constantTimeEquals(try row.bytes("digest"), digest) else {
                 try db.execute("DELETE FROM pairing_failures WHERE at < now() - interval '1 hour'")
                 try db.execute("INSERT INTO pairing_failures (address) VALUES ($1)", [address])
                 try AuditRepository(db).append([
@@ -84,17 +84,18 @@ public struct PairingRepository {
                 ])
                 return .invalid
             }
+            let codeID = try row.int64("id"), device = try row.deviceID("device_id")
             // An invite (v1.3) grants its access, until its `until`; a plain pairing code makes an owner.
-            let invited = row[3].flatMap(Access.init(rawValue:))
-            let rights = MemberRights(access: invited ?? .owner, control: row[4] == "t")
-            let name = invited != nil && label.isEmpty ? row[6] ?? "" : label
+            let invited: Access? = try row.optionalValue("access")
+            let rights = MemberRights(access: invited ?? .owner, control: try row.optionalString("control") == "t")
+            let name = invited != nil && label.isEmpty ? try row.optionalString("label") ?? "" : label
             let issued = try TokenRepository(db).issue(device: device, role: .app, label: name, expiresIn: nil,
-                                                       until: invited != nil ? PGValue.time(row[5]) : nil, rights: rights,
+                                                       until: invited != nil ? try row.optionalTime("until") : nil, rights: rights,
                                                        actor: "pairing")
             try db.execute("UPDATE pairing_codes SET used_at = now(), token_id = $2 WHERE id = $1",
-                           [idText, String(issued.record.id)])
-            var details: [(String, JSONValue)] = [("code_id", .int(Int64(idText) ?? 0)), ("label", .string(name))]
-            if invited != nil { details += [("invite_id", .int(Int64(idText) ?? 0)), ("access", .string(rights.access.rawValue))] }
+                           [String(codeID), String(issued.record.id)])
+            var details: [(String, JSONValue)] = [("code_id", .int(codeID)), ("label", .string(name))]
+            if invited != nil { details += [("invite_id", .int(codeID)), ("access", .string(rights.access.rawValue))] }
             try AuditRepository(db).append([
                 AuditRepository.event(invited != nil ? .inviteRedeemed : .appPaired, actor: "relay", deviceID: device.rawValue,
                                       tokenID: issued.record.id, remoteAddress: address, details: .object(details)),

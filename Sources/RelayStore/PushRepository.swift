@@ -16,14 +16,13 @@ public struct PushRepository {
         case tooMany
     }
 
-    static let columns = "device_id, token, environment, app_token_id, array_to_string(events, ',')"
+    static let columns = "device_id, token, environment, app_token_id, array_to_string(events, ',') AS events"
 
-    static func decode(_ row: [String?]) -> PushRegistration? {
-        guard let device = row[0].flatMap(DeviceID.init), let token = row[1],
-              let environment = row[2].flatMap(PushRegistration.Environment.init(rawValue:)),
-              let appToken = row[3].flatMap({ Int64($0) }) else { return nil }
-        let kinds = Set((row[4] ?? "").split(separator: ",").compactMap { PushKind(rawValue: String($0)) })
-        return PushRegistration(token: token, environment: environment, device: device, appTokenID: appToken, kinds: kinds)
+    static func decode(_ row: PGRow) throws -> PushRegistration {
+        // A kind this build does not know (stored by a newer one) is left out.
+        let kinds = Set((try row.optionalString("events") ?? "").split(separator: ",").compactMap { PushKind(rawValue: String($0)) })
+        return PushRegistration(token: try row.string("token"), environment: try row.value("environment"),
+                                device: try row.deviceID("device_id"), appTokenID: try row.int64("app_token_id"), kinds: kinds)
     }
 
     /// Puts `registration`: the same token again replaces its events (and moves to this app
@@ -33,10 +32,10 @@ public struct PushRepository {
             // One app token's registrations are counted under its row's lock: two nodes cannot both add the eleventh.
             _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [String(registration.appTokenID)])
             let existing = try db.execute("SELECT app_token_id FROM push_registrations WHERE device_id = $1 AND token = $2",
-                                          [registration.device.rawValue, registration.token]).first
-            let count = Int(try db.execute("SELECT count(*) FROM push_registrations WHERE app_token_id = $1",
-                                           [String(registration.appTokenID)]).first?[0] ?? "0") ?? 0
-            let isNewHere = existing?[0] != String(registration.appTokenID)
+                                          [registration.device.rawValue, registration.token]).firstRecord
+            let count = try db.execute("SELECT count(*) AS registrations FROM push_registrations WHERE app_token_id = $1",
+                                       [String(registration.appTokenID)]).single().int("registrations")
+            let isNewHere = try existing?.int64("app_token_id") != registration.appTokenID
             if isNewHere, count >= Self.perAppToken { return .tooMany }
             let events = "{" + registration.kinds.map(\.rawValue).sorted().joined(separator: ",") + "}"
             try db.execute(
@@ -75,7 +74,7 @@ public struct PushRepository {
     /// The registrations of one device (nil: of every device).
     public func registrations(device: DeviceID?) throws -> [PushRegistration] {
         try db.execute("SELECT \(Self.columns) FROM push_registrations WHERE $1::text IS NULL OR device_id = $1 ORDER BY device_id, token",
-                       [device?.rawValue]).rows.compactMap(Self.decode)
+                       [device?.rawValue]).records.map(Self.decode)
     }
 
     /// Registrations whose app token expired (time passed; nothing updated the token row).
@@ -100,6 +99,6 @@ public struct PushRepository {
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = l.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
             RETURNING l.device_id
-            """, [String(seconds)]).rows.compactMap { $0[0].flatMap(DeviceID.init) }
+            """, [String(seconds)]).records.map { try $0.deviceID("device_id") }
     }
 }

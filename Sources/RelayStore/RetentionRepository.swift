@@ -53,7 +53,7 @@ public struct RetentionRepository {
 
     /// Takes the cluster's pruning lock for this connection's session, if no other holds it.
     public func tryLock() throws -> Bool {
-        try db.execute("SELECT pg_try_advisory_lock($1)", [String(RetentionRepository.lockKey)]).first?[0] == "t"
+        try db.execute("SELECT pg_try_advisory_lock($1) AS locked", [String(RetentionRepository.lockKey)]).single().bool("locked")
     }
 
     /// Gives the pruning lock back.
@@ -74,14 +74,12 @@ public struct RetentionRepository {
     public func tableSizes() throws -> [TableSize] {
         try db.execute(
             """
-            SELECT c.relname, pg_total_relation_size(c.oid), GREATEST(c.reltuples, 0)::bigint
+            SELECT c.relname, pg_total_relation_size(c.oid) AS bytes, GREATEST(c.reltuples, 0)::bigint AS estimated_rows
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()
             ORDER BY c.relname
-            """).rows.compactMap { row in
-            guard let name = row[0], let bytes = row[1].flatMap({ Int64($0) }), let rows = row[2].flatMap({ Int64($0) })
-            else { return nil }
-            return TableSize(table: name, bytes: bytes, rows: rows)
+            """).records.map { row in
+            TableSize(table: try row.string("relname"), bytes: try row.int64("bytes"), rows: try row.int64("estimated_rows"))
         }
     }
 }

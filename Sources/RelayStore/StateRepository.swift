@@ -33,9 +33,9 @@ public struct StateRepository {
     /// `device`'s stored events, by name.
     public func events(of device: DeviceID) throws -> [DeviceHub.KnownEvent] {
         try db.execute("SELECT name, message, received_at FROM device_state_events WHERE device_id = $1 ORDER BY name",
-                       [device.rawValue]).rows.compactMap { row in
-            guard let name = row[0], let message = row[1], let at = PGValue.time(row[2]) else { return nil }
-            return DeviceHub.KnownEvent(name: name, message: Array(message.utf8), receivedAt: at)
+                       [device.rawValue]).records.map { row in
+            DeviceHub.KnownEvent(name: try row.string("name"), message: Array(try row.string("message").utf8),
+                                 receivedAt: try row.time("received_at"))
         }
     }
 }

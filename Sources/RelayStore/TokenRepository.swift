@@ -15,8 +15,6 @@ public struct TokenRepository {
 
     static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, t.last_used_at, "
         + "t.access, t.control"
-    /// The column after `columns` in the credential queries: the device's state.
-    private static let disabledColumn = 11
 
     /// Issues a token for an existing, enabled device. `expiresIn` is in seconds; `until` an
     /// absolute end (a member's, docs/protocol.md v1.3) — at most one of them. `rights` only for app
@@ -30,7 +28,7 @@ public struct TokenRepository {
         let secret = try BearerToken.generate(prefix: role.tokenPrefix)
         return try db.transaction {
             guard let deviceRow = try db.execute(
-                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE", [device.rawValue]).first
+                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE", [device.rawValue]).firstRecord
             else { throw StoreError(.conflict, "unknown device \(device)") }
             if try DeviceRepository.decode(deviceRow).isDisabled {
                 throw StoreError(.conflict, "device \(device) is disabled; enable it before issuing tokens")
@@ -44,7 +42,7 @@ public struct TokenRepository {
                 """,
                 [device.rawValue, role.rawValue, PGValue.byteaText(BearerToken.digest(secret)), label,
                  expiresIn.map { String($0) }, PGValue.timeText(until), rights.access.rawValue, control ? "t" : "f"])
-            let record = try TokenRepository.decode(rows.rows[0])
+            let record = try TokenRepository.decode(rows.single())
             var details: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("label", .string(label)),
                                                   ("expires_at", .optional(record.expiresAt?.iso8601))]
             if role == .app { details += [("access", .string(record.access.rawValue)), ("control", .bool(record.rights.mayCommand))] }
@@ -61,7 +59,7 @@ public struct TokenRepository {
         try db.execute(
             "SELECT \(TokenRepository.columns) FROM tokens t WHERE ($1::text IS NULL OR t.device_id = $1) ORDER BY t.id",
             [device?.rawValue]
-        ).rows.map(TokenRepository.decode)
+        ).records.map(TokenRepository.decode)
     }
 
     /// Revokes a token. Revoking an already revoked token changes nothing and is not audited.
@@ -69,7 +67,7 @@ public struct TokenRepository {
     public func revoke(id: Int64, actor: String) throws -> (token: TokenRecord, changed: Bool) {
         try db.transaction {
             guard let row = try db.execute(
-                "SELECT \(TokenRepository.columns) FROM tokens t WHERE t.id = $1 FOR UPDATE", [String(id)]).first
+                "SELECT \(TokenRepository.columns) FROM tokens t WHERE t.id = $1 FOR UPDATE", [String(id)]).firstRecord
             else { throw StoreError(.conflict, "unknown token \(id)") }
             let current = try TokenRepository.decode(row)
             guard current.revokedAt == nil else { return (current, false) }
@@ -78,7 +76,7 @@ public struct TokenRepository {
             try AuditRepository(db).append([
                 AuditRepository.event(.tokenRevoked, actor: actor, deviceID: current.deviceID.rawValue, tokenID: id),
             ])
-            return (try TokenRepository.decode(updated.rows[0]), true)
+            return (try TokenRepository.decode(updated.single()), true)
         }
     }
 
@@ -135,21 +133,18 @@ public struct TokenRepository {
     private func credentials(where condition: String, _ parameter: String) throws -> [CredentialEntry] {
         try db.execute(
             """
-            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL
+            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL AS device_disabled
             FROM tokens t JOIN devices d ON d.id = t.device_id WHERE \(condition)
             """, [parameter]
-        ).rows.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: $0[TokenRepository.disabledColumn] == "t") }
+        ).records.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled")) }
     }
 
-    static func decode(_ row: [String?]) throws -> TokenRecord {
-        guard let id = row[0].flatMap({ Int64($0) }), let device = row[1].flatMap(DeviceID.init),
-              let role = row[2].flatMap(Role.init(rawValue:)), let digest = PGValue.bytes(fromBytea: row[4]),
-              let created = PGValue.time(row[5])
-        else { throw StoreError(.schema, "unexpected token row") }
-        return TokenRecord(id: id, deviceID: device, role: role, label: row[3] ?? "", digest: digest,
-                           createdAt: created, expiresAt: PGValue.time(row[6]), revokedAt: PGValue.time(row[7]),
-                           lastUsedAt: PGValue.time(row[8]), access: row[9].flatMap(Access.init(rawValue:)) ?? .owner,
-                           control: row[10] == "t")
+    static func decode(_ row: PGRow) throws -> TokenRecord {
+        TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
+                    label: try row.string("label"), digest: try row.bytes("digest"), createdAt: try row.time("created_at"),
+                    expiresAt: try row.optionalTime("expires_at"), revokedAt: try row.optionalTime("revoked_at"),
+                    lastUsedAt: try row.optionalTime("last_used_at"), access: try row.value("access"),
+                    control: try row.bool("control"))
     }
 }
 

@@ -42,12 +42,13 @@ public struct TurnCutRepository {
                 ON CONFLICT (token_id) DO NOTHING
                 RETURNING token_id, device_id
                 """, [String(window)])
-            guard !rows.rows.isEmpty else { return 0 }
-            try AuditRepository(db).append(try rows.rows.map { row in
-                try AuditRepository.event(.memberExpired, actor: "relay", deviceID: row[1], tokenID: row[0].flatMap { Int64($0) },
-                                          details: .object([("by", "expiry")]))
+            let expired = rows.records
+            guard !expired.isEmpty else { return 0 }
+            try AuditRepository(db).append(try expired.map { row in
+                try AuditRepository.event(.memberExpired, actor: "relay", deviceID: try row.string("device_id"),
+                                          tokenID: try row.int64("token_id"), details: .object([("by", "expiry")]))
             })
-            return rows.rows.count
+            return expired.count
         }
     }
 
@@ -61,20 +62,19 @@ public struct TurnCutRepository {
             WHERE c.id IN (SELECT id FROM turn_cuts WHERE done_at IS NULL AND next_attempt_at <= now()
                              AND (claimed_until IS NULL OR claimed_until < now())
                            ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
-            RETURNING c.id, c.token_id, c.device_id, c.reason, array_to_string(c.servers_done, ' '), c.attempts,
-                      extract(epoch FROM now() - c.requested_at)
+            RETURNING c.id, c.token_id, c.device_id, c.reason, array_to_string(c.servers_done, ' ') AS servers_done, c.attempts,
+                      extract(epoch FROM now() - c.requested_at)::float8 AS age
             """, [node, String(lease), String(limit)])
-        return try claimed.rows.map { row in
-            guard let id = row[0].flatMap({ Int64($0) }), let token = row[1].flatMap({ Int64($0) }) else {
-                throw StoreError(.schema, "unexpected turn_cuts row")
-            }
+        return try claimed.records.map { row in
+            let token = try row.int64("token_id")
             let names = try db.execute(
                 """
                 SELECT DISTINCT username FROM turn_issuances
                 WHERE token_id = $1 AND expires_at > now() - make_interval(secs => $2::bigint) ORDER BY username
-                """, [String(token), String(allocationLifetime)]).rows.compactMap { $0[0] }
-            return Cut(id: id, tokenID: token, deviceID: row[2] ?? "", reason: row[3] ?? "", serversDone: (row[4] ?? "").split(separator: " ").map(String.init),
-                       attempts: Int(row[5] ?? "1") ?? 1, age: Double(row[6] ?? "0") ?? 0, usernames: names)
+                """, [String(token), String(allocationLifetime)]).records.map { try $0.string("username") }
+            return Cut(id: try row.int64("id"), tokenID: token, deviceID: try row.string("device_id"), reason: try row.string("reason"),
+                       serversDone: (try row.optionalString("servers_done") ?? "").split(separator: " ").map(String.init),
+                       attempts: try row.int("attempts"), age: try row.double("age"), usernames: names)
         }
     }
 
@@ -93,7 +93,7 @@ public struct TurnCutRepository {
                 """, [String(cut.id), PGValue.arrayLiteral(serversDone), String(sessionsCut), error, finished ? "t" : "f",
                       String(retryIn)])
             guard finished else { return }
-            let total = Int64(rows.rows.first?[0] ?? "0") ?? 0
+            let total = try rows.single().int64("sessions_cut")
             try AuditRepository(db).append([
                 AuditRepository.event(.turnSessionsCut, actor: "relay", deviceID: cut.deviceID, tokenID: cut.tokenID,
                                       details: .object([("reason", .string(cut.reason)), ("sessions", .int(total)),
@@ -106,6 +106,6 @@ public struct TurnCutRepository {
 
     /// Cuts not done yet (for `/metrics` and tests).
     public func pendingCount() throws -> Int {
-        Int(try db.execute("SELECT count(*) FROM turn_cuts WHERE done_at IS NULL").rows.first?[0] ?? "0") ?? 0
+        try db.execute("SELECT count(*) AS pending FROM turn_cuts WHERE done_at IS NULL").single().int("pending")
     }
 }

@@ -12,7 +12,7 @@ public struct TurnRepository {
     /// Secrets of a realm, newest first (the first one signs).
     public func secrets(realm: String) throws -> [TurnSecret] {
         try db.execute("SELECT \(TurnRepository.columns) FROM turn_secret WHERE realm = $1 ORDER BY created_at DESC, id DESC",
-                       [realm]).rows.map(TurnRepository.decode)
+                       [realm]).records.map(TurnRepository.decode)
     }
 
     /// Adds a secret (random 32 bytes, base64url, when `value` is nil); it becomes the signing one.
@@ -28,7 +28,7 @@ public struct TurnRepository {
             } catch let error as StoreError where error.isUniqueViolation {
                 throw StoreError(.conflict, "that secret already exists in realm \(realm)")
             }
-            let stored = try TurnRepository.decode(row.rows[0])
+            let stored = try TurnRepository.decode(row.single())
             try AuditRepository(db).append([
                 AuditRepository.event(kind, actor: actor, details: .object([("realm", .string(realm)), ("secret_id", .int(stored.id))])),
             ])
@@ -41,14 +41,17 @@ public struct TurnRepository {
     public func retire(id: Int64, force: Bool, actor: String, now: UnixTime = .now()) throws -> TurnSecret {
         try db.transaction {
             guard let row = try db.execute("SELECT \(TurnRepository.columns) FROM turn_secret WHERE id = $1 FOR UPDATE",
-                                           [String(id)]).first
+                                           [String(id)]).firstRecord
             else { throw StoreError(.conflict, "unknown TURN secret \(id)") }
             let secret = try TurnRepository.decode(row)
             let live = try db.execute(
-                "SELECT count(*), max(expires_at) FROM turn_issuances WHERE secret_id = $1 AND expires_at > $2::timestamptz",
-                [String(id), PGValue.timeText(now)]).first!
-            if !force, let n = Int(live[0] ?? "0"), n > 0 {
-                throw StoreError(.conflict, "secret \(id) signed \(n) credentials valid until \(PGValue.time(live[1])?.iso8601 ?? "?"); "
+                """
+                SELECT count(*) AS live, max(expires_at) AS until FROM turn_issuances
+                WHERE secret_id = $1 AND expires_at > $2::timestamptz
+                """, [String(id), PGValue.timeText(now)]).single()
+            let n = try live.int("live")
+            if !force, n > 0 {
+                throw StoreError(.conflict, "secret \(id) signed \(n) credentials valid until \(try live.optionalTime("until")?.iso8601 ?? "?"); "
                     + "retire it after that, or pass --force")
             }
             try db.execute("DELETE FROM turn_secret WHERE id = $1", [String(id)])
@@ -80,9 +83,8 @@ public struct TurnRepository {
         }
     }
 
-    static func decode(_ row: [String?]) throws -> TurnSecret {
-        guard let id = row[0].flatMap({ Int64($0) }), let realm = row[1], let value = row[2],
-              let created = PGValue.time(row[3]) else { throw StoreError(.schema, "unexpected turn_secret row") }
-        return TurnSecret(id: id, realm: realm, value: value, createdAt: created)
+    static func decode(_ row: PGRow) throws -> TurnSecret {
+        TurnSecret(id: try row.int64("id"), realm: try row.string("realm"), value: try row.string("value"),
+                   createdAt: try row.time("created_at"))
     }
 }

@@ -34,4 +34,21 @@ import RelayTestSupport
         #expect(throws: StoreError.self) { try db.verifyOpen() }
         #expect(!db.isOpen)
     }
+
+    /// Rows are read by column name, their types parsed once: a wrong name, a wrong type or an
+    /// unexpected NULL throws and names the column.
+    @Test func rowsAreReadByColumnNameAndAWrongNameOrTypeThrows() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        let row = try db.execute("SELECT 7::bigint AS n, 'x' AS s, NULL::text AS absent, true AS b, now() AS at").single()
+        #expect(try row.int64("n") == 7 && row.string("s") == "x" && row.optionalString("absent") == nil && row.bool("b"))
+        #expect(try row.time("at").microseconds > 0)
+        for read in [{ _ = try row.int64("s") }, { _ = try row.string("nope") }, { _ = try row.string("absent") },
+                     { _ = try row.bool("n") }, { _ = try row.time("s") }] as [() throws -> Void] {
+            let error = #expect(throws: StoreError.self) { try read() }
+            #expect(error?.kind == .schema)
+        }
+        #expect(throws: StoreError.self) { _ = try db.execute("SELECT 1 WHERE false").single() }
+    }
 }
