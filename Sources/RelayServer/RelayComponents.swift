@@ -182,7 +182,7 @@ extension RelayComponents: DeviceHubObserver {
     }
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) { missionRuns.signal(device, signal) }
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
-    func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {
-        push.robotEvent(device, name, message, place)
+    func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {
+        push.robotEvent(device, kind, message, place)
     }
 }

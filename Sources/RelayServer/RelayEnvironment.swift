@@ -104,7 +104,7 @@ extension DeviceHub.Limits {
         appRate = configuration.appRateLimitPerSecond
         appBurst = configuration.appRateLimitBurst
         replayEvents = configuration.replayEvents
-        pushEvents = Set(PushKind.allCases.compactMap(\.robotEvent))
+        pushKinds = Set(PushKind.allCases.filter { $0.robotEvent != nil })
         history.maxMessages = configuration.recoveryMessages
         history.maxAge = UInt64(configuration.recoverySeconds * 1e9)
         historyMemory = configuration.recoveryMemoryBytes

@@ -244,7 +244,7 @@ final class RecordingTransport: SessionTransport {
     }
 
     @Test mutating func onlyPushWorthyEventsOfDevicesWithPhonesReachThePushLogicNumbered() {
-        let h = hub { $0.pushEvents = ["bark_detected", "mission_progress", "treat_dispensed", "dog_detected"] }
+        let h = hub { $0.pushKinds = [.barkDetected, .missionCompleted, .treatDispensed, .dogDetected] }
         let observer = HubRecorder()
         h.observer = observer
         let robot = session(.robot)
@@ -255,11 +255,13 @@ final class RecordingTransport: SessionTransport {
         for text in [#"{"type":"event","event":"mission_progress","data":{"status":"watching"}}"#,
                      #"{"type":"event","event":"mode_changed","data":{}}"#,
                      #"{"type":"event","event":"bark_detected","data":{}}"#,
+                     // The word, but not the status: read, and not a completion.
+                     #"{"type":"event","event":"mission_progress","data":{"status":"watching","trick":"completed"}}"#,
                      #"{"type":"event","event":"mission_progress","data":{"status":"completed"}}"#] {
             h.receive(Payload(Array(text.utf8)), from: robot, now: 0)
         }
         // Numbered from the first push-worthy event (the bark is 1, the mode change before it was not).
-        #expect(observer.pushEvents.map(\.name) == ["bark_detected", "mission_progress"] && observer.pushEvents.map(\.seq) == [1, 2])
+        #expect(observer.pushEvents.map(\.kind) == [.barkDetected, .missionCompleted] && observer.pushEvents.map(\.seq) == [1, 3])
         h.setPushWatched(DeviceID("d1")!, false)
         h.receive(Payload(Array(#"{"type":"event","event":"bark_detected","data":{}}"#.utf8)), from: robot, now: 0)
         #expect(observer.pushEvents.count == 2)
@@ -269,9 +271,9 @@ final class RecordingTransport: SessionTransport {
 /// Records what the hub reports (`DeviceHubObserver`).
 final class HubRecorder: DeviceHubObserver {
     var drops: [DropReason] = []
-    var pushEvents: [(name: String, seq: UInt64)] = []
+    var pushEvents: [(kind: PushKind, seq: UInt64)] = []
     func hubDropped(_ reason: DropReason) { drops.append(reason) }
-    func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {
-        pushEvents.append((name, place.seq))
+    func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {
+        pushEvents.append((kind, place.seq))
     }
 }

@@ -8,8 +8,8 @@ extension DeviceHub {
         /// Consecutive rate-limited messages after which an app is closed with 4029.
         public var rateLimitCloseAfter = 200
         public var replayEvents: Set<String> = []
-        /// Robot events that may become pushes (docs/protocol.md v1.2), for devices with registrations.
-        public var pushEvents: Set<String> = []
+        /// The pushes robot events may become (docs/protocol.md v1.2), for devices with registrations.
+        public var pushKinds: Set<PushKind> = []
         /// Commands awaiting a response, per device; the oldest is forgotten beyond this.
         public var pendingCommandsPerDevice = 1024
         /// Missed-event recovery's buffer per device (docs/protocol.md v1.1).

@@ -4,11 +4,12 @@ import Glibc
 import Darwin
 #endif
 
-/// Which robot events reach the push logic (docs/protocol.md v1.2 "Push notifications"): only those of
-/// devices with registrations (`pushWatched`), only the names in `Limits.pushEvents`, and
-/// `mission_progress` only when it says `completed` — so a device without phones registered costs
-/// one flag test per event, and one with phones a name comparison (and, for progress updates, one
-/// `memmem`).
+/// Which robot events reach the push logic, as which push (docs/protocol.md v1.2 "Push
+/// notifications"): only those of devices with registrations (`pushWatched`), only the kinds in
+/// `Limits.pushKinds`, and `mission_progress` only when its status is `completed` — decided here,
+/// once, for every component. A device without phones registered costs one flag test per event,
+/// one with phones a name comparison (and, for progress updates, one `memmem`; the few that hold
+/// the word are read).
 extension DeviceHub {
     /// Marks `device` as having push registrations (or not). Service thread.
     public func setPushWatched(_ device: DeviceID, _ watched: Bool) {
@@ -16,16 +17,16 @@ extension DeviceHub {
         entry(device)?.pushWatched = watched
     }
 
-    /// The event's name when it may become a push, else nil.
-    func pushableName(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> String? {
+    /// The push the event may become, else nil.
+    func pushKind(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> PushKind? {
         guard let range = envelope.eventName else { return nil }
         let start = bytes.baseAddress! + range.lowerBound
-        for (k, name) in pushNames.enumerated()
+        for (name, kind) in pushEvents
         where name.count == range.count && name.withUnsafeBufferPointer({ sameBytes(start, $0.baseAddress!, count: $0.count) }) {
-            if k == missionProgressPushIndex {
-                return DeviceHub.contains(bytes, completedNeedle) ? "mission_progress" : nil
-            }
-            return String(decoding: name, as: UTF8.self)
+            guard kind == .missionCompleted else { return kind }
+            guard DeviceHub.contains(bytes, completedNeedle),
+                  MissionStateScanner.state(bytes)?.status == MissionRun.completedStatus else { return nil }
+            return kind
         }
         return nil
     }

@@ -64,11 +64,10 @@ public final class DeviceHub {
     static let handoffValidity: UInt64 = 30_000_000_000
     /// Replayed event names, sorted; matched by length and bytes (no hashing on the hot path).
     let replayNames: [[UInt8]]
-    /// Push-relevant event names, sorted (matched like `replayNames`), and where
-    /// `mission_progress` is among them (it is pushed only when completed).
-    let pushNames: [[UInt8]]
-    let missionProgressPushIndex: Int?
-    /// What a finished mission's progress says (checked properly by the push logic after this).
+    /// The robot events that may become pushes, by name (sorted, matched like `replayNames`).
+    let pushEvents: [(name: [UInt8], kind: PushKind)]
+    /// A finished mission's status as it ends in the event's bytes: most progress events lack it
+    /// and are passed over without being read.
     let completedNeedle = Array((MissionRun.completedStatus + "\"").utf8)
     /// Devices with push registrations (kept by the server); their entries are `pushWatched`.
     var pushWatchedDevices: Set<DeviceID> = []
@@ -106,8 +105,8 @@ public final class DeviceHub {
         self.limits = limits
         historyMemory = HistoryMemory(limit: limits.historyMemory)
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
-        pushNames = limits.pushEvents.sorted().map { Array($0.utf8) }
-        missionProgressPushIndex = pushNames.firstIndex(of: Array("mission_progress".utf8))
+        pushEvents = limits.pushKinds.compactMap { kind in kind.robotEvent.map { (Array($0.utf8), kind) } }
+            .sorted { $0.name.lexicographicallyPrecedes($1.name) }
         startedAt = clock.wall()
     }
 
@@ -387,7 +386,7 @@ public final class DeviceHub {
     /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
-        let pushable = device.pushWatched && envelope.kind == .event ? payload.withBytes { pushableName($0, envelope) } : nil
+        let pushable = device.pushWatched && envelope.kind == .event ? payload.withBytes { pushKind($0, envelope) } : nil
         // A phone woken for an event resumes from its number: from its first push-worthy event
         // on, the device is numbered (as for a recovering app).
         if pushable != nil, device.history == nil {
@@ -398,7 +397,7 @@ public final class DeviceHub {
             if !history.isListed { historyMemory.resumed(device.id, history) }
             if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
-        if let pushable, let history = device.history { observer?.hubPushEvent(device.id, name: pushable, message: payload, place: (history.epoch, seq)) }
+        if let pushable, let history = device.history { observer?.hubPushEvent(device.id, kind: pushable, message: payload, place: (history.epoch, seq)) }
         if device.missionWatched, envelope.kind == .event, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
             observer?.hubMissionSignal(device.id, signal)
         }

@@ -15,7 +15,7 @@ public protocol DeviceHubObserver: AnyObject {
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session)
     /// A push-relevant robot event of a device with registrations: the event's name, the message,
     /// and its number in the missed-event history (epoch, seq).
-    func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64))
+    func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64))
     /// A `mission_progress` or `mode_changed` of a device with Live Activity tokens, read.
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal)
 }
@@ -26,6 +26,6 @@ extension DeviceHubObserver {
     public func hubDeviceArrived(_ device: DeviceID) {}
     public func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {}
     public func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) {}
-    public func hubPushEvent(_ device: DeviceID, name: String, message: Payload, place: (epoch: String, seq: UInt64)) {}
+    public func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {}
     public func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) {}
 }

@@ -85,18 +85,10 @@ final class PushCoordinator {
 
     // MARK: - Deciding
 
-    func robotEvent(_ device: DeviceID, _ name: String, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
+    /// A robot event the hub found push-worthy, as `kind` (the hub decides, a mission completed
+    /// included).
+    func robotEvent(_ device: DeviceID, _ kind: PushKind, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
         guard sender != nil, let candidates = registrations[device] else { return }
-        let kind: PushKind
-        switch name {
-        case "mission_progress":
-            guard let data = try? JSONReader.parse(payload.bytes).member("data"), data.member("status")?.stringValue == MissionRun.completedStatus
-            else { return }
-            kind = .missionCompleted
-        default:
-            guard let named = PushKind(rawValue: name) else { return }
-            kind = named
-        }
         let locArgs = Self.locArgs(kind, payload)
         let now = env.clock.monotonic()
         for registration in unseen(candidates, kind: kind) {
