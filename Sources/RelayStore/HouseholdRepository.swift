@@ -166,7 +166,7 @@ public struct HouseholdRepository {
 
     /// Locks `device`'s row (every household change of a device goes one at a time) and checks
     /// that an owner acting still is one: the caller's token was checked against a node's
-    /// mirror, which may be a moment behind a downgrade or removal on another node.
+    /// cache, which may be a moment behind a downgrade or removal on another node.
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
         guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
                                        [device.rawValue]).firstRecord

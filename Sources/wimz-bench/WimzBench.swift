@@ -158,8 +158,8 @@ struct WimzBench: ParsableCommand {
             let engine = LoadEngine(port: port)
             // Handshakes: one robot and one app per provisioned device. "Cold" is each token's
             // first use on the freshly started relay; "warm" is the same sockets again after
-            // all of them closed. The relay never asks the database during a handshake (tokens
-            // are mirrored in memory), so the two differ only in what is already in the caches.
+            // all of them closed. A token the relay does not hold yet is read from the database
+            // (in batches) on its first use, so "cold" includes those reads.
             let everyDevice = Array(0..<creds.count)
             let appQuery = recover ? "&recover=1" : ""
             var (robots, apps) = try connectPairs(engine, creds: creds, devices: everyDevice, report: wanted.contains("handshakes") ? "cold" : nil,

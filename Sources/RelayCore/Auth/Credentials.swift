@@ -1,4 +1,4 @@
-/// What the relay decides with, as the store hands it over: token entries for the token mirror,
+/// What the relay decides with, as the store hands it over: token entries for the token cache,
 /// TURN secrets and issuances. Plain values, here so the server needs no database types.
 
 /// What the relay needs to decide on a presented token, without the database in the loop.

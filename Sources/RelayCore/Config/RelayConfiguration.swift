@@ -117,8 +117,8 @@ public struct RelayConfiguration: Sendable {
     /// Whether pushes can be sent (a key is configured).
     public var pushEnabled: Bool { apnsKeyFile != nil }
 
-    /// After start, how long WebSocket upgrades wait for the token mirror's first load instead of
-    /// getting 503 (a reconnect storm after a restart then authenticates at once).
+    /// How long a request or upgrade waits for its token to be read from the store before it gets
+    /// 503 (`WIMZ_UPGRADE_HOLD`; the store unreachable).
     public var upgradeHoldSeconds = 2.0
     /// Tokens kept in memory (`WIMZ_CREDENTIAL_CACHE`): more than the node's sockets, or
     /// reconnects read tokens from the store again.

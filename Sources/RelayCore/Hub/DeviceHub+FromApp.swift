@@ -37,7 +37,7 @@ extension DeviceHub {
             return
         }
         // A guest without control sends no commands (docs/protocol.md v1.3): refused here, before the
-        // robot, from the flag the token mirror keeps current.
+        // robot, from the flag the token's changes keep current.
         if !session.mayCommand, envelope?.kind == .command {
             observer?.hubDropped(.refused(.forbidden))
             deliver(RelayMessages.error(.forbidden, "a guest without control can't send commands", idToken: commandID), to: session)

@@ -135,7 +135,7 @@ public final class Session {
         senderMember = Session.senderMember(tokenID: tokenID, rights: rights)
     }
 
-    /// A change of the member's access or control (the token mirror heard of it).
+    /// A change of the member's access or control (the token cache heard of it).
     public func update(rights: MemberRights) {
         guard rights != self.rights else { return }
         self.rights = rights

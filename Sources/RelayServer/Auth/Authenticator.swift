@@ -42,7 +42,7 @@ final class Authenticator {
         request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 
-    /// A presented token (nil: none) against the mirror and the credential rules.
+    /// A presented token (nil: none) against the cache and the credential rules.
     func check(token: String?, wants: String) -> Result<CredentialEntry, RelayError> {
         guard let token else { return .failure(RelayError(.missingToken, wants)) }
         let digest = BearerToken.digest(token)

@@ -13,7 +13,7 @@ import RelayStore
 ///
 /// Bodies are read strictly (`HouseholdRules`); the store re-checks, in the same transaction
 /// as the change, that the calling owner still is one (a token downgraded on another node a
-/// moment ago acts no more). A change is applied to this node's token mirror as soon as it is
+/// moment ago acts no more). A change is applied to this node's token cache as soon as it is
 /// committed (ahead of the NOTIFY every node acts on), so the member's live sockets here see it
 /// on their next frame.
 final class HouseholdEndpoint {

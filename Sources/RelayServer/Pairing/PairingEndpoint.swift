@@ -3,7 +3,7 @@ import RelayStore
 
 /// Pairing (docs/protocol.md v1.1 "Pairing a phone"): a robot mints a code, an app redeems it for an app
 /// token, the robot lists and revokes its app tokens. The token checks run on the service thread
-/// (the token mirror); the database work on the database worker.
+/// (the token cache); the database work on the database worker.
 ///
 ///     POST   /api/devices/{id}/pairing-codes        robot token → 201 {"code","expires_at","expires_in"}
 ///     POST   /api/pairing  {"code":C,"label":L}     no token    → 201 {"device_id","token","token_id","access","control","until"}

@@ -316,7 +316,7 @@ final class WebSocketEndpoint {
         for session in hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }
     }
 
-    /// A token's row changed (the mirror heard of it): its live sessions take the new access
+    /// A token's row changed (the store said so): its live sessions take the new access
     /// level (from their next frame) and expiry.
     func tokenChanged(_ entry: CredentialEntry) {
         let now = env.clock.monotonic(), wall = env.clock.wall()
