@@ -10,9 +10,6 @@ public struct TurnCutRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// The notification channel a revocation wakes the cutters on.
-    public static let channel = "wimz_turn_cuts"
-
     /// A claimed cut: whose sessions, which usernames, and the servers already done.
     public struct Cut: Sendable, Equatable {
         public var id: Int64

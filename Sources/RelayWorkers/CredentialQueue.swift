@@ -9,8 +9,6 @@ public final class CredentialQueue: Sendable {
         var digests: [[UInt8]] = []
         /// The ids to read again; nil: no recheck asked for (an empty one is still answered).
         var recheck: [Int64]?
-
-        var isEmpty: Bool { digests.isEmpty && recheck == nil }
     }
 
     /// Digests as a set: a client retrying through an outage asks once, not once per retry.
@@ -49,6 +47,9 @@ public final class CredentialQueue: Sendable {
     }
 
     var isEmpty: Bool { pending.withLock { $0.digests.isEmpty && $0.recheck == nil } }
+
+    /// Digests queued now (the monitor waits for more when they are few).
+    var waitingDigests: Int { pending.withLock { $0.digests.count } }
 
     /// Who to wake when something is queued (the monitor's thread).
     func whenQueued(_ wake: @escaping @Sendable () -> Void) { onQueued.withLock { $0 = wake } }

@@ -82,7 +82,7 @@ public final class DatabaseWorker: DatabaseWork {
         // and the connection replaced before the next job, which then does not fail for it.
         if jobs.withLock({ $0.isEmpty }) { thread.wait(socket: db.socket, milliseconds: 1000) }
         try db.verifyOpen()
-        while thread.isRunning, let next = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+        while thread.isRunning, let next = nextJob() {
             do {
                 try next.job(db)
             } catch {
@@ -100,11 +100,15 @@ public final class DatabaseWorker: DatabaseWork {
     /// within the thread's stop deadline); otherwise it fails.
     public func finish(_ db: PGConnection?) {
         if let db {
-            while let next = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            while let next = nextJob() {
                 do { try next.job(db) } catch { next.failed(error) }
             }
         }
         failQueued()
+    }
+
+    private func nextJob() -> (job: Job, failed: @Sendable (Error) -> Void)? {
+        jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
     }
 
     private func failQueued() {

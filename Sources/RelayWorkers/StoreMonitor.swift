@@ -159,17 +159,11 @@ public final class StoreMonitor: DatabaseWork {
     /// a storm of handshakes that makes batches of many (one statement each), and a single
     /// handshake hardly notices.
     private func answerCredentials(_ db: PGConnection) throws {
-        var batch = credentials.take()
-        guard !batch.isEmpty else { return }
-        if batch.digests.count < 64 {
-            usleep(2_000)
-            let more = credentials.take()
-            batch.digests += more.digests
-            if let ids = more.recheck { batch.recheck = (batch.recheck ?? []) + ids }
-        }
+        guard !credentials.isEmpty else { return }
+        if credentials.waitingDigests < 64 { usleep(2_000) }
+        let batch = credentials.take()
         do {
-            var seen = Set<[UInt8]>()
-            for digests in StoreMonitor.chunks(batch.digests.filter { seen.insert($0).inserted }) {
+            for digests in StoreMonitor.chunks(batch.digests) {
                 onEvent(.credentialsFound(digests: Array(digests), entries: try TokenRepository(db).credentials(digests: Array(digests))))
             }
             if let ids = batch.recheck {

@@ -81,6 +81,9 @@ public final class TurnSessionCutter: ThreadWork {
         if cuts.isEmpty { thread.wait(milliseconds: 500) }
     }
 
+    /// How long after a removal the cut is made once more: a credential issued just before the
+    /// removal reaches `turn_issuances` through the audit writer's batches (tens of milliseconds), so the
+    /// first pass, within milliseconds of the removal, may not know its username yet.
     static let settle = 3.0
 
     /// Cuts `cut` on every server not done yet, and records the outcome.

@@ -13,8 +13,9 @@ public protocol DeviceHubObserver: AnyObject {
     /// The robot answered an HTTP request (`http_response`/`http_body`, docs/protocol.md v1.1): the
     /// frame and the robot session. Such frames never go to the apps.
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session)
-    /// A push-relevant robot event of a device with registrations: the event's name, the message,
-    /// and its number in the missed-event history (epoch, seq).
+    /// A push-relevant robot event of a device with registrations: the push it may become (the hub
+    /// decides, a mission completed included), the message, and its number in the missed-event
+    /// history (epoch, seq).
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64))
     /// A `mission_progress` or `mode_changed` of a device with Live Activity tokens, read.
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal)

@@ -25,8 +25,7 @@ final class Authenticator {
     /// store and `resume` is called once it is in (or the hold passed); returns true then. False:
     /// go on now — no token, or one the cache holds.
     func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
-        let token = head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
-            ?? (head.isWebSocketUpgrade ? (try? head.argument("token")) ?? nil : nil)
+        let token = bearerToken(head) ?? (head.isWebSocketUpgrade ? (try? head.argument("token")) ?? nil : nil)
         guard let token, !token.isEmpty else { return false }
         let digest = BearerToken.digest(token)
         guard case .notHeld = credentials.lookup(digest: digest) else { return false }
@@ -38,8 +37,10 @@ final class Authenticator {
     func sweep(now: UInt64) { failures.sweep(now: now) }
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
-    func bearerToken(_ request: HTTPRequest) -> String? {
-        request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
+    func bearerToken(_ request: HTTPRequest) -> String? { bearerToken(request.head) }
+
+    private func bearerToken(_ head: HTTPRequestHead) -> String? {
+        head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 
     /// A presented token (nil: none) against the cache and the credential rules.

@@ -98,11 +98,8 @@ final class CredentialCache {
         digestByID[entry.token.id] = key
     }
 
-    @discardableResult
-    private func forget(id: Int64) -> Bool {
-        guard let key = digestByID.removeValue(forKey: id) else { return false }
-        known.remove(key)
-        return true
+    private func forget(id: Int64) {
+        if let key = digestByID.removeValue(forKey: id) { known.remove(key) }
     }
 }
 
