@@ -122,7 +122,6 @@ final class RelayComponents {
         cluster.report(sockets: stop.openConnections, devices: hub.deviceCount)
         authenticator.sweep(now: now)
         hub.sweepHistories(now: now)
-        webSocket.closeExpiredSessions(wall: env.clock.wall())
     }
 
     /// Every wheel interval (`WebSocketEndpoint.wheelInterval`, 10 ms): every deadline the relay

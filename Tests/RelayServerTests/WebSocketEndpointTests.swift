@@ -137,6 +137,11 @@ import WimzProtocol
 
         // Over the limit as soon as the frame's announced length says so.
         robot.receive(String(repeating: " ", count: 100), last: false, remaining: 1000)
+        // The rest of that message is ignored, and the robot is gone for the app at once (the
+        // close detaches).
+        robot.receive(String(repeating: " ", count: 1000), first: false)
+        app.serviceWritable()
+        #expect(app.messages.last.map(deviceStatus) == "offline")
         relay.tick(robot)
         #expect(robot.closeFrame?.code == .tooLarge)
         // Text that is not UTF-8.

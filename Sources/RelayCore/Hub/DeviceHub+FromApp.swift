@@ -11,8 +11,7 @@ extension DeviceHub {
             observer?.hubDropped(.refused(.rateLimited))
             session.consecutiveRateLimited += 1
             if session.consecutiveRateLimited >= limits.rateLimitCloseAfter {
-                session.close(.rateLimited, reason: "rate limited")
-                detach(session)
+                close(session, .rateLimited, reason: "rate limited")
             } else if commandID != nil || session.consecutiveRateLimited == 1 || session.consecutiveRateLimited % 10 == 0 {
                 // A dropped command always gets its error, with its id, so the app can fail that
                 // call; other messages get one error per burst, so a flooding app does not also

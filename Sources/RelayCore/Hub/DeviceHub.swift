@@ -318,6 +318,13 @@ public final class DeviceHub {
     /// Drops history older than its age limit (idle devices keep nothing); once a second.
     public func sweepHistories(now: UInt64) { historyMemory.sweep(now: now) }
 
+    /// Closes `session` with `code` and stops routing to it: how a session is closed (its socket
+    /// sends the close frame when its turn comes).
+    public func close(_ session: Session, _ code: CloseCode, reason: String) {
+        session.close(code, reason: reason)
+        detach(session)
+    }
+
     /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
     @discardableResult
     public func close(where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
@@ -338,10 +345,7 @@ public final class DeviceHub {
     }
 
     private func close(_ victims: [Session], code: CloseCode, reason: String) -> [Session] {
-        for s in victims {
-            s.close(code, reason: reason)
-            detach(s)
-        }
+        for s in victims { close(s, code, reason: reason) }
         return victims
     }
 
@@ -443,8 +447,7 @@ public final class DeviceHub {
         guard session.closing == nil else { return }
         if !session.enqueue(payload, numbering: numbering) {
             observer?.hubDropped(.queueFull)
-            session.close(.slowConsumer, reason: "slow consumer")
-            detach(session)
+            close(session, .slowConsumer, reason: "slow consumer")
         }
     }
 }

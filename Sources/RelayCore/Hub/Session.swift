@@ -167,8 +167,9 @@ public final class Session {
         return true
     }
 
-    /// Marks the session for closing with `code`; queued messages are dropped.
-    public func close(_ code: CloseCode, reason: String) {
+    /// Marks the session for closing with `code`; queued messages are dropped. Outside the hub a
+    /// session is closed by `DeviceHub.close(_:_:reason:)`, which also stops routing to it.
+    func close(_ code: CloseCode, reason: String) {
         guard closing == nil else { return }
         closing = (code, reason)
         queue.removeAll()

@@ -9,27 +9,23 @@ final class Connection: SessionTransport {
     let wsi: OpaquePointer
     let io: WebSocketIO
     let session: Session
-    /// Bytes of the message being received (fragments and lws chunks appended).
-    var receiving: [UInt8] = []
-    var receivingBinary = false
-    /// Set once the over-size close has been decided, so the rest of the frame is ignored.
-    var rejected = false
-    /// lws reported CLOSED: `wsi` is gone.
-    var isFinished = false
-    /// The relay's close frame was let out (WRITEABLE returned -1 for it): the socket lingers.
-    var closeLetOut = false
-    /// The 101 may still wait in the kernel for the first message to join it
-    /// (`WebSocketEndpoint.releaseCork`).
-    var corked = true
-    /// The session is being opened: its first messages are written as it opens
-    /// (`WebSocketEndpoint.writeFirstMessages`), so no WRITEABLE is asked for meanwhile.
-    var opening = false
+    /// Where it is between ESTABLISHED and CLOSED (`State`: the transitions and what each asks for).
+    private(set) var state = State.opening
+    /// A message arriving in pieces (fragments, or lws chunks of a large frame).
+    var incoming = Incoming.none
     /// Framed bytes of a direct write that the kernel did not take: they go first at the next
     /// WRITEABLE (`FrameWriter.drain`).
     var unsent: [UInt8] = []
     /// Unowned: the watch holds closing connections, and the server owns both.
     private unowned let closeWatch: CloseWatch
-    private var watched = false
+
+    /// A message being reassembled.
+    enum Incoming {
+        case none
+        case assembling(bytes: [UInt8], isBinary: Bool)
+        /// Over the size limit: its close is decided, the rest of the message is ignored.
+        case skipping
+    }
 
     init(wsi: OpaquePointer, io: WebSocketIO, session: Session, closeWatch: CloseWatch) {
         self.wsi = wsi
@@ -44,17 +40,25 @@ final class Connection: SessionTransport {
     }
 
     override func requestWrite() {
-        if opening { return }
+        switch state.writeRequested(closing: session.closing != nil) {
+        case .askWritable: io.requestWritable(wsi)
         // A close is let out by the close watch (paced, and bounded in time).
-        if session.closing != nil {
-            if !watched {
-                watched = true
-                closeWatch.watch(self)
-            }
-            return
+        case .watchClose: closeWatch.watch(self)
+        case .none: break
         }
-        io.requestWritable(wsi)
     }
+
+    /// ESTABLISHED was handled (see `State.opened`).
+    func opened() { state.opened() }
+
+    /// Bytes went straight to the socket; whether the 101 must be let out now.
+    func wroteDirectly() -> State.Uncork { state.wroteDirectly() }
+
+    /// lws offers a write: what to do with it (see `State.writeable`).
+    func writeable() -> State.Write { state.writeable(closing: session.closing != nil) }
+
+    /// lws reported CLOSED; whether the socket lingers.
+    func closed() -> Bool { state.closed() }
 
     /// The Connection stored in an lws per-session data block (nil for plain HTTP).
     static func from(user: UnsafeMutableRawPointer?) -> Connection? { unmanaged(user: user)?.takeUnretainedValue() }
@@ -99,7 +103,7 @@ final class CloseWatch {
         while waitingHead < waiting.count, released < CloseWatch.perTurn {
             let connection = waiting[waitingHead]
             waitingHead += 1
-            guard !connection.isFinished else { continue }
+            guard connection.state.awaitsCloseRelease else { continue }  // closed, or its close already out
             connection.io.requestWritable(connection.wsi)
             deadlines.append(connection, deadline: now + CloseWatch.grace)
             released += 1
@@ -108,7 +112,7 @@ final class CloseWatch {
             waiting.removeAll(keepingCapacity: waiting.count <= 1024)
             waitingHead = 0
         }
-        for connection in deadlines.popExpired(now: now) where !connection.isFinished {
+        for connection in deadlines.popExpired(now: now) where !connection.state.isFinished {
             connection.io.drop(connection.wsi)
         }
     }

@@ -91,24 +91,20 @@ final class WebSocketEndpoint {
     /// first at the WRITEABLE asked for then. TLS sockets take the usual way.
     private func writeFirstMessages(_ connection: Connection) {
         let session = connection.session
-        connection.opening = false
+        connection.opened()
         if session.closing == nil, !session.queue.isEmpty, io.canWriteDirectly(connection.wsi) {
             writer.drainDirectly(connection)
-            releaseCork(connection)
+            uncork(connection, connection.wroteDirectly())
         }
         if session.closing != nil || !connection.unsent.isEmpty || !session.queue.isEmpty || session.pingDue {
             connection.requestWrite()
         }
     }
 
-    /// Lets the 101 out, with whatever was written after it, once: the gate corks each upgrade
-    /// it hands to lws (`GateListener.adopt`), and every session has a first message queued as
-    /// it opens (the app's device status, the robot's app count). Where lws serves TLS itself
-    /// nothing is corked and this costs one idle `setsockopt`.
-    private func releaseCork(_ connection: Connection) {
-        guard connection.corked else { return }
-        connection.corked = false
-        io.uncork(connection.wsi)
+    /// Lets the 101 out, with whatever was written after it, when the connection's state says
+    /// it is still corked (`Connection.State`).
+    private func uncork(_ connection: Connection, _ uncork: Connection.State.Uncork) {
+        if uncork == .yes { io.uncork(connection.wsi) }
     }
 
     /// Creates the session of an upgrade that was granted on `wsi` and attaches it.
@@ -127,8 +123,7 @@ final class WebSocketEndpoint {
                                                maxBytes: env.configuration.sendQueueMaxBytes))
         session.recovery = grant.recovery
         session.wantsSenders = grant.wantsSenders
-        let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)
-        connection.opening = true  // its first messages are written as `established` returns
+        let connection = Connection(wsi: wsi, io: io, session: session, closeWatch: closeWatch)  // opening
         session.transport = connection
         stop.connectionOpened()
         hub.attach(session, now: now, wallClock: env.clock.wall())
@@ -158,28 +153,26 @@ final class WebSocketEndpoint {
                                      isBinary: fragment.isBinary), from: session)
             return 0
         }
-        if fragment.isFirst {
-            connection.receiving.removeAll(keepingCapacity: connection.receiving.capacity <= 65536)
-            connection.receivingBinary = fragment.isBinary
-            connection.rejected = false
+        var bytes: [UInt8] = [], isBinary = fragment.isBinary
+        switch connection.incoming {
+        case .skipping where !fragment.isFirst: return 0
+        case .assembling(let sofar, let binary) where !fragment.isFirst: (bytes, isBinary) = (sofar, binary)
+        default: break  // a new message
         }
-        if connection.rejected { return 0 }
-        let total = connection.receiving.count + length + fragment.remaining
+        connection.incoming = .none  // `bytes` holds the only reference: appended in place
+        let total = bytes.count + length + fragment.remaining
         if total > maxMessageBytes {
-            connection.rejected = true
-            connection.receiving = []
-            session.close(.tooLarge, reason: "message too large")
-            hub.detach(session)
+            connection.incoming = .skipping
+            hub.close(session, .tooLarge, reason: "message too large")
             return 0
         }
-        if connection.receiving.isEmpty { connection.receiving.reserveCapacity(total) }
-        if let input, length > 0 {
-            connection.receiving.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+        if bytes.isEmpty { bytes.reserveCapacity(total) }
+        if let input, length > 0 { bytes.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length)) }
+        if fragment.isLast {
+            deliver(Payload(bytes, isBinary: isBinary), from: session)
+        } else {
+            connection.incoming = .assembling(bytes: bytes, isBinary: isBinary)
         }
-        guard fragment.isLast else { return 0 }
-        let payload = Payload(connection.receiving, isBinary: connection.receivingBinary)
-        connection.receiving = []
-        deliver(payload, from: session)
         return 0
     }
 
@@ -187,8 +180,7 @@ final class WebSocketEndpoint {
     /// instead (1007: lws does not check, see `UTF8Text`).
     private func deliver(_ payload: Payload, from session: Session) {
         guard payload.isBinary || payload.withBytes(UTF8Text.isValid) else {
-            session.close(.invalidPayload, reason: "text frames must be valid UTF-8")
-            hub.detach(session)
+            hub.close(session, .invalidPayload, reason: "text frames must be valid UTF-8")
             return
         }
         hub.receive(payload, from: session, now: session.lastHeard)
@@ -197,33 +189,33 @@ final class WebSocketEndpoint {
     /// Handles `LWS_CALLBACK_SERVER_WRITEABLE`: sends a pending close, else drains the queue.
     func writeable(_ connection: Connection) -> Int32 {
         let session = connection.session
-        if let closing = session.closing {
-            io.setCloseReason(connection.wsi, code: closing.code, reason: closing.reason)
-            connection.closeLetOut = true
-            releaseCork(connection)
+        switch connection.writeable() {
+        case .sendClose(let cork):
+            if let closing = session.closing { io.setCloseReason(connection.wsi, code: closing.code, reason: closing.reason) }
+            uncork(connection, cork)
             return -1
+        case .drain(let cork):
+            guard writer.drain(connection) else { return -1 }
+            uncork(connection, cork)
+            if !session.queue.isEmpty || session.pingDue { connection.requestWrite() }
+            return 0
         }
-        guard writer.drain(connection) else { return -1 }
-        releaseCork(connection)
-        if !session.queue.isEmpty || session.pingDue { connection.requestWrite() }
-        return 0
     }
 
     /// Handles `LWS_CALLBACK_CLOSED`: the connection's end, then the per-session data's
     /// reference goes.
     func closed(_ user: UnsafeMutableRawPointer?) {
         guard let connection = Connection.from(user: user) else { return }
-        if connection.closeLetOut { io.lingerAfterClose(connection.wsi, now: env.clock.monotonic()) }
+        if connection.closed() { io.lingerAfterClose(connection.wsi, now: env.clock.monotonic()) }
         finish(connection)
         Connection.release(user: user)
     }
 
     /// A connection's end: detaches, audits, counts.
-    func finish(_ connection: Connection) {
+    private func finish(_ connection: Connection) {
         let session = connection.session
         hub.detach(session)
         if session.role == .robot { robotHTTP.robotGone(session) }
-        connection.isFinished = true
         session.transport = nil  // not retained: nothing may reach the connection through it from now on
         if let code = session.closing?.code { env.counters.closes[code.rawValue, default: 0] += 1 }
         let seconds = Double(env.clock.wall().microseconds - session.connectedAt.microseconds) / 1e6
@@ -302,18 +294,9 @@ final class WebSocketEndpoint {
     /// Closes `session` (4003) if its token has expired by `wall`; true if it did.
     private func closeIfExpired(_ session: Session, wall: UnixTime) -> Bool {
         guard let expires = session.tokenExpiresAt, expires <= wall, session.closing == nil else { return false }
-        session.close(.revoked, reason: "token expired")
-        hub.detach(session)
+        hub.close(session, .revoked, reason: "token expired")
         env.counters.tokenExpiryCloses += 1
         return true
-    }
-
-    /// Once a second, every session against its token's expiry: what the wheel should have
-    /// closed already is closed now whatever became of its entry there, so an expired token —
-    /// a guest's `until` — never keeps a socket past a second (docs/protocol.md v1.3), on a node that
-    /// heard no notification too: each node holds the expiry of the tokens it serves.
-    func closeExpiredSessions(wall: UnixTime) {
-        for session in hub.allSessions where session.tokenExpiresAt != nil { _ = closeIfExpired(session, wall: wall) }
     }
 
     /// A token's row changed (the store said so): its live sessions take the new access
