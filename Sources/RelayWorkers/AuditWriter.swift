@@ -235,7 +235,7 @@ public final class AuditWriter: DatabaseWork {
     private func reject(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
         guard !events.isEmpty || !issuances.isEmpty else { return }
         state.withLock { $0.rejected += events.count }
-        let text = AuditWriter.lines(events, issuances)
+        let text = lines(events, issuances)
         var metadata: Logger.Metadata = ["events": .stringConvertible(events.count), "turn_issuances": .stringConvertible(issuances.count),
                                          "path": "\(rejectedPath)"]
         // Without the file the log is the only copy.
@@ -256,7 +256,7 @@ public final class AuditWriter: DatabaseWork {
 
     private func spool(_ events: [AuditEvent], _ issuances: [TurnIssuance]) {
         guard !events.isEmpty || !issuances.isEmpty else { return }
-        if append(AuditWriter.lines(events, issuances), to: spoolPath) {
+        if append(lines(events, issuances), to: spoolPath) {
             state.withLock { $0.spooled += events.count }
             log.warning("audit_spooled", metadata: ["events": .stringConvertible(events.count),
                                                     "turn_issuances": .stringConvertible(issuances.count), "path": "\(spoolPath)"])
@@ -266,12 +266,11 @@ public final class AuditWriter: DatabaseWork {
         }
     }
 
-    /// The spool's JSON lines for `events` and `issuances`.
-    static func lines(_ events: [AuditEvent], _ issuances: [TurnIssuance]) -> String {
-        var text = ""
-        for issuance in issuances { text += AuditWriter.encode(issuance) + "\n" }
-        for event in events { text += AuditWriter.encode(event) + "\n" }
-        return text
+    /// The spool's lines for `events` and `issuances` (`SpoolLine`).
+    private func lines(_ events: [AuditEvent], _ issuances: [TurnIssuance]) -> String {
+        SpoolLine.text(events, issuances) { record, error in
+            log.error("audit_line_unwritable", metadata: ["record": "\(record)", "error": "\(error)"])
+        }
     }
 
     /// Appends `text` to `path`, created owner-only; false if it cannot.
@@ -294,7 +293,7 @@ public final class AuditWriter: DatabaseWork {
         var issuances: [TurnIssuance] = []
         var unreadable = ""
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            switch AuditWriter.decode(String(line)) {
+            switch SpoolLine(line: line) {
             case .event(let event)?: events.append(event)
             case .issuance(let issuance)?: issuances.append(issuance)
             case nil: unreadable += line + "\n"
@@ -306,59 +305,5 @@ public final class AuditWriter: DatabaseWork {
         state.withLock { $0.written += events.count - rejected }
         log.info("audit_spool_replayed", metadata: ["events": .stringConvertible(events.count),
                                                     "turn_issuances": .stringConvertible(issuances.count)])
-    }
-
-    /// One line of the spool file: an audit event, or `{"issuance":{…}}`.
-    enum SpoolRecord: Equatable {
-        case event(AuditEvent)
-        case issuance(TurnIssuance)
-    }
-
-    static func encode(_ i: TurnIssuance) -> String {
-        JSONValue.object([("issuance", .object([
-            ("id", .optional(i.id)), ("device_id", .string(i.deviceID.rawValue)), ("token_id", i.tokenID.map { .int($0) } ?? .null),
-            ("role", .string(i.role.rawValue)), ("user_id", .string(i.userID)), ("username", .string(i.username)),
-            ("secret_id", i.secretID.map { .int($0) } ?? .null), ("issued_at_us", .int(i.issuedAt.microseconds)),
-            ("expires_at_us", .int(i.expiresAt.microseconds)), ("client_addr", .optional(i.clientAddress)), ("via", .string(i.via)),
-        ]))]).encoded
-    }
-
-    static func encode(_ e: AuditEvent) -> String {
-        JSONValue.object([
-            ("id", .string(e.id.description)), ("at_us", .int(e.at.microseconds)), ("kind", .string(e.kind.rawValue)),
-            ("actor", .string(e.actor)), ("device_id", .optional(e.deviceID)),
-            ("token_id", e.tokenID.map { .int($0) } ?? .null), ("remote_addr", .optional(e.remoteAddress)),
-            ("details", e.details),
-        ]).encoded
-    }
-
-    /// A spool line read back (the strict `JSONReader`, like every request the daemon reads).
-    static func decode(_ line: String) -> SpoolRecord? {
-        guard let object = try? JSONReader.parse(Array(line.utf8), maxDepth: 64), case .object = object else { return nil }
-        if let fields = object.member("issuance") { return decodeIssuance(fields).map(SpoolRecord.issuance) }
-        return decodeEvent(object).map(SpoolRecord.event)
-    }
-
-    private static func decodeIssuance(_ o: JSONValue) -> TurnIssuance? {
-        func text(_ key: String) -> String? { o.member(key)?.stringValue }
-        func number(_ key: String) -> Int64? { o.member(key)?.intValue }
-        guard let device = text("device_id").flatMap(DeviceID.init), let role = text("role").flatMap(Role.init),
-              let userID = text("user_id"), let username = text("username"), let via = text("via"),
-              let issued = number("issued_at_us"), let expires = number("expires_at_us")
-        else { return nil }
-        return TurnIssuance(id: text("id"), deviceID: device, tokenID: number("token_id"), role: role,
-                            userID: userID, username: username, secretID: number("secret_id"),
-                            issuedAt: UnixTime(microseconds: issued), expiresAt: UnixTime(microseconds: expires),
-                            clientAddress: text("client_addr"), via: via)
-    }
-
-    private static func decodeEvent(_ o: JSONValue) -> AuditEvent? {
-        guard let id = o.member("id")?.stringValue.flatMap(UUIDValue.init), let at = o.member("at_us")?.intValue,
-              let kind = o.member("kind")?.stringValue.flatMap(AuditKind.init(rawValue:)),
-              let actor = o.member("actor")?.stringValue
-        else { return nil }
-        return AuditEvent(id: id, at: UnixTime(microseconds: at), kind: kind, actor: actor,
-                          deviceID: o.member("device_id")?.stringValue, tokenID: o.member("token_id")?.intValue,
-                          remoteAddress: o.member("remote_addr")?.stringValue, details: o.member("details") ?? .object([]))
     }
 }

@@ -30,8 +30,8 @@ public struct TurnSecret: Sendable, Equatable {
     public var masked: String { value.count <= 8 ? "****" : String(value.prefix(4)) + "…" + String(value.suffix(2)) }
 }
 
-/// One TURN credential handed out.
-public struct TurnIssuance: Sendable, Equatable {
+/// One TURN credential handed out. `Codable` as it waits in the audit spool.
+public struct TurnIssuance: Sendable, Equatable, Codable {
     /// The id of the issuance's audit event (a UUID): replays store the row once.
     public var id: String?
     public var deviceID: DeviceID
@@ -45,6 +45,11 @@ public struct TurnIssuance: Sendable, Equatable {
     public var clientAddress: String?
     /// `http` or `push`.
     public var via: String
+
+    private enum CodingKeys: String, CodingKey {
+        case id, deviceID = "device_id", tokenID = "token_id", role, userID = "user_id", username, secretID = "secret_id",
+             issuedAt = "issued_at_us", expiresAt = "expires_at_us", clientAddress = "client_addr", via
+    }
 
     public init(id: String? = nil, deviceID: DeviceID, tokenID: Int64?, role: Role, userID: String, username: String,
                 secretID: Int64?, issuedAt: UnixTime, expiresAt: UnixTime, clientAddress: String?, via: String) {

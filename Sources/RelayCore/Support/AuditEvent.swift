@@ -1,5 +1,5 @@
 /// What happened, for the append-only audit log (docs/protocol.md "What is stored and audited").
-public enum AuditKind: String, Sendable, CaseIterable {
+public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case deviceCreated = "device_created"
     case deviceDisabled = "device_disabled"
     case deviceEnabled = "device_enabled"
@@ -39,8 +39,9 @@ public enum AuditKind: String, Sendable, CaseIterable {
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event
-/// (from the daemon's spool after a database outage) is stored once.
-public struct AuditEvent: Sendable, Equatable {
+/// (from the daemon's spool after a database outage) is stored once. `Codable` as a line of
+/// that spool.
+public struct AuditEvent: Sendable, Equatable, Codable {
     public var id: UUIDValue
     public var at: UnixTime
     public var kind: AuditKind
@@ -51,6 +52,10 @@ public struct AuditEvent: Sendable, Equatable {
     public var remoteAddress: String?
     /// A JSON object with event-specific fields.
     public var details: JSONValue
+
+    private enum CodingKeys: String, CodingKey {
+        case id, at = "at_us", kind, actor, deviceID = "device_id", tokenID = "token_id", remoteAddress = "remote_addr", details
+    }
 
     public init(id: UUIDValue, at: UnixTime, kind: AuditKind, actor: String, deviceID: String? = nil,
                 tokenID: Int64? = nil, remoteAddress: String? = nil, details: JSONValue = .object([])) {

@@ -169,3 +169,15 @@ public enum MonotonicClock {
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 }
+
+/// A time through `Codable` as its microseconds since the epoch (the audit spool's `*_us` fields).
+extension UnixTime: Codable {
+    public init(from decoder: any Decoder) throws {
+        self.init(microseconds: try decoder.singleValueContainer().decode(Int64.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var value = encoder.singleValueContainer()
+        try value.encode(microseconds)
+    }
+}

@@ -28,7 +28,7 @@ public struct DeviceID: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Which end of a device a token or socket belongs to.
-public enum Role: String, Sendable, CaseIterable {
+public enum Role: String, Sendable, CaseIterable, Codable {
     case robot
     case app
 
@@ -38,5 +38,21 @@ public enum Role: String, Sendable, CaseIterable {
         case .robot: return "wimz_r_"
         case .app: return "wimz_a_"
         }
+    }
+}
+
+/// A device id through `Codable` as its text, checked against the pattern as it is read.
+extension DeviceID: Codable {
+    public init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer()
+        guard let id = DeviceID(try value.decode(String.self)) else {
+            throw DecodingError.dataCorruptedError(in: value, debugDescription: "not a device id")
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var value = encoder.singleValueContainer()
+        try value.encode(rawValue)
     }
 }
