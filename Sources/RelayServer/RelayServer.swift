@@ -59,12 +59,13 @@ public final class RelayServer {
         let host = "\(HostName.current()):\(loop.boundPort)"
         let nodeID = configuration.nodeID ?? host
         guard NodeName.isValid(nodeID) else { throw ServerError(description: "invalid node id '\(nodeID)' (WIMZ_NODE_ID: [A-Za-z0-9_.:-]{1,128})") }
+        let clock = RelayClock.system
         let workers = Workers(configuration: configuration,
                               identity: .init(nodeID: nodeID, address: configuration.nodeAddress ?? host, incarnation: try Crypto.uuidV4()),
-                              migrator: migrator, mailbox: mailbox)
+                              migrator: migrator, mailbox: mailbox, clock: clock)
         self.workers = workers
-        let env = RelayEnvironment(configuration: configuration, clock: .system,
-                                   thread: loop.thread, audit: AuditTrail(writer: workers.audit, node: nodeID, clock: .system))
+        let env = RelayEnvironment(configuration: configuration, clock: clock,
+                                   thread: loop.thread, audit: AuditTrail(writer: workers.audit, node: nodeID, clock: clock))
         components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })

@@ -10,9 +10,9 @@ public struct AuditRepository {
     /// Most rows one INSERT carries (one transaction's worth for the writer).
     public static let maxBatch = 500
 
-    /// A new event at `at` (the relay passes its clock; the repositories' own events, written in
-    /// their transaction, take the time it runs) and a fresh time-ordered id (`Crypto.uuidV7`).
-    public static func event(_ kind: AuditKind, at: UnixTime = .now(), actor: String, deviceID: String? = nil, tokenID: Int64? = nil,
+    /// A new event at `at` (the relay's clock: `AuditTrail` passes it, the repositories their
+    /// connection's, `PGConnection.clock`) and a fresh time-ordered id (`Crypto.uuidV7`).
+    public static func event(_ kind: AuditKind, at: UnixTime, actor: String, deviceID: String? = nil, tokenID: Int64? = nil,
                              remoteAddress: String? = nil, details: JSONValue = .object([])) throws -> AuditEvent {
         return AuditEvent(id: try Crypto.uuidV7(unixMilliseconds: UInt64(max(0, at.microseconds / 1000))), at: at,
                           kind: kind, actor: actor, deviceID: deviceID, tokenID: tokenID, remoteAddress: remoteAddress,

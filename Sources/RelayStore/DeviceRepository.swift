@@ -22,7 +22,7 @@ public struct DeviceRepository {
             }
             let device = try DeviceRepository.decode(rows.single())
             try AuditRepository(db).append([
-                AuditRepository.event(.deviceCreated, actor: actor, deviceID: id.rawValue,
+                AuditRepository.event(.deviceCreated, at: db.clock.wall(), actor: actor, deviceID: id.rawValue,
                                       details: .object([("name", .string(name))])),
             ])
             return device
@@ -55,7 +55,8 @@ public struct DeviceRepository {
                 WHERE id = $1 RETURNING \(DeviceRepository.columns)
                 """, [id.rawValue, disabled ? "true" : "false"])
             try AuditRepository(db).append([
-                AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, actor: actor, deviceID: id.rawValue),
+                AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, at: db.clock.wall(),
+                                      actor: actor, deviceID: id.rawValue),
             ])
             return (try DeviceRepository.decode(updated.single()), true)
         }

@@ -208,7 +208,8 @@ public struct HouseholdRepository {
     private func audit(_ kind: AuditKind, device: DeviceID, tokenID: Int64?, actor: HouseholdActor, address: String?,
                        details: [(String, JSONValue)]) throws {
         try AuditRepository(db).append([
-            AuditRepository.event(kind, actor: actor.name, deviceID: device.rawValue, tokenID: tokenID, remoteAddress: address,
+            AuditRepository.event(kind, at: db.clock.wall(),
+                                  actor: actor.name, deviceID: device.rawValue, tokenID: tokenID, remoteAddress: address,
                                   details: .object(details + actor.details)),
         ])
     }

@@ -54,7 +54,8 @@ public struct LiveActivityRepository {
                                                  ("environment", .string(registration.environment.rawValue))]
             if let id = registration.activityID { details.append(("activity_id", .string(id.rawValue))) }
             try AuditRepository(db).append([
-                AuditRepository.event(.liveActivityRegistered, actor: "app", deviceID: device, tokenID: registration.appTokenID,
+                AuditRepository.event(.liveActivityRegistered, at: db.clock.wall(),
+                                      actor: "app", deviceID: device, tokenID: registration.appTokenID,
                                       remoteAddress: address, details: .object(details)),
             ])
             var saved = registration

@@ -43,7 +43,8 @@ public struct PairingRepository {
             let minted = try rows.single()
             let expires = try minted.time("expires_at")
             try AuditRepository(db).append([
-                AuditRepository.event(.pairingCodeCreated, actor: actor, deviceID: device.rawValue, remoteAddress: address,
+                AuditRepository.event(.pairingCodeCreated, at: db.clock.wall(),
+                                      actor: actor, deviceID: device.rawValue, remoteAddress: address,
                                       details: .object([("code_id", .int(try minted.int64("id"))),
                                                         ("expires_at", .string(expires.iso8601))])),
             ])
@@ -60,7 +61,7 @@ public struct PairingRepository {
                 [address])
             if try failures.single().int("failures") >= PairingRepository.failuresPerMinute {
                 try AuditRepository(db).append([
-                    AuditRepository.event(.pairingRateLimited, actor: "relay", remoteAddress: address),
+                    AuditRepository.event(.pairingRateLimited, at: db.clock.wall(), actor: "relay", remoteAddress: address),
                 ])
                 return .rateLimited
             }
@@ -80,7 +81,7 @@ public struct PairingRepository {
                 try db.execute("DELETE FROM pairing_failures WHERE at < now() - interval '1 hour'")
                 try db.execute("INSERT INTO pairing_failures (address) VALUES ($1)", [address])
                 try AuditRepository(db).append([
-                    AuditRepository.event(.pairingFailed, actor: "relay", remoteAddress: address),
+                    AuditRepository.event(.pairingFailed, at: db.clock.wall(), actor: "relay", remoteAddress: address),
                 ])
                 return .invalid
             }
@@ -97,7 +98,8 @@ public struct PairingRepository {
             var details: [(String, JSONValue)] = [("code_id", .int(codeID)), ("label", .string(name))]
             if invited != nil { details += [("invite_id", .int(codeID)), ("access", .string(rights.access.rawValue))] }
             try AuditRepository(db).append([
-                AuditRepository.event(invited != nil ? .inviteRedeemed : .appPaired, actor: "relay", deviceID: device.rawValue,
+                AuditRepository.event(invited != nil ? .inviteRedeemed : .appPaired, at: db.clock.wall(),
+                                      actor: "relay", deviceID: device.rawValue,
                                       tokenID: issued.record.id, remoteAddress: address, details: .object(details)),
             ])
             return .paired(device: device, token: issued)

@@ -48,7 +48,7 @@ public struct PushRepository {
                 """, [registration.device.rawValue, registration.token, registration.environment.rawValue,
                       String(registration.appTokenID), events])
             try AuditRepository(db).append([
-                AuditRepository.event(.pushRegistered, actor: "app", deviceID: registration.device.rawValue,
+                AuditRepository.event(.pushRegistered, at: db.clock.wall(), actor: "app", deviceID: registration.device.rawValue,
                                       tokenID: registration.appTokenID, remoteAddress: address,
                                       details: .object([("token_suffix", .string(String(registration.token.suffix(8)))),
                                                         ("environment", .string(registration.environment.rawValue)),

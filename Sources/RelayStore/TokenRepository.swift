@@ -47,7 +47,7 @@ public struct TokenRepository {
                                                   ("expires_at", .optional(record.expiresAt?.iso8601))]
             if role == .app { details += [("access", .string(record.access.rawValue)), ("control", .bool(record.rights.mayCommand))] }
             try AuditRepository(db).append([
-                AuditRepository.event(.tokenIssued, actor: actor, deviceID: device.rawValue, tokenID: record.id,
+                AuditRepository.event(.tokenIssued, at: db.clock.wall(), actor: actor, deviceID: device.rawValue, tokenID: record.id,
                                       details: .object(details)),
             ])
             return IssuedToken(record: record, secret: secret)
@@ -74,7 +74,8 @@ public struct TokenRepository {
             let updated = try db.execute(
                 "UPDATE tokens t SET revoked_at = now() WHERE t.id = $1 RETURNING \(TokenRepository.columns)", [String(id)])
             try AuditRepository(db).append([
-                AuditRepository.event(.tokenRevoked, actor: actor, deviceID: current.deviceID.rawValue, tokenID: id),
+                AuditRepository.event(.tokenRevoked, at: db.clock.wall(),
+                                      actor: actor, deviceID: current.deviceID.rawValue, tokenID: id),
             ])
             return (try TokenRepository.decode(updated.single()), true)
         }

@@ -42,7 +42,7 @@ public struct TurnCutRepository {
             let expired = rows.records
             guard !expired.isEmpty else { return 0 }
             try AuditRepository(db).append(try expired.map { row in
-                try AuditRepository.event(.memberExpired, actor: "relay", deviceID: try row.string("device_id"),
+                try AuditRepository.event(.memberExpired, at: db.clock.wall(), actor: "relay", deviceID: try row.string("device_id"),
                                           tokenID: try row.int64("token_id"), details: .object([("by", "expiry")]))
             })
             return expired.count
@@ -92,7 +92,8 @@ public struct TurnCutRepository {
             guard finished else { return }
             let total = try rows.single().int64("sessions_cut")
             try AuditRepository(db).append([
-                AuditRepository.event(.turnSessionsCut, actor: "relay", deviceID: cut.deviceID, tokenID: cut.tokenID,
+                AuditRepository.event(.turnSessionsCut, at: db.clock.wall(),
+                                      actor: "relay", deviceID: cut.deviceID, tokenID: cut.tokenID,
                                       details: .object([("reason", .string(cut.reason)), ("sessions", .int(total)),
                                                         ("servers", .array(serversDone.map(JSONValue.string))),
                                                         ("usernames", .int(Int64(cut.usernames.count))),

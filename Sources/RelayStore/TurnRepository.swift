@@ -30,7 +30,8 @@ public struct TurnRepository {
             }
             let stored = try TurnRepository.decode(row.single())
             try AuditRepository(db).append([
-                AuditRepository.event(kind, actor: actor, details: .object([("realm", .string(realm)), ("secret_id", .int(stored.id))])),
+                AuditRepository.event(kind, at: db.clock.wall(),
+                                      actor: actor, details: .object([("realm", .string(realm)), ("secret_id", .int(stored.id))])),
             ])
             return stored
         }
@@ -56,7 +57,7 @@ public struct TurnRepository {
             }
             try db.execute("DELETE FROM turn_secret WHERE id = $1", [String(id)])
             try AuditRepository(db).append([
-                AuditRepository.event(.turnSecretRetired, actor: actor,
+                AuditRepository.event(.turnSecretRetired, at: db.clock.wall(), actor: actor,
                                       details: .object([("realm", .string(secret.realm)), ("secret_id", .int(id)),
                                                         ("forced", .bool(force))])),
             ])

@@ -53,6 +53,7 @@ public protocol ThreadWork: AnyObject, Sendable {
 public final class DatabaseThread: Sendable {
     public let name: String
     private let conninfo: String
+    private let clock: RelayClock
     /// `wimz-relay/<node>/<name>`: how an operator tells the relay's connections apart in
     /// `pg_stat_activity` (nil: libpq's default).
     public let applicationName: String?
@@ -67,9 +68,12 @@ public final class DatabaseThread: Sendable {
     /// primary demoted), each replaced: `wimz_database_connections_replaced_total`.
     public static let connectionsReplaced = Atomic<Int>(0)
 
-    public init(name: String, conninfo: String, node: String? = nil, policy: ReconnectPolicy = ReconnectPolicy()) {
+    /// `clock`: what its connections stamp the repositories' audit events with (`PGConnection.clock`).
+    public init(name: String, conninfo: String, node: String? = nil, policy: ReconnectPolicy = ReconnectPolicy(),
+                clock: RelayClock = .system) {
         self.name = name
         self.conninfo = conninfo
+        self.clock = clock
         applicationName = node.map { "wimz-relay/\($0)/\(name)" }
         self.policy = policy
         log = Logger(label: "wimz.\(name)")
@@ -186,7 +190,8 @@ public final class DatabaseThread: Sendable {
             do {
                 if db?.isOpen != true {
                     db = nil
-                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2, applicationName: applicationName)
+                    let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2, applicationName: applicationName,
+                                                      clock: clock)
                     for channel in work.channels { try connection.execute("LISTEN \(channel)") }
                     try work.connected(connection)
                     db = connection

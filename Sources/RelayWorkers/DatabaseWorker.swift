@@ -17,8 +17,9 @@ public final class DatabaseWorker: DatabaseWork {
     /// of requests that need the database cannot grow the queue without bound.
     public let capacity: Int
 
-    public init(conninfo: String, node: String? = nil, capacity: Int = 256) {
-        thread = DatabaseThread(name: "database_worker", conninfo: conninfo, node: node)
+    /// `clock` stamps the audit events its jobs' repositories write.
+    public init(conninfo: String, node: String? = nil, capacity: Int = 256, clock: RelayClock = .system) {
+        thread = DatabaseThread(name: "database_worker", conninfo: conninfo, node: node, clock: clock)
         self.capacity = capacity
     }
 

@@ -38,7 +38,7 @@ final class InProcessRelay {
         // Built as the daemon builds them, never started: no thread, no connection.
         let workers = Workers(configuration: configuration,
                               identity: .init(nodeID: "test-node", address: "127.0.0.1:1", incarnation: UUID().uuidString),
-                              migrator: Migrator(migrations: []), mailbox: mailbox)
+                              migrator: Migrator(migrations: []), mailbox: mailbox, clock: clock.clock)
         let env = RelayEnvironment(configuration: configuration, clock: clock.clock, thread: ServiceThread(),
                                    audit: AuditTrail(writer: workers.audit, node: "test-node", clock: clock.clock))
         var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }

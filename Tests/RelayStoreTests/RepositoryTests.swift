@@ -133,7 +133,7 @@ import RelayTestSupport
         defer { database.drop() }
         let db = try database.connect()
         let audit = AuditRepository(db)
-        let event = try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1", remoteAddress: "127.0.0.1",
+        let event = try AuditRepository.event(.authFailed, at: .now(), actor: "relay", deviceID: "d1", remoteAddress: "127.0.0.1",
                                               details: .object([("reason", "unknown_token")]))
         #expect(try audit.append([event], fresh: true) == 1)
         #expect(try audit.append([event]) == 0)
@@ -141,9 +141,9 @@ import RelayTestSupport
         // with the check), and the statement, prepared once, serves both kinds of batch again.
         let error = #expect(throws: StoreError.self) { try audit.append([event], fresh: true) }
         #expect(error?.isUniqueViolation == true)
-        let later = try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1")
+        let later = try AuditRepository.event(.authFailed, at: .now(), actor: "relay", deviceID: "d1")
         #expect(try audit.append([event, later]) == 1)
-        #expect(try audit.append([try AuditRepository.event(.authFailed, actor: "relay", deviceID: "d1")], fresh: true) == 1)
+        #expect(try audit.append([try AuditRepository.event(.authFailed, at: .now(), actor: "relay", deviceID: "d1")], fresh: true) == 1)
         let all = try audit.query(deviceID: "d1")
         #expect(all.count == 3)
         let stored = all.prefix(1)
@@ -160,9 +160,9 @@ import RelayTestSupport
         defer { database.drop() }
         let audit = AuditRepository(try database.connect())
         let awkward = #"a "quoted" \ back\slash, {brace} NULL é ✓"#
-        let full = try AuditRepository.event(.authFailed, actor: awkward, deviceID: "NULL", tokenID: 42,
+        let full = try AuditRepository.event(.authFailed, at: .now(), actor: awkward, deviceID: "NULL", tokenID: 42,
                                              remoteAddress: "::1", details: .object([("reason", .string(awkward))]))
-        let bare = try AuditRepository.event(.appConnected, actor: "relay")
+        let bare = try AuditRepository.event(.appConnected, at: .now(), actor: "relay")
         #expect(try audit.append([full, bare]) == 2)
         let stored = try audit.query()
         #expect(stored.map(\.event.id) == [full.id, bare.id])
@@ -179,7 +179,7 @@ import RelayTestSupport
         let audit = AuditRepository(try database.connect())
         var events: [AuditEvent] = []
         for i in 0..<1200 {
-            var e = try AuditRepository.event(.appConnected, actor: "relay", deviceID: i % 2 == 0 ? "even" : "odd")
+            var e = try AuditRepository.event(.appConnected, at: .now(), actor: "relay", deviceID: i % 2 == 0 ? "even" : "odd")
             e.at = UnixTime(seconds: 1_000_000 + Int64(i))
             events.append(e)
         }

@@ -96,6 +96,29 @@ final class CountingWork: DatabaseWork {
         worker.stop()
     }
 
+    /// The audit events repositories write on the worker's connection carry the clock it was
+    /// given (the relay's; a manual one here), not the system's.
+    @Test func theWorkersRepositoriesStampAuditEventsWithItsClock() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let clock = ManualClock(wall: UnixTime(microseconds: 1_900_000_000_123_000))
+        let worker = DatabaseWorker(conninfo: database.url, clock: clock.clock)
+        worker.start()
+        defer { worker.stop() }
+        let done = Locked<Bool?>(nil)
+        worker.submit({ db in
+            _ = try DeviceRepository(db).add(DeviceID("clocked")!, name: "Rex", actor: "test")
+            done.withLock { $0 = true }
+        }, failed: { error in
+            Issue.record("failed: \(error)")
+            done.withLock { $0 = false }
+        })
+        let started = Date()
+        while done.withLock({ $0 }) == nil, Date().timeIntervalSince(started) < 15 { usleep(10_000) }
+        let stored = try AuditRepository(try database.connect()).query(deviceID: "clocked").map(\.event)
+        #expect(stored.map(\.kind) == [.deviceCreated] && stored.map(\.at) == [clock.wall])
+    }
+
     @Test func databaseWorkerQueueIsBounded() {
         // Not started: nothing drains the queue, so the bound is all that stops it.
         let worker = DatabaseWorker(conninfo: "host=/nonexistent-wimz dbname=x", capacity: 3)
@@ -115,7 +138,7 @@ final class CountingWork: DatabaseWork {
         defer { writer.stop() }
         let started = Date()
         for _ in 0..<100 {  // 1,000 events over ~100 ms or more
-            for _ in 0..<10 { writer.record(try AuditRepository.event(.appConnected, actor: "relay", deviceID: "stream")) }
+            for _ in 0..<10 { writer.record(try AuditRepository.event(.appConnected, at: .now(), actor: "relay", deviceID: "stream")) }
             usleep(1_000)
         }
         let seconds = Date().timeIntervalSince(started)
@@ -133,7 +156,7 @@ final class CountingWork: DatabaseWork {
         let database = try TestDatabase()
         defer { database.drop() }
         let spool = try TestEnvironment.scratchDirectory("audit-spool-\(UUID().uuidString)")
-        let event = try AuditRepository.event(.deviceCreated, actor: "test", deviceID: "spooled1")
+        let event = try AuditRepository.event(.deviceCreated, at: .now(), actor: "test", deviceID: "spooled1")
 
         // No database: the event is kept, and spooled at stop.
         let offline = AuditWriter(conninfo: "host=/nonexistent-wimz port=5432 user=postgres dbname=x", spoolDirectory: spool)
@@ -159,7 +182,7 @@ final class CountingWork: DatabaseWork {
     /// cut line, an id that is not a UUID, which the relay never writes) are set aside in
     /// `audit-rejected.jsonl` as they were, and the rest of the spool is stored.
     @Test func unreadableSpoolLinesAreSetAsideAndTheRestIsStored() throws {
-        let event = try AuditRepository.event(.appConnected, actor: "relay", deviceID: "d1", tokenID: 7, remoteAddress: "::1",
+        let event = try AuditRepository.event(.appConnected, at: .now(), actor: "relay", deviceID: "d1", tokenID: 7, remoteAddress: "::1",
                                                details: .object([("reason", .string("x"))]))
         let line = try SpoolLine.event(event).line()
         #expect(SpoolLine(line: line) == .event(event))
@@ -189,7 +212,7 @@ final class CountingWork: DatabaseWork {
         defer { database.drop() }
         let spool = try TestEnvironment.scratchDirectory("audit-refused-\(UUID().uuidString)")
         func event(_ device: String, refused: Bool = false) throws -> AuditEvent {
-            try AuditRepository.event(.appConnected, actor: "relay", deviceID: device,
+            try AuditRepository.event(.appConnected, at: .now(), actor: "relay", deviceID: device,
                                       details: refused ? .raw(#"{"reason":"a\u0000b"}"#) : .object([]))
         }
         let spooledGood = try event("spooled-good"), spooledBad = try event("spooled-bad", refused: true)

@@ -21,11 +21,13 @@ final class Workers {
     /// checks it before it gets here).
     let push: APNsSender?
 
-    /// Events for the service thread go to `mailbox`.
-    init(configuration: RelayConfiguration, identity: ClusterAgent.Identity, migrator: Migrator, mailbox: Mailbox<ServiceEvent>) {
+    /// Events for the service thread go to `mailbox`; `clock` stamps the audit events the
+    /// database worker's jobs write (the relay's, as `AuditTrail`'s).
+    init(configuration: RelayConfiguration, identity: ClusterAgent.Identity, migrator: Migrator, mailbox: Mailbox<ServiceEvent>,
+         clock: RelayClock) {
         let url = configuration.databaseURL, node = identity.nodeID
         audit = AuditWriter(conninfo: url, node: node, spoolDirectory: configuration.spoolDirectory)
-        database = DatabaseWorker(conninfo: url, node: node)
+        database = DatabaseWorker(conninfo: url, node: node, clock: clock)
         monitor = StoreMonitor(conninfo: url, node: node, migrator: migrator, turnRealm: configuration.turnRealm,
                                credentials: credentials) { mailbox.post(.store($0)) }
         cluster = ClusterAgent(conninfo: url, identity: identity, leaseSeconds: configuration.clusterLeaseSeconds) {
