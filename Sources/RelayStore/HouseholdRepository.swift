@@ -125,8 +125,9 @@ public struct HouseholdRepository {
     /// Applies `change` to member `tokenID` of `device`: the member after it. The last owner
     /// can't be downgraded.
     public func updateMember(device: DeviceID, tokenID: Int64, _ change: HouseholdRules.MemberChange, by actor: HouseholdActor,
-                             address: String?, now: UnixTime = .now()) throws -> TokenRecord {
-        try db.transaction {
+                             address: String?) throws -> TokenRecord {
+        let now = db.clock.wall()
+        return try db.transaction {
             try lockDevice(device, for: actor)
             let current = try liveMember(device: device, tokenID: tokenID)
             let after = try change.applied(to: current.rights, until: current.until, now: now)

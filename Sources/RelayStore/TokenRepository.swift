@@ -82,10 +82,10 @@ public struct TokenRepository {
     }
 
     /// Looks a presented secret up by digest and applies every rule except device/role
-    /// matching (the caller knows what it expects).
-    public func verify(secret: String, at now: UnixTime = .now()) throws -> Result<CredentialEntry, AuthFailure> {
+    /// matching (the caller knows what it expects); at `now`, by default the connection's clock.
+    public func verify(secret: String, at now: UnixTime? = nil) throws -> Result<CredentialEntry, AuthFailure> {
         guard let entry = try credential(digest: BearerToken.digest(secret)) else { return .failure(.unknownToken) }
-        return CredentialRules.check(entry, at: now)
+        return CredentialRules.check(entry, at: now ?? db.clock.wall())
     }
 
     /// The tokens with these digests, with their devices' states, whatever their state: the

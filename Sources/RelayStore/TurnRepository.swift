@@ -39,8 +39,9 @@ public struct TurnRepository {
 
     /// Deletes a secret so coturn stops accepting it. Refused while credentials it signed are
     /// still valid, unless `force`.
-    public func retire(id: Int64, force: Bool, actor: String, now: UnixTime = .now()) throws -> TurnSecret {
-        try db.transaction {
+    public func retire(id: Int64, force: Bool, actor: String) throws -> TurnSecret {
+        let now = db.clock.wall()
+        return try db.transaction {
             guard let row = try db.execute("SELECT \(TurnRepository.columns) FROM turn_secret WHERE id = $1 FOR UPDATE",
                                            [String(id)]).firstRecord
             else { throw StoreError(.conflict, "unknown TURN secret \(id)") }

@@ -52,7 +52,10 @@ extension Connection {
 
         /// A write is wanted (a message was queued, a ping is due, or the close was decided:
         /// `closing`).
+        @inline(__always)
         mutating func writeRequested(closing: Bool) -> WriteRequest {
+            // The case of every message queued: one comparison, nothing changes.
+            if case .open = self, !closing { return .askWritable }
             switch self {
             case .opening, .closeWaiting, .closeLetOut:
                 return .none
@@ -77,7 +80,10 @@ extension Connection {
         }
 
         /// lws offers a write; `closing`: the session's close was decided.
+        @inline(__always)
         mutating func writeable(closing: Bool) -> Write {
+            // The case of every write after the first: one comparison, nothing changes.
+            if case .open(corked: false) = self, !closing { return .drain(.no) }
             switch self {
             case .open(let corked) where !closing:
                 self = .open(corked: false)
