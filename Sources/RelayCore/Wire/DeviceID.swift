@@ -40,19 +40,3 @@ public enum Role: String, Sendable, CaseIterable, Codable {
         }
     }
 }
-
-/// A device id through `Codable` as its text, checked against the pattern as it is read.
-extension DeviceID: Codable {
-    public init(from decoder: any Decoder) throws {
-        let value = try decoder.singleValueContainer()
-        guard let id = DeviceID(try value.decode(String.self)) else {
-            throw DecodingError.dataCorruptedError(in: value, debugDescription: "not a device id")
-        }
-        self = id
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var value = encoder.singleValueContainer()
-        try value.encode(rawValue)
-    }
-}

@@ -64,19 +64,3 @@ public struct UUIDValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
-
-/// A UUID through `Codable` as its text form.
-extension UUIDValue: Codable {
-    public init(from decoder: any Decoder) throws {
-        let value = try decoder.singleValueContainer()
-        guard let uuid = UUIDValue(try value.decode(String.self)) else {
-            throw DecodingError.dataCorruptedError(in: value, debugDescription: "not a UUID")
-        }
-        self = uuid
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var value = encoder.singleValueContainer()
-        try value.encode(description)
-    }
-}
