@@ -43,7 +43,10 @@ final class RelayComponents {
         self.hub = hub
         self.mailbox = mailbox
         self.reloadTLS = reloadTLS
-        let gate = gateListener.map { HTTPGate(io: $0, clock: env.clock) }
+        let gate = gateListener.map {
+            HTTPGate(io: $0, clock: env.clock,
+                     deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
+        }
         self.gate = gate
         let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
             ?? testResponder
@@ -78,36 +81,7 @@ final class RelayComponents {
         // Circular, so set here: the stop sequence is built on the cluster's coordinator.
         cluster.isStopping = { [unowned stop] in stop.stopping }
         hub.observer = self
-        if let gate { connect(gate) }
-    }
-
-    /// The plain-HTTP front door: every request through the router, refusals counted and logged.
-    private func connect(_ gate: HTTPGate) {
-        let env = self.env
-        gate.onRequest = { [unowned router] request, body in
-            let started = env.clock.monotonic()
-            guard let response = router.route(request, body: body) else { return nil }  // answered later
-            env.logRequest(request, status: response.status, startedAt: started)
-            return response
-        }
-        gate.checkHead = { [unowned router] request in
-            let started = env.clock.monotonic()
-            guard let refusal = router.refusalBeforeBody(request) else { return nil }
-            env.logRequest(request, status: refusal.status, startedAt: started)
-            return refusal
-        }
-        gate.onClosed = { [unowned database, unowned robotHTTP] wsi in
-            database.forget(HTTPClient(wsi))
-            robotHTTP.cancel(HTTPClient(wsi))
-        }
-        gate.bodyLimit = { [unowned router] head in router.bodyLimit(head) }
-        gate.deferredTimeoutSeconds = Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5))
-        gate.awaitCredential = { [unowned authenticator] in authenticator.awaitCredential(presentedIn: $0, then: $1) }
-        gate.onRefused = { error, peer in
-            env.counters.requestsRefused += 1
-            env.log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)",
-                                                            "message": "\(error.message)", "remote": "\(peer)"])
-        }
+        gate?.handler = self
     }
 
     /// Once a second: housekeeping that is not per session.
@@ -183,5 +157,39 @@ extension RelayComponents: DeviceHubObserver {
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {
         push.robotEvent(device, kind, message, place)
+    }
+}
+
+/// The plain-HTTP front door's requests: every one through the router, refusals counted and logged.
+extension RelayComponents: HTTPGateHandler {
+    func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
+        let started = env.clock.monotonic()
+        guard let response = router.route(request, body: body) else { return nil }  // answered later
+        env.logRequest(request, status: response.status, startedAt: started)
+        return response
+    }
+
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        let started = env.clock.monotonic()
+        guard let refusal = router.refusalBeforeBody(request) else { return nil }
+        env.logRequest(request, status: refusal.status, startedAt: started)
+        return refusal
+    }
+
+    func bodyLimit(_ head: HTTPRequestHead) -> Int { router.bodyLimit(head) }
+
+    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
+        authenticator.awaitCredential(presentedIn: head, then: resume)
+    }
+
+    func refused(_ error: RelayError, peer: String) {
+        env.counters.requestsRefused += 1
+        env.log.info("http_request_refused", metadata: ["status": .stringConvertible(error.status), "code": "\(error.code)",
+                                                        "message": "\(error.message)", "remote": "\(peer)"])
+    }
+
+    func gateConnectionClosed(_ wsi: OpaquePointer) {
+        database.forget(HTTPClient(wsi))
+        robotHTTP.cancel(HTTPClient(wsi))
     }
 }

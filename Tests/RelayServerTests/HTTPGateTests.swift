@@ -75,7 +75,8 @@ final class ScriptedGateIO: GateIO {
         }
     }
 
-    final class Harness {
+    /// The gate over scripted sockets, and the server it hands requests to (its handler).
+    final class Harness: HTTPGateHandler {
         let io = ScriptedGateIO()
         let clock = ManualClock()
         let gate: HTTPGate
@@ -84,16 +85,31 @@ final class ScriptedGateIO: GateIO {
         var refused: [(RelayError, String)] = []
         /// What the server answers (nil: later, through `respond`).
         var answer: HTTPResponse? = .json(200, .object([("ok", true)]))
+        /// What the server says of a head before its body (nil: read on).
+        var headRefusal: HTTPResponse?
+        var bodyLimits: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
+        /// How the server holds a head for its token (nil: it holds none).
+        var holdForCredential: ((HTTPRequestHead, @escaping () -> Void) -> Bool)?
         private var nextSocket = 1
 
         init() {
             gate = HTTPGate(io: io, clock: clock.clock)
-            gate.onRequest = { [unowned self] request, body in
-                served.append((request.head, body))
-                return answer
-            }
-            gate.onRefused = { [unowned self] in refused.append(($0, $1)) }
+            gate.handler = self
         }
+
+        func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
+            served.append((request.head, body))
+            return answer
+        }
+
+        func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? { headRefusal }
+        func bodyLimit(_ head: HTTPRequestHead) -> Int { bodyLimits(head) }
+        func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
+            holdForCredential?(head, resume) ?? false
+        }
+
+        func refused(_ error: RelayError, peer: String) { refused.append((error, peer)) }
+        func gateConnectionClosed(_ wsi: OpaquePointer) {}
 
         /// A newly accepted connection.
         func connect() -> OpaquePointer {
@@ -162,7 +178,7 @@ final class ScriptedGateIO: GateIO {
         #expect(h.refused.count == 7 && h.refused.allSatisfy { $0.1 == "203.0.113.9" })
         #expect(h.served.isEmpty)
         // A route's own limit applies.
-        h.gate.bodyLimit = { $0.path == "/big" ? 100_000 : HTTPGate.bodyLimit }
+        h.bodyLimits = { $0.path == "/big" ? 100_000 : HTTPGate.bodyLimit }
         let socket = h.connect()
         #expect(h.send("POST /big HTTP/1.1\r\nContent-Length: 70000\r\n\r\n", on: socket))
         #expect(h.io.sockets[socket]?.output.isEmpty == true)  // waiting for the body
@@ -170,7 +186,7 @@ final class ScriptedGateIO: GateIO {
 
     @Test func aRefusalBeforeTheBodyIsSentAtOnceAndTheBodyDropped() {
         let h = Harness()
-        h.gate.checkHead = { _ in .error(.unknownToken, "no such token") }
+        h.headRefusal = .error(.unknownToken, "no such token")
         let socket = h.connect()
         #expect(h.send("POST /admin/devices HTTP/1.1\r\nContent-Length: 20000\r\n\r\n", on: socket))
         #expect(h.response(socket).status == 401)
@@ -192,7 +208,7 @@ final class ScriptedGateIO: GateIO {
         // Its token not in memory: the upgrade waits, unread, for the lookup.
         var resumes: [() -> Void] = []
         var asked: [String?] = []
-        h.gate.awaitCredential = { head, resume in
+        h.holdForCredential = { head, resume in
             asked.append((try? head.argument("token")) ?? head.header("authorization"))
             resumes.append(resume)
             return true
@@ -204,17 +220,17 @@ final class ScriptedGateIO: GateIO {
         h.clock.advance(seconds: 11)
         h.gate.expire(now: h.clock.monotonic)
         #expect(h.io.sockets[held]?.closingSoon == false)  // a waiting upgrade is not a slow client
-        h.gate.awaitCredential = nil
+        h.holdForCredential = nil
         resumes.removeFirst()()
         #expect(try h.io.sockets[held]?.handedOver?.argument("device_id") == "d1")
         #expect(h.io.sockets[held]?.closingSoon == true)
 
         // A plain request too, its body read once its token is in.
-        h.gate.awaitCredential = { _, resume in resumes.append(resume); return true }
+        h.holdForCredential = { _, resume in resumes.append(resume); return true }
         let request = h.connect()
         #expect(h.send("POST /api/x HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer t2\r\nContent-Length: 2\r\n\r\n", on: request))
         #expect(h.io.sockets[request]?.paused == true && h.served.isEmpty)
-        h.gate.awaitCredential = nil
+        h.holdForCredential = nil
         resumes.removeFirst()()
         #expect(h.io.sockets[request]?.paused == false)
         _ = h.send("{}", on: request)

@@ -22,25 +22,12 @@ import RelayCore
 /// lws listens and parses, and the server rebuilds the head from what lws reports.
 final class HTTPGate {
     let limits: HTTPRequestHead.Limits
-    /// Called for every refused head (status, peer) so the server can log and count it.
-    var onRefused: ((RelayError, String) -> Void)?
-    /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
-    /// ``respond(_:with:)`` (admin requests wait for the database worker).
-    var onRequest: ((HTTPRequest, [UInt8]) -> HTTPResponse?)?
-    /// Checks a request's head before its body is read: a response here is sent at once and the
-    /// body, as it arrives, is read and thrown away (see `GateConnection.discarding`).
-    var checkHead: ((HTTPRequest) -> HTTPResponse?)?
-    /// Called when a connection closes (so deferred work for it can be dropped).
-    var onClosed: ((OpaquePointer) -> Void)?
-    /// Asked with every complete head before it is read further: true when its token is being
-    /// read from the store, and the closure given is called (service thread) once it is in. The
-    /// connection waits without being read meanwhile, then goes on as if it had just arrived.
-    var awaitCredential: ((HTTPRequestHead, @escaping () -> Void) -> Bool)?
-    /// The largest body a request may carry (64 KiB unless the route says otherwise: HTTP to
-    /// the robot takes more).
-    var bodyLimit: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
+    /// What serves the requests (`RelayComponents`). Set once, not given at init: the components
+    /// that answer later take the gate's ``respond(_:with:)`` at their own init, and the router
+    /// is built on them. Without one the gate refuses nothing itself and serves nothing.
+    weak var handler: (any HTTPGateHandler)?
     /// Seconds a deferred request may wait for its answer before the connection is dropped.
-    var deferredTimeoutSeconds: Int32 = 30
+    let deferredTimeoutSeconds: Int32
 
     private let io: GateIO
     /// The relay's clock: request deadlines follow it.
@@ -80,10 +67,11 @@ final class HTTPGate {
     /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
-    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init()) {
+    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30) {
         self.io = io
         self.clock = clock
         self.limits = limits
+        self.deferredTimeoutSeconds = deferredTimeoutSeconds
     }
 
     /// A connection accepted: its request must arrive within 10 s (slow-loris, see `expire(now:)`).
@@ -111,7 +99,7 @@ final class HTTPGate {
     /// held, otherwise when its lookup answers or its wait ends (a cold client's upgrade waits
     /// as a bare descriptor, not as an lws one).
     func whenCredentialReady(_ head: HTTPRequestHead, _ go: @escaping () -> Void) {
-        if awaitCredential?(head, go) != true { go() }
+        if handler?.awaitCredential(presentedIn: head, then: go) != true { go() }
     }
 
     /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must). Its
@@ -194,7 +182,7 @@ final class HTTPGate {
             guard consume(wsi, length - before) else { return -1 }
             connection.bytes = []
             let serial = connection.serial
-            if awaitCredential?(head, { [weak self] in self?.credentialArrived(wsi, serial: serial) }) == true {
+            if handler?.awaitCredential(presentedIn: head, then: { [weak self] in self?.credentialArrived(wsi, serial: serial) }) == true {
                 // Nothing more to read until its token is in; stop polling it meanwhile.
                 connection.waitingHead = head
                 io.pauseReading(wsi)
@@ -220,11 +208,11 @@ final class HTTPGate {
         guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
             return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"))
         }
-        let limit = bodyLimit(head)
+        let limit = handler?.bodyLimit(head) ?? HTTPGate.bodyLimit
         guard length <= limit else {
             return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
         }
-        if length > 0, let refusal = checkHead?(request(wsi, head)) {
+        if length > 0, let refusal = handler?.refusalBeforeBody(request(wsi, head)) {
             connection.discarding = length
             io.closeAfter(wsi, seconds: HTTPGate.discardSeconds)
             return write(refusal, to: wsi, connection) ? halfClose(wsi) : 0
@@ -280,8 +268,8 @@ final class HTTPGate {
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
-        guard let head = connection.head, let onRequest else { return -1 }
-        guard let response = onRequest(request(wsi, head), connection.body) else {
+        guard let head = connection.head, let handler else { return -1 }
+        guard let response = handler.route(request(wsi, head), body: connection.body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
             io.pauseReading(wsi)
@@ -328,15 +316,36 @@ final class HTTPGate {
     }
 
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RelayError) -> Int32 {
-        onRefused?(error, io.peerAddress(wsi))
+        handler?.refused(error, peer: io.peerAddress(wsi))
         let response = HTTPResponse.error(error)
         return write(response, to: wsi, connection) ? -1 : 0
     }
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
     func closed(_ wsi: OpaquePointer) {
-        if connections.removeValue(forKey: wsi) != nil { onClosed?(wsi) }
+        if connections.removeValue(forKey: wsi) != nil { handler?.gateConnectionClosed(wsi) }
     }
+}
+
+/// What the gate asks of the relay about the requests it reads (`HTTPGate.handler`).
+protocol HTTPGateHandler: AnyObject {
+    /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
+    /// `HTTPGate.respond(_:with:)` (admin requests wait for the database worker).
+    func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse?
+    /// A refusal decided from the head before the body is read: it is sent at once and the body,
+    /// as it arrives, is read and thrown away.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse?
+    /// The largest body `head`'s route takes (`HTTPGate.bodyLimit` unless the route says
+    /// otherwise: HTTP to the robot takes more).
+    func bodyLimit(_ head: HTTPRequestHead) -> Int
+    /// Asked with every complete head before it is read further: true when its token is being
+    /// read from the store, and `resume` is called (service thread) once it is in. The
+    /// connection waits without being read meanwhile, then goes on as if it had just arrived.
+    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool
+    /// A head the gate refused itself (malformed, too large, a slow client): logged and counted.
+    func refused(_ error: RelayError, peer: String)
+    /// A connection closed: deferred work for it is dropped.
+    func gateConnectionClosed(_ wsi: OpaquePointer)
 }
 
 /// What the gate asks of a connection's socket (`socket` is its raw lws handle): reads, writes
