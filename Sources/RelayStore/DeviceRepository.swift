@@ -38,16 +38,27 @@ public struct DeviceRepository {
             .firstRecord.map(DeviceRepository.decode)
     }
 
+    /// How a transaction holds a device's row until it ends.
+    public enum Lock: String {
+        /// Against a concurrent disable (what is issued for the device is issued for an enabled one).
+        case share = "FOR SHARE"
+        /// Changes to the device's household go one at a time.
+        case update = "FOR UPDATE"
+    }
+
+    /// `id`'s row, locked in the caller's transaction; nil if there is no such device.
+    public func lock(_ id: DeviceID, _ lock: Lock) throws -> DeviceRecord? {
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 \(lock.rawValue)", [id.rawValue])
+            .firstRecord.map(DeviceRepository.decode)
+    }
+
     /// Disables or re-enables a device. Disabling stops every token of the device; running
     /// daemons hear of it through the `wimz_credentials` notification and close its sockets.
     /// Returns the device and whether anything changed (a no-op is not audited).
     @discardableResult
     public func setDisabled(_ id: DeviceID, _ disabled: Bool, actor: String) throws -> (device: DeviceRecord, changed: Bool) {
         try db.transaction {
-            guard let row = try db.execute(
-                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE", [id.rawValue]).firstRecord
-            else { throw StoreError(.conflict, "unknown device \(id)") }
-            let current = try DeviceRepository.decode(row)
+            guard let current = try lock(id, .update) else { throw StoreError(.conflict, "unknown device \(id)") }
             guard current.isDisabled != disabled else { return (current, false) }
             let updated = try db.execute(
                 """

@@ -169,10 +169,10 @@ public struct HouseholdRepository {
     /// that an owner acting still is one: the caller's token was checked against a node's
     /// cache, which may be a moment behind a downgrade or removal on another node.
     private func lockDevice(_ device: DeviceID, for actor: HouseholdActor) throws {
-        guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR UPDATE",
-                                       [device.rawValue]).firstRecord
-        else { throw RelayError(.notFound, "unknown device \(device)") }
-        if try DeviceRepository.decode(row).isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
+        guard let record = try DeviceRepository(db).lock(device, .update) else {
+            throw RelayError(.notFound, "unknown device \(device)")
+        }
+        if record.isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """

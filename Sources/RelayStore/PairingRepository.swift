@@ -31,10 +31,10 @@ public struct PairingRepository {
         let code = try PairingCode.generate()
         let digest = PairingCode.digest(PairingCode.normalize(code)!)
         return try db.transaction {
-            guard let row = try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE",
-                                           [device.rawValue]).firstRecord
-            else { throw StoreError(.conflict, "unknown device \(device)") }
-            if try DeviceRepository.decode(row).isDisabled { throw StoreError(.conflict, "device \(device) is disabled") }
+            guard let record = try DeviceRepository(db).lock(device, .share) else {
+                throw StoreError(.conflict, "unknown device \(device)")
+            }
+            if record.isDisabled { throw StoreError(.conflict, "device \(device) is disabled") }
             let rows = try db.execute(
                 """
                 INSERT INTO pairing_codes (device_id, digest, expires_at, created_by)

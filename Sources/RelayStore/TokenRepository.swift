@@ -27,10 +27,10 @@ public struct TokenRepository {
         let control = rights.access == .guest && rights.control
         let secret = try BearerToken.generate(prefix: role.tokenPrefix)
         return try db.transaction {
-            guard let deviceRow = try db.execute(
-                "SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 FOR SHARE", [device.rawValue]).firstRecord
-            else { throw StoreError(.conflict, "unknown device \(device)") }
-            if try DeviceRepository.decode(deviceRow).isDisabled {
+            guard let target = try DeviceRepository(db).lock(device, .share) else {
+                throw StoreError(.conflict, "unknown device \(device)")
+            }
+            if target.isDisabled {
                 throw StoreError(.conflict, "device \(device) is disabled; enable it before issuing tokens")
             }
             let rows = try db.execute(
