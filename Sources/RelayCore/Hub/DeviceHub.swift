@@ -318,37 +318,6 @@ public final class DeviceHub {
     /// Drops history older than its age limit (idle devices keep nothing); once a second.
     public func sweepHistories(now: UInt64) { historyMemory.sweep(now: now) }
 
-    /// Closes `session` with `code` and stops routing to it: how a session is closed (its socket
-    /// sends the close frame when its turn comes).
-    public func close(_ session: Session, _ code: CloseCode, reason: String) {
-        session.close(code, reason: reason)
-        detach(session)
-    }
-
-    /// Closes and detaches sessions matching `predicate` (revocation, disable, shutdown).
-    @discardableResult
-    public func close(where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
-        close(allSessions.filter(predicate), code: code, reason: reason)
-    }
-
-    /// Closes the sockets of `device` (every device's when nil) that `predicate` picks.
-    @discardableResult
-    public func close(device: DeviceID?, where predicate: (Session) -> Bool, code: CloseCode, reason: String) -> [Session] {
-        guard let device else { return close(where: predicate, code: code, reason: reason) }
-        return close(sessions(of: device).filter(predicate), code: code, reason: reason)
-    }
-
-    /// Closes every socket of `device` (cluster: another node claimed it).
-    @discardableResult
-    public func close(device: DeviceID, code: CloseCode, reason: String) -> [Session] {
-        close(devices[device]?.sessions ?? [], code: code, reason: reason)
-    }
-
-    private func close(_ victims: [Session], code: CloseCode, reason: String) -> [Session] {
-        for s in victims { close(s, code, reason: reason) }
-        return victims
-    }
-
     /// Forgets `device` if no socket of it is left (its remembered events went to another node).
     public func forget(_ device: DeviceID) {
         if let entry = devices[device], entry.isEmpty { remove(entry) }
