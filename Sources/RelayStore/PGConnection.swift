@@ -68,13 +68,13 @@ public struct PGNotification: Sendable, Equatable {
 /// Not thread-safe: use it from one thread at a time.
 public final class PGConnection {
     private var conn: OpaquePointer?
-    /// The time the repositories' own audit events are stamped with: the relay's clock (a
-    /// test's manual one), the system's by default.
+    /// The time the repositories read on this connection (their audit events' stamps, a token's
+    /// check, a member's `until`): the relay's clock (a test's manual one), the system's by default.
     public let clock: RelayClock
 
     /// Connects with a libpq conninfo string or `postgresql://` URL. `connectTimeout` bounds the
     /// attempt unless the conninfo sets its own; `applicationName` (what `pg_stat_activity` shows)
-    /// replaces the conninfo's. `clock` stamps the audit events the repositories write on it.
+    /// replaces the conninfo's. `clock` is the repositories' time on it.
     public init(conninfo: String, connectTimeout: Int = 5, applicationName: String? = nil, clock: RelayClock = .system) throws {
         self.clock = clock
         // Keywords before the expanded conninfo yield to it, those after it win. With several

@@ -58,7 +58,7 @@ public struct TurnRepository {
             }
             try db.execute("DELETE FROM turn_secret WHERE id = $1", [String(id)])
             try AuditRepository(db).append([
-                AuditRepository.event(.turnSecretRetired, at: db.clock.wall(), actor: actor,
+                AuditRepository.event(.turnSecretRetired, at: now, actor: actor,
                                       details: .object([("realm", .string(secret.realm)), ("secret_id", .int(id)),
                                                         ("forced", .bool(force))])),
             ])

@@ -292,8 +292,9 @@ public final class AuditWriter: DatabaseWork {
         var events: [AuditEvent] = []
         var issuances: [TurnIssuance] = []
         var unreadable = ""
+        let decoder = JSONDecoder()
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-            switch SpoolLine(line: line) {
+            switch SpoolLine(line: line, decoder: decoder) {
             case .event(let event)?: events.append(event)
             case .issuance(let issuance)?: issuances.append(issuance)
             case nil: unreadable += line + "\n"

@@ -31,25 +31,31 @@ enum SpoolLine: Equatable, Codable {
     }
 
     /// A line read back; nil for one that is no event or issuance (a damaged file: a cut line,
-    /// an id that is not a UUID).
-    init?(line: some StringProtocol) {
-        guard let read = try? JSONDecoder().decode(SpoolLine.self, from: Data(line.utf8)) else { return nil }
+    /// an id that is not a UUID). A spool's lines share one `decoder`.
+    init?(line: some StringProtocol, decoder: JSONDecoder = JSONDecoder()) {
+        guard let read = try? decoder.decode(SpoolLine.self, from: Data(line.utf8)) else { return nil }
         self = read
     }
 
-    /// The line, without its newline.
-    func line() throws -> String {
+    /// The line, without its newline. A spool's lines share one `encoder`.
+    func line(encoder: JSONEncoder = SpoolLine.encoder()) throws -> String {
+        String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    /// The encoder of spool lines: `/` as it is (the relay's own JSON writes it so too).
+    static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .withoutEscapingSlashes
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        return encoder
     }
 
     /// The lines of `issuances` then `events`, each ended by a newline; one that cannot be
     /// written is handed to `unwritable`.
     static func text(_ events: [AuditEvent], _ issuances: [TurnIssuance], unwritable: (SpoolLine, Error) -> Void) -> String {
+        let encoder = encoder()
         var text = ""
         for record in issuances.map(SpoolLine.issuance) + events.map(SpoolLine.event) {
-            do { text += try record.line() + "\n" } catch { unwritable(record, error) }
+            do { text += try record.line(encoder: encoder) + "\n" } catch { unwritable(record, error) }
         }
         return text
     }

@@ -59,8 +59,7 @@ extension Connection {
             switch self {
             case .opening, .closeWaiting, .closeLetOut:
                 return .none
-            case .open(let corked):
-                guard closing else { return .askWritable }
+            case .open(let corked):  // closing: the rest took the fast path above
                 self = .closeWaiting(corked: corked)
                 return .watchClose
             case .finished:
