@@ -163,7 +163,9 @@ final class ScriptedGateIO: GateIO {
         let h = Harness()
         func status(_ request: String) -> (Int, String?) {
             let socket = h.connect()
-            #expect(!h.send(request, on: socket), "closed after the answer")
+            #expect(h.send(request, on: socket), "lingering after the answer")
+            #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.lingerSeconds)
+            #expect(!h.send("", on: socket, thenHangUp: true), "closed once the client closed")
             let response = h.response(socket)
             return (response.status, response.body["error"] as? String)
         }
@@ -190,11 +192,49 @@ final class ScriptedGateIO: GateIO {
         let socket = h.connect()
         #expect(h.send("POST /admin/devices HTTP/1.1\r\nContent-Length: 20000\r\n\r\n", on: socket))
         #expect(h.response(socket).status == 401)
-        #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.discardSeconds)
+        #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.lingerSeconds)
         #expect(h.send(String(repeating: "x", count: 19_999), on: socket))  // read and dropped
         #expect(h.io.sockets[socket]?.incoming.isEmpty == true)
         #expect(!h.send("x", on: socket))  // the last byte: closed now
         #expect(h.served.isEmpty)
+    }
+
+    /// A client that writes its whole body before it reads (Python's urllib does) gets the early
+    /// answer whole: it goes out first, writes are shut, and the body is read and dropped until
+    /// it is all in — even when the answer is still on its way when the body ends.
+    @Test func anEarlyAnswerReachesAClientStillSendingItsBody() {
+        let h = Harness()
+        h.bodyLimits = { _ in 1000 }
+        let socket = h.connect()
+        #expect(h.send("PUT /robot HTTP/1.1\r\nContent-Length: 50000\r\n\r\n" + String(repeating: "x", count: 3000), on: socket))
+        #expect(h.response(socket).status == 413 && h.io.sockets[socket]?.writesShut == true)
+        for _ in 0..<46 { #expect(h.send(String(repeating: "x", count: 1000), on: socket)) }  // dropped as it comes
+        #expect(!h.send(String(repeating: "x", count: 1000), on: socket))  // the last byte is in: closed, nothing unread
+        #expect(h.io.sockets[socket]?.incoming.isEmpty == true && h.served.isEmpty)
+
+        // The answer blocked in a full socket while the body finishes: answer first, then close.
+        h.headRefusal = .error(.forbidden, "not yours")
+        let slow = h.connect()
+        h.io.writeCapacity = 10
+        #expect(h.send("POST /api/x HTTP/1.1\r\nContent-Length: 500\r\n\r\n" + String(repeating: "y", count: 500), on: slow))
+        #expect(h.io.sockets[slow]?.wantsWritable == true && h.io.sockets[slow]?.incoming.isEmpty == true)
+        #expect(h.io.sockets[slow]?.paused == true && h.io.sockets[slow]?.writesShut == false)
+        h.io.writeCapacity = .max
+        #expect(h.gate.writeable(slow) == -1)
+        #expect(h.response(slow).status == 403 && h.response(slow).body["error"] as? String == "forbidden")
+    }
+
+    /// What a client sends after an early answer is dropped up to the byte budget, then the
+    /// socket closes as it is.
+    @Test func lingeringHasAByteBudget() {
+        let h = Harness()
+        let socket = h.connect()
+        #expect(h.send("GET /a\u{1}b HTTP/1.1\r\n\r\n", on: socket))  // malformed: nothing says how much follows
+        #expect(h.response(socket).status == 400)
+        let chunk = String(repeating: "z", count: 64 * 1024)
+        for _ in 0..<(HTTPGate.lingerBytes / chunk.utf8.count - 1) { #expect(h.send(chunk, on: socket)) }
+        #expect(!h.send(chunk + "more", on: socket))
+        #expect(h.io.sockets[socket]?.incoming == Array("more".utf8))
     }
 
     @Test func upgradesAndRequestsWaitForTheirTokenToBeRead() throws {

@@ -42,27 +42,59 @@ final class HTTPGate {
     /// How long a client has to send its request.
     static let requestTimeout: UInt64 = 10_000_000_000
 
-    /// One connection: reading its head, then its body, then writing the response.
+    /// One connection, from accept to close: its phase and the one buffer that phase fills or
+    /// empties.
     private final class GateConnection {
         let serial: UInt64
-        /// Routed and waiting for the database worker (its own, longer timeout applies).
-        var deferred = false
+        var phase: Phase = .readingHead
+        /// The head's bytes so far (`readingHead`), the body so far (`readingBody`), the answer
+        /// still to write (`answering`).
+        var buffer: [UInt8] = []
         init(serial: UInt64) { self.serial = serial }
-        var bytes: [UInt8] = []
-        var head: HTTPRequestHead?
-        /// A complete head waiting for its token (`awaitCredential`).
-        var waitingHead: HTTPRequestHead?
-        var body: [UInt8] = []
-        var bodyLength = 0
-        var output: [UInt8] = []
-        var answered = false
-        /// Body bytes still to read and drop after an early refusal: the connection closes only
-        /// then (closing with unread bytes sends a reset, which can destroy the answer on its way).
-        var discarding = 0
+
+        var isAnswered: Bool {
+            switch phase {
+            case .answering, .lingering: return true
+            case .readingHead, .awaitingCredential, .readingBody, .deferred: return false
+            }
+        }
     }
 
-    /// How long a refused request's body may take to be thrown away.
-    static let discardSeconds: Int32 = 5
+    /// Where a connection is between accept and close.
+    private enum Phase {
+        /// Reading the request head (its 10 s deadline runs).
+        case readingHead
+        /// A complete head waiting for its token (`awaitCredential`); the socket is not read.
+        case awaitingCredential(HTTPRequestHead)
+        /// Reading the `length` bytes of the body its route takes.
+        case readingBody(HTTPRequestHead, length: Int)
+        /// Routed; the answer comes through ``respond(_:with:)`` (its own, longer timeout).
+        case deferred
+        /// Writing the answer, then closing or lingering.
+        case answering(then: AfterAnswer)
+        /// The answer is out and writes are shut: what the client still sends is read and
+        /// dropped until it closes, `budget` bytes are dropped or the linger's time is up.
+        case lingering(budget: Int)
+    }
+
+    /// What follows a written answer.
+    private enum AfterAnswer {
+        /// The request was read whole: close.
+        case close
+        /// The answer came early, with request bytes maybe still on their way: linger.
+        case linger(budget: Int)
+    }
+
+    /// The lingering close of an early answer (a refusal sent before the request was read whole:
+    /// 400, 401, 403, 411, 413, 429, …). Closing a socket with unread input makes Linux send a
+    /// reset, which destroys an answer the client has not read yet; and a client such as
+    /// Python's urllib writes its whole body before it reads anything. So the answer goes out,
+    /// then a FIN, and the client's bytes are read and dropped until it closes — at most
+    /// `lingerBytes` of them (the largest body a route takes, with room to spare) and for at
+    /// most `lingerSeconds`. Past either the socket closes as it is (a reset, if the client is
+    /// still sending).
+    static let lingerBytes = 4 * 1024 * 1024
+    static let lingerSeconds: Int32 = 5
 
     /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
@@ -127,16 +159,18 @@ final class HTTPGate {
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {
-            guard let connection = connections[wsi], connection.serial == serial, !connection.answered,
-                  !connection.deferred, connection.waitingHead == nil else { continue }
-            io.closeSoon(wsi)
+            guard let connection = connections[wsi], connection.serial == serial else { continue }
+            switch connection.phase {
+            case .readingHead, .readingBody: io.closeSoon(wsi)
+            case .awaitingCredential, .deferred, .answering, .lingering: continue  // bounded otherwise
+            }
         }
     }
 
     /// A waiting head's token is in memory (or its wait ended): the request goes on.
     private func credentialArrived(_ wsi: OpaquePointer, serial: UInt64) {
-        guard let connection = connections[wsi], connection.serial == serial, let head = connection.waitingHead else { return }
-        connection.waitingHead = nil
+        guard let connection = connections[wsi], connection.serial == serial,
+              case .awaitingCredential(let head) = connection.phase else { return }
         if !head.isWebSocketUpgrade { io.resumeReading(wsi) }
         if proceed(wsi, connection, head) < 0 { io.closeSoon(wsi) }
     }
@@ -146,22 +180,34 @@ final class HTTPGate {
     /// Returns -1 to have lws close that descriptor.
     func readable(_ wsi: OpaquePointer, peeked: ArraySlice<UInt8>? = nil) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
-        if connection.discarding > 0 { return discard(wsi, connection) }
-        guard !connection.answered else { return -1 }
-        guard connection.waitingHead == nil else { return 0 }  // read again once its token is in
-        if connection.head != nil { return readBody(wsi, connection) }
-        // Peek, then consume only the head's bytes: the body (or, for an upgrade, the first
-        // frames) stays in the socket for whoever reads next.
+        switch connection.phase {
+        case .readingHead: return readHead(wsi, connection, peeked: peeked)
+        case .readingBody(let head, let length): return readBody(wsi, connection, head, length: length)
+        case .awaitingCredential, .deferred:
+            return 0  // read again once its token is in; a deferred request has nothing more to read
+        case .answering(.linger(let budget)), .lingering(let budget):
+            return drop(wsi, connection, budget: budget)
+        case .answering(.close):
+            // The request was read whole; whatever comes now is not ours to read. Stop polling
+            // it so it cannot spin the loop; the socket closes once the answer is out.
+            io.pauseReading(wsi)
+            return 0
+        }
+    }
+
+    /// Peeks, then consumes only the head's bytes: the body (or, for an upgrade, the first
+    /// frames) stays in the socket for whoever reads next.
+    private func readHead(_ wsi: OpaquePointer, _ connection: GateConnection, peeked: ArraySlice<UInt8>?) -> Int32 {
         let n: Int
-        let before = connection.bytes.count
+        let before = connection.buffer.count
         if let peeked {
             n = peeked.count
-            connection.bytes += peeked
+            connection.buffer += peeked
         } else {
             // On the stack, not a zero-filled array (~4,000 instructions a read).
             let peek = withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { chunk in
                 let result = io.peek(wsi, into: chunk)
-                if case .bytes(let count) = result { connection.bytes += UnsafeRawBufferPointer(rebasing: chunk[..<count]) }
+                if case .bytes(let count) = result { connection.buffer += UnsafeRawBufferPointer(rebasing: chunk[..<count]) }
                 return result
             }
             switch peek {
@@ -170,21 +216,20 @@ final class HTTPGate {
             case .ended, .failed: return -1  // closed before a whole head arrived
             }
         }
-        switch HTTPRequestHead.parse(connection.bytes, limits: limits) {
+        switch HTTPRequestHead.parse(connection.buffer, limits: limits) {
         case .incomplete:
             return consume(wsi, n) ? 0 : -1
         case .invalid(let error):
-            // Take what was read off the socket first: closing with unread bytes sends a reset,
-            // and the client may lose the answer with it.
+            // Take what was read off the socket first; the rest, if any, lingers.
             _ = consume(wsi, n)
-            return refuse(wsi, connection, error)
+            return refuse(wsi, connection, error, unread: nil)
         case .complete(let head, let length):
             guard consume(wsi, length - before) else { return -1 }
-            connection.bytes = []
+            connection.buffer = []
             let serial = connection.serial
             if handler?.awaitCredential(presentedIn: head, then: { [weak self] in self?.credentialArrived(wsi, serial: serial) }) == true {
                 // Nothing more to read until its token is in; stop polling it meanwhile.
-                connection.waitingHead = head
+                connection.phase = .awaitingCredential(head)
                 io.pauseReading(wsi)
                 return 0
             }
@@ -197,29 +242,27 @@ final class HTTPGate {
     private func proceed(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead) -> Int32 {
         if head.isWebSocketUpgrade {
             guard head.method == "GET" else {
-                return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"))
+                return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"), unread: nil)
             }
             io.handOver(wsi, head: head)
             return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
         }
         if head.header("transfer-encoding") != nil {
-            return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"))
+            return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"), unread: nil)
         }
         guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
-            return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"))
+            return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"), unread: nil)
         }
         let limit = handler?.bodyLimit(head) ?? HTTPGate.bodyLimit
         guard length <= limit else {
-            return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"))
+            return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"), unread: length)
         }
         if length > 0, let refusal = handler?.refusalBeforeBody(request(wsi, head)) {
-            connection.discarding = length
-            io.closeAfter(wsi, seconds: HTTPGate.discardSeconds)
-            return write(refusal, to: wsi, connection) ? halfClose(wsi) : 0
+            return answerEarly(wsi, connection, refusal, unread: length)
         }
-        connection.head = head
-        connection.bodyLength = length
-        return length == 0 ? serve(wsi, connection) : readBody(wsi, connection)
+        guard length > 0 else { return serve(wsi, connection, head) }
+        connection.phase = .readingBody(head, length: length)
+        return readBody(wsi, connection, head, length: length)
     }
 
     private func request(_ wsi: OpaquePointer, _ head: HTTPRequestHead) -> HTTPRequest {
@@ -234,91 +277,115 @@ final class HTTPGate {
         return n == count
     }
 
-    /// Reads and drops what is left of a refused request's body; -1 (close) once it is all in.
-    private func discard(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
-        let outcome = withUnsafeTemporaryAllocation(byteCount: min(16 * 1024, connection.discarding), alignment: 8) {
-            io.read(wsi, into: $0)
+    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead, length: Int) -> Int32 {
+        let wanted = length - connection.buffer.count
+        let outcome = withUnsafeTemporaryAllocation(byteCount: min(wanted, 16 * 1024), alignment: 8) { chunk in
+            let result = io.read(wsi, into: chunk)
+            if case .bytes(let n) = result { connection.buffer += UnsafeRawBufferPointer(rebasing: chunk[..<n]) }
+            return result
         }
         switch outcome {
-        case .bytes(let n):
-            connection.discarding -= n
-            return connection.discarding > 0 ? 0 : -1
+        case .bytes: return connection.buffer.count == length ? serve(wsi, connection, head) : 0
         case .wouldBlock: return 0
         case .ended, .failed: return -1
         }
-    }
-
-    /// The answer is out but the body is still coming: tell the client we are done writing.
-    private func halfClose(_ wsi: OpaquePointer) -> Int32 {
-        io.shutdownWrites(wsi)
-        return 0
-    }
-
-    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
-        let wanted = connection.bodyLength - connection.body.count
-        guard wanted > 0 else { return 0 }
-        var chunk = [UInt8](repeating: 0, count: min(wanted, 16 * 1024))
-        switch chunk.withUnsafeMutableBytes({ io.read(wsi, into: $0) }) {
-        case .bytes(let n): connection.body += chunk[..<n]
-        case .wouldBlock: return 0
-        case .ended, .failed: return -1
-        }
-        return connection.body.count == connection.bodyLength ? serve(wsi, connection) : 0
     }
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
-    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
-        guard let head = connection.head, let handler else { return -1 }
-        guard let response = handler.route(request(wsi, head), body: connection.body) else {
+    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead) -> Int32 {
+        guard let handler else { return -1 }
+        let body = connection.buffer
+        connection.buffer = []
+        guard let response = handler.route(request(wsi, head), body: body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
             io.pauseReading(wsi)
-            connection.deferred = true
+            connection.phase = .deferred
             io.closeAfter(wsi, seconds: deferredTimeoutSeconds)
             return 0
         }
-        return write(response, to: wsi, connection) ? -1 : 0
+        return answer(wsi, connection, response, then: .close)
     }
 
     /// Sends a response that was deferred (from the service thread, outside the wsi's callbacks).
     func respond(_ wsi: OpaquePointer, with response: HTTPResponse) {
-        guard let connection = connections[wsi], !connection.answered else { return }
-        if write(response, to: wsi, connection) { io.closeSoon(wsi) }
+        guard let connection = connections[wsi], case .deferred = connection.phase else { return }
+        if answer(wsi, connection, response, then: .close) < 0 { io.closeSoon(wsi) }
     }
 
-    /// `LWS_CALLBACK_RAW_WRITEABLE_FILE`: the rest of a response. -1 once it is all out.
+    /// `LWS_CALLBACK_RAW_WRITEABLE_FILE`: the rest of an answer.
     func writeable(_ wsi: OpaquePointer) -> Int32 {
-        guard let connection = connections[wsi] else { return -1 }
-        guard flush(wsi, connection) else { return 0 }
-        return connection.discarding > 0 ? halfClose(wsi) : -1
+        guard let connection = connections[wsi], case .answering(let then) = connection.phase else { return -1 }
+        return flush(wsi, connection, then: then)
     }
 
-    /// Writes what the socket takes now; true when the response is all out (close it then).
-    private func write(_ response: HTTPResponse, to wsi: OpaquePointer, _ connection: GateConnection) -> Bool {
+    /// An answer given before the request was read whole (`unread`: the body bytes declared and
+    /// not read; nil when unknown): it goes out, then the connection lingers.
+    private func answerEarly(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, unread: Int?) -> Int32 {
+        let budget = min(unread ?? HTTPGate.lingerBytes, HTTPGate.lingerBytes)
+        io.closeAfter(wsi, seconds: HTTPGate.lingerSeconds)
+        return answer(wsi, connection, response, then: .linger(budget: budget))
+    }
+
+    private func answer(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, then: AfterAnswer) -> Int32 {
         var response = response
         response.headers.append(("Connection", "close"))
-        connection.answered = true
-        connection.output = response.serialized()
-        return flush(wsi, connection)
+        connection.buffer = response.serialized()
+        connection.phase = .answering(then: then)
+        return flush(wsi, connection, then: then)
     }
 
-    private func flush(_ wsi: OpaquePointer, _ connection: GateConnection) -> Bool {
-        while !connection.output.isEmpty {
-            switch connection.output.withUnsafeBytes({ io.write(wsi, $0) }) {
-            case .bytes(let n): connection.output.removeFirst(n)
+    /// Writes what the socket takes now; once the answer is all out, closes (-1) or lingers.
+    private func flush(_ wsi: OpaquePointer, _ connection: GateConnection, then: AfterAnswer) -> Int32 {
+        while !connection.buffer.isEmpty {
+            switch connection.buffer.withUnsafeBytes({ io.write(wsi, $0) }) {
+            case .bytes(let n): connection.buffer.removeFirst(n)
             case .wouldBlock:
                 io.requestWritable(wsi)
-                return false
-            case .ended, .failed: return true  // the peer is gone: close
+                return 0
+            case .ended, .failed: return -1  // the peer is gone
             }
         }
-        return true
+        switch then {
+        case .close: return -1
+        case .linger(let budget):
+            guard budget > 0 else { return -1 }  // nothing left to arrive
+            connection.phase = .lingering(budget: budget)
+            io.shutdownWrites(wsi)  // the FIN follows the answer; the client's bytes still come in
+            return 0
+        }
     }
 
-    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RelayError) -> Int32 {
+    /// Reads and drops what a client sends after an early answer. Lingering, the socket closes
+    /// (-1) once the client closed or `budget` bytes are gone (a declared body all in: nothing
+    /// left to reset the answer); while the answer is still being written, it goes out first.
+    private func drop(_ wsi: OpaquePointer, _ connection: GateConnection, budget: Int) -> Int32 {
+        guard budget > 0 else {  // all read while the answer is still going out
+            io.pauseReading(wsi)
+            return 0
+        }
+        let outcome = withUnsafeTemporaryAllocation(byteCount: min(16 * 1024, budget), alignment: 8) { io.read(wsi, into: $0) }
+        let left: Int
+        switch outcome {
+        case .bytes(let n): left = budget - n
+        case .wouldBlock: return 0
+        case .ended: left = 0  // the client sends no more
+        case .failed: return -1
+        }
+        guard case .answering = connection.phase else {
+            connection.phase = .lingering(budget: left)
+            return left > 0 ? 0 : -1
+        }
+        connection.phase = .answering(then: .linger(budget: left))
+        if left == 0 { io.pauseReading(wsi) }  // `flush` closes once the answer is out
+        return 0
+    }
+
+    /// A refusal of the gate's own (a malformed or too large request): logged, then answered
+    /// early.
+    private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RelayError, unread: Int?) -> Int32 {
         handler?.refused(error, peer: io.peerAddress(wsi))
-        let response = HTTPResponse.error(error)
-        return write(response, to: wsi, connection) ? -1 : 0
+        return answerEarly(wsi, connection, HTTPResponse.error(error), unread: unread)
     }
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
