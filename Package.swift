@@ -52,6 +52,8 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),
         // The executable's argv from glibc, for when /proc (where Swift reads it) is not mounted.
         .target(name: "CProcessArguments"),
+        // The package version scripts/package.sh stamps into its build (RelayBuild.version).
+        .target(name: "CBuildStamp"),
 
         // Pure Swift: rules, registry, parsing. No C module.
         // Optimised in debug builds too, so the test suite's allocation test measures the
@@ -75,7 +77,7 @@ let package = Package(
                                                    .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                    .product(name: "NIOCore", package: "swift-nio"),
                                                    .product(name: "NIOPosix", package: "swift-nio")]),
-        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", wimzProtocol, "RelayCore", "RelayCrypto", "RelayStore",
+        .target(name: "RelayServer", dependencies: ["CLibWebSockets", "CEpoll", "CBuildStamp", wimzProtocol, "RelayCore", "RelayCrypto", "RelayStore",
                                                      "RelayWorkers", "RelayLogging", "RelayPush", .product(name: "Logging", package: "swift-log"),
                                                      .product(name: "Prometheus", package: "swift-prometheus")],
                 swiftSettings: hotPath),

@@ -122,7 +122,7 @@ bench_kit() {
     echo "$folder"
 }
 
-# package_version: the Debian package's version of this checkout. VERSION names the release being
+# package_version [python]: the Debian package's (or the wheel's) version of this checkout. VERSION names the release being
 # made (CHANGELOG.md's newest heading); the commit tagged with it builds exactly VERSION, every other
 # commit VERSION~dev.N+gHASH (N: the commits up to it), which apt orders after the development
 # builds before it and before the release itself. After a release, the next commit raises VERSION.
@@ -132,6 +132,8 @@ package_version() {
     head=$(git rev-parse -q --verify HEAD 2>/dev/null) || { echo "$version"; return 0; }
     if [ "$(git rev-parse -q --verify "refs/tags/$version^{commit}" 2>/dev/null)" = "$head" ]; then
         echo "$version"
+    elif [ "${1:-}" = python ]; then  # PEP 440's words for the same: pip orders them as apt does
+        echo "$version.dev$(git rev-list --count HEAD)+g$(git rev-parse --short=10 HEAD)"
     else
         echo "$version~dev.$(git rev-list --count HEAD)+g$(git rev-parse --short=10 HEAD)"
     fi

@@ -20,9 +20,12 @@ deb="dist/wimz-relay_${version}_${arch}.deb"
 
 say "building the release binary (Swift runtime linked in)"
 # -z now: every symbol bound at start, so the GOT can be read-only (Debian's hardening, bindnow).
-build release --product wimz-relay --static-swift-stdlib -Xlinker -z -Xlinker now
+# The package's version stamped in (CBuildStamp): `--version`, /healthz and the logs say which build it is.
+build release --product wimz-relay --static-swift-stdlib -Xlinker -z -Xlinker now -Xcc "-DWIMZ_PACKAGE_VERSION=\"$version\""
 bin="$(swift build -c release --show-bin-path)/wimz-relay"
-[ "$("$bin" --version)" = "$release" ] || die "the binary says $("$bin" --version), VERSION says $release: run scripts/generate.sh"
+[ "$("$bin" --version)" = "$version" ] || die "the binary says $("$bin" --version), the package is $version"
+grep -q "static let current = \"$release\"" Sources/RelayCore/Support/RelayVersion.swift ||
+    die "RelayVersion.swift does not say $release (VERSION): run scripts/generate.sh"
 if ldd "$bin" | grep -Ei 'swift|foundation|dispatch|BlocksRuntime|icu'; then
     die "the binary still links a Swift runtime library (above)"
 fi

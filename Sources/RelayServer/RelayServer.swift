@@ -103,7 +103,7 @@ public final class RelayServer {
 
     /// Serves until `requestStop()`; returns after a graceful stop.
     public func run() {
-        env.log.info("listening", metadata: ["address": "\(configuration.listenHost):\(loop.boundPort)",
+        env.log.info("listening", metadata: ["address": "\(configuration.listenHost):\(loop.boundPort)", "version": "\(RelayBuild.version)",
                                              "event_loop": "\(configuration.eventLoop.rawValue)", "lws": "\(ServiceLoop.libraryVersion)"])
         if configuration.turnAdminServers.isEmpty {
             env.log.warning("turn_admin_unset", metadata: ["effect": "a removed member's live TURN sessions are not cut (new credentials are refused); set WIMZ_TURN_ADMIN"])

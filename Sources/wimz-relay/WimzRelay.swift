@@ -1,6 +1,7 @@
 import ArgumentParser
 import CProcessArguments
 import RelayCore
+import RelayServer
 
 /// The entry point: the command line as the process got it (see `arguments`).
 @main
@@ -25,7 +26,7 @@ struct WimzRelay: ParsableCommand {
             Every command that touches the database takes --database-url or WIMZ_DATABASE_URL
             (a libpq conninfo string or postgresql:// URL). Run 'wimz-relay migrate' before 'serve'.
             """,
-        version: RelayVersion.current,
+        version: RelayBuild.version,
         subcommands: [Serve.self, Migrate.self, Device.self, Token.self, PairingCodeCommand.self, PushCommand.self, TurnSecretCommand.self, ClusterCommand.self, ProtocolConstantsCommand.self, OptionsCommand.self],
         defaultSubcommand: nil)
 }

@@ -35,18 +35,21 @@ def git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def expected_package_version() -> str:
+def expected_package_version(python: bool = False) -> str:
     """VERSION on the commit tagged with it; between releases VERSION~dev.N+gHASH, N the commits so
-    far, so that apt upgrades from one development build to the next and on to the release."""
+    far, so that apt upgrades from one development build to the next and on to the release; the
+    wheel's the same in PEP 440's words (VERSION.devN+gHASH), so that pip orders them alike."""
     head = git("rev-parse", "HEAD")
     tagged = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "-q", "--verify", f"refs/tags/{VERSION}^{{commit}}"],
                             capture_output=True, text=True).stdout.strip()
     if tagged == head:
         return VERSION
-    return f"{VERSION}~dev.{git('rev-list', '--count', 'HEAD')}+g{git('rev-parse', '--short=10', 'HEAD')}"
+    count, short = git("rev-list", "--count", "HEAD"), git("rev-parse", "--short=10", "HEAD")
+    return f"{VERSION}.dev{count}+g{short}" if python else f"{VERSION}~dev.{count}+g{short}"
 
 
 PACKAGE_VERSION = expected_package_version()
+WHEEL_VERSION = expected_package_version(python=True)
 
 
 def deb_path() -> Path:
@@ -108,10 +111,11 @@ def test_the_root_has_no_swift_and_the_binary_links_none(debian):
     libraries = debian.run("ldd", "/usr/bin/wimz-relay").stdout
     assert "not found" not in libraries, libraries
     assert not re.search(r"swift|Foundation|dispatch|BlocksRuntime|icu", libraries, re.I), libraries
-    assert debian.run("wimz-relay", "--version").stdout == VERSION + "\n"
+    # The package's version, to the commit: a pre-release never passes for the release.
+    assert debian.run("wimz-relay", "--version").stdout == PACKAGE_VERSION + "\n"
     # Also where /proc is not mounted: Swift reads its arguments there, the binary takes glibc's.
     bare = subprocess.run(["chroot", str(debian.path), "/usr/bin/wimz-relay", "--version"], capture_output=True, text=True)
-    assert bare.stdout == VERSION + "\n", bare.stdout[:200]
+    assert bare.stdout == PACKAGE_VERSION + "\n", bare.stdout[:200]
 
 
 def test_the_package_says_what_it_is(debian):
@@ -249,7 +253,7 @@ def test_the_robot_library_installs_into_its_venv(debian):
     debian.run("python3", "-m", "venv", "/opt/wimz-robot/venv")
     debian.run("/opt/wimz-robot/venv/bin/pip", "install", "-q", "--disable-pip-version-check", f"/tmp/{wheel.name}",
                env=_pip_trust(debian))
-    assert debian.run("/opt/wimz-robot/venv/bin/wimz-robot", "--version").stdout.strip() == VERSION
+    assert debian.run("/opt/wimz-robot/venv/bin/wimz-robot", "--version").stdout.strip() == WHEEL_VERSION
     debian.run("adduser", "--system", "--group", "--no-create-home", "wimz-robot")
     debian.run("adduser", "--system", "--no-create-home", "robotcode")
     debian.run("adduser", "robotcode", "wimz-robot")

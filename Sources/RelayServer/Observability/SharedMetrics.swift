@@ -27,7 +27,7 @@ extension RelayEnvironment: MetricsReporting {
     func report(to metrics: MetricsSink) {
         counters.report(to: metrics)
         metrics.gauge("wimz_build_info", "Build information.",
-                      [("version", RelayVersion.current), ("event_loop", configuration.eventLoop.rawValue)], 1)
+                      [("version", RelayBuild.version), ("event_loop", configuration.eventLoop.rawValue)], 1)
     }
 }
 
