@@ -37,13 +37,30 @@ if [ -n "${WIMZ_SANITIZER:-}" ]; then
     export LSAN_OPTIONS="suppressions=$PWD/Tests/lsan-suppressions.txt:print_suppressions=0"
 fi
 
+# Where the time goes: each step's seconds and every suite's (swift test's own lines, pytest's
+# JUnit reports), the slowest listed at the end. The outermost run owns the record.
+timings_owner=0
+if [ -z "${WIMZ_TEST_TIMINGS:-}" ]; then
+    export WIMZ_TEST_TIMINGS; WIMZ_TEST_TIMINGS=$(mktemp -d /tmp/wimz-timings.XXXXXX)
+    timings_owner=1
+fi
+# timed NAME COMMAND…: runs it and records its seconds under NAME.
+timed() {
+    local name=$1 started=$SECONDS status=0
+    shift
+    "$@" || status=$?
+    printf '%s\t%s\n' "$name" $((SECONDS - started)) >> "$WIMZ_TEST_TIMINGS/steps"
+    return "$status"
+}
+
 say "building (debug, with tests${WIMZ_SANITIZER:+, $WIMZ_SANITIZER sanitizer})"
-build debug --build-tests "${swift_flags[@]}"
+timed "build (debug${WIMZ_SANITIZER:+, $WIMZ_SANITIZER})" build debug --build-tests "${swift_flags[@]}"
 
 work=$(mktemp -d /tmp/wimz-test.XXXXXX)
 chmod 755 "$work"
 cleanup() {
     pg_stop "$work/pg" immediate
+    [ "$timings_owner" = 0 ] || rm -rf "$WIMZ_TEST_TIMINGS"
     [ ! -f "$work/host-services/started" ] || host_services_check "$work/host-services" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
@@ -82,8 +99,9 @@ print_failures() {
 
 # swift test, whose output is kept so that a failure's lines can be listed at the end.
 swift_tests() {
-    local log="$work/swift-test.log" status=0
-    swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
+    local log status=0
+    log=$(mktemp "$WIMZ_TEST_TIMINGS/swift${WIMZ_SANITIZER:+-$WIMZ_SANITIZER}-XXXXXX.log")
+    timed "swift test $*${WIMZ_SANITIZER:+ ($WIMZ_SANITIZER)}" swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
     if [ "$status" -ne 0 ]; then
         failed "swift test $*${WIMZ_SANITIZER:+ (under the $WIMZ_SANITIZER sanitizer)} (exit $status):"
         grep -E '✘|^error: |: error: |error: -\[|Fatal error|signal code' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
@@ -117,14 +135,14 @@ if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_A
     # The Swift tests once more with everything under AddressSanitizer (own build folder and
     # database cluster; WIMZ_ASAN=0 skips it).
     say "the Swift tests again under AddressSanitizer"
-    WIMZ_SANITIZER=address scripts/test.sh || swift_status=$?
+    timed "the address-sanitizer run (all of it)" env WIMZ_SANITIZER=address scripts/test.sh || swift_status=$?
 fi
 if [ -z "$only" ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
-    scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
+    timed schemathesis scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
     # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
     # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
-    WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
+    timed "the fuzzers" env WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
 fi
 if [ -z "$only" ] || [ "$only" = python ]; then
     say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
@@ -134,24 +152,27 @@ if [ -z "$only" ] || [ "$only" = python ]; then
     WIMZ_BIN_DIR=$(swift build --show-bin-path)
     WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
     say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks"
-    (cd Tests/Cluster && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE) ||
+    (cd Tests/Cluster && timed "pytest Tests/Cluster" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
+        --junitxml="$WIMZ_TEST_TIMINGS/junit-cluster.xml") ||
         { python_status=$?; failed "the cluster tests (exit $python_status)"; }
     say "type-checking the robot library (mypy --strict)"
-    (cd clients/python && "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) ||
+    (cd clients/python && timed mypy "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) ||
         { python_status=$?; failed "mypy (exit $python_status)"; }
     say "running the Python tests"
-    (cd clients/python && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE) ||
+    (cd clients/python && timed "pytest clients/python" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
+        --junitxml="$WIMZ_TEST_TIMINGS/junit-python.xml") ||
         { python_status=$?; failed "the Python tests (exit $python_status)"; }
 fi
 package_status=0
 if [ -z "$only" ] || [ "$only" = package ]; then
     say "building the packages (scripts/package.sh, scripts/package-robot.sh)"
-    if deb=$(scripts/package.sh) && wheel=$(scripts/package-robot.sh | grep '\.whl$'); then
+    if deb=$(timed "the Debian package" scripts/package.sh) && wheel=$(timed "the wheel" scripts/package-robot.sh | grep '\.whl$'); then
         [ -x "$work/venv/bin/python" ] || { python3 -m venv "$work/venv" &&
             "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2; }
         say "installing the package into a clean Debian 12 root and running it from there (Tests/Package)"
         (cd Tests/Package && WIMZ_DEB="$PWD/../../$deb" WIMZ_ROBOT_WHEEL="$PWD/../../$wheel" \
-            "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE -s) ||
+            timed "pytest Tests/Package" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE -s \
+            --junitxml="$WIMZ_TEST_TIMINGS/junit-package.xml") ||
             { package_status=$?; failed "the package tests (exit $package_status)"; }
     else
         package_status=1
@@ -161,6 +182,7 @@ fi
 if [ "$host_services" = 1 ]; then
     host_services_check "$work/host-services" || { swift_status=1; failed "the host's coturn, HAProxy or Prometheus stopped during the tests"; }
 fi
+[ "$timings_owner" = 0 ] || python3 scripts/test-timings.py "$WIMZ_TEST_TIMINGS" >&2 || true
 print_failures
 [ "$package_status" -eq 0 ] || die "the package tests failed (exit $package_status)"
 [ "$swift_status" -eq 0 ] || die "Swift tests, schemathesis or the fuzzers failed (exit $swift_status)"
