@@ -160,26 +160,26 @@ extension RelayComponents: DeviceHubObserver {
     }
 }
 
-/// The plain-HTTP front door's requests: every one through the router, refusals counted and logged.
+/// The plain-HTTP front door's requests: every one through the router, answers logged.
 extension RelayComponents: HTTPGateHandler {
-    func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
+    func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? { authenticator.presentedCredential(in: head) }
+
+    func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait {
+        authenticator.awaitCredential(for: head, peer: peer, then: resume)
+    }
+
+    func admit(_ request: HTTPRequest, contentLength: Int) -> Router.Admission {
         let started = env.clock.monotonic()
-        guard let response = router.route(request, body: body) else { return nil }  // answered later
+        let admission = router.admit(request, contentLength: contentLength)
+        if case .answer(let response) = admission { env.logRequest(request, status: response.status, startedAt: started) }
+        return admission
+    }
+
+    func serve(_ request: HTTPRequest, _ routed: Router.Routed, bodyWasRead: Bool, body: [UInt8]) -> HTTPResponse? {
+        let started = env.clock.monotonic()
+        guard let response = router.serve(request, routed, recheck: bodyWasRead, body: body) else { return nil }  // answered later
         env.logRequest(request, status: response.status, startedAt: started)
         return response
-    }
-
-    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
-        let started = env.clock.monotonic()
-        guard let refusal = router.refusalBeforeBody(request) else { return nil }
-        env.logRequest(request, status: refusal.status, startedAt: started)
-        return refusal
-    }
-
-    func bodyLimit(_ head: HTTPRequestHead) -> Int { router.bodyLimit(head) }
-
-    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
-        authenticator.awaitCredential(presentedIn: head, then: resume)
     }
 
     func refused(_ error: RelayError, peer: String) {

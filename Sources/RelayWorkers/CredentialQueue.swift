@@ -14,14 +14,22 @@ public final class CredentialQueue: Sendable {
     /// Digests as a set: a client retrying through an outage asks once, not once per retry.
     private let pending = Locked((digests: Set<[UInt8]>(), recheck: [Int64]?.none))
     private let onQueued = Locked<(@Sendable () -> Void)?>(nil)
+    /// Most digests waiting for the monitor: while the database is away nothing drains the
+    /// queue, and made-up tokens must not grow it without bound.
+    public let capacity: Int
 
-    public init() {}
+    public init(capacity: Int = 20_000) { self.capacity = capacity }
 
-    /// Asks for the tokens with these digests (`StoreEvent.credentialsFound` answers).
-    public func lookUp(digests: [[UInt8]]) {
-        guard !digests.isEmpty else { return }
-        pending.withLock { $0.digests.formUnion(digests) }
-        onQueued.withLock { $0 }?()
+    /// Asks for the token with this digest (`StoreEvent.credentialsFound` answers); false when
+    /// the queue is full and it was not asked.
+    public func lookUp(_ digest: [UInt8]) -> Bool {
+        let queued = pending.withLock { p in
+            guard p.digests.count < capacity || p.digests.contains(digest) else { return false }
+            p.digests.insert(digest)
+            return true
+        }
+        if queued { onQueued.withLock { $0 }?() }
+        return queued
     }
 
     /// Asks for these tokens again (`StoreEvent.credentialsRechecked` answers).

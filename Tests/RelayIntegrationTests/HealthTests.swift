@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import RelayServer
 import RelayTestSupport
 
 /// `serve` over real sockets: health, readiness and a clean stop.
@@ -12,6 +13,7 @@ import RelayTestSupport
         let health = try HTTPTestClient.get(port: relay.port, path: "/healthz")
         #expect(health.status == 200)
         #expect(try health.json()["status"] as? String == "ok")
+        #expect(try health.json()["version"] as? String == RelayBuild.version)
         let ready = try HTTPTestClient.get(port: relay.port, path: "/readyz")
         #expect(ready.status == 200)
         #expect(ready.headers["content-type"] == "application/json")

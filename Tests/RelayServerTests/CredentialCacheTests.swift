@@ -66,14 +66,37 @@ import RelayWorkers
         let lookups = CredentialLookups(queue: CredentialQueue(), clock: clock.clock, holdSeconds: 2)
         var resumed: [String] = []
         let digest = BearerToken.digest("wimz_a_1")
-        lookups.wait(for: digest) { resumed.append("first") }
-        lookups.wait(for: digest) { resumed.append("second") }
-        lookups.wait(for: BearerToken.digest("wimz_a_2")) { resumed.append("other") }
+        #expect(lookups.wait(for: digest) { resumed.append("first") } == .waiting)
+        #expect(lookups.wait(for: digest) { resumed.append("second") } == .waiting)
+        #expect(lookups.wait(for: BearerToken.digest("wimz_a_2")) { resumed.append("other") } == .waiting)
         #expect(lookups.asked == 2 && lookups.waitingCount == 2)
         lookups.answered([digest])
         #expect(resumed == ["first", "second"])
         clock.advance(seconds: 2.5)
         lookups.expire(now: clock.monotonic)
         #expect(resumed == ["first", "second", "other"] && lookups.timedOut == 1 && lookups.waitingCount == 0)
+    }
+
+    /// At most `capacity` requests wait, and the monitor's queue is bounded too: past either a
+    /// request is not made to wait (its caller answers 503), counted; failing addresses share a
+    /// few of those places (past them: 429); room comes back as waits end.
+    @Test func waitsAreBounded() {
+        let clock = ManualClock()
+        let lookups = CredentialLookups(queue: CredentialQueue(capacity: 2), clock: clock.clock, holdSeconds: 2, capacity: 3,
+                                        failingShare: 1)
+        var resumed = 0
+        let (a, b, c) = (BearerToken.digest("wimz_a_1"), BearerToken.digest("wimz_a_2"), BearerToken.digest("wimz_a_3"))
+        #expect(lookups.wait(for: a) { resumed += 1 } == .waiting)
+        #expect(lookups.wait(for: b, failingAddress: true) { resumed += 1 } == .waiting)
+        #expect(lookups.wait(for: a, failingAddress: true) { resumed += 1 } == .failingShareFull)  // the share is taken
+        #expect(lookups.wait(for: c) { resumed += 1 } == .full)  // the queue to the monitor is full
+        #expect(lookups.wait(for: a) { resumed += 1 } == .waiting)  // the same lookup: no new digest queued
+        #expect(lookups.wait(for: a) { resumed += 1 } == .full)  // three wait already
+        #expect(lookups.refusedFull == 2 && lookups.refusedFailingAddress == 1 && lookups.asked == 2)
+        lookups.answered([b])
+        #expect(resumed == 1)
+        #expect(lookups.wait(for: b, failingAddress: true) { resumed += 1 } == .waiting)  // its place is free again
+        lookups.answered([a, b])
+        #expect(resumed == 4)
     }
 }

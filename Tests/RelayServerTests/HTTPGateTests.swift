@@ -83,13 +83,15 @@ final class ScriptedGateIO: GateIO {
         /// Requests the gate handed to the server: head and body.
         var served: [(head: HTTPRequestHead, body: [UInt8])] = []
         var refused: [(RelayError, String)] = []
+        /// Heads the server admitted or refused, in order.
+        var admitted: [HTTPRequestHead] = []
         /// What the server answers (nil: later, through `respond`).
         var answer: HTTPResponse? = .json(200, .object([("ok", true)]))
         /// What the server says of a head before its body (nil: read on).
         var headRefusal: HTTPResponse?
         var bodyLimits: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
         /// How the server holds a head for its token (nil: it holds none).
-        var holdForCredential: ((HTTPRequestHead, @escaping () -> Void) -> Bool)?
+        var holdForCredential: ((HTTPRequestHead, @escaping () -> Void) -> CredentialWait)?
         private var nextSocket = 1
 
         init() {
@@ -97,15 +99,25 @@ final class ScriptedGateIO: GateIO {
             gate.handler = self
         }
 
-        func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse? {
-            served.append((request.head, body))
-            return answer
+        func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? {
+            PresentedCredential.token(presentedIn: head).map { PresentedCredential(token: $0, digest: Array($0.utf8)) }
         }
 
-        func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? { headRefusal }
-        func bodyLimit(_ head: HTTPRequestHead) -> Int { bodyLimits(head) }
-        func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
-            holdForCredential?(head, resume) ?? false
+        func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait {
+            holdForCredential?(head, resume) ?? .ready
+        }
+
+        func admit(_ request: HTTPRequest, contentLength: Int) -> Router.Admission {
+            admitted.append(request.head)
+            let limit = bodyLimits(request.head)
+            if contentLength > limit { return .bodyTooLarge(limit: limit) }
+            if let headRefusal { return .answer(headRefusal) }
+            return .admitted(Router.Routed(route: Route(["GET", "POST", "PUT"], request.head.path, .open(.healthz)), parameters: [:], entry: nil))
+        }
+
+        func serve(_ request: HTTPRequest, _ routed: Router.Routed, bodyWasRead: Bool, body: [UInt8]) -> HTTPResponse? {
+            served.append((request.head, body))
+            return answer
         }
 
         func refused(_ error: RelayError, peer: String) { refused.append((error, peer)) }
@@ -249,9 +261,9 @@ final class ScriptedGateIO: GateIO {
         var resumes: [() -> Void] = []
         var asked: [String?] = []
         h.holdForCredential = { head, resume in
-            asked.append((try? head.argument("token")) ?? head.header("authorization"))
+            asked.append(head.credential?.token)
             resumes.append(resume)
-            return true
+            return .waiting
         }
         let held = h.connect()
         #expect(h.send(upgrade, on: held))
@@ -266,7 +278,7 @@ final class ScriptedGateIO: GateIO {
         #expect(h.io.sockets[held]?.closingSoon == true)
 
         // A plain request too, its body read once its token is in.
-        h.holdForCredential = { _, resume in resumes.append(resume); return true }
+        h.holdForCredential = { _, resume in resumes.append(resume); return .waiting }
         let request = h.connect()
         #expect(h.send("POST /api/x HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer t2\r\nContent-Length: 2\r\n\r\n", on: request))
         #expect(h.io.sockets[request]?.paused == true && h.served.isEmpty)

@@ -55,15 +55,23 @@ final class InProcessRelay {
         stored = entries
     }
 
-    /// What the gate does with a head before anything else: a token the relay does not hold is
-    /// looked up — here answered at once from `stored`, as the store monitor would.
-    func present(_ head: HTTPRequestHead, token: String?) {
+    /// What the gate does with a head before anything else: its credential read once, and a
+    /// token the relay does not hold looked up — here answered at once from `stored`, as the store
+    /// monitor would. The head as the gate passes it on (its credential on it), or the gate's
+    /// answer when the lookup was refused.
+    func present(_ head: HTTPRequestHead, peer: String) -> (head: HTTPRequestHead, refusal: HTTPResponse?) {
+        var head = head
+        head.credential = components.authenticator.presentedCredential(in: head)
         var resumed = false
-        guard components.authenticator.awaitCredential(presentedIn: head, then: { resumed = true }), let token,
-              storeAnswers else { return }
-        let digest = BearerToken.digest(token)
-        components.store.handle(.credentialsFound(digests: [digest], entries: stored.filter { $0.token.digest == digest }))
-        precondition(resumed, "the lookup's answer did not resume its request")
+        switch components.authenticator.awaitCredential(for: head, peer: { peer }, then: { resumed = true }) {
+        case .ready: return (head, nil)
+        case .refused(let error): return (head, .error(error))
+        case .waiting:
+            guard storeAnswers, let digest = head.credential?.digest else { return (head, nil) }
+            components.store.handle(.credentialsFound(digests: [digest], entries: stored.filter { $0.token.digest == digest }))
+            precondition(resumed, "the lookup's answer did not resume its request")
+            return (head, nil)
+        }
     }
 
     /// A token of `device`, as the store would report it.
@@ -81,9 +89,10 @@ final class InProcessRelay {
                  body: [UInt8] = [], peer: String = "198.51.100.7") -> HTTPResponse? {
         let lines = [("Host", "relay")] + (token.map { [("Authorization", "Bearer \($0)")] } ?? []) + headers
         let text = "\(method) \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
-        guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
+        guard case .complete(let parsed, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
         let client = HTTPClient(newHandle())
-        present(head, token: token)
+        let (head, refusal) = present(parsed, peer: peer)
+        if let refusal { return refusal }
         return components.router.route(HTTPRequest(client: client, head: head, peerAddress: peer), body: body)
     }
 }

@@ -165,8 +165,9 @@ extension InProcessRelay {
                      ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13")]
         if let token { lines.append(("Authorization", "Bearer \(token)")) }
         let text = "GET \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
-        guard case .complete(let head, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test upgrade \(text)") }
-        present(head, token: token)
+        guard case .complete(let parsed, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test upgrade \(text)") }
+        let (head, refusal) = present(parsed, peer: peer)
+        if let refusal { return .refused(refusal) }
         let handle = newHandle()
         let endpoint = components.webSocket
         endpoint.accepted(handle)

@@ -99,6 +99,62 @@ import Testing
         #expect(relay.request("GET", "/api/devices/d%31/status", token: app.secret)?.json["error"] as? String == "bad_request")
     }
 
+    /// An address over its failure limit shares a few waiting places for its lookups: past them
+    /// a token the relay does not hold is answered 429 before any lookup is queued; a token it
+    /// holds still goes on, and so does a good one it has to read while a place is free (a good
+    /// credential is never refused for the limit).
+    @Test func aFailingAddressSharesAFewLookups() {
+        let relay = InProcessRelay { $0.authFailureBurst = 2; $0.authFailureRate = 0.001 }
+        let app = relay.token("d1", .app)
+        let cold = relay.token("d1", .app)
+        relay.storeReady([app.entry, cold.entry])
+        #expect(relay.request("GET", "/api/turn/credentials", token: app.secret)?.status != 401)  // now held
+        for n in 0..<3 { #expect(relay.request("GET", "/api/turn/credentials", token: "wimz_a_guess\(n)")?.status == (n < 2 ? 401 : 429)) }
+        // A good token from the failing address is read while a place is free.
+        #expect(relay.request("GET", "/api/turn/credentials", token: cold.secret)?.json["error"] as? String != "rate_limited")
+        // The store takes its time: the next guesses take the places failing addresses share
+        // (the gate would hold them; this harness answers 503 at once)…
+        relay.storeAnswers = false
+        let lookups = relay.components.authenticator.lookups
+        for n in 0..<lookups.failingShare {
+            #expect(relay.request("GET", "/api/turn/credentials", token: "wimz_a_waiting\(n)")?.status == 503)
+        }
+        let asked = lookups.asked
+        // …so the one after it is answered at once, nothing queued.
+        let limited = relay.request("GET", "/api/turn/credentials", token: "wimz_a_guess9")
+        #expect(limited?.status == 429 && limited?.header("Retry-After") == "1")
+        #expect(lookups.asked == asked && lookups.refusedFailingAddress == 1)
+        relay.storeAnswers = true
+        #expect(relay.request("GET", "/api/turn/credentials", token: app.secret)?.json["error"] as? String != "rate_limited")
+        // Another address is not slowed.
+        #expect(relay.request("GET", "/api/turn/credentials", token: "wimz_a_guess10", peer: "198.51.100.8")?.status == 401)
+    }
+
+    /// A request is routed and its caller checked once, from the head; served after its body
+    /// arrived, its token is checked again from the cache, so one revoked meanwhile is refused.
+    @Test func aTokenRevokedWhileTheBodyArrivedIsRefused() throws {
+        let relay = InProcessRelay()
+        let app = relay.token("d1", .app)
+        relay.storeReady([app.entry])
+        let text = "PUT /api/devices/d1/push HTTP/1.1\r\nAuthorization: Bearer \(app.secret)\r\nContent-Length: 2\r\n\r\n"
+        guard case .complete(let parsed, _) = HTTPRequestHead.parse(Array(text.utf8)) else {
+            Issue.record("unparsed")
+            return
+        }
+        let (head, refusal) = relay.present(parsed, peer: "198.51.100.7")
+        #expect(refusal == nil && head.credential?.token == app.secret)
+        let request = HTTPRequest(client: HTTPClient(relay.newHandle()), head: head, peerAddress: "198.51.100.7")
+        guard case .admitted(let routed) = relay.components.router.admit(request, contentLength: 2) else {
+            Issue.record("not admitted")
+            return
+        }
+        var revoked = app.entry.token
+        revoked.revokedAt = relay.clock.wall
+        relay.components.store.handle(.tokenChanged(id: revoked.id, entry: CredentialEntry(token: revoked, deviceDisabled: false)))
+        let answer = relay.components.router.serve(request, routed, recheck: true, body: Array("{}".utf8))
+        #expect(answer?.status == 401, "\(answer?.json ?? [:])")
+    }
+
     @Test func theAdminAPIHidesItselfWithoutItsToken() {
         #expect(InProcessRelay().request("GET", "/admin/devices")?.status == 404)
         let relay = InProcessRelay { $0.adminToken = "admin-secret" }
@@ -194,7 +250,7 @@ import Testing
         #expect(first["wimz_database_up"] == 1)
         #expect(first["wimz_history_bytes"] == 0 && first["wimz_history_budget_bytes"] == Double(512 << 20))
         #expect(first["wimz_history_evictions_total"] == 0)
-        #expect(first["wimz_build_info{version=\"\(RelayVersion.current)\",event_loop=\"libev\"}"] == 1)
+        #expect(first["wimz_build_info{version=\"\(RelayBuild.version)\",event_loop=\"libev\"}"] == 1)
         // A second scrape adds only what moved since the first.
         relay.components.env.counters.requestsRefused = 3
         let second = try scrape(relay)

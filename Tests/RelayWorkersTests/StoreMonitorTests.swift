@@ -24,6 +24,17 @@ final class EventLog: @unchecked Sendable {
 }
 
 @Suite struct StoreMonitorTests {
+    /// The queue to the monitor holds at most its capacity of digests: a digest already queued is
+    /// still taken (it costs nothing), a new one past the bound is not.
+    @Test func theLookupQueueIsBounded() {
+        let queue = CredentialQueue(capacity: 2)
+        #expect(queue.lookUp([1]) && queue.lookUp([2]))
+        #expect(!queue.lookUp([3]))
+        #expect(queue.lookUp([1]))
+        #expect(Set(queue.take().digests) == [[1], [2]])
+        #expect(queue.lookUp([3]))
+    }
+
     @Test func reportsReadinessLookupsAndChangesFromOtherConnections() throws {
         let database = try TestDatabase()
         defer { database.drop() }
@@ -41,12 +52,19 @@ final class EventLog: @unchecked Sendable {
         let ready = log.wait { if case .health(let h) = $0, h.state == .ready { return h } else { return nil } }
         #expect(ready != nil)
         #expect(log.wait { if case .credentialsMayBeStale = $0 { return true } else { return nil } } == true)
-        // Presented tokens are read in one batch: the one that exists is found, the made-up one is not.
+        // Presented tokens are read (in one batch or two, as the monitor takes them): the one that
+        // exists is found, the made-up one is not.
         let madeUp = BearerToken.digest("wimz_r_made_up")
-        queue.lookUp(digests: [first.record.digest, madeUp])
-        let found = log.wait { if case .credentialsFound(let digests, let entries) = $0 { return (digests, entries) } else { return nil } }
-        #expect(Set(found?.0 ?? []) == [first.record.digest, madeUp])
-        #expect(found?.1.map(\.token.id) == [first.record.id])
+        #expect(queue.lookUp(first.record.digest) && queue.lookUp(madeUp))
+        let found = log.wait { _ -> (digests: Set<[UInt8]>, ids: [Int64])? in
+            let batches = log.all.compactMap { event -> ([[UInt8]], [CredentialEntry])? in
+                if case .credentialsFound(let digests, let entries) = event { return (digests, entries) } else { return nil }
+            }
+            let digests = Set(batches.flatMap(\.0))
+            return digests.count == 2 ? (digests, batches.flatMap(\.1).map(\.token.id)) : nil
+        }
+        #expect(found?.digests == [first.record.digest, madeUp])
+        #expect(found?.ids == [first.record.id])
         queue.recheck(ids: [first.record.id, 999_999])
         let rechecked = log.wait { if case .credentialsRechecked(let ids, let entries) = $0 { return (ids, entries) } else { return nil } }
         #expect(rechecked?.0 == [first.record.id, 999_999] && rechecked?.1.map(\.token.id) == [first.record.id])

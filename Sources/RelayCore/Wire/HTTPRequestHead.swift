@@ -45,6 +45,9 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// requests passed on unchanged (HTTP to the robot). `rawQuery` is nil without a `?`.
     public var rawPath: String
     public var rawQuery: String?
+    /// The token the head presents, read and hashed once by the front door (nil: none, or not
+    /// read yet). Not part of the head's equality: it is derived from the headers.
+    public var credential: PresentedCredential?
 
     public init(method: String, path: String, arguments: [Argument] = [], version: String = "HTTP/1.1",
                 headers: [(name: String, value: String)] = [], rawPath: String? = nil, rawQuery: String? = nil) {

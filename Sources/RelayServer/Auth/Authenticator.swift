@@ -2,6 +2,16 @@ import RelayCore
 import RelayCrypto
 import RelayWorkers
 
+/// What the front door's wait for a token's lookup came to (`Authenticator.awaitCredential`).
+enum CredentialWait {
+    /// No token, or one in memory: go on now.
+    case ready
+    /// Its lookup is under way: the request waits, unread, until `resume`.
+    case waiting
+    /// Not looked up: answer this (429 for a failing address, 503 past the bound).
+    case refused(RelayError)
+}
+
 /// Who is calling: the one place bearer tokens, the admin token and the client's address are
 /// read and checked, for HTTP routes and WebSocket upgrades alike. Owns the token cache, the
 /// lookups of tokens it does not hold, and the per-address failure limit. Service thread only.
@@ -20,33 +30,46 @@ final class Authenticator {
         failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)
     }
 
-    /// Before a request or upgrade is read further: when it presents a token (`Authorization:
-    /// Bearer`, or an upgrade's `token=`) that the cache does not hold, the token is read from the
-    /// store and `resume` is called once it is in (or the hold passed); returns true then. False:
-    /// go on now — no token, or one the cache holds.
-    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool {
-        let token = bearerToken(head) ?? (head.isWebSocketUpgrade ? (try? head.argument("token")) ?? nil : nil)
-        guard let token, !token.isEmpty else { return false }
-        let digest = BearerToken.digest(token)
-        guard case .notHeld = credentials.lookup(digest: digest) else { return false }
-        lookups.wait(for: digest, then: resume)
-        return true
+    /// The token `head` presents, read and hashed: the front door's one reading of it, which
+    /// travels with the head (`HTTPRequestHead.credential`) to every check after.
+    func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? {
+        PresentedCredential.token(presentedIn: head).map { PresentedCredential(token: $0, digest: BearerToken.digest($0)) }
+    }
+
+    /// The credential `request` presents: the one its head carries from the front door, or read
+    /// now (TLS served by lws, where no gate reads heads).
+    func credential(of request: HTTPRequest) -> PresentedCredential? {
+        request.head.credential ?? presentedCredential(in: request.head)
+    }
+
+    /// Before a request or upgrade is read further: when its credential (`head.credential`) is not
+    /// held, the token is read from the store and `resume` is called once it is in (or the hold
+    /// passed). The failure limit is consulted first: an address over it shares a small number of
+    /// waiting places (`CredentialLookups.failingShare`; past them 429 at once), so its guesses
+    /// cannot drive the store, while a good token from it is still read. Past the bound on waiting
+    /// requests: 503. `peer` is asked only for a token not held.
+    func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait {
+        guard let credential = head.credential, case .notHeld = credentials.lookup(digest: credential.digest) else { return .ready }
+        let failing = failures.isBlocked(clientAddress(head, peer: peer()), now: clock.monotonic())
+        switch lookups.wait(for: credential.digest, failingAddress: failing, then: resume) {
+        case .waiting: return .waiting
+        case .failingShareFull: return .refused(.authentication(.rateLimited, Authenticator.tooManyFailures))
+        case .full: return .refused(.authentication(.storeUnavailable, "too many tokens are being read from the store; retry shortly"))
+        }
     }
 
     /// Forgets addresses whose failures have drained (the 1 s tick).
     func sweep(now: UInt64) { failures.sweep(now: now) }
 
     /// The bearer token of an HTTP request (`Authorization: Bearer …` only, as the contract says).
-    func bearerToken(_ request: HTTPRequest) -> String? { bearerToken(request.head) }
-
-    private func bearerToken(_ head: HTTPRequestHead) -> String? {
-        head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
+    private func bearerToken(_ request: HTTPRequest) -> String? {
+        request.head.header("authorization").flatMap(Redaction.bearerToken(fromAuthorization:))
     }
 
-    /// A presented token (nil: none) against the cache and the credential rules.
-    func check(token: String?, wants: String) -> Result<CredentialEntry, RelayError> {
-        guard let token else { return .failure(RelayError(.missingToken, wants)) }
-        let digest = BearerToken.digest(token)
+    /// A presented credential (nil: none) against the cache and the credential rules.
+    func check(_ credential: PresentedCredential?, wants: String) -> Result<CredentialEntry, RelayError> {
+        guard let credential else { return .failure(RelayError(.missingToken, wants)) }
+        let digest = credential.digest
         let entry: CredentialEntry
         switch credentials.lookup(digest: digest) {
         case .found(let found): entry = found
@@ -63,11 +86,11 @@ final class Authenticator {
         return .success(entry)
     }
 
-    /// `check(token:)`, then the token must be `role`'s (either role's when nil) for `device`.
-    func check(token: String?, device: DeviceID, role: Role?, wants: String,
+    /// `check(_:wants:)`, then the token must be `role`'s (either role's when nil) for `device`.
+    func check(_ credential: PresentedCredential?, device: DeviceID, role: Role?, wants: String,
                messages: [AuthFailure: String] = [:]) -> Result<CredentialEntry, RelayError> {
         let entry: CredentialEntry
-        switch check(token: token, wants: wants) {
+        switch check(credential, wants: wants) {
         case .failure(let refusal): return .failure(refusal)
         case .success(let found): entry = found
         }
@@ -77,6 +100,8 @@ final class Authenticator {
         }
         return .success(entry)
     }
+
+    static let tooManyFailures = "too many failed authentications from this address; retry later"
 
     /// One wording per failure, for every entrance.
     static let wording: [AuthFailure: String] = [
@@ -99,7 +124,7 @@ final class Authenticator {
         guard ![.storeUnavailable, .rateLimited, .missingToken].contains(refusal.code) else { return refusal }
         let now = clock.monotonic()
         if failures.isBlocked(address, now: now) {
-            return RelayError(.rateLimited, "too many failed authentications from this address; retry later")
+            return RelayError(.rateLimited, Authenticator.tooManyFailures)
         }
         failures.recordFailure(address, now: now)
         return refusal
@@ -123,10 +148,11 @@ final class Authenticator {
 
     /// The client's address: the peer, or — only when the peer is a trusted proxy — the
     /// right-most `X-Forwarded-For` entry that is not itself a trusted proxy.
-    func clientAddress(_ request: HTTPRequest) -> String {
-        let peer = request.peerAddress
+    func clientAddress(_ request: HTTPRequest) -> String { clientAddress(request.head, peer: request.peerAddress) }
+
+    private func clientAddress(_ head: HTTPRequestHead, peer: String) -> String {
         guard configuration.trustedProxies.contains(peer),
-              let forwarded = request.head.header("x-forwarded-for"), forwarded.utf8.count <= 1024 else { return peer }
+              let forwarded = head.header("x-forwarded-for"), forwarded.utf8.count <= 1024 else { return peer }
         let hops = forwarded.split(separator: ",").map { String($0.filter { $0 != " " }) }
         for hop in hops.reversed() where !hop.isEmpty && !configuration.trustedProxies.contains(hop) {
             // Only something that looks like an address: it ends up in logs and the audit log.
@@ -143,6 +169,10 @@ extension Authenticator: MetricsReporting {
         metrics.gauge("wimz_credential_lookups_waiting", "Presented tokens being read from the store.", lookups.waitingCount)
         metrics.counter("wimz_credential_lookups_total", "Presented tokens read from the store (one statement serves many).",
                         lookups.asked)
+        let refusedHelp = "Requests and upgrades refused rather than made to wait for their token's lookup: 503 past the bound "
+            + "on waiting requests (full), 429 past the share of addresses over their failure limit (failing_address)."
+        metrics.counter("wimz_credential_lookups_refused_total", refusedHelp, [("reason", "full")], lookups.refusedFull)
+        metrics.counter("wimz_credential_lookups_refused_total", refusedHelp, [("reason", "failing_address")], lookups.refusedFailingAddress)
         metrics.counter("wimz_credential_lookups_timed_out_total",
                         "Waits for a token's lookup that ended at WIMZ_UPGRADE_HOLD without an answer (answered 503).",
                         lookups.timedOut)

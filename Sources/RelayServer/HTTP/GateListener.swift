@@ -137,21 +137,23 @@ final class GateListener: GateIO {
         }
     }
 
-    /// Queues `fd` for lws if `waiting` (what is in its socket) holds a whole upgrade head (that
-    /// head read off it, the client's first frames left behind); false when the gate must read it.
+    /// Queues `fd` for lws if `waiting` (what is in its socket) holds a whole upgrade head that
+    /// may go on (its head read off, the client's first frames left behind); false when the gate
+    /// must read it — not an upgrade, or one whose token may not be waited for, which the gate
+    /// then answers.
     private func handOverOnArrival(_ fd: Int32, _ waiting: UnsafeRawBufferPointer, _ gate: HTTPGate) -> Bool {
         guard !isStopped, let context, let (head, length) = gate.upgradeOnArrival(waiting) else { return false }
-        // The head is in `waiting` already: read off into the scratch buffer (length <= its size).
-        guard Glibc.read(fd, scratch.baseAddress, length) == length else {  // the peeked bytes were there: only a failing socket
-            close(fd)
-            return true
-        }
-        // Its token read first if it is not in memory; the descriptor waits outside lws meanwhile.
-        gate.whenCredentialReady(head) { [weak self] in
+        // Its token read first if it is not in memory; the descriptor waits outside lws meanwhile,
+        // its head still in the socket.
+        return gate.whenCredentialReady(head, peer: { LWSHTTP.peerAddress(ofDescriptor: fd) }) { [weak self] in
             guard let self, !isStopped else { Glibc.close(fd); return }
+            // The head was seen there at accept: read off into the scratch buffer (length <= its size).
+            guard Glibc.read(fd, scratch.baseAddress, length) == length else {  // only a failing socket
+                Glibc.close(fd)
+                return
+            }
             queueHandover(fd, head, context: context)
         }
-        return true
     }
 
     private func queueHandover(_ fd: Int32, _ head: HTTPRequestHead, context: OpaquePointer) {

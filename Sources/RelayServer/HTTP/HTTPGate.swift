@@ -51,13 +51,6 @@ final class HTTPGate {
         /// still to write (`answering`).
         var buffer: [UInt8] = []
         init(serial: UInt64) { self.serial = serial }
-
-        var isAnswered: Bool {
-            switch phase {
-            case .answering, .lingering: return true
-            case .readingHead, .awaitingCredential, .readingBody, .deferred: return false
-            }
-        }
     }
 
     /// Where a connection is between accept and close.
@@ -66,8 +59,8 @@ final class HTTPGate {
         case readingHead
         /// A complete head waiting for its token (`awaitCredential`); the socket is not read.
         case awaitingCredential(HTTPRequestHead)
-        /// Reading the `length` bytes of the body its route takes.
-        case readingBody(HTTPRequestHead, length: Int)
+        /// Admitted (routed, its caller checked): reading the `length` bytes of its body.
+        case readingBody(Admitted, length: Int)
         /// Routed; the answer comes through ``respond(_:with:)`` (its own, longer timeout).
         case deferred
         /// Writing the answer, then closing or lingering.
@@ -75,6 +68,12 @@ final class HTTPGate {
         /// The answer is out and writes are shut: what the client still sends is read and
         /// dropped until it closes, `budget` bytes are dropped or the linger's time is up.
         case lingering(budget: Int)
+    }
+
+    /// A request the relay admitted from its head: what the gate hands back with the body.
+    private struct Admitted {
+        let request: HTTPRequest
+        let routed: Router.Routed
     }
 
     /// What follows a written answer.
@@ -96,7 +95,7 @@ final class HTTPGate {
     static let lingerBytes = 4 * 1024 * 1024
     static let lingerSeconds: Int32 = 5
 
-    /// Largest request body the gate reads unless `bodyLimit` says otherwise (the admin API's).
+    /// Largest request body the gate reads unless the route says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
     init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30) {
@@ -114,24 +113,33 @@ final class HTTPGate {
     }
 
     /// An upgrade whose whole head came with the connection (`bytes`: what the socket holds at
-    /// accept): its head and length when it may go to lws at once, without the gate reading it as
-    /// a raw descriptor first (one lws descriptor and one close less per WebSocket: lws 4.1.6 scans
-    /// its whole descriptor table on every close); the caller hands it over through
-    /// `whenCredentialReady`. Nil for anything the gate must read as usual — an incomplete or
-    /// malformed head, a request that is not a GET upgrade — so every refusal still happens where
-    /// it always did.
+    /// accept): its head (its credential read) and length when it may go to lws at once, without
+    /// the gate reading it as a raw descriptor first (one lws descriptor and one close less per
+    /// WebSocket: lws 4.1.6 scans its whole descriptor table on every close); the caller hands it
+    /// over through `whenCredentialReady`. Nil for anything the gate must read as usual — an
+    /// incomplete or malformed head, a request that is not a GET upgrade — so every refusal still
+    /// happens where it always did.
     func upgradeOnArrival(_ bytes: UnsafeRawBufferPointer) -> (head: HTTPRequestHead, length: Int)? {
         guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
-              case .complete(let head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
+              case .complete(var head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
               head.isWebSocketUpgrade, head.method == "GET" else { return nil }
+        head.credential = handler?.presentedCredential(in: head)
         return (head, length)
     }
 
     /// Calls `go` once `head`'s token is in memory: at once when it presents none or one that is
     /// held, otherwise when its lookup answers or its wait ends (a cold client's upgrade waits
-    /// as a bare descriptor, not as an lws one).
-    func whenCredentialReady(_ head: HTTPRequestHead, _ go: @escaping () -> Void) {
-        if handler?.awaitCredential(presentedIn: head, then: go) != true { go() }
+    /// as a bare descriptor, not as an lws one); true. False, and `go` is never called, when it
+    /// may not wait (an address over its failure limit, too many waiting): the caller lets the
+    /// gate read it as any other connection, which answers that.
+    func whenCredentialReady(_ head: HTTPRequestHead, peer: () -> String, _ go: @escaping () -> Void) -> Bool {
+        switch handler?.awaitCredential(for: head, peer: peer, then: go) ?? .ready {
+        case .ready:
+            go()
+            return true
+        case .waiting: return true
+        case .refused: return false
+        }
     }
 
     /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must). Its
@@ -182,7 +190,7 @@ final class HTTPGate {
         guard let connection = connections[wsi] else { return -1 }
         switch connection.phase {
         case .readingHead: return readHead(wsi, connection, peeked: peeked)
-        case .readingBody(let head, let length): return readBody(wsi, connection, head, length: length)
+        case .readingBody(let admitted, let length): return readBody(wsi, connection, admitted, length: length)
         case .awaitingCredential, .deferred:
             return 0  // read again once its token is in; a deferred request has nothing more to read
         case .answering(.linger(let budget)), .lingering(let budget):
@@ -223,17 +231,23 @@ final class HTTPGate {
             // Take what was read off the socket first; the rest, if any, lingers.
             _ = consume(wsi, n)
             return refuse(wsi, connection, error, unread: nil)
-        case .complete(let head, let length):
+        case .complete(var head, let length):
             guard consume(wsi, length - before) else { return -1 }
             connection.buffer = []
+            head.credential = handler?.presentedCredential(in: head)
             let serial = connection.serial
-            if handler?.awaitCredential(presentedIn: head, then: { [weak self] in self?.credentialArrived(wsi, serial: serial) }) == true {
+            let wait = handler?.awaitCredential(for: head, peer: { io.peerAddress(wsi) }, then: { [weak self] in
+                self?.credentialArrived(wsi, serial: serial)
+            }) ?? .ready
+            switch wait {
+            case .ready: return proceed(wsi, connection, head)
+            case .waiting:
                 // Nothing more to read until its token is in; stop polling it meanwhile.
                 connection.phase = .awaitingCredential(head)
                 io.pauseReading(wsi)
                 return 0
+            case .refused(let error): return answerEarly(wsi, connection, .error(error), unread: nil)
             }
-            return proceed(wsi, connection, head)
         }
     }
 
@@ -253,20 +267,20 @@ final class HTTPGate {
         guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
             return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"), unread: nil)
         }
-        let limit = handler?.bodyLimit(head) ?? HTTPGate.bodyLimit
-        guard length <= limit else {
+        guard let handler else { return -1 }
+        // Routed and its caller checked once, from the head: only an admitted request has its body read.
+        let request = HTTPRequest(client: HTTPClient(wsi), head: head, peerAddress: io.peerAddress(wsi))
+        switch handler.admit(request, contentLength: length) {
+        case .answer(let response):
+            return length > 0 ? answerEarly(wsi, connection, response, unread: length) : answer(wsi, connection, response, then: .close)
+        case .bodyTooLarge(let limit):
             return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"), unread: length)
+        case .admitted(let routed):
+            let admitted = Admitted(request: request, routed: routed)
+            guard length > 0 else { return serve(wsi, connection, admitted) }
+            connection.phase = .readingBody(admitted, length: length)
+            return readBody(wsi, connection, admitted, length: length)
         }
-        if length > 0, let refusal = handler?.refusalBeforeBody(request(wsi, head)) {
-            return answerEarly(wsi, connection, refusal, unread: length)
-        }
-        guard length > 0 else { return serve(wsi, connection, head) }
-        connection.phase = .readingBody(head, length: length)
-        return readBody(wsi, connection, head, length: length)
-    }
-
-    private func request(_ wsi: OpaquePointer, _ head: HTTPRequestHead) -> HTTPRequest {
-        HTTPRequest(client: HTTPClient(wsi), head: head, peerAddress: io.peerAddress(wsi))
     }
 
     /// Reads and discards `count` bytes already seen with a peek.
@@ -277,7 +291,7 @@ final class HTTPGate {
         return n == count
     }
 
-    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead, length: Int) -> Int32 {
+    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: Admitted, length: Int) -> Int32 {
         let wanted = length - connection.buffer.count
         let outcome = withUnsafeTemporaryAllocation(byteCount: min(wanted, 16 * 1024), alignment: 8) { chunk in
             let result = io.read(wsi, into: chunk)
@@ -285,18 +299,18 @@ final class HTTPGate {
             return result
         }
         switch outcome {
-        case .bytes: return connection.buffer.count == length ? serve(wsi, connection, head) : 0
+        case .bytes: return connection.buffer.count == length ? serve(wsi, connection, admitted) : 0
         case .wouldBlock: return 0
         case .ended, .failed: return -1
         }
     }
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
-    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead) -> Int32 {
+    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: Admitted) -> Int32 {
         guard let handler else { return -1 }
         let body = connection.buffer
         connection.buffer = []
-        guard let response = handler.route(request(wsi, head), body: body) else {
+        guard let response = handler.serve(admitted.request, admitted.routed, bodyWasRead: !body.isEmpty, body: body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
             io.pauseReading(wsi)
@@ -394,21 +408,23 @@ final class HTTPGate {
     }
 }
 
-/// What the gate asks of the relay about the requests it reads (`HTTPGate.handler`).
+/// What the gate asks of the relay about the requests it reads (`HTTPGate.handler`), in the
+/// order it asks: the credential, its lookup, the route and the caller, then the answer.
 protocol HTTPGateHandler: AnyObject {
-    /// Serves a complete plain-HTTP request: the response, or nil when it comes later through
+    /// The token a complete head presents, read and hashed once (nil: none); the gate puts it on
+    /// the head, which carries it to every later check.
+    func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential?
+    /// Asked with every complete head before it is read further: whether its token must first be
+    /// read from the store (`.waiting`: `resume` is called on the service thread once it is in,
+    /// and the connection waits unread meanwhile), or may not be (`.refused`: answered so).
+    /// `peer` is the connection's address, asked only when needed.
+    func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait
+    /// A plain request's head, its token in memory: its route and caller, once, before any body
+    /// is read (`contentLength`: the body announced).
+    func admit(_ request: HTTPRequest, contentLength: Int) -> Router.Admission
+    /// An admitted request with its whole body: the response, or nil when it comes later through
     /// `HTTPGate.respond(_:with:)` (admin requests wait for the database worker).
-    func route(_ request: HTTPRequest, body: [UInt8]) -> HTTPResponse?
-    /// A refusal decided from the head before the body is read: it is sent at once and the body,
-    /// as it arrives, is read and thrown away.
-    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse?
-    /// The largest body `head`'s route takes (`HTTPGate.bodyLimit` unless the route says
-    /// otherwise: HTTP to the robot takes more).
-    func bodyLimit(_ head: HTTPRequestHead) -> Int
-    /// Asked with every complete head before it is read further: true when its token is being
-    /// read from the store, and `resume` is called (service thread) once it is in. The
-    /// connection waits without being read meanwhile, then goes on as if it had just arrived.
-    func awaitCredential(presentedIn head: HTTPRequestHead, then resume: @escaping () -> Void) -> Bool
+    func serve(_ request: HTTPRequest, _ routed: Router.Routed, bodyWasRead: Bool, body: [UInt8]) -> HTTPResponse?
     /// A head the gate refused itself (malformed, too large, a slow client): logged and counted.
     func refused(_ error: RelayError, peer: String)
     /// A connection closed: deferred work for it is dropped.

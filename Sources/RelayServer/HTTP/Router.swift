@@ -81,10 +81,10 @@ final class Router {
         let result: Result<CredentialEntry, RelayError>
         if let deviceText = parameters["device_id"] {
             guard let device = DeviceID(deviceText) else { return .failure(RelayError(.badRequest, "invalid device id")) }
-            result = authenticator.check(token: authenticator.bearerToken(request), device: device, role: role, wants: wants,
+            result = authenticator.check(authenticator.credential(of: request), device: device, role: role, wants: wants,
                                          messages: [.wrongRole: handler.wrongRoleMessage(access)])
         } else {
-            result = authenticator.check(token: authenticator.bearerToken(request), wants: wants)
+            result = authenticator.check(authenticator.credential(of: request), wants: wants)
         }
         switch result {
         case .success(let entry):
@@ -102,45 +102,85 @@ final class Router {
         }
     }
 
-    /// The head alone, before the gate reads a body: a request whose route or credential fails
-    /// is answered now, so nobody without a credential makes the relay read (or buffer) a body.
-    /// Nil: read the body (at most the route's limit), then `route`.
-    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+    /// A request's route, found once from its head, with its caller checked.
+    struct Routed {
+        let route: Route
+        let parameters: [String: String]
+        /// The caller's entry on a token route.
+        let entry: CredentialEntry?
+    }
+
+    /// What a head comes to before its body is read.
+    enum Admission {
+        /// Answered from the head alone: a refusal (404, 405, 400, 401, 403, 429, 503), so nobody
+        /// without a credential makes the relay read or buffer a body.
+        case answer(HTTPResponse)
+        /// Its announced body is over the route's `limit` (413, the front door's to answer).
+        case bodyTooLarge(limit: Int)
+        /// Routed and its caller checked: read the body, then `serve`.
+        case admitted(Routed)
+    }
+
+    /// The route for `request`'s head and its caller's check, once: the front door reads a body
+    /// only for an admitted request, and serves it with what was found here.
+    func admit(_ request: HTTPRequest, contentLength: Int = 0) -> Admission {
+        let route: Route, parameters: [String: String]
         switch resolve(request) {
-        case .answer(let response): return response
-        case .route(let route, let parameters): return refusal(request, route, parameters).map(HTTPResponse.error)
+        case .answer(let response): return .answer(response)
+        case .route(let found, let foundParameters): (route, parameters) = (found, foundParameters)
+        }
+        let limit = bodyLimit(route)
+        guard contentLength <= limit else { return .bodyTooLarge(limit: limit) }
+        switch route.kind {
+        case .open: return .admitted(Routed(route: route, parameters: parameters, entry: nil))
+        case .admin:
+            if let refusal = handlers.authenticator.adminRefusal(request) { return .answer(.error(refusal)) }
+            return .admitted(Routed(route: route, parameters: parameters, entry: nil))
+        case .token(let access, let handler):
+            switch tokenEntry(request, access, handler, parameters) {
+            case .failure(let refusal): return .answer(.error(refusal))
+            case .success(let entry): return .admitted(Routed(route: route, parameters: parameters, entry: entry))
+            }
         }
     }
 
-    /// The largest body `head`'s route reads.
-    func bodyLimit(_ head: HTTPRequestHead) -> Int {
-        guard case .found(let route, _) = Routes.resolve(method: head.method, rawPath: head.rawPath) else { return HTTPGate.bodyLimit }
+    /// The largest body `route` reads.
+    private func bodyLimit(_ route: Route) -> Int {
         switch route.bodyLimit {
         case .standard: return HTTPGate.bodyLimit
         case .robotHTTP: return env.configuration.robotHTTPMaxBody
         }
     }
 
-    /// The answer to `request`; nil when it comes later (admin API, pairing, HTTP to the
-    /// robot). `body` is the whole request body when the gate read it (nil: lws delivers it
-    /// through callbacks, TLS served by lws).
-    func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
+    /// The answer to an admitted request; nil when it comes later (admin API, pairing, HTTP to
+    /// the robot). `body` is the whole request body when the gate read it (nil: lws delivers it
+    /// through callbacks, TLS served by lws). `recheck`: time passed since it was admitted (a
+    /// body was read), so its token is checked again — from the cache, by the digest it carries —
+    /// and a token revoked meanwhile is refused.
+    func serve(_ request: HTTPRequest, _ routed: Routed, recheck: Bool, body: [UInt8]? = nil) -> HTTPResponse? {
         env.thread.assertOnServiceThread()
-        let route: Route, parameters: [String: String]
-        switch resolve(request) {
-        case .answer(let response): return response
-        case .route(let found, let foundParameters): (route, parameters) = (found, foundParameters)
-        }
-        switch route.kind {
+        switch routed.route.kind {
         case .open(let handler): return open(handler, request, body: body)
-        case .admin(let handler):
-            if let refusal = handlers.authenticator.adminRefusal(request) { return .error(refusal) }
-            return admin(handler, request, route, parameters, body: body)
+        case .admin(let handler): return admin(handler, request, routed.route, routed.parameters, body: body)
         case .token(let access, let handler):
-            switch tokenEntry(request, access, handler, parameters) {
-            case .failure(let refusal): return .error(refusal)
-            case .success(let entry): return device(handler, request, entry: entry, parameters, body: body)
+            guard var entry = routed.entry else { return .error(.internalError, "a token route without its caller") }
+            if recheck {
+                switch tokenEntry(request, access, handler, routed.parameters) {
+                case .failure(let refusal): return .error(refusal)
+                case .success(let current): entry = current
+                }
             }
+            return device(handler, request, entry: entry, routed.parameters, body: body)
+        }
+    }
+
+    /// Admitted and served at once: a request whose body is not the gate's to read (TLS served
+    /// by lws) or has none.
+    func route(_ request: HTTPRequest, body: [UInt8]? = nil) -> HTTPResponse? {
+        switch admit(request) {
+        case .answer(let response): return response
+        case .bodyTooLarge(let limit): return .error(.tooLarge, "request bodies are limited to \(limit) bytes here")
+        case .admitted(let routed): return serve(request, routed, recheck: false, body: body)
         }
     }
 
@@ -180,7 +220,7 @@ final class Router {
         let h = handlers
         switch handler {
         case .healthz:
-            return .json(200, .object([("status", "ok")]))
+            return .json(200, .object([("status", "ok"), ("version", .string(RelayBuild.version))]))
         case .readyz:
             if h.stop.isDraining { return .json(503, .object([("status", "draining"), ("reason", "the node is stopping")])) }
             let health = h.store.health

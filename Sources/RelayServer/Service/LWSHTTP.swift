@@ -27,6 +27,21 @@ enum LWSHTTP {
         }
     }
 
+    /// The peer's IP address of a socket lws does not hold yet (an upgrade waiting at accept).
+    static func peerAddress(ofDescriptor fd: Int32) -> String {
+        if let dotted = ipv4PeerAddress(fd) { return dotted }
+        var address = sockaddr_in6()
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        let got = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard got == 0, address.sin6_family == sa_family_t(AF_INET6) else { return "unknown" }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN)) { text in
+            guard inet_ntop(AF_INET6, &address.sin6_addr, text.baseAddress, socklen_t(text.count)) != nil else { return "unknown" }
+            return String(cString: text.baseAddress!)
+        }
+    }
+
     /// `a.b.c.d` for a socket connected over IPv4, nil for any other (lws then spells it).
     private static func ipv4PeerAddress(_ fd: Int32) -> String? {
         var address = sockaddr_in()

@@ -36,12 +36,11 @@ extension WebSocketEndpoint {
                                              isAuthFailure: false, device: nil, address: address))
         }
         let deviceText: String?
-        let token: String?
         let recovery: RecoveryRequest?
         let senders: String?
         do throws(RelayError) {
             deviceText = try request.head.argument("device_id")
-            token = try presentedToken(request)
+            _ = try request.head.argument("token")  // given twice: 400, whichever a component would pick
             recovery = role == .app ? try RecoveryRequest.parse(recover: request.head.argument("recover"),
                                                                  since: request.head.argument("since")) : nil
             senders = role == .robot ? try request.head.argument("senders") : nil
@@ -55,7 +54,7 @@ extension WebSocketEndpoint {
                 isAuthFailure: true, device: nil, address: address))
         }
         let entry: CredentialEntry
-        switch authenticator.check(token: token, device: device, role: role,
+        switch authenticator.check(authenticator.credential(of: request), device: device, role: role,
                                    wants: "a token is required (Authorization: Bearer or token= query argument)") {
         case .success(let found): entry = found
         case .failure(let refusal):
@@ -71,14 +70,6 @@ extension WebSocketEndpoint {
         }
         return .success(UpgradeGrant(role: role, device: device, entry: entry, remoteAddress: address, recovery: recovery,
                                      wantsSenders: senders == "1"))
-    }
-
-    /// `Authorization: Bearer …` first, then the `token=` query argument (which may appear once).
-    private func presentedToken(_ request: HTTPRequest) throws(RelayError) -> String? {
-        let fromQuery = try request.head.argument("token")
-        if let token = authenticator.bearerToken(request) { return token }
-        if let fromQuery, !fromQuery.isEmpty { return fromQuery }
-        return nil
     }
 
     /// Handles `LWS_CALLBACK_HTTP_CONFIRM_UPGRADE`: 0 to proceed, 1 when a rejection was sent,
