@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A storm of app handshakes with DEVICES devices (3 tokens each) in PostgreSQL: on a cold process
 # (no token in memory: each read from the store, in batches) and the same storm on the same
-# process warm; handshakes/s, p99, failures and database transactions per handshake for each.
+# process warm; handshakes/s, p99, failures and database transactions per handshake for each, and
+# the cold storm's rate and p99 as a multiple of the warm one's.
 # Then RSS per socket of a fresh process holding SOCKETS sockets of devices it had not met
 # (their tokens read and held). docs/performance.md ("A million robots") has the figures.
 #   scripts/bench-storm.sh [DEVICES] [SOCKETS]      (default 1,000,000 and 16,000)
@@ -38,6 +39,7 @@ transactions() { psql "$WIMZ_DATABASE_URL" -qtAc "SELECT xact_commit + xact_roll
 
 start_relay
 printf '%-6s %14s %10s %9s %24s\n' storm handshakes_s p99_ms failed transactions_per_hs
+rates=()
 for phase in cold warm; do
     sleep 2  # PostgreSQL publishes a backend's counts at most once a second
     before=$(transactions)
@@ -50,8 +52,14 @@ import json, sys
 h = json.load(sys.stdin)["handshake"]
 phase, spent, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rate, p99, failed = h["per_s"], h["p99_us"] / 1000, h["failed"]
-print(f"{phase:<6} {rate:14.0f} {p99:10.1f} {failed:9d} {spent / sockets:24.3f}")' "$phase" "$((after - before))" "$sockets"
+print(f"{phase:<6} {rate:14.0f} {p99:10.1f} {failed:9d} {spent / sockets:24.3f}")' "$phase" "$((after - before))" "$sockets" |
+        tee "$work/$phase.row"
+    rates+=("$(awk '{print $2 " " $3}' "$work/$phase.row")")
 done
+read -r cold_rate cold_p99 <<< "${rates[0]}"
+read -r warm_rate warm_p99 <<< "${rates[1]}"
+awk -v c="$cold_rate" -v w="$warm_rate" -v cp="$cold_p99" -v wp="$warm_p99" \
+    'BEGIN { printf "cold/warm: %.2fx the rate, p99 %.2fx\n", c / w, cp / wp }'
 stop_relay
 
 start_relay

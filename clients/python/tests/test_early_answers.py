@@ -1,4 +1,4 @@
-"""Early answers reach a client that is still sending (docs/protocol.md "Early answers"): the relay
+"""Early answers reach a client that is still sending (docs/protocol.md "HTTP", early answers): the relay
 refuses a request from its head (413, 401, 403, 429, 400) before the body is in, and a client that
 writes its whole body before it reads anything — Python's urllib does — must still get that
 answer, never a reset. Each case runs many times with both cores kept busy by other processes,
