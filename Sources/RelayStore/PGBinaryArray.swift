@@ -9,6 +9,7 @@ import RelayCore
 enum PGBinaryArray {
     /// Element type OIDs (`pg_type.oid`, fixed since the types were built in).
     enum ElementType: UInt32 {
+        case bytea = 17
         case int4 = 23
         case int8 = 20
         case text = 25
@@ -39,6 +40,11 @@ enum PGBinaryArray {
 
     static func texts(_ values: [String?]) -> [UInt8] {
         encode(values, as: .text) { $1.append(contentsOf: $0.utf8) }
+    }
+
+    /// bytea's binary form is its bytes: a token lookup's digests, 32 bytes each, as they are.
+    static func byteas(_ values: [[UInt8]]) -> [UInt8] {
+        encode(values, as: .bytea) { $1.append(contentsOf: $0) }
     }
 
     static func int8s(_ values: [Int64?]) -> [UInt8] {

@@ -28,14 +28,14 @@ public final class CredentialQueue: Sendable {
             p.digests.insert(digest)
             return true
         }
-        if queued { onQueued.withLock { $0 }?() }
+        if queued { onQueued.current?() }
         return queued
     }
 
     /// Asks for these tokens again (`StoreEvent.credentialsRechecked` answers).
     public func recheck(ids: [Int64]) {
         pending.withLock { $0.recheck = ($0.recheck ?? []) + ids }
-        onQueued.withLock { $0 }?()
+        onQueued.current?()
     }
 
     /// Everything queued, taken off the queue (the monitor's thread).
