@@ -5,13 +5,15 @@
 # the cold storm's rate and p99 as a multiple of the warm one's.
 # Then RSS per socket of a fresh process holding SOCKETS sockets of devices it had not met
 # (their tokens read and held). docs/performance.md ("A million robots") has the figures.
-#   scripts/bench-storm.sh [DEVICES] [SOCKETS]      (default 1,000,000 and 16,000)
+#   scripts/bench-storm.sh [DEVICES] [SOCKETS] [ROUNDS]   (default 1,000,000, 16,000 and 3; each round
+#                                                         a fresh process: cold, then warm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 devices=${1:-1000000}
 sockets=${2:-16000}
+rounds=${3:-3}
 ensure_packages
 build release --product wimz-relay
 build release --product wimz-bench
@@ -37,30 +39,35 @@ start_relay() {
 stop_relay() { kill -TERM "$relay_pid"; wait "$relay_pid" 2>/dev/null || true; relay_pid=; }
 transactions() { psql "$WIMZ_DATABASE_URL" -qtAc "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"; }
 
-start_relay
-printf '%-6s %14s %10s %9s %24s\n' storm handshakes_s p99_ms failed transactions_per_hs
-rates=()
-for phase in cold warm; do
-    sleep 2  # PostgreSQL publishes a backend's counts at most once a second
-    before=$(transactions)
-    json=$(taskset -c 1 "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" \
-        --conns "$sockets" --concurrency 256 --json | tail -1)
-    sleep 2
-    after=$(transactions)
-    echo "$json" | python3 -c '
+printf '%-6s %5s %14s %10s %9s %24s\n' storm round handshakes_s p99_ms failed transactions_per_hs
+: > "$work/ratios"
+for round in $(seq 1 "$rounds"); do
+    start_relay  # a fresh process: it holds no token
+    for phase in cold warm; do
+        sleep 2  # PostgreSQL publishes a backend's counts at most once a second
+        before=$(transactions)
+        json=$(taskset -c 1 "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" \
+            --conns "$sockets" --concurrency 256 --json | tail -1)
+        sleep 2
+        after=$(transactions)
+        echo "$json" | python3 -c '
 import json, sys
 h = json.load(sys.stdin)["handshake"]
-phase, spent, sockets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+phase, round, spent, sockets = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rate, p99, failed = h["per_s"], h["p99_us"] / 1000, h["failed"]
-print(f"{phase:<6} {rate:14.0f} {p99:10.1f} {failed:9d} {spent / sockets:24.3f}")' "$phase" "$((after - before))" "$sockets" |
-        tee "$work/$phase.row"
-    rates+=("$(awk '{print $2 " " $3}' "$work/$phase.row")")
+print(f"{phase:<6} {round:>5} {rate:14.0f} {p99:10.1f} {failed:9d} {spent / sockets:24.3f}")' "$phase" "$round" "$((after - before))" "$sockets" |
+            tee "$work/$phase.row"
+    done
+    stop_relay
+    paste "$work/cold.row" "$work/warm.row" | awk '{print $3 / $9, $4 / $10}' >> "$work/ratios"
 done
-read -r cold_rate cold_p99 <<< "${rates[0]}"
-read -r warm_rate warm_p99 <<< "${rates[1]}"
-awk -v c="$cold_rate" -v w="$warm_rate" -v cp="$cold_p99" -v wp="$warm_p99" \
-    'BEGIN { printf "cold/warm: %.2fx the rate, p99 %.2fx\n", c / w, cp / wp }'
-stop_relay
+python3 - "$work/ratios" <<'PY'
+import statistics, sys
+rows = [tuple(map(float, line.split())) for line in open(sys.argv[1]) if line.strip()]
+rates, p99s = [r for r, _ in rows], [p for _, p in rows]
+print(f"cold/warm over {len(rows)} rounds: {statistics.median(rates):.2f}x the rate (median; {min(rates):.2f} to "
+      f"{max(rates):.2f}), p99 {statistics.median(p99s):.2f}x (median)")
+PY
 
 start_relay
 json=$(taskset -c 1 "$work/wsload/wsload" --mode hold --tokens "$work/tokens.csv" --port "$port" --conns "$sockets" \
