@@ -89,17 +89,26 @@ public struct TokenRepository {
     }
 
     /// The tokens with these digests, with their devices' states, whatever their state: the
-    /// relay's batched lookup of presented tokens it does not hold (one statement for many).
+    /// relay's batched lookup of presented tokens it does not hold (one statement for many). Only
+    /// what a token's checks read: no label, creation or last-use time (the entries are `""`, the
+    /// epoch and nil) — a cold storm reads one row a handshake, and its times' text cost the most.
     public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {
         guard !digests.isEmpty else { return [] }
         // Prepared once per connection, the digests in binary: no text array to parse, no hex to
         // decode, no plan per batch — the storm's lookups are this statement again and again.
         return try db.executePrepared(
             """
-            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL AS device_disabled
+            SELECT t.id, t.device_id, t.role, t.digest, t.expires_at, t.revoked_at, t.access, t.control,
+                   d.disabled_at IS NOT NULL AS device_disabled
             FROM tokens t JOIN devices d ON d.id = t.device_id WHERE t.digest = ANY ($1::bytea[])
             """, [.binary(PGBinaryArray.byteas(digests))]
-        ).records.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled")) }
+        ).records.map { row in
+            let token = TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
+                                    label: "", digest: try row.bytes("digest"), createdAt: UnixTime(microseconds: 0),
+                                    expiresAt: try row.optionalTime("expires_at"), revokedAt: try row.optionalTime("revoked_at"),
+                                    lastUsedAt: nil, access: try row.value("access"), control: try row.bool("control"))
+            return CredentialEntry(token: token, deviceDisabled: try row.bool("device_disabled"))
+        }
     }
 
     /// The tokens with these ids (those that still exist), with their devices' states: what the

@@ -12,7 +12,7 @@ public final class CredentialQueue: Sendable {
     }
 
     /// Digests as a set: a client retrying through an outage asks once, not once per retry.
-    private let pending = Locked((digests: Set<[UInt8]>(), recheck: [Int64]?.none))
+    private let pending = Locked((digests: Set<DigestKey>(), recheck: [Int64]?.none))
     private let onQueued = Locked<(@Sendable () -> Void)?>(nil)
     /// Most digests waiting for the monitor: while the database is away nothing drains the
     /// queue, and made-up tokens must not grow it without bound.
@@ -22,7 +22,10 @@ public final class CredentialQueue: Sendable {
 
     /// Asks for the token with this digest (`StoreEvent.credentialsFound` answers); false when
     /// the queue is full and it was not asked.
-    public func lookUp(_ digest: [UInt8]) -> Bool {
+    public func lookUp(_ digest: [UInt8]) -> Bool { lookUp(DigestKey(digest)) }
+
+    /// `lookUp(_:)` for a digest already made a key.
+    public func lookUp(_ digest: DigestKey) -> Bool {
         let queued = pending.withLock { p in
             guard p.digests.count < capacity || p.digests.contains(digest) else { return false }
             p.digests.insert(digest)
@@ -42,14 +45,14 @@ public final class CredentialQueue: Sendable {
     func take() -> Batch {
         pending.withLock { p in
             defer { p = ([], nil) }
-            return Batch(digests: Array(p.digests), recheck: p.recheck)
+            return Batch(digests: p.digests.map(\.bytes), recheck: p.recheck)
         }
     }
 
     /// Puts back a batch whose read failed: it is asked again after the reconnect.
     func putBack(_ batch: Batch) {
         pending.withLock {
-            $0.digests.formUnion(batch.digests)
+            $0.digests.formUnion(batch.digests.map(DigestKey.init))
             if let ids = batch.recheck { $0.recheck = ids + ($0.recheck ?? []) }
         }
     }

@@ -99,4 +99,16 @@ import RelayWorkers
         lookups.answered([a, b])
         #expect(resumed == 4)
     }
+
+    /// A digest as a key keeps all 32 bytes: its bytes come back whole, and keys differing in any
+    /// byte differ (only the hash reads the first word).
+    @Test func aDigestKeyIsTheWholeDigest() {
+        let digest = BearerToken.digest("wimz_a_1")
+        #expect(DigestKey(digest).bytes == digest && DigestKey(digest) == DigestKey(digest))
+        for k in [0, 8, 31] {
+            var other = digest
+            other[k] ^= 1
+            #expect(DigestKey(other) != DigestKey(digest))
+        }
+    }
 }

@@ -39,18 +39,19 @@ final class EventLog: @unchecked Sendable {
             let place = withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
             places.withLock { $0.append(place) }
         }
-        for n in 0..<1000 { #expect(queue.lookUp(withUnsafeBytes(of: n) { Array($0) })) }
+        for n in 0..<1000 { #expect(queue.lookUp(BearerToken.digest("wimz_a_\(n)"))) }
         let seen = places.current
         #expect(seen.count == 1000 && Set(seen.dropFirst()).count == 1, "\(Set(seen).count) stack depths")
     }
 
     @Test func theLookupQueueIsBounded() {
         let queue = CredentialQueue(capacity: 2)
-        #expect(queue.lookUp([1]) && queue.lookUp([2]))
-        #expect(!queue.lookUp([3]))
-        #expect(queue.lookUp([1]))
-        #expect(Set(queue.take().digests) == [[1], [2]])
-        #expect(queue.lookUp([3]))
+        let (a, b, c) = (BearerToken.digest("wimz_a_1"), BearerToken.digest("wimz_a_2"), BearerToken.digest("wimz_a_3"))
+        #expect(queue.lookUp(a) && queue.lookUp(b))
+        #expect(!queue.lookUp(c))
+        #expect(queue.lookUp(a))
+        #expect(Set(queue.take().digests) == [a, b])
+        #expect(queue.lookUp(c))
     }
 
     @Test func reportsReadinessLookupsAndChangesFromOtherConnections() throws {

@@ -134,30 +134,6 @@ private struct HeldToken {
     }
 }
 
-/// A token digest as the cache's key: SHA-256's 32 bytes inline (no allocation a token), hashed by
-/// their first word rather than all of them — SHA-256's output is uniform, and `Hasher`'s
-/// per-process seed keeps presented tokens from being aimed at one bucket. Equality compares all.
-private struct DigestKey: Hashable {
-    let words: (UInt64, UInt64, UInt64, UInt64)
-
-    /// `bytes` must be 32 long (`remember` and the lookups only make keys of SHA-256 digests).
-    init(_ bytes: [UInt8]) {
-        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        bytes.withUnsafeBytes { raw in
-            guard raw.count == 32 else { return }
-            words = (raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
-                     raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
-        }
-        self.words = words
-    }
-
-    static func == (a: DigestKey, b: DigestKey) -> Bool {
-        a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
-    }
-
-    func hash(into hasher: inout Hasher) { hasher.combine(words.0) }
-}
-
 /// Limits authentication failures per client address (docs/protocol.md: 429 for too many auth
 /// failures from one address): `burst` failures, refilled at `rate` per second, counted per
 /// `AddressKey` (IPv6 per /64). Only failing attempts are slowed: the server checks a presented

@@ -38,8 +38,8 @@ final class CredentialLookups {
     /// One waiting request: how to resume it, and whether it holds a failing address's place.
     private typealias Waiter = (failing: Bool, resume: () -> Void)
     /// The requests waiting for each digest, with when the first began.
-    private var waiting: [[UInt8]: (since: UInt64, waiters: [Waiter])] = [:]
-    private var deadlines = DeadlineFIFO<(digest: [UInt8], since: UInt64)>()
+    private var waiting: [DigestKey: (since: UInt64, waiters: [Waiter])] = [:]
+    private var deadlines = DeadlineFIFO<(digest: DigestKey, since: UInt64)>()
     /// Requests waiting now, over every digest, and those of them from failing addresses.
     private var waiters = 0
     private var failingWaiters = 0
@@ -74,16 +74,17 @@ final class CredentialLookups {
             refusedFull += 1
             return .full
         }
-        if waiting[digest] != nil {
-            waiting[digest]!.waiters.append((failingAddress, resume))
+        let key = DigestKey(digest)
+        if waiting[key] != nil {
+            waiting[key]!.waiters.append((failingAddress, resume))
         } else {
-            guard ask(digest) else {
+            guard ask(key) else {
                 refusedFull += 1
                 return .full
             }
             let now = clock.monotonic()
-            waiting[digest] = (now, [(failingAddress, resume)])
-            deadlines.append((digest, now), deadline: now + hold)
+            waiting[key] = (now, [(failingAddress, resume)])
+            deadlines.append((key, now), deadline: now + hold)
         }
         waiters += 1
         if failingAddress { failingWaiters += 1 }
@@ -93,15 +94,16 @@ final class CredentialLookups {
     /// Asks for `digest` without waiting (a check that could not wait: TLS served by lws, or a
     /// retry after the hold), when the monitor's queue has room.
     func prefetch(_ digest: [UInt8]) {
-        guard waiting[digest] == nil else { return }
-        _ = ask(digest)
+        let key = DigestKey(digest)
+        guard waiting[key] == nil else { return }
+        _ = ask(key)
     }
 
     /// Asks for the tokens with `ids` again (after the listener reconnected; answered by
     /// `StoreEvent.credentialsRechecked`).
     func recheck(ids: [Int64]) { queue.recheck(ids: ids) }
 
-    private func ask(_ digest: [UInt8]) -> Bool {
+    private func ask(_ digest: DigestKey) -> Bool {
         guard queue.lookUp(digest) else { return false }
         asked += 1
         return true
@@ -110,7 +112,7 @@ final class CredentialLookups {
     /// The store answered for `digests` (already in the cache): their waiters go on.
     func answered(_ digests: [[UInt8]]) {
         for digest in digests {
-            guard let wait = waiting.removeValue(forKey: digest) else { continue }
+            guard let wait = waiting.removeValue(forKey: DigestKey(digest)) else { continue }
             resume(wait.waiters)
         }
     }
