@@ -91,7 +91,7 @@ public struct TokenRepository {
     /// The tokens with these digests, with their devices' states, whatever their state: the
     /// relay's batched lookup of presented tokens it does not hold (one statement for many). Only
     /// what a token's checks read: no label, creation or last-use time (the entries are `""`, the
-    /// epoch and nil) — a cold storm reads one row a handshake, and its times' text cost the most.
+    /// epoch and nil) — a cold storm reads one row a handshake, and each column is text to parse.
     public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {
         guard !digests.isEmpty else { return [] }
         // Prepared once per connection, the digests in binary: no text array to parse, no hex to
