@@ -17,6 +17,7 @@ final class RelayComponents {
     let state: StateEndpoint
     let push: PushCoordinator
     let missionRuns: MissionRuns
+    let served: ServedDevices
     let household: HouseholdEndpoint
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
@@ -61,17 +62,18 @@ final class RelayComponents {
                                sender: workers.push)
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
+        served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         heads = RequestHeads(listener: gateListener)
         stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
-                          missionRuns: missionRuns)
+                          missionRuns: missionRuns, served: served)
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
-                                                  robotHTTP, push, missionRuns, missionRuns.sender, store, stop, env.audit.writer,
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, store, stop, env.audit.writer,
                                                   workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
@@ -147,8 +149,9 @@ extension RelayComponents: DeviceHubObserver {
     func hubReplacedRobot(_ old: Session, with new: Session) { env.robotReplaced(old, by: new) }
     func hubDeviceArrived(_ device: DeviceID) {
         cluster.deviceArrived(device)
-        missionRuns.deviceArrived(device)
+        served.arrived(device)
     }
+    func hubDeviceLeft(_ device: DeviceID) { served.left(device) }
     func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {
         cluster.presenceChanged(device, robotLeftAt: robotLeftAt)
         missionRuns.presenceChanged(device, robotLeftAt: robotLeftAt)

@@ -95,6 +95,20 @@ public struct LiveActivityRepository {
             """, [device?.rawValue]).records.map(Self.decode)
     }
 
+    /// The start tokens and activities of these devices, ordered as `registrations(device:)`.
+    public func registrations(devices: [DeviceID]) throws -> [LiveActivityRegistration] {
+        guard !devices.isEmpty else { return [] }
+        return try db.executePrepared(
+            """
+            SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
+            FROM live_activity_start_tokens WHERE device_id = ANY ($1::text[])
+            UNION ALL
+            SELECT device_id, app_token_id, activity_id, token, environment, created_at
+            FROM live_activities WHERE device_id = ANY ($1::text[])
+            ORDER BY device_id, app_token_id, activity_id NULLS FIRST
+            """, [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+    }
+
     /// Tokens whose app token expired (time passed; nothing updated the token row).
     public func removeExpired() throws {
         try db.transaction {

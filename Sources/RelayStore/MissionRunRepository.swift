@@ -18,6 +18,20 @@ public struct MissionRunRepository {
         return (try Self.decode(row), try row.string("name"))
     }
 
+    /// `run(of:)` for several devices in one statement (a device that no longer exists is left out).
+    public func runs(of devices: [DeviceID]) throws -> [DeviceID: (run: MissionRun?, name: String)] {
+        guard !devices.isEmpty else { return [:] }
+        var found: [DeviceID: (run: MissionRun?, name: String)] = [:]
+        for row in try db.executePrepared(
+            """
+            SELECT d.id, r.opened_at, r.state::text AS state, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
+            WHERE d.id = ANY ($1::text[])
+            """, [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records {
+            found[try row.deviceID("id")] = (try Self.decode(row), try row.string("name"))
+        }
+        return found
+    }
+
     /// Writes what changed since the last call: `open` runs as they are now, `ended` devices' rows
     /// gone. One transaction.
     public func write(open: [(DeviceID, MissionRun)], ended: [DeviceID]) throws {

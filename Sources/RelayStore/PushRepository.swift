@@ -77,6 +77,14 @@ public struct PushRepository {
                        [device?.rawValue]).records.map(Self.decode)
     }
 
+    /// The registrations of these devices (the devices a node begins to serve, read in one
+    /// statement: the storm after a restart asks for many at once).
+    public func registrations(devices: [DeviceID]) throws -> [PushRegistration] {
+        guard !devices.isEmpty else { return [] }
+        return try db.executePrepared("SELECT \(Self.columns) FROM push_registrations WHERE device_id = ANY ($1::text[]) ORDER BY device_id, token",
+                                      [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+    }
+
     /// Registrations whose app token expired (time passed; nothing updated the token row).
     public func removeExpired() throws {
         try db.transaction {

@@ -44,31 +44,32 @@ public enum StoreEvent: Sendable {
     case deviceChanged(DeviceID, disabled: Bool)
     /// The TURN secrets of the relay's realm, newest (signing) first.
     case turnSecrets([TurnSecret])
-    /// Every push registration; replaces whatever the relay had.
-    case pushSnapshot([PushRegistration])
-    /// One device's push registrations, as they are now.
+    /// The answer to `FollowedDevices.follow`: what the store holds for those devices (each one
+    /// asked is answered, an unknown device with nothing).
+    case devicesRead([DeviceRegistrations])
+    /// One followed device's push registrations, as they are now.
     case pushChanged(DeviceID, [PushRegistration])
-    /// Every Live Activity token; replaces whatever the relay had.
-    case liveActivitySnapshot([LiveActivityRegistration])
-    /// One device's Live Activity tokens, as they are now.
+    /// One followed device's Live Activity tokens, as they are now.
     case liveActivityChanged(DeviceID, [LiveActivityRegistration])
     /// The device's mission run ended (on whichever node ended it).
     case runEnded(DeviceID)
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
-/// token lookups (`CredentialQueue`) in batches, and turns `wimz_credentials` notifications into
-/// `StoreEvent`s. Lookups and notifications share its one connection, so their answers reach the
-/// relay in the order the database committed them: a lookup never overtakes a revocation. The
+/// token lookups (`CredentialQueue`) and device reads (`FollowedDevices`) in batches, and turns
+/// `wimz_credentials` notifications into `StoreEvent`s. Lookups and notifications share its one
+/// connection, so their answers reach the relay in the order the database committed them: a
+/// lookup never overtakes a revocation, nor a device's read a change of its registrations. The
 /// relay's service thread never waits on it.
 public final class StoreMonitor: DatabaseWork {
     private let migrator: Migrator
     private let turnRealm: String
     private let onEvent: @Sendable (StoreEvent) -> Void
     private let credentials: CredentialQueue
+    private let devices: FollowedDevices
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
-    private let state = Locked<(lastHealth: StoreHealth?, snapshotLoaded: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
+    private let state = Locked<(lastHealth: StoreHealth?, caughtUp: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
         (nil, false, nil, 0))
     /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
     /// notification: ~2 transactions per node for each token or push registration change).
@@ -78,14 +79,16 @@ public final class StoreMonitor: DatabaseWork {
     static let lookupChunk = 1000
 
     public init(conninfo: String, node: String? = nil, migrator: Migrator, turnRealm: String, credentials: CredentialQueue,
-                onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+                devices: FollowedDevices = FollowedDevices(), onEvent: @escaping @Sendable (StoreEvent) -> Void) {
         self.migrator = migrator
         self.turnRealm = turnRealm
         self.onEvent = onEvent
         self.credentials = credentials
+        self.devices = devices
         let thread = DatabaseThread(name: "store_monitor", conninfo: conninfo, node: node)
         self.thread = thread
         credentials.whenQueued { thread.wake() }
+        devices.whenQueued { thread.wake() }
     }
 
     public func start() { thread.start(self) }
@@ -99,17 +102,27 @@ public final class StoreMonitor: DatabaseWork {
 
     public func connected(_ db: PGConnection) throws {
         state.withLock {
-            $0.snapshotLoaded = false
+            $0.caughtUp = false
             $0.statusCheckedAt = nil
         }
     }
 
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
         try checkSchema(db)
-        let current = state.withLock { $0.snapshotLoaded }
-        if current { try answerCredentials(db) }
-        let notes = try thread.notifications(on: db, waitingUpTo: current && !credentials.isEmpty ? 0 : 1000)
-        guard current else { return }  // the snapshot taken later includes these changes
+        let current = state.withLock { $0.caughtUp }
+        if current, !credentials.isEmpty || !devices.isEmpty {
+            // A lone lookup or device waits 2 ms for company: in a storm of handshakes that makes
+            // batches of many, and a single handshake hardly notices. The tokens and the devices asked for
+            // are read in one transaction: a storm costs one per batch, not two.
+            if credentials.waitingDigests + devices.waiting < 64 { usleep(2_000) }
+            try db.transaction {
+                try answerCredentials(db)
+                try readDevices(db)
+            }
+        }
+        let asked = !credentials.isEmpty || !devices.isEmpty
+        let notes = try thread.notifications(on: db, waitingUpTo: current && asked ? 0 : 1000)
+        guard current else { return }  // catching up later reads what these changed
         for note in notes {
             switch StoreNotification(note) {
             case .token(let id)?:
@@ -118,9 +131,9 @@ public final class StoreMonitor: DatabaseWork {
                 if let device = try DeviceRepository(db).get(id) { onEvent(.deviceChanged(id, disabled: device.isDisabled)) }
             case .turnSecret(let realm)? where realm == turnRealm:
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
-            case .push(let device)?:
+            case .push(let device)? where devices.isFollowed(device):
                 onEvent(.pushChanged(device, try PushRepository(db).registrations(device: device)))
-            case .liveActivity(let device)?:
+            case .liveActivity(let device)? where devices.isFollowed(device):
                 onEvent(.liveActivityChanged(device, try LiveActivityRepository(db).registrations(device: device)))
             case .runEnded(let device)?:
                 onEvent(.runEnded(device))
@@ -131,7 +144,7 @@ public final class StoreMonitor: DatabaseWork {
     }
 
     /// The schema's state, at most once a second (and at once after a connect): when current,
-    /// the snapshot is loaded if it is not yet.
+    /// the relay catches up (tokens, TURN secrets, followed devices) if it has not since the connect.
     private func checkSchema(_ db: PGConnection) throws {
         let now = MonotonicClock.nanoseconds()
         if let checked = state.withLock({ $0.statusCheckedAt }), now - checked < StoreMonitor.statusInterval { return }
@@ -141,12 +154,11 @@ public final class StoreMonitor: DatabaseWork {
             $0.statusChecks += 1
         }
         if status.isCurrent {
-            if !state.withLock({ $0.snapshotLoaded }) {
+            if !state.withLock({ $0.caughtUp }) {
                 onEvent(.credentialsMayBeStale)
                 onEvent(.turnSecrets(try TurnRepository(db).secrets(realm: turnRealm)))
-                onEvent(.pushSnapshot(try PushRepository(db).registrations(device: nil)))
-                onEvent(.liveActivitySnapshot(try LiveActivityRepository(db).registrations(device: nil)))
-                state.withLock { $0.snapshotLoaded = true }
+                devices.readAllAgain()
+                state.withLock { $0.caughtUp = true }
             }
             report(StoreHealth(state: .ready, reason: "ok"))
         } else {
@@ -155,12 +167,9 @@ public final class StoreMonitor: DatabaseWork {
         }
     }
 
-    /// Answers what the relay asked about tokens. A lone lookup waits 2 ms for company first: in
-    /// a storm of handshakes that makes batches of many (one statement each), and a single
-    /// handshake hardly notices.
+    /// Answers what the relay asked about tokens (one statement a thousand).
     private func answerCredentials(_ db: PGConnection) throws {
         guard !credentials.isEmpty else { return }
-        if credentials.waitingDigests < 64 { usleep(2_000) }
         let batch = credentials.take()
         do {
             for digests in StoreMonitor.chunks(batch.digests) {
@@ -172,6 +181,29 @@ public final class StoreMonitor: DatabaseWork {
             }
         } catch {
             credentials.putBack(batch)  // asked again after the reconnect
+            throw error
+        }
+    }
+
+    /// Reads the devices the relay began to follow: their registrations, Live Activity tokens
+    /// and open runs, three statements for a whole batch.
+    private func readDevices(_ db: PGConnection) throws {
+        let batch = devices.take()
+        guard !batch.isEmpty else { return }
+        do {
+            for chunk in StoreMonitor.chunks(batch) {
+                let asked = Array(chunk)
+                let push = try PushRepository(db).registrations(devices: asked)
+                let live = try LiveActivityRepository(db).registrations(devices: asked)
+                let runs = try MissionRunRepository(db).runs(of: asked)
+                let pushed = Dictionary(grouping: push, by: \.device), lived = Dictionary(grouping: live, by: \.device)
+                onEvent(.devicesRead(asked.map { device in
+                    DeviceRegistrations(device: device, push: pushed[device] ?? [], liveActivities: lived[device] ?? [],
+                                        run: runs[device]?.run, name: runs[device]?.name ?? "")
+                }))
+            }
+        } catch {
+            devices.putBack(batch)  // read again after the reconnect
             throw error
         }
     }

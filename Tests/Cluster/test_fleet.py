@@ -1,6 +1,7 @@
 """A node holds the tokens its clients present, not the fleet's: it starts with none, reads a
 storm of unknown tokens in batches (not a statement per socket), and keeps what it read current
-(revocation, disabling) like any token."""
+(revocation, disabling) like any token. The same for the phones' push registrations and Live
+Activity tokens: none held at rest, those of the devices it serves read with the storm."""
 
 import asyncio
 import time
@@ -14,14 +15,21 @@ DEVICES = 400
 
 
 def provision(db: Database, count: int) -> dict[str, str]:
-    """``count`` devices with a robot, an app and a spare app token each, written in SQL (the CLI
-    would take minutes); device → its app token's secret."""
+    """``count`` devices with a robot, an app and a spare app token each, two push registrations
+    and a Live Activity start token, written in SQL (the API would take minutes); device → its app
+    token's secret."""
     db.psql(f"""
         INSERT INTO devices (id) SELECT 'fleet' || g FROM generate_series(1, {count}) g;
         INSERT INTO tokens (device_id, role, digest)
         SELECT 'fleet' || g, k.role, sha256(convert_to(k.prefix || g, 'UTF8'))
         FROM generate_series(1, {count}) g,
-             (VALUES ('robot', 'wimz_r_fleetrobot'), ('app', 'wimz_a_fleetapp'), ('app', 'wimz_a_fleetspare')) AS k(role, prefix)
+             (VALUES ('robot', 'wimz_r_fleetrobot'), ('app', 'wimz_a_fleetapp'), ('app', 'wimz_a_fleetspare')) AS k(role, prefix);
+        INSERT INTO push_registrations (device_id, token, environment, app_token_id, events)
+        SELECT t.device_id, md5(t.id || '-' || n) || md5(n || '-' || t.id), 'production', t.id, '{{bark_detected,robot_offline}}'
+        FROM tokens t, generate_series(1, 2) n WHERE t.role = 'app' AND t.digest = sha256(convert_to('wimz_a_fleetapp' ||
+             substr(t.device_id, 6), 'UTF8'));
+        INSERT INTO live_activity_start_tokens (device_id, app_token_id, token, environment)
+        SELECT device_id, app_token_id, min(token), 'production' FROM push_registrations GROUP BY device_id, app_token_id
         """)
     return {f"fleet{g}": f"wimz_a_fleetapp{g}" for g in range(1, count + 1)}
 
@@ -53,8 +61,9 @@ def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current()
     try:
         tokens = provision(db, DEVICES)
         node = RelayNode.started(db)
-        # Nothing is loaded at start: the fleet's 1,200 tokens stay in the store.
+        # Nothing is loaded at start: the fleet's 1,200 tokens and 800 push registrations stay in the store.
         assert metric(node, "wimz_credentials_cached") == 0
+        assert metric(node, "wimz_push_registrations") == 0 and metric(node, "wimz_devices_followed") == 0
 
         time.sleep(1.5)  # let the statistics of the start settle
         before = transactions(db)
@@ -69,6 +78,9 @@ def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current()
               f"({spent / DEVICES:.3f} per handshake), {metric(node, 'wimz_credential_lookups_total'):.0f} lookups")
         assert spent <= 0.25 * DEVICES, f"{spent} transactions for {DEVICES} handshakes"
         assert metric(node, "wimz_credentials_cached") == DEVICES
+        # The registrations of the devices served were read with the storm.
+        assert metric(node, "wimz_devices_followed") == DEVICES
+        assert metric(node, "wimz_push_registrations") == 2 * DEVICES
 
         # What was read is kept current: a revocation, then a disabled device, each within a second.
         revoked, disabled = "fleet1", "fleet2"

@@ -104,6 +104,63 @@ final class EventLog: @unchecked Sendable {
         #expect(disabled == true)
     }
 
+    /// A node reads the registrations of the devices it follows, in one batch, and later changes of
+    /// those devices only: a change of a device it does not follow is not read (notifications
+    /// arrive in commit order, so one read for it would come before the followed device's).
+    @Test func readsAndFollowsOnlyTheDevicesItIsAskedFor() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let db = try database.connect()
+        let (followed, other) = (DeviceID("followed")!, DeviceID("other")!)
+        var apps: [DeviceID: Int64] = [:]
+        for device in [followed, other] {
+            try DeviceRepository(db).add(device, name: "Rex's \(device.rawValue)", actor: "t")
+            apps[device] = try TokenRepository(db).issue(device: device, role: .app, label: "", expiresIn: nil, actor: "t").record.id
+        }
+        func register(_ device: DeviceID, _ n: Int) throws {
+            let token = String(repeating: "\(n)", count: 64)
+            _ = try PushRepository(db).save(PushRegistration(token: token, environment: .sandbox, device: device,
+                                                             appTokenID: apps[device]!, kinds: [.barkDetected]), address: nil)
+        }
+        try register(followed, 1)
+        _ = try LiveActivityRepository(db).save(LiveActivityRegistration(device: followed, appTokenID: apps[followed]!, kind: .startToken,
+                                                                         token: String(repeating: "a", count: 64),
+                                                                         environment: .production), address: nil)
+
+        let log = EventLog()
+        let devices = FollowedDevices()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                   credentials: CredentialQueue(), devices: devices) { log.append($0) }
+        monitor.start()
+        defer { monitor.stop() }
+        #expect(log.wait { if case .credentialsMayBeStale = $0 { return true } else { return nil } } == true)
+        devices.follow(followed)
+        let read = log.wait { if case .devicesRead(let read) = $0 { return read } else { return nil } }
+        #expect(read?.map(\.device) == [followed])
+        #expect(read?.first?.push.map(\.token) == [String(repeating: "1", count: 64)])
+        #expect(read?.first?.liveActivities.map(\.kind) == [.startToken])
+        #expect(read?.first?.name == "Rex's followed" && read?.first?.run == nil)
+
+        try register(other, 2)
+        try register(followed, 3)
+        let changed = log.wait { event -> [DeviceID]? in
+            let changes = log.all.compactMap { if case .pushChanged(let device, _) = $0 { return device } else { return nil } }
+            return changes.contains(followed) ? changes : nil
+        }
+        #expect(changed == [followed])
+        if case .pushChanged(_, let now)? = log.all.last(where: { if case .pushChanged = $0 { return true } else { return false } }) {
+            #expect(now.count == 2)
+        }
+        // Unfollowed, its changes are not read either.
+        devices.unfollow(followed)
+        try register(followed, 4)
+        devices.follow(other)
+        #expect(log.wait { if case .devicesRead(let read) = $0, read.first?.device == other { return read.first?.push.count } else { return nil } } == 1)
+        try register(other, 5)
+        #expect(log.wait { if case .pushChanged(other, let now) = $0 { return now.count } else { return nil } } == 2)
+        #expect(log.all.filter { if case .pushChanged(followed, _) = $0 { return true } else { return false } }.count == 1)
+    }
+
     /// The schema is read at most once a second, however many notifications wake the monitor
     /// (it was read on every wake: two transactions a node for every token or push change).
     @Test func notificationsDoNotEachReadTheSchema() throws {

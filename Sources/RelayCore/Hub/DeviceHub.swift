@@ -306,7 +306,9 @@ public final class DeviceHub {
             tellPresence(device)
             observer?.hubPresenceChanged(device.id, robotLeftAt: nil)
         }
-        if device.isEmpty && !device.hasReplay { remove(device) }
+        guard device.isEmpty else { return }
+        observer?.hubDeviceLeft(device.id)
+        if !device.hasReplay { remove(device) }
     }
 
     /// Forgets `device`, and what its history held.

@@ -8,6 +8,8 @@ public protocol DeviceHubObserver: AnyObject {
     func hubReplacedRobot(_ old: Session, with new: Session)
     /// The first socket of a device on this node attached (cluster: claim the device).
     func hubDeviceArrived(_ device: DeviceID)
+    /// The last socket of a device on this node detached.
+    func hubDeviceLeft(_ device: DeviceID)
     /// A socket of a device attached or detached; `robotLeftAt` is set when its robot went offline.
     func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?)
     /// The robot answered an HTTP request (`http_response`/`http_body`, docs/protocol.md v1.1): the
@@ -25,6 +27,7 @@ extension DeviceHubObserver {
     public func hubDropped(_ reason: DropReason) {}
     public func hubReplacedRobot(_ old: Session, with new: Session) {}
     public func hubDeviceArrived(_ device: DeviceID) {}
+    public func hubDeviceLeft(_ device: DeviceID) {}
     public func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {}
     public func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) {}
     public func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {}

@@ -5,7 +5,8 @@ import Synchronization
 
 /// Applies what the store monitor reports: the store's health (for `/readyz` and systemd's
 /// READY=1), the token cache (lookups, changes and rechecks, closing what was revoked), device
-/// disabling, the TURN secrets, the push registrations and the Live Activity tokens.
+/// disabling, the TURN secrets, and the followed devices' push registrations, Live Activity tokens
+/// and runs.
 final class StoreSync {
     /// Latest store state, as reported by the monitor.
     private(set) var health = StoreHealth(state: .unavailable, reason: "not checked yet")
@@ -19,9 +20,11 @@ final class StoreSync {
     private let webSocket: WebSocketEndpoint
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
+    private let served: ServedDevices
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, missionRuns: MissionRuns) {
+         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices) {
+        self.served = served
         self.push = push
         self.missionRuns = missionRuns
         self.env = env
@@ -78,12 +81,10 @@ final class StoreSync {
             webSocket.reschedule(turn.secretsLoaded(secrets))
             env.log.info("turn_secrets_loaded", metadata: ["realm": "\(env.configuration.turnRealm)",
                                                            "secrets": .stringConvertible(secrets.count)])
-        case .pushSnapshot(let registrations):
-            push.load(registrations)
+        case .devicesRead(let devices):
+            served.read(devices)
         case .pushChanged(let device, let registrations):
             push.changed(device, registrations)
-        case .liveActivitySnapshot(let registrations):
-            missionRuns.load(registrations)
         case .liveActivityChanged(let device, let registrations):
             missionRuns.changed(device, registrations)
         case .runEnded(let device):

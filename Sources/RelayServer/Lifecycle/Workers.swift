@@ -11,6 +11,8 @@ import RelayWorkers
 final class Workers {
     /// What the service thread asks the store monitor about tokens.
     let credentials = CredentialQueue()
+    /// The devices whose registrations the service thread holds, read and followed by the store monitor.
+    let followedDevices = FollowedDevices()
     let audit: AuditWriter
     let database: DatabaseWorker
     let monitor: StoreMonitor
@@ -29,7 +31,7 @@ final class Workers {
         audit = AuditWriter(conninfo: url, node: node, spoolDirectory: configuration.spoolDirectory)
         database = DatabaseWorker(conninfo: url, node: node, clock: clock)
         monitor = StoreMonitor(conninfo: url, node: node, migrator: migrator, turnRealm: configuration.turnRealm,
-                               credentials: credentials) { mailbox.post(.store($0)) }
+                               credentials: credentials, devices: followedDevices) { mailbox.post(.store($0)) }
         cluster = ClusterAgent(conninfo: url, identity: identity, leaseSeconds: configuration.clusterLeaseSeconds) {
             mailbox.post(.cluster($0))
         }

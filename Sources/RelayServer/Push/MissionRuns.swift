@@ -1,18 +1,21 @@
 import RelayCore
 import RelayStore
+import RelayWorkers
 
 /// What the database tells the service thread about mission runs.
 enum MissionRunEvent: Sendable {
-    /// `device`'s run as stored (nil: none open) and its name, read when the device arrived here.
+    /// `device`'s run as stored (nil: none open) and its name, read when it gained a token.
     case loaded(DeviceID, MissionRun?, name: String)
-    /// Runs of robots gone long enough that this node ended (deleted) them.
-    case claimed([(DeviceID, MissionRun)])
+    /// Runs of robots gone long enough that this node ended (deleted) them, with their devices'
+    /// tokens read in the same job (most are devices this node does not follow).
+    case claimed([(DeviceID, MissionRun, [LiveActivityRegistration])])
 }
 
 /// The mission runs of the devices this node serves (docs/protocol.md v1.4 "A mission run"), on the
-/// service thread: the Live Activity token mirror (which devices are watched), each watched
-/// device's run from the robot's signals (`MissionRun.next`), written behind to the store once a
-/// second, read from it when a device arrives (so a restart or a move keeps the run), and ended
+/// service thread: the Live Activity tokens of the devices it follows (`ServedDevices`; a device
+/// with tokens is watched), each watched device's run from the robot's signals (`MissionRun.next`),
+/// written behind to the store once a second, read from it with the tokens when the device is
+/// followed (so a restart or a move keeps the run), and ended
 /// when the robot has been gone `WIMZ_PUSH_OFFLINE_AFTER` — claimed in the store, so exactly one
 /// node ends each. What changed goes to the Live Activity sender, with the apps that leave.
 final class MissionRuns {
@@ -20,7 +23,7 @@ final class MissionRuns {
     private let hub: DeviceHub
     private let database: DatabaseExchanges
     private let mailbox: Mailbox<ServiceEvent>
-    /// Every device's Live Activity tokens (the store's, through notifications).
+    /// The Live Activity tokens of each followed device (an empty list: none, or not read yet).
     private(set) var registrations: [DeviceID: [LiveActivityRegistration]] = [:]
     private var runs: [DeviceID: MissionRun] = [:]
     /// The watched devices' names, read with their runs (a push-to-start shows it).
@@ -47,19 +50,41 @@ final class MissionRuns {
         self.sender = sender
     }
 
-    // MARK: - The token mirror
+    // MARK: - The followed devices' tokens
 
-    func load(_ all: [LiveActivityRegistration]) {
-        let before = Set(registrations.keys)
-        registrations = Dictionary(grouping: all, by: \.device)
-        for device in before.subtracting(registrations.keys) { watch(device, false) }
-        for device in registrations.keys where !before.contains(device) { watch(device, true) }
+    /// `device` is followed from now on; until its tokens and run are read its signals are
+    /// watched and wait.
+    func follow(_ device: DeviceID) {
+        registrations[device] = registrations[device] ?? []
+        loading[device] = loading[device] ?? []
+        hub.setMissionWatched(device, true)
     }
 
+    /// What the store holds for a followed device (read when it was followed, or again after the
+    /// monitor reconnected): its tokens, its run and its name. Without tokens nothing is followed
+    /// further; with them, the stored run is taken unless this node's own is newer.
+    func read(_ stored: DeviceRegistrations) {
+        let device = stored.device
+        guard registrations[device] != nil else { return }  // no longer followed
+        registrations[device] = stored.liveActivities
+        guard !stored.liveActivities.isEmpty else { return watch(device, false) }
+        hub.setMissionWatched(device, true)
+        loading[device] = loading[device] ?? []
+        runRead(device, stored.run, name: stored.name)
+    }
+
+    /// A followed device's tokens, as they are now.
     func changed(_ device: DeviceID, _ now: [LiveActivityRegistration]) {
-        let was = registrations[device] != nil
-        registrations[device] = now.isEmpty ? nil : now
-        if was != !now.isEmpty { watch(device, !now.isEmpty) }
+        guard let before = registrations[device] else { return }  // no longer followed
+        registrations[device] = now
+        guard before.isEmpty != now.isEmpty else { return }
+        watch(device, !now.isEmpty)
+    }
+
+    /// `device` is no longer followed.
+    func forget(_ device: DeviceID) {
+        registrations[device] = nil
+        watch(device, false)
     }
 
     /// A device gains its first token (its run is read: the robot may be mid-mission) or loses
@@ -68,7 +93,7 @@ final class MissionRuns {
         hub.setMissionWatched(device, watched)
         if watched {
             let here = hub.presence(of: device)
-            if here.robotSince != nil || here.apps > 0 { read(device) }
+            if here.robotSince != nil || here.apps > 0 { readRun(device) }
         } else {
             runs[device] = nil
             loading[device] = nil
@@ -77,11 +102,6 @@ final class MissionRuns {
     }
 
     // MARK: - Signals
-
-    /// The first socket of `device` attached here: its stored run, if it is watched.
-    func deviceArrived(_ device: DeviceID) {
-        if registrations[device] != nil { read(device) }
-    }
 
     func signal(_ device: DeviceID, _ signal: MissionSignal) {
         if loading[device] != nil {
@@ -126,16 +146,17 @@ final class MissionRuns {
         localTokens[device] = nil
     }
 
-    private func record(_ device: DeviceID, _ change: MissionRunChange, timestamp: Int64) {
+    private func record(_ device: DeviceID, _ change: MissionRunChange, timestamp: Int64,
+                        tokens: [LiveActivityRegistration]? = nil) {
         switch change {
         case .began: counts["began", default: 0] += 1
         case .changed: counts["changed", default: 0] += 1
         case .ended(_, let reason): counts[reason.rawValue, default: 0] += 1
         }
-        sender.changed(device, change, timestamp: timestamp, tokens: registrations[device] ?? [], robotName: names[device] ?? "")
+        sender.changed(device, change, timestamp: timestamp, tokens: tokens ?? registrations[device] ?? [], robotName: names[device] ?? "")
     }
 
-    private func read(_ device: DeviceID) {
+    private func readRun(_ device: DeviceID) {
         guard loading[device] == nil else { return }
         loading[device] = []
         let mailbox = self.mailbox
@@ -149,25 +170,31 @@ final class MissionRuns {
     func handle(_ event: MissionRunEvent) {
         switch event {
         case .loaded(let device, let stored, let name):
-            guard let waiting = loading.removeValue(forKey: device) else { return }
-            names[device] = name
-            if runs[device] == nil, let stored {
-                runs[device] = stored
-                stateTimes[device] = env.clock.wall().seconds
-                localTokens[device] = Set(hub.apps(of: device).map(\.tokenID))
-            }
-            for signal in waiting { self.signal(device, signal) }
+            runRead(device, stored, name: name)
         case .claimed(let ended):
             claiming = false
             let now = env.clock.wall().seconds
-            for (device, run) in ended {
+            for (device, run, tokens) in ended {
                 runs[device] = nil
                 unwritten[device] = nil
                 stateTimes[device] = nil
                 localTokens[device] = nil
-                record(device, .ended(run.state, .robotAway), timestamp: now)
+                record(device, .ended(run.state, .robotAway), timestamp: now, tokens: tokens)
             }
         }
+    }
+
+    /// `device`'s stored run and name, read: taken unless this node's run is newer; the signals
+    /// that waited for it follow.
+    private func runRead(_ device: DeviceID, _ stored: MissionRun?, name: String) {
+        guard let waiting = loading.removeValue(forKey: device) else { return }
+        names[device] = name
+        if runs[device] == nil, let stored {
+            runs[device] = stored
+            stateTimes[device] = env.clock.wall().seconds
+            localTokens[device] = Set(hub.apps(of: device).map(\.tokenID))
+        }
+        for signal in waiting { self.signal(device, signal) }
     }
 
     // MARK: - Time
@@ -179,13 +206,16 @@ final class MissionRuns {
             guard let run = runs[device], let time = stateTimes[device] else { return nil }
             return (run.state, time, registrations[device] ?? [])
         }
-        if now >= nextClaim, !claiming, !registrations.isEmpty {
+        // Every node claims, whatever it follows: a run whose node died is ended by another.
+        if now >= nextClaim, !claiming {
             claiming = true
             nextClaim = now + 1_000_000_000
             let after = env.configuration.pushOfflineAfterSeconds
             let mailbox = self.mailbox
             let queued = database.worker.submit({ db in
-                mailbox.post(.missionRun(.claimed(try MissionRunRepository(db).claimGone(after: after))))
+                let ended = try MissionRunRepository(db).claimGone(after: after)
+                let tokens = Dictionary(grouping: try LiveActivityRepository(db).registrations(devices: ended.map(\.0)), by: \.device)
+                mailbox.post(.missionRun(.claimed(ended.map { ($0.0, $0.1, tokens[$0.0] ?? []) })))
             }, failed: { _ in mailbox.post(.missionRun(.claimed([]))) })
             if !queued { claiming = false }
         }

@@ -8,13 +8,14 @@ import RelayWorkers
 /// What the push sender and the database tell the service thread about pushes.
 enum PushEvent: Sendable {
     case outcome(PushOutcome)
-    /// Devices whose `robot_offline` this node claimed (exactly once in the cluster).
-    case offlineClaimed([DeviceID])
+    /// Devices whose `robot_offline` this node claimed (exactly once in the cluster), with their
+    /// registrations read in the same job (most are devices this node does not follow).
+    case offlineClaimed([DeviceID: [PushRegistration]])
 }
 
 /// The phone in the pocket (docs/protocol.md v1.2 "Push notifications"), on the service thread: the
-/// registration mirror, the decision for each robot event (local first, counted in windows),
-/// `robot_offline`, and the outcomes. The sending itself is `APNsSender`'s, on its own threads;
+/// registrations of the devices this node follows (`ServedDevices`), the decision for each robot
+/// event (local first, counted in windows), `robot_offline`, and the outcomes. The sending itself is `APNsSender`'s, on its own threads;
 /// nothing here waits for it or for the database.
 final class PushCoordinator {
     /// Nil without an APNs key: registrations are refused (501) and nothing is pushed.
@@ -25,7 +26,17 @@ final class PushCoordinator {
     private let database: DatabaseExchanges
     private let mailbox: Mailbox<ServiceEvent>
     private var planner: PushPlanner
+    /// The registrations of each followed device (an empty list: it has none).
     private var registrations: [DeviceID: [PushRegistration]] = [:]
+    /// Followed devices whose registrations are being read: their push-worthy events wait here,
+    /// in order, at most `waitingEventsPerDevice` each (the read takes milliseconds).
+    private var reading: [DeviceID: [WaitingEvent]] = [:]
+    private struct WaitingEvent {
+        let kind: PushKind
+        let payload: Payload
+        let place: (epoch: String, seq: UInt64)
+    }
+    static let waitingEventsPerDevice = 64
     /// A `robot_offline` claim is in flight on the database worker (one at a time).
     private var claiming = false
     private var nextClaim: UInt64 = 0
@@ -52,27 +63,42 @@ final class PushCoordinator {
 
     var isEnabled: Bool { sender != nil }
 
-    // MARK: - The registration mirror
+    // MARK: - The followed devices' registrations
 
-    func load(_ all: [PushRegistration]) {
-        for device in registrations.keys { hub.setPushWatched(device, false) }
-        registrations = Dictionary(grouping: all, by: \.device)
-        for device in registrations.keys { hub.setPushWatched(device, true) }
-        registrationCount = all.count
+    /// `device` is followed from now on; until its registrations are read its robot's events are
+    /// watched and wait.
+    func follow(_ device: DeviceID) {
+        reading[device] = reading[device] ?? []
+        if sender != nil { hub.setPushWatched(device, true) }
     }
 
+    /// A followed device's registrations as the store has them now (read when it was followed, or
+    /// again after a change): the events that waited for them are decided.
     func changed(_ device: DeviceID, _ now: [PushRegistration]) {
+        let waiting = reading.removeValue(forKey: device)
+        guard waiting != nil || registrations[device] != nil else { return }  // no longer followed
         let kept = Set(now.map(\.token))
         for gone in registrations[device] ?? [] where !kept.contains(gone.token) { planner.forget(token: gone.token, device: device) }
         registrationCount += now.count - (registrations[device]?.count ?? 0)
-        registrations[device] = now.isEmpty ? nil : now
+        registrations[device] = now
         hub.setPushWatched(device, !now.isEmpty)
+        for event in waiting ?? [] { robotEvent(device, event.kind, event.payload, event.place) }
     }
 
-    /// A registration this node just saved, in the mirror at once (the notification's re-read
-    /// confirms it a few milliseconds later): an event right after the app's 200 is pushed.
+    /// `device` is no longer followed: its registrations go (what the planner counted for them
+    /// still goes out when its window closes).
+    func forget(_ device: DeviceID) {
+        reading[device] = nil
+        registrationCount -= registrations.removeValue(forKey: device)?.count ?? 0
+        hub.setPushWatched(device, false)
+    }
+
+    /// A registration this node just saved, held at once if its device is followed (the
+    /// notification's re-read confirms it a few milliseconds later): an event right after the
+    /// app's 200 is pushed.
     func saved(_ registration: PushRegistration) {
-        changed(registration.device, (registrations[registration.device] ?? []).filter { $0.token != registration.token } + [registration])
+        guard let held = registrations[registration.device] else { return }
+        changed(registration.device, held.filter { $0.token != registration.token } + [registration])
     }
 
     /// An app socket of `session`'s token is open now: it sees the stream; what was counted for
@@ -88,7 +114,12 @@ final class PushCoordinator {
     /// A robot event the hub found push-worthy, as `kind` (the hub decides, a mission completed
     /// included).
     func robotEvent(_ device: DeviceID, _ kind: PushKind, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
-        guard sender != nil, let candidates = registrations[device] else { return }
+        guard sender != nil else { return }
+        if reading[device] != nil {
+            if reading[device]!.count < Self.waitingEventsPerDevice { reading[device]!.append(WaitingEvent(kind: kind, payload: payload, place: place)) }
+            return
+        }
+        guard let candidates = registrations[device], !candidates.isEmpty else { return }
         let locArgs = Self.locArgs(kind, payload)
         let now = env.clock.monotonic()
         for registration in unseen(candidates, kind: kind) {
@@ -142,7 +173,8 @@ final class PushCoordinator {
     func tick(now: UInt64) {
         guard sender != nil else { return }
         for push in planner.expire(now: now) { send(push) }
-        if now >= nextClaim, !claiming, !registrations.isEmpty { claimOffline(now: now) }
+        // Every node claims, whatever it follows: a robot whose node died is claimed by another.
+        if now >= nextClaim, !claiming { claimOffline(now: now) }
         if now >= nextExpirySweep {
             nextExpirySweep = now + 1_000_000_000
             database.worker.submit({ db in
@@ -161,17 +193,20 @@ final class PushCoordinator {
         let after = env.configuration.pushOfflineAfterSeconds
         let mailbox = self.mailbox
         let queued = database.worker.submit({ db in
-            mailbox.post(.push(.offlineClaimed(try PushRepository(db).claimRobotOffline(after: after))))
-        }, failed: { _ in mailbox.post(.push(.offlineClaimed([]))) })
+            let repository = PushRepository(db)
+            let claimed = try repository.claimRobotOffline(after: after)
+            let registrations = Dictionary(grouping: try repository.registrations(devices: claimed), by: \.device)
+            mailbox.post(.push(.offlineClaimed(registrations)))
+        }, failed: { _ in mailbox.post(.push(.offlineClaimed([:]))) })
         if !queued { claiming = false }
     }
 
     func handle(_ event: PushEvent) {
         switch event {
-        case .offlineClaimed(let devices):
+        case .offlineClaimed(let claimed):
             claiming = false
-            for device in devices {
-                for registration in unseen(registrations[device] ?? [], kind: .robotOffline) {
+            for (device, registrations) in claimed {
+                for registration in unseen(registrations, kind: .robotOffline) {
                     send(PushMessage(token: registration.token, environment: registration.environment, device: device,
                                      kind: .robotOffline, count: 1))
                 }
@@ -221,7 +256,7 @@ extension PushCoordinator: MetricsReporting {
             }
         }
         metrics.gauge("wimz_push_queue_depth", "Pushes waiting for the APNs sender.", sender?.queueDepth ?? 0)
-        metrics.gauge("wimz_push_registrations", "Push registrations in this node's mirror.", registrationCount)
+        metrics.gauge("wimz_push_registrations", "Push registrations this node holds (of the devices it follows).", registrationCount)
         metrics.gauge("wimz_push_enabled", "1 when an APNs key is configured.", isEnabled ? 1 : 0)
     }
 }
