@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What a relay process costs as the fleet grows: for each fleet size (devices with a robot and two
 # app tokens each, written in SQL), the time from exec to /readyz 200 and the RSS once ready, idle,
-# no sockets. A process holds the tokens its clients present, not the fleet's, so both should stay
-# where they are with an empty database (docs/performance.md, "A million robots").
+# no sockets; then the same once the phones have registered (two push registrations and a Live
+# Activity start token a device). A process holds the tokens and registrations its clients need,
+# not the fleet's, so both should stay where they are with an empty database (docs/performance.md,
+# "A million robots").
 #   scripts/bench-fleet.sh [DEVICES...]      (default: 0 100000 1000000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,13 +34,21 @@ ready() {
     echo "$(( (now - started) / 1000000 )) $rss"
 }
 
-printf '%10s %10s %12s %12s\n' devices tokens ready_ms rss_mib
+printf '%10s %10s %14s %12s %12s\n' devices tokens registrations ready_ms rss_mib
 for devices in "${sizes[@]}"; do
     say "provisioning $devices devices"
     provision_fleet "$devices"
     tokens=$(psql "$WIMZ_DATABASE_URL" -qtAc "SELECT count(*) FROM tokens")
-    for round in 1 2; do
-        read -r ms rss <<< "$(ready)"
-        printf '%10s %10s %12s %12.1f\n' "$devices" "$tokens" "$ms" "$(echo "$rss / 1024" | bc -l)"
+    for phones in without with; do
+        if [ "$phones" = with ]; then
+            say "provisioning their phones' registrations"
+            provision_registrations "$devices"
+        fi
+        registrations=$(psql "$WIMZ_DATABASE_URL" -qtAc \
+            "SELECT (SELECT count(*) FROM push_registrations) + (SELECT count(*) FROM live_activity_start_tokens)")
+        for round in 1 2; do
+            read -r ms rss <<< "$(ready)"
+            printf '%10s %10s %14s %12s %12.1f\n' "$devices" "$tokens" "$registrations" "$ms" "$(echo "$rss / 1024" | bc -l)"
+        done
     done
 done

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A storm of app handshakes with DEVICES devices (3 tokens each) in PostgreSQL: on a cold process
+# A storm of app handshakes with DEVICES devices (3 tokens each; their phones registered: two push
+# registrations and a Live Activity start token each, unless WIMZ_BENCH_PHONES=0) in PostgreSQL: on a cold process
 # (no token in memory: each read from the store, in batches) and the same storm on the same
 # process warm; handshakes/s, p99, failures and database transactions per handshake for each, and
 # the cold storm's rate and p99 as a multiple of the warm one's.
@@ -23,6 +24,7 @@ cp -r "$(bench_kit wsload)" "$work/wsload"
 make -s -C "$work/wsload" >/dev/null
 say "provisioning $devices devices ($((3 * devices)) tokens)"
 provision_fleet "$devices"
+[ "${WIMZ_BENCH_PHONES:-1}" = 0 ] || provision_registrations "$devices"
 seq 1 "$sockets" | awk '{print "fleet" $1 ",wimz_r_fleetrobot" $1 ",wimz_a_fleetapp" $1}' > "$work/tokens.csv"
 postmaster=$(head -1 "$work/pg/data/postmaster.pid")
 for p in $postmaster $(pgrep -P "$postmaster"); do taskset -p -c 1 "$p" >/dev/null; done

@@ -308,6 +308,22 @@ provision_fleet() {
     psql "$WIMZ_DATABASE_URL" -qtAc "VACUUM ANALYZE devices" -c "VACUUM ANALYZE tokens" >/dev/null
 }
 
+# provision_registrations N: what the phones of provision_fleet's N devices hand over, written in
+# SQL: two push registrations and a Live Activity start token for each device's app token (without
+# the tables' triggers: no notification or audit row for each of millions).
+provision_registrations() {
+    [ "$1" -gt 0 ] || return 0
+    psql "$WIMZ_DATABASE_URL" -qtAc "
+        SET session_replication_role = replica;
+        INSERT INTO push_registrations (device_id, token, environment, app_token_id, events)
+        SELECT t.device_id, md5(t.id || '-' || n) || md5(n || '-' || t.id), 'production', t.id, '{bark_detected,robot_offline}'
+        FROM tokens t, generate_series(1, 2) n
+        WHERE t.role = 'app' AND t.digest = sha256(convert_to('wimz_a_fleetapp' || substr(t.device_id, 6), 'UTF8'));
+        INSERT INTO live_activity_start_tokens (device_id, app_token_id, token, environment)
+        SELECT device_id, app_token_id, min(token), 'production' FROM push_registrations GROUP BY device_id, app_token_id" >/dev/null
+    psql "$WIMZ_DATABASE_URL" -qtAc "VACUUM ANALYZE push_registrations" -c "VACUUM ANALYZE live_activity_start_tokens" >/dev/null
+}
+
 bench_cleanup() {
     [ -n "${relay_pid:-}" ] && kill "$relay_pid" 2>/dev/null && wait "$relay_pid" 2>/dev/null
     pg_stop "$work/pg" immediate
