@@ -42,46 +42,15 @@ final class HTTPGate {
     /// How long a client has to send its request.
     static let requestTimeout: UInt64 = 10_000_000_000
 
-    /// One connection, from accept to close: its phase and the one buffer that phase fills or
-    /// empties.
+    /// One connection, from accept to close: its phase (`GatePhase`, whose transitions say what
+    /// to do next) and the one buffer that phase fills or empties.
     private final class GateConnection {
         let serial: UInt64
-        var phase: Phase = .readingHead
+        var phase: GatePhase = .readingHead
         /// The head's bytes so far (`readingHead`), the body so far (`readingBody`), the answer
         /// still to write (`answering`).
         var buffer: [UInt8] = []
         init(serial: UInt64) { self.serial = serial }
-    }
-
-    /// Where a connection is between accept and close.
-    private enum Phase {
-        /// Reading the request head (its 10 s deadline runs).
-        case readingHead
-        /// A complete head waiting for its token (`awaitCredential`); the socket is not read.
-        case awaitingCredential(HTTPRequestHead)
-        /// Admitted (routed, its caller checked): reading the `length` bytes of its body.
-        case readingBody(Admitted, length: Int)
-        /// Routed; the answer comes through ``respond(_:with:)`` (its own, longer timeout).
-        case deferred
-        /// Writing the answer, then closing or lingering.
-        case answering(then: AfterAnswer)
-        /// The answer is out and writes are shut: what the client still sends is read and
-        /// dropped until it closes, `budget` bytes are dropped or the linger's time is up.
-        case lingering(budget: Int)
-    }
-
-    /// A request the relay admitted from its head: what the gate hands back with the body.
-    private struct Admitted {
-        let request: HTTPRequest
-        let routed: Router.Routed
-    }
-
-    /// What follows a written answer.
-    private enum AfterAnswer {
-        /// The request was read whole: close.
-        case close
-        /// The answer came early, with request bytes maybe still on their way: linger.
-        case linger(budget: Int)
     }
 
     /// The lingering close of an early answer (a refusal sent before the request was read whole:
@@ -167,18 +136,15 @@ final class HTTPGate {
     /// Closes connections whose request did not arrive in time (service thread, every wheel tick).
     func expire(now: UInt64) {
         for (wsi, serial) in requestDeadlines.popExpired(now: now) {
-            guard let connection = connections[wsi], connection.serial == serial else { continue }
-            switch connection.phase {
-            case .readingHead, .readingBody: io.closeSoon(wsi)
-            case .awaitingCredential, .deferred, .answering, .lingering: continue  // bounded otherwise
-            }
+            guard let connection = connections[wsi], connection.serial == serial, connection.phase.owesItsRequest else { continue }
+            io.closeSoon(wsi)
         }
     }
 
     /// A waiting head's token is in memory (or its wait ended): the request goes on.
     private func credentialArrived(_ wsi: OpaquePointer, serial: UInt64) {
         guard let connection = connections[wsi], connection.serial == serial,
-              case .awaitingCredential(let head) = connection.phase else { return }
+              let head = connection.phase.credentialArrived() else { return }
         if !head.isWebSocketUpgrade { io.resumeReading(wsi) }
         if proceed(wsi, connection, head) < 0 { io.closeSoon(wsi) }
     }
@@ -188,16 +154,13 @@ final class HTTPGate {
     /// Returns -1 to have lws close that descriptor.
     func readable(_ wsi: OpaquePointer, peeked: ArraySlice<UInt8>? = nil) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
-        switch connection.phase {
-        case .readingHead: return readHead(wsi, connection, peeked: peeked)
-        case .readingBody(let admitted, let length): return readBody(wsi, connection, admitted, length: length)
-        case .awaitingCredential, .deferred:
-            return 0  // read again once its token is in; a deferred request has nothing more to read
-        case .answering(.linger(let budget)), .lingering(let budget):
-            return drop(wsi, connection, budget: budget)
-        case .answering(.close):
-            // The request was read whole; whatever comes now is not ours to read. Stop polling
-            // it so it cannot spin the loop; the socket closes once the answer is out.
+        switch connection.phase.onReadable {
+        case .readHead: return readHead(wsi, connection, peeked: peeked)
+        case .readBody(let admitted, let length): return readBody(wsi, connection, admitted, length: length)
+        case .leave: return 0
+        case .drop(let budget): return drop(wsi, connection, budget: budget)
+        case .pauseReading:
+            // Not polled, it cannot spin the loop; the socket closes once the answer is out.
             io.pauseReading(wsi)
             return 0
         }
@@ -239,14 +202,12 @@ final class HTTPGate {
             let wait = handler?.awaitCredential(for: head, peer: { io.peerAddress(wsi) }, then: { [weak self] in
                 self?.credentialArrived(wsi, serial: serial)
             }) ?? .ready
-            switch wait {
-            case .ready: return proceed(wsi, connection, head)
-            case .waiting:
-                // Nothing more to read until its token is in; stop polling it meanwhile.
-                connection.phase = .awaitingCredential(head)
+            switch connection.phase.headRead(head, wait: wait) {
+            case .proceed(let head): return proceed(wsi, connection, head)
+            case .pauseReading:
                 io.pauseReading(wsi)
                 return 0
-            case .refused(let error): return answerEarly(wsi, connection, .error(error), unread: nil)
+            case .answerEarly(let error): return answerEarly(wsi, connection, .error(error), unread: nil)
             }
         }
     }
@@ -254,18 +215,13 @@ final class HTTPGate {
     /// A complete head (its bytes consumed), its token in memory if it presented one: an upgrade
     /// goes to lws, anything else has its body read and is served.
     private func proceed(_ wsi: OpaquePointer, _ connection: GateConnection, _ head: HTTPRequestHead) -> Int32 {
-        if head.isWebSocketUpgrade {
-            guard head.method == "GET" else {
-                return refuse(wsi, connection, RelayError(.badRequest, "a WebSocket upgrade is a GET"), unread: nil)
-            }
+        let length: Int
+        switch head.gateRoute {
+        case .upgrade:
             io.handOver(wsi, head: head)
             return -1  // the raw wsi goes; its duplicate lives on in lws as a WebSocket
-        }
-        if head.header("transfer-encoding") != nil {
-            return refuse(wsi, connection, RelayError(.lengthRequired, "send the body with Content-Length"), unread: nil)
-        }
-        guard let length = Int(head.header("content-length") ?? "0"), length >= 0 else {
-            return refuse(wsi, connection, RelayError(.badRequest, "Content-Length is not a number"), unread: nil)
+        case .refuse(let error): return refuse(wsi, connection, error, unread: nil)
+        case .plain(let contentLength): length = contentLength
         }
         guard let handler else { return -1 }
         // Routed and its caller checked once, from the head: only an admitted request has its body read.
@@ -276,9 +232,9 @@ final class HTTPGate {
         case .bodyTooLarge(let limit):
             return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"), unread: length)
         case .admitted(let routed):
-            let admitted = Admitted(request: request, routed: routed)
+            let admitted = AdmittedRequest(request: request, routed: routed)
             guard length > 0 else { return serve(wsi, connection, admitted) }
-            connection.phase = .readingBody(admitted, length: length)
+            connection.phase.admitted(admitted, length: length)
             return readBody(wsi, connection, admitted, length: length)
         }
     }
@@ -291,7 +247,7 @@ final class HTTPGate {
         return n == count
     }
 
-    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: Admitted, length: Int) -> Int32 {
+    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest, length: Int) -> Int32 {
         let wanted = length - connection.buffer.count
         let outcome = withUnsafeTemporaryAllocation(byteCount: min(wanted, 16 * 1024), alignment: 8) { chunk in
             let result = io.read(wsi, into: chunk)
@@ -306,15 +262,15 @@ final class HTTPGate {
     }
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
-    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: Admitted) -> Int32 {
+    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest) -> Int32 {
         guard let handler else { return -1 }
         let body = connection.buffer
         connection.buffer = []
         guard let response = handler.serve(admitted.request, admitted.routed, bodyWasRead: !body.isEmpty, body: body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
+            connection.phase.deferred()
             io.pauseReading(wsi)
-            connection.phase = .deferred
             io.closeAfter(wsi, seconds: deferredTimeoutSeconds)
             return 0
         }
@@ -323,14 +279,14 @@ final class HTTPGate {
 
     /// Sends a response that was deferred (from the service thread, outside the wsi's callbacks).
     func respond(_ wsi: OpaquePointer, with response: HTTPResponse) {
-        guard let connection = connections[wsi], case .deferred = connection.phase else { return }
-        if answer(wsi, connection, response, then: .close) < 0 { io.closeSoon(wsi) }
+        guard let connection = connections[wsi] else { return }
+        if answer(wsi, connection, response, then: .close, deferred: true) < 0 { io.closeSoon(wsi) }
     }
 
     /// `LWS_CALLBACK_RAW_WRITEABLE_FILE`: the rest of an answer.
     func writeable(_ wsi: OpaquePointer) -> Int32 {
-        guard let connection = connections[wsi], case .answering(let then) = connection.phase else { return -1 }
-        return flush(wsi, connection, then: then)
+        guard let connection = connections[wsi], case .answering = connection.phase else { return -1 }
+        return flush(wsi, connection)
     }
 
     /// An answer given before the request was read whole (`unread`: the body bytes declared and
@@ -341,16 +297,19 @@ final class HTTPGate {
         return answer(wsi, connection, response, then: .linger(budget: budget))
     }
 
-    private func answer(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, then: AfterAnswer) -> Int32 {
+    /// Writes `response` (`deferred`: one that came later through ``respond(_:with:)``, dropped
+    /// unless the connection still waits for it).
+    private func answer(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, then: GatePhase.AfterAnswer,
+                        deferred: Bool = false) -> Int32 {
+        guard connection.phase.answer(then: then, deferred: deferred) != nil else { return deferred ? 0 : -1 }
         var response = response
         response.headers.append(("Connection", "close"))
         connection.buffer = response.serialized()
-        connection.phase = .answering(then: then)
-        return flush(wsi, connection, then: then)
+        return flush(wsi, connection)
     }
 
     /// Writes what the socket takes now; once the answer is all out, closes (-1) or lingers.
-    private func flush(_ wsi: OpaquePointer, _ connection: GateConnection, then: AfterAnswer) -> Int32 {
+    private func flush(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
         while !connection.buffer.isEmpty {
             switch connection.buffer.withUnsafeBytes({ io.write(wsi, $0) }) {
             case .bytes(let n): connection.buffer.removeFirst(n)
@@ -360,11 +319,9 @@ final class HTTPGate {
             case .ended, .failed: return -1  // the peer is gone
             }
         }
-        switch then {
+        switch connection.phase.answerWritten() {
         case .close: return -1
-        case .linger(let budget):
-            guard budget > 0 else { return -1 }  // nothing left to arrive
-            connection.phase = .lingering(budget: budget)
+        case .linger:
             io.shutdownWrites(wsi)  // the FIN follows the answer; the client's bytes still come in
             return 0
         }
@@ -374,25 +331,21 @@ final class HTTPGate {
     /// (-1) once the client closed or `budget` bytes are gone (a declared body all in: nothing
     /// left to reset the answer); while the answer is still being written, it goes out first.
     private func drop(_ wsi: OpaquePointer, _ connection: GateConnection, budget: Int) -> Int32 {
-        guard budget > 0 else {  // all read while the answer is still going out
-            io.pauseReading(wsi)
-            return 0
-        }
         let outcome = withUnsafeTemporaryAllocation(byteCount: min(16 * 1024, budget), alignment: 8) { io.read(wsi, into: $0) }
-        let left: Int
+        let dropped: Int?
         switch outcome {
-        case .bytes(let n): left = budget - n
+        case .bytes(let n): dropped = n
         case .wouldBlock: return 0
-        case .ended: left = 0  // the client sends no more
+        case .ended: dropped = nil  // the client sends no more
         case .failed: return -1
         }
-        guard case .answering = connection.phase else {
-            connection.phase = .lingering(budget: left)
-            return left > 0 ? 0 : -1
+        switch connection.phase.dropped(dropped) {
+        case .keepReading: return 0
+        case .pauseReading:
+            io.pauseReading(wsi)  // `flush` closes once the answer is out
+            return 0
+        case .close: return -1
         }
-        connection.phase = .answering(then: .linger(budget: left))
-        if left == 0 { io.pauseReading(wsi) }  // `flush` closes once the answer is out
-        return 0
     }
 
     /// A refusal of the gate's own (a malformed or too large request): logged, then answered
