@@ -26,12 +26,15 @@ public final class CredentialQueue: Sendable {
 
     /// `lookUp(_:)` for a digest already made a key.
     public func lookUp(_ digest: DigestKey) -> Bool {
-        let queued = pending.withLock { p in
-            guard p.digests.count < capacity || p.digests.contains(digest) else { return false }
+        let (queued, first) = pending.withLock { p -> (Bool, Bool) in
+            guard p.digests.count < capacity || p.digests.contains(digest) else { return (false, false) }
+            let first = p.digests.isEmpty && p.recheck == nil
             p.digests.insert(digest)
-            return true
+            return (true, first)
         }
-        if queued { onQueued.current?() }
+        // Only the first of a batch wakes the monitor (a write to its wake-up pipe): it takes
+        // everything queued when it runs, and the byte stays in the pipe until it has looked.
+        if first { onQueued.current?() }
         return queued
     }
 

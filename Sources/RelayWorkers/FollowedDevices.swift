@@ -14,11 +14,11 @@ public final class FollowedDevices: Sendable {
 
     /// Follows `device` and asks for what it holds (answered by `StoreEvent.devicesRead`).
     public func follow(_ device: DeviceID) {
-        state.withLock {
-            $0.followed.insert(device)
-            $0.queued.insert(device)
+        let first = state.withLock { s -> Bool in
+            s.followed.insert(device)
+            return s.queued.insert(device).inserted && s.queued.count == 1
         }
-        onQueued.current?()
+        if first { onQueued.current?() }  // the first of a batch wakes the monitor, as `CredentialQueue` does
     }
 
     /// Stops following `device`: its changes are no longer read (a read under way may still answer).

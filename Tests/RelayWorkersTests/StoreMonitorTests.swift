@@ -39,9 +39,29 @@ final class EventLog: @unchecked Sendable {
             let depth = Thread.callStackReturnAddresses.count
             depths.withLock { $0.append(depth) }
         }
-        for n in 0..<200 { #expect(queue.lookUp(BearerToken.digest("wimz_a_\(n)"))) }
+        for n in 0..<200 {
+            #expect(queue.lookUp(BearerToken.digest("wimz_a_\(n)")))
+            _ = queue.take()  // each lookup the first of its batch: each wakes the monitor
+        }
         let seen = depths.current
         #expect(seen.count == 200 && Set(seen.dropFirst()).count == 1, "stack depths \(Set(seen).sorted())")
+    }
+
+    /// A storm's lookups wake the monitor once a batch, not once each (a write to its pipe, on the
+    /// service thread): the monitor takes all that is queued when it runs.
+    @Test func onlyTheFirstLookupOfABatchWakesTheMonitor() {
+        let queue = CredentialQueue()
+        let devices = FollowedDevices()
+        let wakes = Locked(0)
+        queue.whenQueued { wakes.withLock { $0 += 1 } }
+        devices.whenQueued { wakes.withLock { $0 += 1 } }
+        for n in 0..<50 { #expect(queue.lookUp(BearerToken.digest("wimz_a_\(n)"))) }
+        for n in 0..<50 { devices.follow(DeviceID("d\(n)")!) }
+        #expect(wakes.current == 2)
+        #expect(queue.take().digests.count == 50 && devices.take().count == 50)
+        #expect(queue.lookUp(BearerToken.digest("wimz_a_again")))
+        devices.follow(DeviceID("d0")!)
+        #expect(wakes.current == 4)
     }
 
     @Test func theLookupQueueIsBounded() {
