@@ -16,7 +16,8 @@
 #     10 s; prints instructions per message received (the figure behind a throughput ratio)
 #   WIMZ_INSTRUCTIONS_PHASE=handshakes scripts/bench-instructions.sh lws-relay   # handshakes
 #     instead: wsload --mode connect, 2,000 app sockets (64 in flight), then all closed; prints
-#     instructions per connection (its handshake and its close)
+#     instructions per connection (its handshake and its close); WIMZ_INSTRUCTIONS_WARM=1: the
+#     same clients once before, unmeasured (their tokens and devices held: warm handshakes)
 #   WIMZ_INSTRUCTIONS_PHASE=robothttp scripts/bench-instructions.sh OTHER_WIMZ_RELAY   # HTTP to
 #     the robot instead: wrk, 8 connections for 10 s, GET /api/devices/ID/robot/ping answered by
 #     wimz-bench robot-leg at once; prints instructions per request (its TCP handshake included)
@@ -136,6 +137,12 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
                        --window 64 --duration 10 --setup-timeout 60 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["received"])')
             delivered="n=$received"
         elif [ "$phase" = handshakes ]; then
+            if [ -n "${WIMZ_INSTRUCTIONS_WARM:-}" ]; then
+                "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" --conns 2000 --concurrency 64 \
+                    --duration 120 --setup-timeout 120 --json >/dev/null
+                sleep 1
+                callgrind_control -z "$pid" >/dev/null
+            fi
             opened=$("$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" --conns 2000 --concurrency 64 \
                      --duration 120 --setup-timeout 120 --json | tail -1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["handshake"]["ok"])')
             delivered="n=$opened"

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "Tests" / "testkit"))
 
 from websockets.asyncio.client import connect  # noqa: E402
+from websockets.sync.client import connect as sync_connect  # noqa: E402
 
 from apns_standin import APNsStandIn, new_p256_key  # noqa: E402
 from wimz_testkit import Database, RelayNode, http_json, self_signed  # noqa: E402
@@ -157,7 +158,7 @@ def memory(count: int) -> None:
     apns = standin()
     database = Database(prefix="benchpushmem")
     try:
-        device, (_, app) = "bm0000", database.add_device("bm0000")
+        device, (robot, app) = "bm0000", database.add_device("bm0000")
         app_id = database.psql("SELECT id FROM tokens WHERE role = 'app' LIMIT 1").strip()
         figures = []
         for n in (0, count):
@@ -168,11 +169,15 @@ def memory(count: int) -> None:
                            '{{bark_detected,dog_detected,treat_dispensed,mission_completed,robot_offline}}'
                     FROM generate_series(1, {n}) g""")
             relay = RelayNode.started(database, env=relay_env(apns, "60"))
-            time.sleep(2)
-            figures.append(rss_kib(relay.process.pid))
+            # A node holds the registrations of the devices it serves: the robot connects.
+            with sync_connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device}", proxy=None,
+                              additional_headers={"Authorization": f"Bearer {robot}"}):
+                time.sleep(2)
+                figures.append(rss_kib(relay.process.pid))
             relay.stop()
         per = (figures[1] - figures[0]) * 1024 / count
-        print(f"memory: RSS {figures[0]} KiB without registrations, {figures[1]} KiB with {count}: {per:.0f} bytes per registration")
+        print(f"memory: RSS {figures[0]} KiB without registrations, {figures[1]} KiB with {count} held (their device's robot "
+              f"connected): {per:.0f} bytes per registration")
     finally:
         apns.stop()
         database.drop()
