@@ -2,26 +2,58 @@ import Foundation
 
 // How the client tells a live link from a dead one, and waits that always end.
 
+/// The time the client plans with: the continuous clock by default. Tests hand over one they move
+/// by hand, and count the client's wake-ups without waiting for them.
+public struct RelayClientClock: Sendable {
+    /// Time since the clock's own origin.
+    public let now: @Sendable () -> Duration
+    /// Sleeps for `duration`; throws `CancellationError` when the sleeping task is cancelled first.
+    public let sleep: @Sendable (Duration) async throws -> Void
+
+    public init(now: @escaping @Sendable () -> Duration, sleep: @escaping @Sendable (Duration) async throws -> Void) {
+        self.now = now
+        self.sleep = sleep
+    }
+
+    /// `ContinuousClock`: it keeps counting while the device sleeps.
+    public static let continuous: RelayClientClock = {
+        let origin = ContinuousClock.now
+        return RelayClientClock(now: { .now - origin }, sleep: { try await Task.sleep(for: $0) })
+    }()
+}
+
 extension RelayClient {
-    /// Pings when the socket has been quiet for ``Configuration/livenessInterval``; no pong by
-    /// twice the interval after the last sign of life: the socket is dead (a NAT dropped it, the
-    /// relay froze): reconnect at once, whatever the transport's ping does meanwhile.
-    func watchLiveness(of socket: any WebSocketConnection) async {
-        let interval = configuration.livenessInterval
-        while !Task.isCancelled {
-            try? await Task.sleep(for: min(interval / 4, .seconds(1)))
-            let quiet = ContinuousClock.now - lastHeard
-            guard !Task.isCancelled, quiet >= interval else { continue }
-            // The pong must come by twice the interval after the last sign of life.
-            let answered = await answersPing(socket, within: interval * 2 - quiet)
-            if Task.isCancelled { return }
-            if answered {
-                lastHeard = .now
-            } else {
-                endingOnPurpose = true
-                await socket.abort()
-                return
-            }
+    /// How long a ping the client sent may go unanswered before the link counts as dead: a
+    /// quarter of the liveness interval, at most 5 s (a pong takes one round trip).
+    static func pongWait(_ interval: Duration) -> Duration { min(interval / 4, .seconds(5)) }
+
+    /// A sign of life on the open connection (a message, the relay's ping, a pong): the liveness deadline
+    /// is armed again, ``Configuration/livenessInterval`` from now. One timer, re-armed rather
+    /// than polled: a healthy connection wakes the app for nothing but what the relay sends.
+    func heard() {
+        livenessDeadline?.cancel()
+        guard let socket = connection else { return }
+        let clock = configuration.clock, interval = configuration.livenessInterval, serial = connectionSerial
+        livenessDeadline = Task { [weak self] in
+            do { try await clock.sleep(interval) } catch { return }
+            await self?.quietTooLong(socket, serial: serial)
+        }
+    }
+
+    /// Nothing heard for the liveness interval: the client pings; a pong re-arms the deadline,
+    /// silence for `pongWait` more means the link is dead (a NAT dropped it, the relay froze)
+    /// and the socket is dropped for a fresh one, whatever the transport's ping does meanwhile.
+    /// With the defaults (24 s, then 5 s) a dead link is noticed within 29 s of the last sign of
+    /// life — the relay pings every 20 s, so a healthy link never reaches the deadline.
+    private func quietTooLong(_ socket: any WebSocketConnection, serial: Int) async {
+        guard !Task.isCancelled, serial == connectionSerial else { return }
+        let answered = await answersPing(socket, within: Self.pongWait(configuration.livenessInterval), clock: configuration.clock)
+        guard !Task.isCancelled, serial == connectionSerial else { return }
+        if answered {
+            heard()
+        } else {
+            endingOnPurpose = true
+            await socket.abort()
         }
     }
 }
@@ -30,10 +62,10 @@ extension RelayClient {
 /// deadline, decides, and the other is not waited for: a transport's ping may ignore
 /// cancellation, and a pong that never comes (a flow a carrier NAT dropped without a word) must
 /// not hold the check until TCP gives up, many minutes later on a phone.
-func answersPing(_ socket: any WebSocketConnection, within limit: Duration) async -> Bool {
+func answersPing(_ socket: any WebSocketConnection, within limit: Duration, clock: RelayClientClock = .continuous) async -> Bool {
     let verdict = OneShot<Bool>()
     let deadline = Task {
-        try? await Task.sleep(for: limit)
+        do { try await clock.sleep(limit) } catch { return }
         verdict.resolve(false)
     }
     Task {
@@ -58,6 +90,23 @@ func firstAnswer(within timeout: Duration,
     try await withTaskCancellationHandler {
         try await answer.value().get()
     } onCancel: {
+        answer.resolve(.failure(CancellationError()))
+    }
+}
+
+/// `operation`'s answer, or `CancellationError` the moment the caller's task is cancelled (the
+/// operation is cancelled too and its answer, if it comes, dropped): for calls that may not
+/// notice cancellation themselves (FoundationNetworking's `URLSession`, a fetch others share).
+func cancellable<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    try Task.checkCancellation()
+    let answer = OneShot<Result<T, any Error>>()
+    let work = Task {
+        do { answer.resolve(.success(try await operation())) } catch { answer.resolve(.failure(error)) }
+    }
+    return try await withTaskCancellationHandler {
+        try await answer.value().get()
+    } onCancel: {
+        work.cancel()
         answer.resolve(.failure(CancellationError()))
     }
 }

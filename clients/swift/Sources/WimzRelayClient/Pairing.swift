@@ -14,8 +14,7 @@ extension RelayClient {
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = Data(JSON.object(["code": .string(code), "label": .string(label)]).text.utf8)
-        let (data, response): (Data, URLResponse)
-        do { (data, response) = try await session.data(for: request) } catch { throw RelayClientError.notConnected }
+        let (data, response) = try await exchange(request, session: session)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         guard status == 201 else { throw RelayClientError.refusal(status: status, body: data) }
         let body = (try? JSON(parsing: String(decoding: data, as: UTF8.self))) ?? .null

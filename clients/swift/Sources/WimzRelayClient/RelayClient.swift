@@ -45,8 +45,13 @@ public actor RelayClient {
         /// drop loses no event (docs/protocol.md v1.1 "Recovering missed events").
         public var recoverMissedEvents = true
         /// Quiet this long (no message, no ping from the relay) → the client pings; no pong within
-        /// as long again → it reconnects. The relay pings every 20 s by default.
-        public var livenessInterval: Duration = .seconds(25)
+        /// a quarter of it (at most 5 s) → it reconnects. The relay pings every 20 s, so the
+        /// default (24 s) is never reached on a healthy link, and a dead one is noticed within
+        /// 29 s (1.25× the interval in general).
+        public var livenessInterval: Duration = .seconds(24)
+        /// The clock every wait of the client follows (liveness, back-off, command timeouts,
+        /// TURN refreshes): the continuous clock unless a test gives its own.
+        public var clock: RelayClientClock = .continuous
         /// Resume the stream from here on the first connect (a push's place, see
         /// ``PushNotification/resumePoint(lastSeen:)``, or one the app saved).
         public var resumeFrom: ResumePoint?
@@ -74,8 +79,10 @@ public actor RelayClient {
     /// Missed-event recovery: the numbering the relay reported and the highest seq seen.
     private var epoch: String?
     private var lastSeq: UInt64 = 0
-    /// When the connection last showed life (a message or the relay's ping).
-    var lastHeard = ContinuousClock.now
+    /// The liveness deadline of the open connection, re-armed by every sign of life (`heard()`).
+    var livenessDeadline: Task<Void, Never>?
+    /// Counts connections: a deadline armed for one does nothing to the next.
+    var connectionSerial = 0
     /// The open connection is being ended by the client itself (``reconnectNow()``, a dead link):
     /// a fresh socket follows at once, unless the relay's close code says otherwise. Belongs to
     /// one connection: cleared when the next one opens.
@@ -83,23 +90,27 @@ public actor RelayClient {
     /// ``reconnectNow()`` while no connection is open: the back-off wait ends now. Cleared when a
     /// connection opens, so it never reaches the policy for that connection's close.
     private var wakeUp = false
+    /// The back-off's one timer while it waits (``reconnectNow()`` cancels it).
+    private var backoffTimer: Task<Void, Never>?
     private var pathWatcher: (any Sendable)?
     /// `ws(s)://…/ws/app?device_id=ID`: no token in it.
     nonisolated let socketURL: URL
     nonisolated let httpBase: URL
     private var runner: Task<Void, Never>?
     private var started = false
-    private var connection: (any WebSocketConnection)?
+    /// The open socket (nil between connections).
+    var connection: (any WebSocketConnection)?
     private var pending: [String: PendingCommand] = [:]
     private var commandCount = 0
     private var turn: TurnCredentials?
     private var turnFetch: Task<TurnCredentials, any Error>?
     private var turnRefresher: Task<Void, Never>?
 
-    /// A command waiting for its answer; the answer may come before the caller starts waiting.
+    /// A command waiting for its answer; the answer (or the caller's cancellation) may come
+    /// before the caller starts waiting.
     private struct PendingCommand {
         var continuation: CheckedContinuation<CommandResponse, any Error>?
-        var early: Result<CommandResponse, RelayClientError>?
+        var early: Result<CommandResponse, any Error>?
         var timeout: Task<Void, Never>?
     }
 
@@ -150,6 +161,7 @@ public actor RelayClient {
             await connection.close(code: CloseCode.goingAway.rawValue)
         } else {
             wakeUp = true  // a wait ends now; a connect under way is a fresh attempt already
+            backoffTimer?.cancel()
         }
     }
 
@@ -183,48 +195,58 @@ public actor RelayClient {
     /// - Throws: ``RelayClientError/deviceOffline(message:)`` when the robot is not connected,
     ///   ``RelayClientError/rateLimited(message:)`` when the relay dropped it,
     ///   ``RelayClientError/forbidden(code:message:)`` for a guest without control,
-    ///   ``RelayClientError/timeout`` and ``RelayClientError/notConnected``.
+    ///   ``RelayClientError/timeout`` and ``RelayClientError/notConnected``; `CancellationError`
+    ///   at once when the calling task is cancelled (the command is forgotten: a late answer is
+    ///   dropped).
     public func send(command name: String, data: JSON = [:], timeout: Duration? = nil) async throws -> CommandResponse {
+        try Task.checkCancellation()
         guard let connection else { throw RelayClientError.notConnected }
         commandCount += 1
         let id = "app-\(commandCount)"
-        let limit = timeout ?? configuration.commandTimeout
+        let limit = timeout ?? configuration.commandTimeout, clock = configuration.clock
         pending[id] = PendingCommand(timeout: Task { [weak self] in
-            try? await Task.sleep(for: limit)
-            if !Task.isCancelled { await self?.resolve(id, .failure(.timeout)) }
+            do { try await clock.sleep(limit) } catch { return }
+            await self?.resolve(id, .failure(RelayClientError.timeout))
         })
-        let text = JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text
-        do {
-            try await connection.send(text: text)
-        } catch {
-            resolve(id, .failure(.notConnected))
-        }
-        return try await withCheckedThrowingContinuation { continuation in
-            guard var command = pending[id] else { return continuation.resume(throwing: RelayClientError.notConnected) }
-            if let early = command.early {
-                pending[id] = nil
-                continuation.resume(with: early.mapError { $0 as any Error })
-            } else {
-                command.continuation = continuation
-                pending[id] = command
+        return try await withTaskCancellationHandler {
+            let text = JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text
+            do {
+                try await connection.send(text: text)
+            } catch {
+                resolve(id, .failure(RelayClientError.notConnected))
             }
+            return try await withCheckedThrowingContinuation { continuation in
+                guard var command = pending[id] else { return continuation.resume(throwing: RelayClientError.notConnected) }
+                if let early = command.early {
+                    pending[id] = nil
+                    continuation.resume(with: early)
+                } else {
+                    command.continuation = continuation
+                    pending[id] = command
+                }
+            }
+        } onCancel: {
+            Task { await self.resolve(id, .failure(CancellationError())) }
         }
     }
 
-    private func resolve(_ id: String, _ result: Result<CommandResponse, RelayClientError>) {
+    private func resolve(_ id: String, _ result: Result<CommandResponse, any Error>) {
         guard var command = pending[id] else { return }
         command.timeout?.cancel()
         if let continuation = command.continuation {
             pending[id] = nil
-            continuation.resume(with: result.mapError { $0 as any Error })
+            continuation.resume(with: result)
         } else if command.early == nil {
             command.early = result
             pending[id] = command
         }
     }
 
+    /// Commands waiting for an answer (for tests: a cancelled one leaves none behind).
+    var pendingCommands: Int { pending.count }
+
     private func failAllPending(_ error: RelayClientError) {
-        for id in Array(pending.keys) { resolve(id, .failure(error)) }
+        for id in Array(pending.keys) { resolve(id, .failure(error as any Error)) }
     }
 
     /// The app token in use (the configured one, or the provider's newest).
@@ -233,16 +255,18 @@ public actor RelayClient {
     // MARK: - TURN
 
     /// A TURN credential before its `refresh_at`: fetched from `/api/turn/credentials` on first
-    /// use, then refreshed in the background shortly before each `refresh_at`.
+    /// use, then refreshed in the background shortly before each `refresh_at`. A cancelled
+    /// caller gets `CancellationError` at once (a fetch other callers share goes on for them).
     public func turnCredentials() async throws -> TurnCredentials {
+        try Task.checkCancellation()
         if let turn, turn.isFresh() { return turn }
         let fetch = turnFetch ?? Task { [configuration, httpBase, token] in
             try await fetchTurnCredentials(base: httpBase, token: token, ttl: configuration.turnTTL,
                                            session: configuration.urlSession)
         }
         turnFetch = fetch
-        defer { turnFetch = nil }
-        let fetched = try await fetch.value
+        defer { if turnFetch == fetch { turnFetch = nil } }
+        let fetched = try await cancellable { try await fetch.value }
         if turn.map({ fetched.expiresAt >= $0.expiresAt }) ?? true {
             turn = fetched
             scheduleTurnRefresh(after: max(0, fetched.refreshAt.timeIntervalSinceNow - min(Double(fetched.ttl) / 20, 30)))
@@ -252,10 +276,10 @@ public actor RelayClient {
 
     private func scheduleTurnRefresh(after seconds: Double) {
         turnRefresher?.cancel()
+        let clock = configuration.clock
         turnRefresher = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(seconds))
-            guard !Task.isCancelled, let self else { return }
-            await self.refreshTurn()
+            do { try await clock.sleep(.seconds(seconds)) } catch { return }
+            await self?.refreshTurn()
         }
     }
 
@@ -309,16 +333,16 @@ public actor RelayClient {
                 break
             }
             connection = socket
+            connectionSerial += 1
             (endingOnPurpose, wakeUp) = (false, false)
             backoff.reset()
             setState(.connected)
-            let opened = ContinuousClock.now
-            lastHeard = opened
-            let watchdog = Task { [weak self] in await self?.watchLiveness(of: socket) }
+            let opened = configuration.clock.now()
+            heard()
             var closeCode: UInt16?
             var closeReason = ""
             for await event in socket.events {
-                lastHeard = .now
+                heard()
                 switch event {
                 case .text(let text): handle(text)
                 case .binary(let bytes): eventSink.yield(.binary(bytes))
@@ -326,9 +350,10 @@ public actor RelayClient {
                 case .closed(let code, let reason): (closeCode, closeReason) = (code, reason)
                 }
             }
-            watchdog.cancel()
+            livenessDeadline?.cancel()
+            livenessDeadline = nil
             connection = nil
-            failAllPending(.notConnected)
+            failAllPending(Task.isCancelled ? .stopped : .notConnected)
             if Task.isCancelled { break }
             // What each close code means for a reconnect is WimzProtocol's (shared with the relay),
             // decided first: a revoked token stops the client whatever else is pending.
@@ -339,7 +364,7 @@ public actor RelayClient {
             }
             switch policy {
             case .never: return finish(.revoked(reason: closeReason))
-            case .atOnce where ContinuousClock.now - opened >= .seconds(WimzProtocol.quickReconnectAfterSeconds):
+            case .atOnce where configuration.clock.now() - opened >= .seconds(WimzProtocol.quickReconnectAfterSeconds):
                 continue  // at once: the balancer picks a live node (one that keeps closing
                           // fresh sockets at once gets the back-off below)
             case .slowBackoff: await pause(backoff.nextDelay(slow: true))
@@ -348,14 +373,16 @@ public actor RelayClient {
         }
     }
 
+    /// The back-off's wait: one timer, cut short by ``reconnectNow()`` or ``stop()``.
     private func pause(_ delay: Duration) async {
         setState(.waiting(retryIn: delay))
-        // In steps, so ``reconnectNow()`` cuts the wait short.
-        let end = ContinuousClock.now + delay
-        while !wakeUp, !Task.isCancelled, ContinuousClock.now < end {
-            try? await Task.sleep(for: min(.milliseconds(100), end - .now))
-        }
-        wakeUp = false
+        defer { wakeUp = false }
+        guard !wakeUp else { return }
+        let clock = configuration.clock
+        let timer = Task { _ = try? await clock.sleep(delay) }
+        backoffTimer = timer
+        await withTaskCancellationHandler { await timer.value } onCancel: { timer.cancel() }
+        backoffTimer = nil
     }
 
     /// `/ws/app?device_id=ID` plus `recover=1`, or `since=E:N` once the relay numbered messages.
@@ -387,6 +414,7 @@ public actor RelayClient {
     private func finish(_ reason: RelayClientError) {
         failAllPending(reason == .stopped ? .stopped : .notConnected)
         turnRefresher?.cancel()
+        turnFetch?.cancel()
         setState(.stopped(reason))
         eventSink.finish()
     }

@@ -5,18 +5,14 @@ import FoundationNetworking
 #endif
 
 /// One HTTP call to the relay with the bearer token: the body of the expected answer, the
-/// relay's refusal as a typed ``RelayClientError``, no answer as ``RelayClientError/notConnected``.
+/// relay's refusal as a typed ``RelayClientError``, no answer as ``RelayClientError/notConnected``,
+/// and `CancellationError` at once when the calling task is cancelled.
 func relayCall(_ request: URLRequest, token: String, session: URLSession, expecting status: Int = 200) async throws -> Data {
     var request = request
     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
     request.setValue("application/json", forHTTPHeaderField: "Accept")
     if request.httpBody != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
-    let (data, response): (Data, URLResponse)
-    do {
-        (data, response) = try await session.data(for: request)
-    } catch {
-        throw RelayClientError.notConnected
-    }
+    let (data, response) = try await exchange(request, session: session)
     let answered = (response as? HTTPURLResponse)?.statusCode ?? 0
     guard answered == status else { throw RelayClientError.refusal(status: answered, body: data) }
     return data
@@ -35,4 +31,17 @@ func refusalBody(base: URL, device: String, token: String, session: URLSession) 
     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
     guard let (data, _) = try? await session.data(for: request) else { return "" }
     return String(decoding: data, as: UTF8.self)
+}
+
+/// `session.data(for:)`, ended by the caller's cancellation (`CancellationError`; the request is
+/// cancelled with it) even where the platform's URLSession would finish it first; any other
+/// failure is ``RelayClientError/notConnected``.
+func exchange(_ request: URLRequest, session: URLSession) async throws -> (Data, URLResponse) {
+    do {
+        return try await cancellable { try await session.data(for: request) }
+    } catch is CancellationError {
+        throw CancellationError()
+    } catch {
+        throw RelayClientError.notConnected
+    }
 }

@@ -1,0 +1,274 @@
+import Foundation
+import Testing
+@testable import WimzRelayClient
+import WimzProtocol
+
+/// The client's waits on a clock the test moves by hand (no relay, no real waiting): a healthy
+/// connection wakes for nothing but the relay's pings, a silent one is dropped on time, the
+/// back-off is one timer that `reconnectNow()` cuts short, and a cancelled command returns at
+/// once and leaves nothing behind.
+@Suite struct TimerTests {
+    @Test func aHealthyConnectionWakesForNothingButTheRelaysPings() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        // A minute as the relay keeps it: its ping every 20 s, each re-arming the deadline.
+        for second in 1...60 {
+            if second % 20 == 0 {
+                socket.deliver(.ping)
+                try await until { clock.deadlines.contains(clock.now + .seconds(24)) }
+            }
+            clock.advance(by: .seconds(1))
+            await settle()
+        }
+        #expect(clock.fired == 0, "the client's own timers woke it \(clock.fired) times")
+        #expect(socket.pingsSent == 0)
+        #expect(await client.state == .connected)
+        await client.stop()
+    }
+
+    /// The relay frozen (no message, no ping, no pong): with the defaults the client pings at
+    /// 24 s, gives up 5 s later and connects again at once — within 29 s of the last sign of life.
+    @Test func aSilentLinkIsDroppedWithin29SecondsAndReplacedAtOnce() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        socket.answersPings = false
+        try await until { await client.state == .connected && !clock.deadlines.isEmpty }
+        for _ in 1...28 {
+            clock.advance(by: .seconds(1))
+            await settle()
+        }
+        #expect(socket.pingsSent == 1)
+        #expect(transport.connectionCount == 1 && !socket.isClosed, "dropped before its time")
+        clock.advance(by: .seconds(1))
+        _ = try await transport.waitForConnection(2)
+        #expect(socket.isClosed)
+        try await until { await client.state == .connected }
+        await client.stop()
+    }
+
+    @Test func theBackoffIsOneTimerThatReconnectNowCutsShort() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        transport.refuse = true
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        try await until { clock.deadlines.count == 1 }
+        await settle()
+        guard case .waiting(let delay) = await client.state else { Issue.record("not waiting"); return }
+        #expect(clock.deadlines == [clock.now + delay], "one timer for the whole wait, not steps")
+        transport.refuse = false
+        await client.reconnectNow()
+        _ = try await transport.waitForConnection(1)
+        #expect(clock.fired == 0, "the wait ended without its timer firing")
+        try await until { await client.state == .connected }
+        await client.stop()
+    }
+
+    @Test func aCancelledCommandReturnsAtOnceAndLeavesNothingPending() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        let command = Task { try await client.send(command: "treat", data: ["count": 1]) }
+        try await until { socket.sent.count == 1 }
+        command.cancel()
+        await #expect(throws: CancellationError.self) { try await command.value }
+        #expect(await client.pendingCommands == 0)
+        // The robot's late answer is dropped.
+        socket.deliver(.text(#"{"type":"response","id":"app-1","ok":true}"#))
+        await settle()
+        #expect(await client.pendingCommands == 0)
+        // A command cancelled before it was sent is not sent.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await client.send(command: "treat")
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        #expect(socket.sent.count == 1)
+        await client.stop()
+    }
+
+    @Test func stopEndsEveryWait() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        let command = Task { try await client.send(command: "treat") }
+        try await until { socket.sent.count == 1 }
+        await client.stop()
+        await #expect(throws: RelayClientError.stopped) { try await command.value }
+        #expect(await client.pendingCommands == 0)
+        #expect(clock.deadlines.isEmpty, "timers left behind: \(clock.deadlines)")
+    }
+
+    private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
+        var configuration = RelayClient.Configuration(url: URL(string: "http://127.0.0.1:9")!, deviceID: "dev1", token: "wimz_a_test")
+        configuration.clock = clock.relayClientClock
+        configuration.transport = transport
+        configuration.recoverMissedEvents = false
+        return configuration
+    }
+}
+
+/// Lets the client's tasks run what is ready (real time passes only to let them be scheduled).
+private func settle() async {
+    for _ in 0..<50 { await Task.yield() }
+    try? await Task.sleep(for: .milliseconds(2))
+}
+
+/// Waits (real time, at most 10 s) until `condition` holds.
+private func until(_ condition: () async -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !(await condition()) {
+        guard ContinuousClock.now < deadline else { throw TimedOut() }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
+
+private struct TimedOut: Error {}
+
+/// A clock moved by hand: sleepers wake when `advance` reaches their deadline; `fired` counts
+/// the sleeps that ran to their end (the client's own wake-ups), `deadlines` those still waiting.
+final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Duration = .zero
+    private var sleepers: [Int: (deadline: Duration, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    private var cancelledEarly: Set<Int> = []
+    private var nextID = 0
+    private var firedCount = 0
+
+    var now: Duration { lock.withLock { current } }
+    var fired: Int { lock.withLock { firedCount } }
+    var deadlines: [Duration] { lock.withLock { sleepers.values.map(\.deadline).sorted() } }
+
+    var relayClientClock: RelayClientClock {
+        RelayClientClock(now: { self.now }, sleep: { try await self.sleep(for: $0) })
+    }
+
+    func sleep(for duration: Duration) async throws {
+        let id = lock.withLock { () -> Int in
+            nextID += 1
+            return nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = lock.withLock { () -> Bool in
+                    if cancelledEarly.remove(id) != nil { return true }
+                    sleepers[id] = (current + duration, continuation)
+                    return false
+                }
+                if cancelled { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let sleeper = lock.withLock { () -> CheckedContinuation<Void, any Error>? in
+                guard let sleeper = sleepers.removeValue(forKey: id) else {
+                    cancelledEarly.insert(id)
+                    return nil
+                }
+                return sleeper.continuation
+            }
+            sleeper?.resume(throwing: CancellationError())
+        }
+    }
+
+    func advance(by duration: Duration) {
+        let due = lock.withLock { () -> [CheckedContinuation<Void, any Error>] in
+            current += duration
+            let due = sleepers.filter { $0.value.deadline <= current }
+            for id in due.keys { sleepers[id] = nil }
+            firedCount += due.count
+            return due.map(\.value.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+}
+
+/// A transport whose connections the test drives: it delivers what the relay would send and
+/// records what the client sends and pings.
+final class ScriptedTransport: WebSocketTransport, @unchecked Sendable {
+    private let lock = NSLock()
+    private var opened: [ScriptedConnection] = []
+    private var refusing = false
+
+    var refuse: Bool {
+        get { lock.withLock { refusing } }
+        set { lock.withLock { refusing = newValue } }
+    }
+    var connectionCount: Int { lock.withLock { opened.count } }
+
+    func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection {
+        try lock.withLock {
+            guard !refusing else { throw WebSocketUpgradeRefused(status: 503, headers: [:], body: "") }
+            let connection = ScriptedConnection()
+            opened.append(connection)
+            return connection
+        }
+    }
+
+    /// The `n`th connection, once the client opened it.
+    func waitForConnection(_ n: Int) async throws -> ScriptedConnection {
+        try await until { connectionCount >= n }
+        return lock.withLock { opened[n - 1] }
+    }
+}
+
+final class ScriptedConnection: WebSocketConnection, @unchecked Sendable {
+    private let lock = NSLock()
+    private let stream: AsyncStream<WebSocketEvent>
+    private let continuation: AsyncStream<WebSocketEvent>.Continuation
+    private var texts: [String] = []
+    private var pings = 0
+    private var closed = false
+    private var answering = true
+    private var unanswered: [CheckedContinuation<Void, Never>] = []
+
+    init() { (stream, continuation) = AsyncStream.makeStream(of: WebSocketEvent.self) }
+
+    var events: AsyncStream<WebSocketEvent> { stream }
+    var sent: [String] { lock.withLock { texts } }
+    var pingsSent: Int { lock.withLock { pings } }
+    var isClosed: Bool { lock.withLock { closed } }
+    var answersPings: Bool {
+        get { lock.withLock { answering } }
+        set { lock.withLock { answering = newValue } }
+    }
+
+    func deliver(_ event: WebSocketEvent) { continuation.yield(event) }
+
+    func send(text: String) async throws { lock.withLock { texts.append(text) } }
+    func send(binary: [UInt8]) async throws {}
+
+    /// Answered at once, or (`answersPings` false) never while the connection lasts, whatever
+    /// the caller's cancellation says: a pong that does not come.
+    func ping() async throws {
+        await withCheckedContinuation { (pong: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock { () -> Bool in
+                pings += 1
+                if answering || closed { return true }
+                unanswered.append(pong)
+                return false
+            }
+            if now { pong.resume() }
+        }
+    }
+
+    func close(code: UInt16) async { end(code: code) }
+    func abort() async { end(code: nil) }
+
+    private func end(code: UInt16?) {
+        let waiting = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            closed = true
+            defer { unanswered = [] }
+            return unanswered
+        }
+        for pong in waiting { pong.resume() }
+        continuation.yield(.closed(code: code, reason: ""))
+        continuation.finish()
+    }
+}
