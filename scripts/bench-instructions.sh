@@ -140,7 +140,11 @@ for round in $(seq "${WIMZ_INSTRUCTIONS_ROUNDS:-2}"); do
             if [ -n "${WIMZ_INSTRUCTIONS_WARM:-}" ]; then
                 "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" --conns 2000 --concurrency 64 \
                     --duration 120 --setup-timeout 120 --json >/dev/null
-                sleep 1
+                # Every socket of that pass closed (slow under valgrind) before counting starts.
+                for _ in $(seq 600); do
+                    curl -s "http://127.0.0.1:$port/metrics" | grep -q '^wimz_sockets{role="app"} 0$' && break
+                    sleep 0.2
+                done
                 callgrind_control -z "$pid" >/dev/null
             fi
             opened=$("$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" --conns 2000 --concurrency 64 \

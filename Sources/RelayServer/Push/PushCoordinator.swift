@@ -81,7 +81,7 @@ final class PushCoordinator {
         for gone in registrations[device] ?? [] where !kept.contains(gone.token) { planner.forget(token: gone.token, device: device) }
         registrationCount += now.count - (registrations[device]?.count ?? 0)
         registrations[device] = now
-        hub.setPushWatched(device, !now.isEmpty)
+        hub.setPushWatched(device, sender != nil && !now.isEmpty)
         for event in waiting ?? [] { robotEvent(device, event.kind, event.payload, event.place) }
     }
 
