@@ -37,12 +37,15 @@ import WimzProtocol
         await client.start()
         let socket = try await transport.waitForConnection(1)
         socket.answersPings = false
-        try await until { await client.state == .connected && !clock.deadlines.isEmpty }
-        for _ in 1...28 {
-            clock.advance(by: .seconds(1))
-            await settle()
-        }
-        #expect(socket.pingsSent == 1)
+        try await until { await client.state == .connected && clock.deadlines == [.seconds(24)] }
+        clock.advance(by: .seconds(23))
+        await settle()
+        #expect(socket.pingsSent == 0)
+        clock.advance(by: .seconds(1))
+        // Quiet for 24 s: a ping, and 5 s for its pong.
+        try await until { socket.pingsSent == 1 && clock.deadlines == [.seconds(29)] }
+        clock.advance(by: .seconds(4))
+        await settle()
         #expect(transport.connectionCount == 1 && !socket.isClosed, "dropped before its time")
         clock.advance(by: .seconds(1))
         _ = try await transport.waitForConnection(2)
