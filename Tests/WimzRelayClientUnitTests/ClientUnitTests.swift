@@ -23,6 +23,21 @@ import WimzProtocol
         #expect(RelayClientError.robotBusy(message: "").errorCode == .robotBusy && RelayClientError.timeout.errorCode == nil)
     }
 
+    /// Whole numbers stay exact past 2^53 (they were `Double`s), others are `Double`s; the two
+    /// compare and hash by value.
+    @Test func jsonNumbersKeepIntegersExact() throws {
+        let parsed = try JSON(parsing: #"{"id":9007199254740993,"ratio":1.5,"n":-3,"huge":1e300}"#)
+        #expect(parsed["id"] == .integer(9_007_199_254_740_993) && parsed["id"]?.int64Value == 9_007_199_254_740_993)
+        #expect(parsed.text.contains(#""id":9007199254740993"#))
+        #expect(parsed["ratio"] == .number(1.5) && parsed["ratio"]?.intValue == nil && parsed["n"]?.intValue == -3)
+        #expect(parsed["huge"]?.doubleValue == 1e300 && parsed["huge"]?.int64Value == nil)
+        #expect(JSON.integer(1) == .number(1.0) && Set<JSON>([.integer(1), .number(1.0)]).count == 1)
+        #expect(JSON.integer(1) != .number(1.5) && JSON.integer(1) != .string("1"))
+        struct Big: Decodable { var id: Int64; var ratio: Double; var n: Int }
+        let big = try parsed.decode(Big.self)
+        #expect(big.id == 9_007_199_254_740_993 && big.ratio == 1.5 && big.n == -3)
+    }
+
     @Test func backoffIsCappedFullJitterAndSlowerWhenAsked() {
         var backoff = Backoff(base: .milliseconds(500), cap: .seconds(8), slowFloor: .seconds(5), slowCap: .seconds(60))
         var rng = SystemRandomNumberGenerator()

@@ -14,6 +14,20 @@ import WimzRelayClient
         #expect(route.baseURL.appendingPathComponent("mode").path == "/prefix/api/devices/robot-1/robot/mode")
     }
 
+    /// The guide's commands as typed values: parameters with the robot's snake_case keys, replies
+    /// from what the robot answers (the stand-in's, as the guide's §3.2 and §5.2 bodies).
+    @Test func theGuidesCommandsEncodeTheirBodiesAndDecodeTheirAnswers() throws {
+        #expect(try StartMission(missionName: "sit_training", parameters: ["dog_id": "elsa"]).parameters()
+                == ["mission_name": "sit_training", "parameters": ["dog_id": "elsa"]])
+        #expect(try SetMode(mode: "coach").parameters() == ["mode": "coach"])
+        #expect(try DispenseTreat().parameters() == [:] && PingRobot.name == "ping" && DispenseTreat.name == "treat")
+        let started = try JSON(parsing: #"{"success":true,"message":"Mission 'sit_training' started successfully","mission_name":"sit_training","mission_id":42}"#)
+        #expect(try started.decode(StartMission.Reply.self, snakeCaseKeys: true)
+                == MissionStartResponse(success: true, message: "Mission 'sit_training' started successfully", missionName: "sit_training", missionId: 42))
+        let locked = try JSON(parsing: #"{"success":false,"error":"Mode locked: Mission active: sit_training"}"#)
+        #expect(try locked.decode(SetMode.Reply.self, snakeCaseKeys: true).error == "Mode locked: Mission active: sit_training")
+    }
+
     @Test func theLastKnownStateTypesItsEventsAsTheGuidesModels() throws {
         let body = #"{"device_id":"d","online":false,"last_seen":"2026-11-22T10:00:00Z","events":{"mode_changed":{"message":{"type":"event","event":"mode_changed","data":{"mode":"coach","previous_mode":"idle"}},"received_at":"2026-11-22T09:59:00Z"},"audio_state":{"message":{"type":"event","event":"audio_state","data":{"playing":"not a bool"}},"received_at":"2026-11-22T09:58:00Z"},"bogus":{"message":"not an object"}}}"#
         let state = try LastKnownState.decode(Data(body.utf8))

@@ -102,7 +102,7 @@ extension RelayClient {
         var body: [String: JSON] = ["access": .string(access.rawValue), "label": .string(label)]
         if access == .guest { body["control"] = .bool(control) }
         if let until { body["until"] = .string(until.formatted(.iso8601)) }
-        if let codeValidFor { body["expires_in"] = .number(Double(codeValidFor.components.seconds)) }
+        if let codeValidFor { body["expires_in"] = .integer(codeValidFor.components.seconds) }
         let answer = try await householdCall("POST", .invites, body: .object(body), expecting: 201)
         return try read(answer, as: "invite", Invite.init)
     }

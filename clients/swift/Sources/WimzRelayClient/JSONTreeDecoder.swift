@@ -45,13 +45,18 @@ extension TreeDecoder: SingleValueDecodingContainer {
             guard case .string(let s) = value else { throw mismatch(type, value, codingPath) }
             return s as! T
         case is Double.Type:
-            guard case .number(let n) = value else { throw mismatch(type, value, codingPath) }
+            guard let n = value.doubleValue else { throw mismatch(type, value, codingPath) }
             return n as! T
         case is Float.Type:
-            guard case .number(let n) = value else { throw mismatch(type, value, codingPath) }
+            guard let n = value.doubleValue else { throw mismatch(type, value, codingPath) }
             return Float(n) as! T
         case let integer as any FixedWidthInteger.Type:
-            guard case .number(let n) = value, let exact = integer.init(exactly: n) else { throw mismatch(type, value, codingPath) }
+            let exact: (any FixedWidthInteger)? = switch value {
+            case .integer(let n): integer.init(exactly: n)
+            case .number(let n): integer.init(exactly: n)
+            default: nil
+            }
+            guard let exact else { throw mismatch(type, value, codingPath) }
             return exact as! T
         case is JSON.Type:
             return value as! T

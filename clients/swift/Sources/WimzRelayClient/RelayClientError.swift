@@ -31,6 +31,9 @@ public enum RelayClientError: Error, Sendable, Equatable {
     case http(status: Int, code: String, message: String)
     /// The relay sent something this client cannot read.
     case invalidResponse(String)
+    /// The robot answered a typed command (``RobotCommand``) with `ok` false: its own error
+    /// `code` (nil without one) and message.
+    case commandFailed(code: String?, message: String)
 }
 
 extension RelayClientError {
@@ -43,7 +46,7 @@ extension RelayClientError {
         case .deviceOffline: return .deviceOffline
         case .rateLimited: return .rateLimited
         case .robotBusy: return .robotBusy
-        case .revoked, .timeout, .notConnected, .stopped, .invalidResponse: return nil
+        case .revoked, .timeout, .notConnected, .stopped, .invalidResponse, .commandFailed: return nil
         }
     }
 

@@ -120,8 +120,8 @@ public actor RobotAPI {
     public func createProgram(name: String, displayName: String, description: String = "", missions: [String],
                               dailyTreatLimit: Int, restBetweenMissionsSec: Int? = nil) async throws -> GenericResponse {
         var body: [String: JSON] = ["name": .string(name), "display_name": .string(displayName), "description": .string(description),
-                                    "missions": .array(missions.map { .string($0) }), "daily_treat_limit": .number(Double(dailyTreatLimit))]
-        if let restBetweenMissionsSec { body["rest_between_missions_sec"] = .number(Double(restBetweenMissionsSec)) }
+                                    "missions": .array(missions.map { .string($0) }), "daily_treat_limit": .integer(Int64(dailyTreatLimit))]
+        if let restBetweenMissionsSec { body["rest_between_missions_sec"] = .integer(Int64(restBetweenMissionsSec)) }
         return try await call("POST", "programs/create", body: .object(body))
     }
     /// Preset programs cannot be deleted: the robot answers 400 (thrown as ``RelayClientError/http(status:code:message:)``).

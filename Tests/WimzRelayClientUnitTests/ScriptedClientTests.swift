@@ -3,11 +3,11 @@ import Testing
 @testable import WimzRelayClient
 import WimzProtocol
 
-/// The client's waits on a clock the test moves by hand (no relay, no real waiting): a healthy
-/// connection wakes for nothing but the relay's pings, a silent one is dropped on time, the
-/// back-off is one timer that `reconnectNow()` cuts short, and a cancelled command returns at
-/// once and leaves nothing behind.
-@Suite struct TimerTests {
+/// The client on a scripted transport and a clock the test moves by hand (no relay, no real
+/// waiting): a healthy connection wakes for nothing but the relay's pings, a silent one is
+/// dropped on time, the back-off is one timer that `reconnectNow()` cuts short, a cancelled
+/// command returns at once and leaves nothing behind, and typed commands keep integers exact.
+@Suite struct ScriptedClientTests {
     @Test func aHealthyConnectionWakesForNothingButTheRelaysPings() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
         let client = RelayClient(configuration(clock, transport))
@@ -108,6 +108,36 @@ import WimzProtocol
         await #expect(throws: RelayClientError.stopped) { try await command.value }
         #expect(await client.pendingCommands == 0)
         #expect(clock.deadlines.isEmpty, "timers left behind: \(clock.deadlines)")
+    }
+
+    /// A typed command goes out as `{"type":"command",…}` with its snake_case parameters, and its
+    /// reply comes back typed, integers exact; `ok` false is the robot's error, typed.
+    @Test func aTypedCommandAndItsReply() async throws {
+        struct Feed: RobotCommand {
+            typealias Reply = Fed
+            static let name = "feed"
+            var portionGrams: Int64
+        }
+        struct Fed: Decodable, Sendable { var servingId: Int64 }
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        let fed = Task { try await client.send(Feed(portionGrams: 9_007_199_254_740_993)) }
+        try await until { socket.sent.count == 1 }
+        let frame = try JSON(parsing: socket.sent[0])
+        #expect(frame["command"] == "feed" && frame["data"]?["portion_grams"]?.int64Value == 9_007_199_254_740_993)
+        let id = try #require(frame["id"]?.stringValue)
+        socket.deliver(.text(#"{"type":"response","id":"\#(id)","ok":true,"data":{"serving_id":9007199254740993}}"#))
+        #expect(try await fed.value.servingId == 9_007_199_254_740_993)
+
+        let refused = Task { try await client.send(Feed(portionGrams: 1)) }
+        try await until { socket.sent.count == 2 }
+        let second = try #require(try JSON(parsing: socket.sent[1])["id"]?.stringValue)
+        socket.deliver(.text(#"{"type":"response","id":"\#(second)","ok":false,"error":{"code":"empty","message":"no food left"}}"#))
+        await #expect(throws: RelayClientError.commandFailed(code: "empty", message: "no food left")) { try await refused.value }
+        await client.stop()
     }
 
     private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
