@@ -59,6 +59,28 @@ import RelayTestSupport
         #expect(ContinuousClock.now - started < .seconds(3), "stop() while connected (a 2 s close handshake at most)")
     }
 
+    /// A call to a relay that does not answer (frozen: the kernel accepts, nothing replies) ends
+    /// the moment its task is cancelled, with `CancellationError`: TURN credentials, a household
+    /// call and pairing, whatever URLSession would otherwise wait for.
+    @Test func cancelledHTTPCallsReturnAtOnce() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let client = makeClient(f)
+        kill(f.relay.pid, SIGSTOP)
+        defer { kill(f.relay.pid, SIGCONT) }
+        let calls: [(String, Task<Void, any Error>)] = [
+            ("turnCredentials", Task { _ = try await client.turnCredentials() }),
+            ("members", Task { _ = try await client.members() }),
+            ("pair", Task { _ = try await RelayClient.pair(relay: URL(string: "http://127.0.0.1:\(f.port)")!, code: "123456", label: "t") }),
+        ]
+        try await Task.sleep(for: .milliseconds(300))  // each request sent, none answered
+        for (name, call) in calls {
+            let started = ContinuousClock.now
+            call.cancel()
+            await #expect(throws: CancellationError.self, "\(name)") { try await call.value }
+            #expect(ContinuousClock.now - started < .seconds(1), "\(name) took \(ContinuousClock.now - started)")
+        }
+    }
+
     @Test func anUnansweredUpgradeEndsAtTheConnectTimeout() async throws {
         let f = try await onThread { try RelayFixture() }
         kill(f.relay.pid, SIGSTOP)
