@@ -12,6 +12,9 @@ import RelayWorkers
 /// none is lost to the read. While followed, the store's notifications keep it current; one
 /// pushed out of the recent is forgotten. `robot_offline` and the end of a dead node's run read
 /// the claimed devices' registrations in their own jobs. Service thread.
+///
+/// Every handshake passes here twice (arrival, departure): plain dictionaries and an array, no
+/// generic type of another module (unspecialised, `LRUTable` cost a warm handshake 5 %).
 final class ServedDevices {
     /// Devices kept after their last socket left (each a few hundred bytes).
     static let recentCapacity = 10_000
@@ -19,22 +22,28 @@ final class ServedDevices {
     private let followed: FollowedDevices
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
-    /// Every device followed: those with a socket here and those in `recent`.
-    private var held: Set<DeviceID> = []
-    /// Followed devices without a socket here, least recently left first out.
-    private var recent: LRUTable<DeviceID, DeviceID>
+    private let recentCapacity: Int
+    /// Followed devices without a socket here, each with the number of its departure.
+    private var recent: [DeviceID: UInt64] = [:]
+    /// Departures in order, from `oldest` on; an entry whose number `recent` no longer holds is
+    /// stale (the device came back, or left again later).
+    private var departures: [(device: DeviceID, number: UInt64)] = []
+    private var oldest = 0
+    private var departed: UInt64 = 0
+    /// Devices with a socket here (all followed).
+    private var present = 0
 
     init(followed: FollowedDevices, push: PushCoordinator, missionRuns: MissionRuns, recentCapacity: Int = ServedDevices.recentCapacity) {
         self.followed = followed
         self.push = push
         self.missionRuns = missionRuns
-        recent = LRUTable(capacity: recentCapacity)
+        self.recentCapacity = recentCapacity
     }
 
-    /// The first socket of `device` attached here.
+    /// The first socket of `device` attached here: held already if it left lately, else followed.
     func arrived(_ device: DeviceID) {
-        recent.remove(device)
-        guard held.insert(device).inserted else { return }
+        present += 1
+        guard recent.removeValue(forKey: device) == nil else { return }
         followed.follow(device)
         push.follow(device)
         missionRuns.follow(device)
@@ -42,24 +51,37 @@ final class ServedDevices {
 
     /// The last socket of `device` here detached: held among the recent, the least recent out.
     func left(_ device: DeviceID) {
-        guard held.contains(device) else { return }
-        if recent.count == recent.capacity, recent.peek(device) == nil, let oldest = recent.oldestValue {
-            recent.remove(oldest)
-            forget(oldest)
+        present -= 1
+        departed += 1
+        recent[device] = departed
+        departures.append((device, departed))
+        while recent.count > recentCapacity, oldest < departures.count {
+            let (candidate, number) = departures[oldest]
+            oldest += 1
+            guard recent[candidate] == number else { continue }  // stale
+            recent[candidate] = nil
+            forget(candidate)
         }
-        recent.set(device, device)
+        // Stale entries go once they are most of the list: it stays within twice the recent.
+        if departures.count - oldest > 2 * max(recent.count, 1024) {
+            departures = departures[oldest...].filter { recent[$0.device] == $0.number }
+            oldest = 0
+        }
     }
 
-    /// What the store holds for followed devices (`StoreEvent.devicesRead`).
+    /// What the store holds for followed devices (`StoreEvent.devicesRead`); one no longer
+    /// followed is ignored by each component.
     func read(_ devices: [DeviceRegistrations]) {
-        for stored in devices where held.contains(stored.device) {
+        for stored in devices {
             push.changed(stored.device, stored.push)
             missionRuns.read(stored)
         }
     }
 
+    /// Departures still listed, stale ones included (bounded; for tests).
+    var departuresListed: Int { departures.count - oldest }
+
     private func forget(_ device: DeviceID) {
-        held.remove(device)
         followed.unfollow(device)
         push.forget(device)
         missionRuns.forget(device)
@@ -69,6 +91,7 @@ final class ServedDevices {
 extension ServedDevices: MetricsReporting {
     func report(to metrics: MetricsSink) {
         metrics.gauge("wimz_devices_followed",
-                      "Devices whose push registrations and Live Activity tokens this node holds (served now or lately).", held.count)
+                      "Devices whose push registrations and Live Activity tokens this node holds (served now or lately).",
+                      present + recent.count)
     }
 }
