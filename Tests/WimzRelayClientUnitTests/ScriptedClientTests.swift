@@ -155,9 +155,11 @@ private func settle() async {
     try? await Task.sleep(for: .milliseconds(2))
 }
 
-/// Waits (real time, at most 10 s) until `condition` holds.
+/// Waits (real time, at most 30 s: only a failure waits that long) until `condition` holds.
+/// These tests need the cooperative thread pool: the test command runs them with the client's
+/// integration tests, apart from the daemon's tests that block its threads.
 private func until(_ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + .seconds(30)
     while !(await condition()) {
         guard ContinuousClock.now < deadline else { throw TimedOut() }
         try await Task.sleep(for: .milliseconds(2))
