@@ -100,19 +100,12 @@ public actor RelayClient {
     private var started = false
     /// The open socket (nil between connections).
     var connection: (any WebSocketConnection)?
-    private var pending: [String: PendingCommand] = [:]
-    private var commandCount = 0
+    /// Commands waiting for their answers, by id (Commands.swift).
+    var pending: [String: PendingCommand] = [:]
+    var commandCount = 0
     private var turn: TurnCredentials?
     private var turnFetch: Task<TurnCredentials, any Error>?
     private var turnRefresher: Task<Void, Never>?
-
-    /// A command waiting for its answer; the answer (or the caller's cancellation) may come
-    /// before the caller starts waiting.
-    private struct PendingCommand {
-        var continuation: CheckedContinuation<CommandResponse, any Error>?
-        var early: Result<CommandResponse, any Error>?
-        var timeout: Task<Void, Never>?
-    }
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -187,66 +180,6 @@ public actor RelayClient {
         await runner.value
         if case .stopped = state { return }  // already ended (401/403/4003)
         finish(.stopped)
-    }
-
-    // MARK: - Commands
-
-    /// Sends a command to the robot and waits for its response.
-    /// - Throws: ``RelayClientError/deviceOffline(message:)`` when the robot is not connected,
-    ///   ``RelayClientError/rateLimited(message:)`` when the relay dropped it,
-    ///   ``RelayClientError/forbidden(code:message:)`` for a guest without control,
-    ///   ``RelayClientError/timeout`` and ``RelayClientError/notConnected``; `CancellationError`
-    ///   at once when the calling task is cancelled (the command is forgotten: a late answer is
-    ///   dropped).
-    public func send(command name: String, data: JSON = [:], timeout: Duration? = nil) async throws -> CommandResponse {
-        try Task.checkCancellation()
-        guard let connection else { throw RelayClientError.notConnected }
-        commandCount += 1
-        let id = "app-\(commandCount)"
-        let limit = timeout ?? configuration.commandTimeout, clock = configuration.clock
-        pending[id] = PendingCommand(timeout: Task { [weak self] in
-            do { try await clock.sleep(limit) } catch { return }
-            await self?.resolve(id, .failure(RelayClientError.timeout))
-        })
-        return try await withTaskCancellationHandler {
-            let text = JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text
-            do {
-                try await connection.send(text: text)
-            } catch {
-                resolve(id, .failure(RelayClientError.notConnected))
-            }
-            return try await withCheckedThrowingContinuation { continuation in
-                guard var command = pending[id] else { return continuation.resume(throwing: RelayClientError.notConnected) }
-                if let early = command.early {
-                    pending[id] = nil
-                    continuation.resume(with: early)
-                } else {
-                    command.continuation = continuation
-                    pending[id] = command
-                }
-            }
-        } onCancel: {
-            Task { await self.resolve(id, .failure(CancellationError())) }
-        }
-    }
-
-    private func resolve(_ id: String, _ result: Result<CommandResponse, any Error>) {
-        guard var command = pending[id] else { return }
-        command.timeout?.cancel()
-        if let continuation = command.continuation {
-            pending[id] = nil
-            continuation.resume(with: result)
-        } else if command.early == nil {
-            command.early = result
-            pending[id] = command
-        }
-    }
-
-    /// Commands waiting for an answer (for tests: a cancelled one leaves none behind).
-    var pendingCommands: Int { pending.count }
-
-    private func failAllPending(_ error: RelayClientError) {
-        for id in Array(pending.keys) { resolve(id, .failure(error as any Error)) }
     }
 
     /// The app token in use (the configured one, or the provider's newest).
