@@ -84,29 +84,26 @@ public struct LiveActivityRepository {
     /// The start tokens and activities of one device (nil: of every device), start tokens first,
     /// then by app token and activity id.
     public func registrations(device: DeviceID?) throws -> [LiveActivityRegistration] {
-        try db.execute(
-            """
-            SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
-            FROM live_activity_start_tokens WHERE $1::text IS NULL OR device_id = $1
-            UNION ALL
-            SELECT device_id, app_token_id, activity_id, token, environment, created_at
-            FROM live_activities WHERE $1::text IS NULL OR device_id = $1
-            ORDER BY device_id, app_token_id, activity_id NULLS FIRST
-            """, [device?.rawValue]).records.map(Self.decode)
+        try db.execute(Self.registrations(where: "$1::text IS NULL OR device_id = $1"), [device?.rawValue]).records.map(Self.decode)
     }
 
     /// The start tokens and activities of these devices, ordered as `registrations(device:)`.
     public func registrations(devices: [DeviceID]) throws -> [LiveActivityRegistration] {
         guard !devices.isEmpty else { return [] }
-        return try db.executePrepared(
-            """
-            SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
-            FROM live_activity_start_tokens WHERE device_id = ANY ($1::text[])
-            UNION ALL
-            SELECT device_id, app_token_id, activity_id, token, environment, created_at
-            FROM live_activities WHERE device_id = ANY ($1::text[])
-            ORDER BY device_id, app_token_id, activity_id NULLS FIRST
-            """, [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+        return try db.executePrepared(Self.registrations(where: "device_id = ANY ($1::text[])"),
+                                      [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+    }
+
+    /// Both tables' rows that meet `condition`, start tokens first, then by app token and activity.
+    private static func registrations(where condition: String) -> String {
+        """
+        SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
+        FROM live_activity_start_tokens WHERE \(condition)
+        UNION ALL
+        SELECT device_id, app_token_id, activity_id, token, environment, created_at
+        FROM live_activities WHERE \(condition)
+        ORDER BY device_id, app_token_id, activity_id NULLS FIRST
+        """
     }
 
     /// Tokens whose app token expired (time passed; nothing updated the token row).

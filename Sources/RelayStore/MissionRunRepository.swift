@@ -10,12 +10,7 @@ public struct MissionRunRepository {
 
     /// The open run of `device`, if any, and the device's name (what a push-to-start shows).
     public func run(of device: DeviceID) throws -> (run: MissionRun?, name: String) {
-        guard let row = try db.execute(
-            """
-            SELECT r.opened_at, r.state::text AS state, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
-            WHERE d.id = $1
-            """, [device.rawValue]).firstRecord else { return (nil, "") }
-        return (try Self.decode(row), try row.string("name"))
+        try runs(of: [device])[device] ?? (nil, "")
     }
 
     /// `run(of:)` for several devices in one statement (a device that no longer exists is left out).

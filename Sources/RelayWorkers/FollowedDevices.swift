@@ -53,8 +53,6 @@ public final class FollowedDevices: Sendable {
         state.withLock { $0.queued = $0.followed }
     }
 
-    var isEmpty: Bool { state.withLock { $0.queued.isEmpty } }
-
     /// Devices queued now (the monitor waits for more when they are few).
     var waiting: Int { state.withLock { $0.queued.count } }
 

@@ -110,17 +110,17 @@ public final class StoreMonitor: DatabaseWork {
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
         try checkSchema(db)
         let current = state.withLock { $0.caughtUp }
-        if current, !credentials.isEmpty || !devices.isEmpty {
+        if current, !credentials.isEmpty || devices.waiting > 0 {
             // A lone lookup or device waits 2 ms for company: in a storm of handshakes that makes
-            // batches of many, and a single handshake hardly notices. The tokens and the devices asked for
-            // are read in one transaction: a storm costs one per batch, not two.
+            // batches of many, and a single handshake hardly notices. The tokens and the devices
+            // asked for are read in one transaction: a storm costs one per batch, not two.
             if credentials.waitingDigests + devices.waiting < 64 { usleep(2_000) }
             try db.transaction {
                 try answerCredentials(db)
                 try readDevices(db)
             }
         }
-        let asked = !credentials.isEmpty || !devices.isEmpty
+        let asked = !credentials.isEmpty || devices.waiting > 0
         let notes = try thread.notifications(on: db, waitingUpTo: current && asked ? 0 : 1000)
         guard current else { return }  // catching up later reads what these changed
         for note in notes {

@@ -69,8 +69,7 @@ final class MissionRuns {
         registrations[device] = stored.liveActivities
         guard !stored.liveActivities.isEmpty else { return watch(device, false) }
         hub.setMissionWatched(device, true)
-        loading[device] = loading[device] ?? []
-        runRead(device, stored.run, name: stored.name)
+        takeRun(device, stored.run, name: stored.name, then: loading.removeValue(forKey: device) ?? [])
     }
 
     /// A followed device's tokens, as they are now.
@@ -170,7 +169,9 @@ final class MissionRuns {
     func handle(_ event: MissionRunEvent) {
         switch event {
         case .loaded(let device, let stored, let name):
-            runRead(device, stored, name: name)
+            // Only while its read is awaited: the device may have lost its tokens since.
+            guard let waiting = loading.removeValue(forKey: device) else { return }
+            takeRun(device, stored, name: name, then: waiting)
         case .claimed(let ended):
             claiming = false
             let now = env.clock.wall().seconds
@@ -185,9 +186,8 @@ final class MissionRuns {
     }
 
     /// `device`'s stored run and name, read: taken unless this node's run is newer; the signals
-    /// that waited for it follow.
-    private func runRead(_ device: DeviceID, _ stored: MissionRun?, name: String) {
-        guard let waiting = loading.removeValue(forKey: device) else { return }
+    /// that waited for it (`waiting`, no longer in `loading`) follow.
+    private func takeRun(_ device: DeviceID, _ stored: MissionRun?, name: String, then waiting: [MissionSignal]) {
         names[device] = name
         if runs[device] == nil, let stored {
             runs[device] = stored

@@ -15,8 +15,8 @@ enum PushEvent: Sendable {
 
 /// The phone in the pocket (docs/protocol.md v1.2 "Push notifications"), on the service thread: the
 /// registrations of the devices this node follows (`ServedDevices`), the decision for each robot
-/// event (local first, counted in windows), `robot_offline`, and the outcomes. The sending itself is `APNsSender`'s, on its own threads;
-/// nothing here waits for it or for the database.
+/// event (local first, counted in windows), `robot_offline`, and the outcomes. The sending itself
+/// is `APNsSender`'s, on its own threads; nothing here waits for it or for the database.
 final class PushCoordinator {
     /// Nil without an APNs key: registrations are refused (501) and nothing is pushed.
     let sender: APNsSender?
@@ -115,8 +115,8 @@ final class PushCoordinator {
     /// included).
     func robotEvent(_ device: DeviceID, _ kind: PushKind, _ payload: Payload, _ place: (epoch: String, seq: UInt64)) {
         guard sender != nil else { return }
-        if reading[device] != nil {
-            if reading[device]!.count < Self.waitingEventsPerDevice { reading[device]!.append(WaitingEvent(kind: kind, payload: payload, place: place)) }
+        if let waiting = reading[device] {
+            if waiting.count < Self.waitingEventsPerDevice { reading[device]?.append(WaitingEvent(kind: kind, payload: payload, place: place)) }
             return
         }
         guard let candidates = registrations[device], !candidates.isEmpty else { return }
