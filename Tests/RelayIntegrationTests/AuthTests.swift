@@ -41,6 +41,8 @@ import RelayTestSupport
         let unknown = try refused(f, "/ws/app?device_id=dev1&token=wimz_a_doesnotexist")
         #expect(unknown.status == 401)
         #expect(try unknown.json()["error"] as? String == "unknown_token")
+        // The code again in a header, for clients not handed a refused upgrade's body (URLSession).
+        #expect(missing.headers["wimz-error"] == "missing_token" && unknown.headers["wimz-error"] == "unknown_token")
         let bearerUnknown = try refused(f, "/ws/robot?device_id=dev1", headers: ["Authorization": "Bearer wimz_r_nope"])
         #expect(bearerUnknown.status == 401)
 
@@ -67,6 +69,7 @@ import RelayTestSupport
         let otherDevice = try refused(f, "/ws/app?device_id=dev1&token=\(f.appTokens["dev2"]!)")
         #expect(otherDevice.status == 403)
         #expect(try otherDevice.json()["error"] as? String == "wrong_device")
+        #expect(otherDevice.headers["wimz-error"] == "wrong_device")
         let otherRole = try refused(f, "/ws/robot?device_id=dev1&token=\(f.appTokens["dev1"]!)")
         #expect(otherRole.status == 403)
         #expect(try otherRole.json()["error"] as? String == "wrong_role")

@@ -56,14 +56,14 @@ import WimzProtocol
 
     @Test func theBackoffIsOneTimerThatReconnectNowCutsShort() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
-        transport.refuse = true
+        transport.refusal = WebSocketUpgradeRefused(status: 503, headers: [:], body: "")
         let client = RelayClient(configuration(clock, transport))
         await client.start()
         try await until { clock.deadlines.count == 1 }
         await settle()
         guard case .waiting(let delay) = await client.state else { Issue.record("not waiting"); return }
         #expect(clock.deadlines == [clock.now + delay], "one timer for the whole wait, not steps")
-        transport.refuse = false
+        transport.refusal = nil
         await client.reconnectNow()
         _ = try await transport.waitForConnection(1)
         #expect(clock.fired == 0, "the wait ended without its timer firing")
@@ -138,6 +138,38 @@ import WimzProtocol
         socket.deliver(.text(#"{"type":"response","id":"\#(second)","ok":false,"error":{"code":"empty","message":"no food left"}}"#))
         await #expect(throws: RelayClientError.commandFailed(code: "empty", message: "no food left")) { try await refused.value }
         await client.stop()
+    }
+
+    /// URLSession hands over a refused upgrade's status and headers, never its body: the relay's
+    /// `Wimz-Error` header says the token expired, and the client asks its provider for a fresh
+    /// one and connects — no second request to learn why.
+    @Test func aRefusalWithoutItsBodyIsReadFromTheErrorHeader() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        transport.refusal = WebSocketUpgradeRefused(status: 401, headers: ["wimz-error": "expired_token"], body: "")
+        let calls = Locked(0)
+        var settings = configuration(clock, transport)
+        settings.tokenProvider = {
+            let call = calls.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if call > 1 { transport.refusal = nil }  // the renewed token is good
+            return "wimz_a_\(call)"
+        }
+        let client = RelayClient(settings)
+        await client.start()
+        // The provider is asked again at once: no timer between the refusal and the new token.
+        _ = try await transport.waitForConnection(1)
+        #expect(transport.tokensPresented == ["wimz_a_1", "wimz_a_2"])
+        #expect(clock.fired == 0)
+        await client.stop()
+        // Without a provider the header's code is what the client stops with.
+        let refused = ScriptedTransport()
+        refused.refusal = WebSocketUpgradeRefused(status: 403, headers: ["wimz-error": "device_disabled"], body: "")
+        let stopped = RelayClient(configuration(clock, refused))
+        await stopped.start()
+        try await until { if case .stopped = await stopped.state { true } else { false } }
+        #expect(await stopped.state == .stopped(.forbidden(code: "device_disabled", message: "device_disabled")))
     }
 
     private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
@@ -229,17 +261,22 @@ final class ManualClock: @unchecked Sendable {
 final class ScriptedTransport: WebSocketTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var opened: [ScriptedConnection] = []
-    private var refusing = false
+    private var refusing: WebSocketUpgradeRefused?
+    private var tokens: [String] = []
 
-    var refuse: Bool {
+    /// How the next upgrades are refused (nil: they are not).
+    var refusal: WebSocketUpgradeRefused? {
         get { lock.withLock { refusing } }
         set { lock.withLock { refusing = newValue } }
     }
     var connectionCount: Int { lock.withLock { opened.count } }
+    /// The bearer token of every upgrade asked for, refused or not.
+    var tokensPresented: [String] { lock.withLock { tokens } }
 
     func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection {
         try lock.withLock {
-            guard !refusing else { throw WebSocketUpgradeRefused(status: 503, headers: [:], body: "") }
+            tokens.append(String(headers["Authorization"]?.dropFirst("Bearer ".count) ?? ""))
+            if let refusing { throw refusing }
             let connection = ScriptedConnection()
             opened.append(connection)
             return connection

@@ -1,4 +1,5 @@
 import RelayCore
+import WimzProtocol
 
 /// A complete HTTP response written in one go: the relay's own (JSON or text, never cached), or a
 /// robot's passed through (its own headers, content type included).
@@ -75,10 +76,11 @@ struct HTTPResponse: Sendable {
     static let noContent = HTTPResponse(status: 204, contentType: nil, headers: [], body: [], noStore: true)
 
     /// A refusal's answer: the contract's error body `{"error":CODE,"message":TEXT}`, its
-    /// status and its headers.
+    /// status and its headers, and the code again in `Wimz-Error` — a client that is not handed
+    /// the body (URLSession's WebSocket task, on a refused upgrade) still learns why.
     static func error(_ error: RelayError) -> HTTPResponse {
         json(error.status, .object([("error", .string(error.code.rawValue)), ("message", .string(error.message))]),
-             headers: error.headers.map { ($0.name, $0.value) })
+             headers: [(WimzProtocol.errorHeader, error.code.rawValue)] + error.headers.map { ($0.name, $0.value) })
     }
 
     /// The same, written out: `.error(.notFound, "no such registration")`.

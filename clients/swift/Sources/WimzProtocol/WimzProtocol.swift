@@ -84,6 +84,10 @@ public enum CloseCode: UInt16, Sendable, CaseIterable {
 }
 
 public enum WimzProtocol {
+    /// The header every error answer of the relay carries its code in (the body's `error`): a
+    /// client that is not handed a refused upgrade's body (URLSession) still learns why.
+    public static let errorHeader = "Wimz-Error"
+
     /// Endpoint paths.
     public enum Path {
         public static let robotSocket = "/ws/robot"

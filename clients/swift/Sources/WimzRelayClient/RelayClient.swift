@@ -243,12 +243,7 @@ public actor RelayClient {
                 socket = try await configuration.transport.connect(to: connectURL(),
                                                                    headers: ["Authorization": "Bearer \(token)"])
             } catch let refused as WebSocketUpgradeRefused {
-                // URLSession does not hand over a refused upgrade's body: ask the status endpoint
-                // with the same token, which answers with the same JSON error.
-                let lostBody = refused.body.isEmpty && (refused.status == 401 || refused.status == 403)
-                let text = lostBody ? await refusalBody(base: httpBase, device: configuration.deviceID, token: token,
-                                                        session: configuration.urlSession) : refused.body
-                let refusal = RelayClientError.refusal(status: refused.status, body: Data(text.utf8))
+                let refusal = refused.relayError
                 switch refusal {
                 case .unauthorized(let code, _):
                     if [ErrorCode.expiredToken, .unknownToken].map(\.rawValue).contains(code), await renewToken() { continue }

@@ -52,10 +52,11 @@ extension RelayClientError {
 
     /// The relay's (or the robot's) refusal of an HTTP request, from its status and JSON body
     /// `{"error":CODE,"message":TEXT}`: 401 and 403 typed, anything else ``http(status:code:message:)``.
-    public static func refusal(status: Int, body: Data) -> RelayClientError {
+    /// `errorHeader`: the answer's `Wimz-Error`, which names the code when the body is not at hand.
+    public static func refusal(status: Int, body: Data, errorHeader: String? = nil) -> RelayClientError {
         let json = (try? JSON(parsing: String(decoding: body, as: UTF8.self))) ?? .null
-        let code = json["error"]?.stringValue ?? "http_\(status)"
-        let message = json["message"]?.stringValue ?? json["error"]?.stringValue
+        let code = json["error"]?.stringValue ?? errorHeader ?? "http_\(status)"
+        let message = json["message"]?.stringValue ?? json["error"]?.stringValue ?? errorHeader
             ?? HTTPURLResponse.localizedString(forStatusCode: status)
         switch status {
         case 401: return .unauthorized(code: code, message: message)

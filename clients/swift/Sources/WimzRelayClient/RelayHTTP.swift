@@ -24,15 +24,6 @@ public func relayURL(_ base: URL, _ path: String) -> URL {
     base.appendingPathComponent(String(path.drop { $0 == "/" }))
 }
 
-/// The JSON error the relay gives `token` (`GET /api/devices/ID/status`), for WebSocket
-/// transports that lose a refused upgrade's body.
-func refusalBody(base: URL, device: String, token: String, session: URLSession) async -> String {
-    var request = URLRequest(url: relayURL(base, WimzProtocol.Path.device(device, .status)))
-    request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-    guard let (data, _) = try? await session.data(for: request) else { return "" }
-    return String(decoding: data, as: UTF8.self)
-}
-
 /// `session.data(for:)`, ended by the caller's cancellation (`CancellationError`; the request is
 /// cancelled with it) even where the platform's URLSession would finish it first; any other
 /// failure is ``RelayClientError/notConnected``.

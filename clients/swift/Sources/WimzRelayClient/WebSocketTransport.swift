@@ -14,11 +14,18 @@ public enum WebSocketEvent: Sendable, Equatable {
 }
 
 /// The server answered the upgrade with something other than 101 (the relay's 401, 403, 429,
-/// 503… with its JSON error body).
+/// 503… with its JSON error body, and its code in `Wimz-Error` where the body is not at hand).
 public struct WebSocketUpgradeRefused: Error, Sendable, Equatable {
     public var status: Int
+    /// Header names in lower case.
     public var headers: [String: String]
+    /// Empty where the transport is not handed it (URLSession).
     public var body: String
+
+    /// The relay's refusal: its code from the body, else from the `Wimz-Error` header.
+    public var relayError: RelayClientError {
+        .refusal(status: status, body: Data(body.utf8), errorHeader: headers[WimzProtocol.errorHeader.lowercased()])
+    }
 
     public init(status: Int, headers: [String: String], body: String) {
         self.status = status
