@@ -140,6 +140,48 @@ import WimzProtocol
         await client.stop()
     }
 
+    /// In the background the socket closes (1001) and nothing is tried — no attempt, no timer —
+    /// however long the app stays there; back in the foreground it connects at once; `stop()`
+    /// ends a background wait too.
+    @Test func inTheBackgroundTheSocketClosesAndNothingIsTriedUntilTheForeground() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        await client.enterBackground()
+        try await until { await client.state == .suspended }
+        #expect(socket.closeCode == CloseCode.goingAway.rawValue)
+        #expect(clock.deadlines.isEmpty, "a timer runs in the background: \(clock.deadlines)")
+        clock.advance(by: .seconds(3600))
+        await settle()
+        #expect(transport.connectionCount == 1 && clock.fired == 0)
+        await client.enterForeground()
+        _ = try await transport.waitForConnection(2)
+        try await until { await client.state == .connected }
+        await client.enterBackground()
+        try await until { await client.state == .suspended }
+        await client.stop()
+        #expect(await client.state == .stopped(.stopped))
+    }
+
+    /// The URLSession transport's delegate on Linux's FoundationNetworking (which cannot speak
+    /// WebSocket, so only an open's failures run here): a connection refused ends the open through
+    /// `didCompleteWithError`, and an open asked by a cancelled task says `CancellationError`.
+    @Test func theURLSessionTransportsOpenEndsThroughItsDelegate() async throws {
+        let transport = URLSessionWebSocketTransport(openTimeout: .seconds(30))
+        let started = ContinuousClock.now
+        await #expect(throws: RelayClientError.notConnected) {
+            _ = try await transport.connect(to: URL(string: "ws://127.0.0.1:9/ws/app")!, headers: [:])
+        }
+        let cancelled = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await transport.connect(to: URL(string: "ws://127.0.0.1:9/ws/app")!, headers: [:])
+        }
+        await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
+        #expect(ContinuousClock.now - started < .seconds(20), "an open waited for its timeout")
+    }
+
     /// URLSession hands over a refused upgrade's status and headers, never its body: the relay's
     /// `Wimz-Error` header says the token expired, and the client asks its provider for a fresh
     /// one and connects — no second request to learn why.
@@ -297,6 +339,7 @@ final class ScriptedConnection: WebSocketConnection, @unchecked Sendable {
     private var texts: [String] = []
     private var pings = 0
     private var closed = false
+    private var closedWith: UInt16?
     private var answering = true
     private var unanswered: [CheckedContinuation<Void, Never>] = []
 
@@ -306,6 +349,8 @@ final class ScriptedConnection: WebSocketConnection, @unchecked Sendable {
     var sent: [String] { lock.withLock { texts } }
     var pingsSent: Int { lock.withLock { pings } }
     var isClosed: Bool { lock.withLock { closed } }
+    /// The code the client closed with (nil: not closed, or dropped without a handshake).
+    var closeCode: UInt16? { lock.withLock { closedWith } }
     var answersPings: Bool {
         get { lock.withLock { answering } }
         set { lock.withLock { answering = newValue } }
@@ -336,6 +381,7 @@ final class ScriptedConnection: WebSocketConnection, @unchecked Sendable {
     private func end(code: UInt16?) {
         let waiting = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
             closed = true
+            closedWith = code
             defer { unanswered = [] }
             return unanswered
         }

@@ -93,6 +93,9 @@ public actor RelayClient {
     /// The back-off's one timer while it waits (``reconnectNow()`` cancels it).
     private var backoffTimer: Task<Void, Never>?
     private var pathWatcher: (any Sendable)?
+    /// Between ``enterBackground()`` and ``enterForeground()``: no socket, no attempt, no timer.
+    private var inBackground = false
+    private var foregroundWait: CheckedContinuation<Void, Never>?
     /// `ws(s)://…/ws/app?device_id=ID`: no token in it.
     nonisolated let socketURL: URL
     nonisolated let httpBase: URL
@@ -135,7 +138,28 @@ public actor RelayClient {
         guard !started else { return }
         started = true
         runner = Task { await self.run() }
-        pathWatcher = PlatformWatchers.start { [weak self] in await self?.reconnectNow() }
+        pathWatcher = PlatformWatchers.start(pathChanged: { [weak self] in await self?.reconnectNow() },
+                                             background: { [weak self] in await self?.enterBackground() },
+                                             foreground: { [weak self] in await self?.enterForeground() })
+    }
+
+    /// The app went to the background (called by itself on iOS, inside a UIKit background task):
+    /// the socket closes now (1001) instead of being suspended half-open, and nothing is tried —
+    /// no attempt, no timer — until ``enterForeground()``; the relay's pushes reach the phone
+    /// meanwhile. The state is ``ConnectionState/suspended``.
+    public func enterBackground() async {
+        guard started, runner != nil, !inBackground else { return }
+        inBackground = true
+        await reconnectNow()  // closes the socket, or ends the back-off's wait
+    }
+
+    /// The app is back in the foreground: connect at once (with missed-event recovery, nothing
+    /// the relay still holds is lost).
+    public func enterForeground() async {
+        guard inBackground else { return }
+        inBackground = false
+        foregroundWait?.resume()
+        foregroundWait = nil
     }
 
     /// Another stream of every event from now on (for a second view model, a logger, …); it
@@ -237,6 +261,10 @@ public actor RelayClient {
             }
         }
         while !Task.isCancelled {
+            if inBackground {
+                await untilForeground()
+                continue
+            }
             setState(.connecting)
             let socket: any WebSocketConnection
             do {
@@ -256,9 +284,9 @@ public actor RelayClient {
                 await pause(backoff.nextDelay())
                 continue
             }
-            if Task.isCancelled {
-                await socket.close(code: 1000)
-                break
+            if Task.isCancelled || inBackground {
+                await socket.close(code: Task.isCancelled ? 1000 : CloseCode.goingAway.rawValue)
+                if Task.isCancelled { break } else { continue }
             }
             connection = socket
             connectionSerial += 1
@@ -311,6 +339,16 @@ public actor RelayClient {
         backoffTimer = timer
         await withTaskCancellationHandler { await timer.value } onCancel: { timer.cancel() }
         backoffTimer = nil
+    }
+
+    /// Waits in the background, without a timer, for ``enterForeground()`` or ``stop()``.
+    private func untilForeground() async {
+        setState(.suspended)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { foregroundWait = $0 }
+        } onCancel: {
+            Task { await self.enterForeground() }
+        }
     }
 
     /// `/ws/app?device_id=ID` plus `recover=1`, or `since=E:N` once the relay numbered messages.

@@ -39,6 +39,8 @@ public enum ConnectionState: Sendable, Equatable {
     case connected
     /// Waiting before the next attempt.
     case waiting(retryIn: Duration)
+    /// The app is in the background: no socket until it returns (``RelayClient/enterBackground()``).
+    case suspended
     /// Stopped for good: by ``RelayClient/stop()`` or because reconnecting cannot help.
     case stopped(RelayClientError)
 }
@@ -48,6 +50,7 @@ extension ConnectionState: CustomStringConvertible {
         switch self {
         case .connecting: "connecting"
         case .connected: "connected"
+        case .suspended: "in the background"
         case .waiting(let delay): "retrying in \(delay.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))"
         case .stopped(.stopped): "stopped"
         case .stopped(let reason): "stopped (\(reason))"
