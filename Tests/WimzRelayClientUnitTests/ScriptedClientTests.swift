@@ -9,11 +9,7 @@ import WimzProtocol
 /// command returns at once and leaves nothing behind, and typed commands keep integers exact.
 @Suite struct ScriptedClientTests {
     @Test func aHealthyConnectionWakesForNothingButTheRelaysPings() async throws {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
+        let (clock, _, client, socket) = try await connectedClient()
         // A minute as the relay keeps it: its ping every 20 s, each re-arming the deadline.
         for second in 1...60 {
             if second % 20 == 0 {
@@ -72,11 +68,7 @@ import WimzProtocol
     }
 
     @Test func aCancelledCommandReturnsAtOnceAndLeavesNothingPending() async throws {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
+        let (_, _, client, socket) = try await connectedClient()
         let command = Task { try await client.send(command: "treat", data: ["count": 1]) }
         try await until { socket.sent.count == 1 }
         command.cancel()
@@ -97,11 +89,7 @@ import WimzProtocol
     }
 
     @Test func stopEndsEveryWait() async throws {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
+        let (clock, _, client, socket) = try await connectedClient()
         let command = Task { try await client.send(command: "treat") }
         try await until { socket.sent.count == 1 }
         await client.stop()
@@ -119,11 +107,7 @@ import WimzProtocol
             var portionGrams: Int64
         }
         struct Fed: Decodable, Sendable { var servingId: Int64 }
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
+        let (_, _, client, socket) = try await connectedClient()
         let fed = Task { try await client.send(Feed(portionGrams: 9_007_199_254_740_993)) }
         try await until { socket.sent.count == 1 }
         let frame = try JSON(parsing: socket.sent[0])
@@ -144,11 +128,7 @@ import WimzProtocol
     /// however long the app stays there; back in the foreground it connects at once; `stop()`
     /// ends a background wait too.
     @Test func inTheBackgroundTheSocketClosesAndNothingIsTriedUntilTheForeground() async throws {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
+        let (clock, transport, client, socket) = try await connectedClient()
         await client.enterBackground()
         try await until { await client.state == .suspended }
         #expect(socket.closeCode == CloseCode.goingAway.rawValue)
@@ -212,6 +192,16 @@ import WimzProtocol
         await stopped.start()
         try await until { if case .stopped = await stopped.state { true } else { false } }
         #expect(await stopped.state == .stopped(.forbidden(code: "device_disabled", message: "device_disabled")))
+    }
+
+    /// A started client on a scripted transport and a hand-moved clock, connected.
+    private func connectedClient() async throws -> (ManualClock, ScriptedTransport, RelayClient, ScriptedConnection) {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(configuration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        try await until { await client.state == .connected }
+        return (clock, transport, client, socket)
     }
 
     private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
