@@ -284,9 +284,13 @@ public actor RelayClient {
                 await pause(backoff.nextDelay())
                 continue
             }
-            if Task.isCancelled || inBackground {
-                await socket.close(code: Task.isCancelled ? 1000 : CloseCode.goingAway.rawValue)
-                if Task.isCancelled { break } else { continue }
+            if Task.isCancelled {
+                await socket.close(code: 1000)
+                break
+            }
+            if inBackground {  // it went while this socket opened
+                await socket.close(code: CloseCode.goingAway.rawValue)
+                continue
             }
             connection = socket
             connectionSerial += 1
