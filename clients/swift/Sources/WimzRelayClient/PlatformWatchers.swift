@@ -108,8 +108,9 @@ final class Locked<Value>: @unchecked Sendable {
 // frameworks (developer.apple.com, read in November 2026; no Apple SDK exists on Linux to copy
 // them from): `NWPathMonitor` is a `final class` whose `pathUpdateHandler` is
 // `@preconcurrency (@Sendable (NWPath) -> Void)?`; `UIApplication` is `@MainActor`, its
-// notification names `nonisolated`. Nothing here ever fires: on Linux no path changes and no
-// app comes to the foreground.
+// notification names `nonisolated`. Each names the declarations it mirrors. Nothing here ever
+// fires: on Linux no path changes, no app leaves or enters the foreground, and a background task
+// is never granted (`beginBackgroundTask` answers `.invalid`).
 
 /// Network's path monitor, inert, mirroring `final public class NWPathMonitor` (Network): `final public
 /// var pathUpdateHandler: ((_ newPath: NWPath) -> Void)?` (`@preconcurrency`, `@Sendable`), `public
