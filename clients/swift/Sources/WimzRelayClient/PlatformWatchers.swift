@@ -36,9 +36,10 @@ package enum PlatformWatchers {
             let center = NotificationCenter.default
             observers.append(center.addObserver(forName: UIApplication.willEnterForegroundNotification, object: nil,
                                                 queue: nil) { _ in Task { await lifecycle.foreground() } })
+            // queue nil, then the main actor: on Linux an observer on `OperationQueue.main` leaks (LeakSanitizer).
             observers.append(center.addObserver(forName: UIApplication.didEnterBackgroundNotification, object: nil,
-                                                queue: .main) { _ in
-                MainActor.assumeIsolated { BackgroundTask.run(named: "wimz.relay-client.close", lifecycle.background) }
+                                                queue: nil) { _ in
+                Task { @MainActor in BackgroundTask.run(named: "wimz.relay-client.close", lifecycle.background) }
             })
         }
         #endif
