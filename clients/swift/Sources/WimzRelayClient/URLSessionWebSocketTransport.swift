@@ -118,8 +118,7 @@ final class WebSocketTaskEvents: NSObject, URLSessionWebSocketDelegate, @uncheck
 
     func urlSession(_ session: URLSession, webSocketTask: URLSessionWebSocketTask,
                     didCloseWith closeCode: URLSessionWebSocketTask.CloseCode, reason: Data?) {
-        let code = closeCode == .invalid ? nil : UInt16(closeCode.rawValue)
-        closed(webSocketTask.taskIdentifier, .closed(code: code, reason: reason.map { String(decoding: $0, as: UTF8.self) } ?? ""))
+        closed(webSocketTask.taskIdentifier, closeEvent(closeCode, reason))
     }
 
     func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {
@@ -138,6 +137,11 @@ final class WebSocketTaskEvents: NSObject, URLSessionWebSocketDelegate, @uncheck
         lock.withLock { _ = openings.removeValue(forKey: id) }
         closed(id, .closed(code: nil, reason: ""))  // no close frame came, or its event went first
     }
+}
+
+/// A close as the stream reports it (`.invalid`: no close frame came).
+private func closeEvent(_ code: URLSessionWebSocketTask.CloseCode, _ reason: Data?) -> WebSocketEvent {
+    .closed(code: code == .invalid ? nil : UInt16(code.rawValue), reason: reason.map { String(decoding: $0, as: UTF8.self) } ?? "")
 }
 
 private final class URLSessionWebSocketConnection: WebSocketConnection, @unchecked Sendable {
@@ -162,9 +166,7 @@ private final class URLSessionWebSocketConnection: WebSocketConnection, @uncheck
                     @unknown default: break
                     }
                 } catch {
-                    let code = task.closeCode == .invalid ? nil : UInt16(task.closeCode.rawValue)
-                    let reason = task.closeReason.map { String(decoding: $0, as: UTF8.self) } ?? ""
-                    sink.yield(.closed(code: code, reason: reason))
+                    sink.yield(closeEvent(task.closeCode, task.closeReason))
                     sink.finish()
                     return
                 }
