@@ -9,6 +9,7 @@ let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], 
 let wimzProtocol: Target.Dependency = .product(name: "WimzProtocol", package: "wimz-relay-client")
 let wimzRelayClient: Target.Dependency = .product(name: "WimzRelayClient", package: "wimz-relay-client")
 let wimzRobot: Target.Dependency = .product(name: "WimzRobot", package: "wimz-relay-client")
+let wimzSealed: Target.Dependency = .product(name: "WimzSealed", package: "wimz-relay-client")
 
 /// wimz-relay: the WIM-Z cloud relay and TURN-credential service.
 ///
@@ -113,6 +114,8 @@ let package = Package(
         // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
         .testTarget(name: "WimzRelayClientUnitTests", dependencies: [wimzRelayClient, wimzProtocol]),
         .testTarget(name: "WimzRobotTests", dependencies: [wimzRobot, wimzRelayClient]),
+        // The sealed household's bytes against vectors computed from the primitives (Tests/Fixtures/sealed).
+        .testTarget(name: "WimzSealedTests", dependencies: [wimzSealed]),
         // The client against the real relay.
         .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, "RelayCore", "RelayTestSupport"]),
         // In-process: the router, authentication and handlers with fake clients, a fake loop and a

@@ -20,10 +20,15 @@ let package = Package(
         /// What every end of the protocol agrees on (close codes, paths, names, limits); the relay
         /// is built on the same module.
         .library(name: "WimzProtocol", targets: ["WimzProtocol"]),
+        /// The sealed household (v1.5): identity keys, rosters, epoch secrets, sealed frames. No
+        /// network, little memory: what a Notification Service Extension links to open a push.
+        .library(name: "WimzSealed", targets: ["WimzSealed"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
+        // CryptoKit's API (HPKE, Curve25519, ChaChaPoly, HKDF); on Apple platforms CryptoKit itself.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
     ],
     targets: [
         // No dependencies.
@@ -40,6 +45,8 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
             ]),
+        // The sealed household's cryptography, on swift-crypto alone.
+        .target(name: "WimzSealed", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // What the app knows of the robot, on the relay client.
         .target(name: "WimzRobot", dependencies: ["WimzRelayClient", "WimzProtocol"]),
     ]

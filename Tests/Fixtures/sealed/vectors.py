@@ -1,4 +1,4 @@
-"""Test vectors for the sealed household (docs/protocol.md "v1.5: sealed devices"), computed from
+"""Test vectors for the sealed household (docs/protocol.md "The sealed household (v1.5)"), computed from
 the primitives alone: HMAC-SHA256 for HKDF and HPKE's labelled key schedule (RFC 5869, RFC 9180
 section 4 to 5.2, written out here), raw X25519, AES-128-GCM, ChaCha20-Poly1305 and Ed25519 from
 pyca/cryptography. No code of either library takes part, so a library that agrees with these

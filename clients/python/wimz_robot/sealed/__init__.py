@@ -1,4 +1,4 @@
-"""The sealed household (docs/protocol.md "v1.5: sealed devices"): identity keys, signed
+"""The sealed household (docs/protocol.md "The sealed household (v1.5)"): identity keys, signed
 rosters, epoch secrets sealed to each member with HPKE, and frames sealed end to end so that the
 relay routes what it cannot read. Built on pyca/cryptography; no primitive of our own."""
 

@@ -1,4 +1,4 @@
-"""Epoch secrets (docs/protocol.md "v1.5: sealed devices"): for each roster it accepts the robot
+"""Epoch secrets (docs/protocol.md "The sealed household (v1.5)"): for each roster it accepts the robot
 draws 32 random bytes and seals them to every member with HPKE (RFC 9180 base mode,
 DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM, single-shot), and signs that it accepted
 the roster. A member left out gets no package and reads nothing of the epoch."""

@@ -1,4 +1,4 @@
-"""Sealed frames (docs/protocol.md "v1.5: sealed devices", "Sealed frames"):
+"""Sealed frames (docs/protocol.md "The sealed household (v1.5)", "Sealed frames"):
 ``{"type":"sealed","v":1,"epoch","kid","sid","n","ts","kind","ct","sig"}``, the v1–v1.4 frame's
 exact bytes under ChaCha20-Poly1305 with a key per (epoch, sender, connection), signed with the
 sender's Ed25519 key over the associated data and the ciphertext."""

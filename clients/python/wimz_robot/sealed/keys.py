@@ -1,4 +1,4 @@
-"""Identity keys (docs/protocol.md "v1.5: sealed devices", "Who holds what"): an Ed25519 key that
+"""Identity keys (docs/protocol.md "The sealed household (v1.5)", "Who holds what"): an Ed25519 key that
 signs and an X25519 key that epoch secrets are sealed to (HPKE), made on first use and kept in a
 file only their owner reads."""
 

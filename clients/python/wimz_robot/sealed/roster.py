@@ -1,4 +1,4 @@
-"""The signed roster (docs/protocol.md "v1.5: sealed devices"): who is in the household in one
+"""The signed roster (docs/protocol.md "The sealed household (v1.5)"): who is in the household in one
 epoch, signed by an owner, chained to the previous roster by its hash. Its bytes are kept as they
 arrived: nobody re-serialises a roster, its hash is SHA-256 of those bytes."""
 

@@ -1,0 +1,109 @@
+import Crypto
+import Foundation
+
+/// Why an app dropped a sealed frame unread: each is an event its UI can show.
+public enum FrameRejection: Error, Sendable, Equatable {
+    /// Not a sealed frame of the contract's shape.
+    case malformed
+    /// An epoch whose secret this app does not hold (it was not a member then).
+    case unknownEpoch(Int)
+    /// Sealed by someone other than the robot of that epoch's roster.
+    case notTheRobot(kid: String)
+    /// The signature or the AEAD does not verify: changed on the way.
+    case tampered
+}
+
+/// A frame from the robot that passed every check.
+public struct OpenedFrame: Sendable, Equatable {
+    /// The v1–v1.4 frame's exact bytes.
+    public let plaintext: Data
+    public let epoch: Int
+    /// The robot's clock when it sealed the frame, ms since 1970: show "as of" this.
+    public let ts: Int64
+    public let kind: String?
+    /// Older than 120 s, or older than a frame of the same kind already opened: past state (a
+    /// missed event, a replayed status), never a fresh alert.
+    public let isPastState: Bool
+}
+
+/// The app's checks on the robot's frames: the KID is the robot's in that epoch's roster, the
+/// epoch's secret is held (any age: missed events and pushes arrive late by design), each
+/// (sid, n) is opened once, the signature and the AEAD verify.
+public struct AppOpener: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case opened(OpenedFrame)
+        /// A (sid, n) already opened: dropped silently.
+        case repeated
+    }
+
+    /// A frame's ts this far behind the app's clock is past state (ms).
+    public static let freshWindow: Int64 = 120_000
+    /// Connections (sids) whose opened `n`s are remembered; the oldest is forgotten first.
+    static let rememberedSids = 256
+
+    public let deviceID: String
+    private var epochs: [Int: Epoch] = [:]
+    private var opened: [String: Set<Int64>] = [:]
+    private var sidOrder: [String] = []
+    private var newestByKind: [String: Int64] = [:]
+
+    public init(deviceID: String) { self.deviceID = deviceID }
+
+    /// Opens frames of `epoch` from now on (an app keeps the secrets of every epoch it was in).
+    public mutating func hold(_ epoch: Epoch) { epochs[epoch.number] = epoch }
+
+    public var heldEpochs: [Int] { epochs.keys.sorted() }
+
+    /// Opens a sealed frame's JSON text; throws `FrameRejection` when it is dropped unread.
+    public mutating func open(_ text: Data, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> Outcome {
+        let frame = try ParsedFrame(text)
+        guard let epoch = epochs[frame.epoch] else { throw FrameRejection.unknownEpoch(frame.epoch) }
+        guard frame.kid == epoch.roster.robot.kid else { throw FrameRejection.notTheRobot(kid: frame.kid) }
+        if opened[frame.sid]?.contains(frame.n) == true { return .repeated }
+        let aad = FrameCrypto.associatedData(deviceID: deviceID, epoch: frame.epoch, kid: frame.kid, sid: frame.sid,
+                                             n: frame.n, ts: frame.ts, kind: frame.kind)
+        guard frame.ct.count >= 16, epoch.roster.robot.verifies(frame.sig, of: aad + frame.ct) else { throw FrameRejection.tampered }
+        let plaintext: Data
+        do {
+            let box = try ChaChaPoly.SealedBox(nonce: try FrameCrypto.nonce(frame.n), ciphertext: frame.ct.dropLast(16),
+                                               tag: frame.ct.suffix(16))
+            plaintext = try ChaChaPoly.open(box, using: FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid),
+                                            authenticating: aad)
+        } catch {
+            throw FrameRejection.tampered
+        }
+        remember(frame.sid, frame.n)
+        var past = now - frame.ts > Self.freshWindow
+        if let kind = frame.kind {
+            past = past || frame.ts < newestByKind[kind, default: .min]
+            newestByKind[kind] = max(newestByKind[kind, default: .min], frame.ts)
+        }
+        return .opened(OpenedFrame(plaintext: plaintext, epoch: frame.epoch, ts: frame.ts, kind: frame.kind, isPastState: past))
+    }
+
+    private mutating func remember(_ sid: String, _ n: Int64) {
+        if opened[sid] == nil {
+            sidOrder.append(sid)
+            if sidOrder.count > Self.rememberedSids { opened[sidOrder.removeFirst()] = nil }
+        }
+        opened[sid, default: []].insert(n)
+    }
+}
+
+/// A sealed frame's fields, each of its type.
+struct ParsedFrame {
+    let epoch: Int, kid: String, sid: String, sidBytes: Data, n: Int64, ts: Int64, kind: String?, ct: Data, sig: Data
+
+    private struct Wire: Decodable {
+        let type: String, v: Int, epoch: Int, kid: String, sid: String, n: Int64, ts: Int64, kind: String?, ct: String, sig: String
+    }
+
+    init(_ text: Data) throws {
+        guard let wire = try? JSONDecoder().decode(Wire.self, from: text), wire.type == "sealed", wire.v == 1, wire.n >= 1,
+              let sidBytes = Base64URL.decode(wire.sid), sidBytes.count == 16,
+              let ct = Base64URL.decode(wire.ct), let sig = Base64URL.decode(wire.sig)
+        else { throw FrameRejection.malformed }
+        (epoch, kid, sid, self.sidBytes, n, ts, kind) = (wire.epoch, wire.kid, wire.sid, sidBytes, wire.n, wire.ts, wire.kind)
+        (self.ct, self.sig) = (ct, sig)
+    }
+}
