@@ -19,6 +19,7 @@ final class RelayComponents {
     let missionRuns: MissionRuns
     let served: ServedDevices
     let household: HouseholdEndpoint
+    let sealed: SealedEndpoint
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -64,6 +65,7 @@ final class RelayComponents {
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
+        sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(listener: gateListener)
         stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
@@ -79,7 +81,7 @@ final class RelayComponents {
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
                                                   liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
-                                                  household: household, database: database, cluster: cluster))
+                                                  household: household, sealed: sealed, database: database, cluster: cluster))
         // Circular, so set here: the stop sequence is built on the cluster's coordinator.
         cluster.isStopping = { [unowned stop] in stop.stopping }
         hub.observer = self
@@ -92,6 +94,7 @@ final class RelayComponents {
         robotHTTP.sweep(now: now)
         pairing.sweep(now: now)
         household.sweep(now: now)
+        sealed.sweep(now: now)
         state.flush()
         push.tick(now: now)
         missionRuns.tick(now: now)

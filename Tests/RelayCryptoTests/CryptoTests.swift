@@ -67,6 +67,16 @@ import RelayCore
         #expect(Base64.decode(text) == nil, "\(text)")
     }
 
+    /// base64url without padding (the sealed household's B64), as strict as the standard decoder.
+    @Test func base64URLSafeDecodesOnlyItsOneEncoding() {
+        #expect(Base64.decodeURLSafe("-_-__g") == [0xfb, 0xff, 0xbf, 0xfe])
+        #expect(Base64.decodeURLSafe("") == [])
+        #expect(Base64.decodeURLSafe("Zm9vYmFy") == Array("foobar".utf8))
+        for text in ["-_-__g==", "+/+//g", "Zh", "Z", "Zm9vY", "Zm 9v", "Zm9v\n"] {
+            #expect(Base64.decodeURLSafe(text) == nil, "\(text)")
+        }
+    }
+
     @Test func hexRoundTrip() {
         #expect(Hex.encode([0, 1, 0xab, 0xff]) == "0001abff")
         #expect(Hex.decode("0001ABff") == [0, 1, 0xab, 0xff])

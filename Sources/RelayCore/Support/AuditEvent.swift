@@ -36,6 +36,10 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case liveActivityRegistered = "live_activity_registered"
     /// Written by the store's trigger (migrations/0013), with the reason.
     case liveActivityRemoved = "live_activity_removed"
+    /// v1.5: an app handed over its public keys for a sealed household (`details.kid`).
+    case sealedMemberKeySet = "sealed_member_key_set"
+    /// v1.5: the robot stored a new epoch (`details.epoch`, `members`, `signed_by`).
+    case sealedEpochAdded = "sealed_epoch_added"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

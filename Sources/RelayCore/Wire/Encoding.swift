@@ -36,6 +36,23 @@ public enum Base64 {
         return out
     }
 
+    /// Decodes base64url without padding (RFC 4648 §5, the sealed household's B64) as strictly
+    /// as `decode`: nil for padding, the standard alphabet's `+` and `/`, or stray bits.
+    public static func decodeURLSafe(_ text: String) -> [UInt8]? {
+        var standard = Array(text.utf8)
+        for (i, c) in standard.enumerated() {
+            switch c {
+            case UInt8(ascii: "="), UInt8(ascii: "+"), UInt8(ascii: "/"): return nil
+            case UInt8(ascii: "-"): standard[i] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): standard[i] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        guard standard.count % 4 != 1 else { return nil }
+        standard += Array(repeating: UInt8(ascii: "="), count: (4 - standard.count % 4) % 4)
+        return decode(String(decoding: standard, as: UTF8.self))
+    }
+
     private static func value(_ c: UInt8) -> UInt32? {
         switch c {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"): UInt32(c - UInt8(ascii: "A"))

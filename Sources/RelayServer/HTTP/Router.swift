@@ -18,6 +18,7 @@ final class Router {
         var push: PushEndpoint
         var liveActivity: LiveActivityEndpoint
         var household: HouseholdEndpoint
+        var sealed: SealedEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -212,6 +213,7 @@ final class Router {
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
         case .household(let call): return h.household.handle(request, call, entry: entry, parameters: parameters, body: body)
+        case .sealed(let call): return h.sealed.handle(request, call, entry: entry, epoch: parameters["epoch"], body: body)
         }
     }
 

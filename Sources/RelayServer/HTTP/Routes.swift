@@ -50,6 +50,13 @@ struct Route: Sendable {
         /// v1.4: the Live Activity tokens (`LiveActivityEndpoint`).
         case liveActivity(LiveActivityCall)
         case household(Household)
+        /// v1.5: the sealed household's keys and epochs (`SealedEndpoint`).
+        case sealed(Sealed)
+    }
+
+    /// The sealed household's routes (docs/protocol.md v1.5), answered by `SealedEndpoint`.
+    enum Sealed: Sendable, Equatable {
+        case status, putMemberKey, listMembers, putEpoch, getEpoch
     }
 
     /// The Live Activity routes (docs/protocol.md v1.4), answered by `LiveActivityEndpoint`.
@@ -99,6 +106,8 @@ extension Route.Device {
         case .registerPush, .listPush, .removePush: return "push registrations take an app token"
         case .liveActivity: return "Live Activity tokens take an app token"
         case .household: return "the household is managed with an app token"
+        case .sealed(.putEpoch): return "the robot stores epochs with its own token"
+        case .sealed: return "member keys and epochs take an app token"
         case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
             return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
         }
@@ -173,6 +182,12 @@ enum Routes {
         Route(["GET"], Paths.devicePattern(.members), .token(.household, .household(.listMembers))),
         Route(["PATCH"], Paths.devicePattern(.members, ["{token_id}"]), .token(.owner, .household(.updateMember))),
         Route(["DELETE"], Paths.devicePattern(.members, ["{token_id}"]), .token(.app, .household(.removeMember))),
+        // The sealed household (docs/protocol.md v1.5).
+        Route(["GET"], Paths.devicePattern(.sealed), .token(.robotOrApp, .sealed(.status))),
+        Route(["PUT"], Paths.devicePattern(.sealed, ["member-key"]), .token(.app, .sealed(.putMemberKey))),
+        Route(["GET"], Paths.devicePattern(.sealed, ["members"]), .token(.app, .sealed(.listMembers))),
+        Route(["PUT"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.robot, .sealed(.putEpoch))),
+        Route(["GET"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.app, .sealed(.getEpoch))),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
         Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),

@@ -31,6 +31,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case lastOwner = "last_owner"
     /// v1.3: an invite's or member's `until` in the past, malformed, or over 30 days ahead for a guest.
     case invalidUntil = "invalid_until"
+    /// v1.5: the calling app's key has no package in that epoch (it is not in the roster).
+    case notInRoster = "not_in_roster"
     /// v1.3: the caller's access level does not allow this (HTTP 403, or an app's command frame).
     case forbidden
     case lengthRequired = "length_required"
@@ -66,7 +68,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
         case .wrongDevice, .wrongRole, .deviceDisabled, .forbidden: 403
         case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil: 400
-        case .notFound, .invalidCode: 404
+        case .notFound, .invalidCode, .notInRoster: 404
         case .methodNotAllowed: 405
         case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner: 409
         case .lengthRequired: 411

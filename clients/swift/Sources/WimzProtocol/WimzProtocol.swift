@@ -102,6 +102,8 @@ public enum WimzProtocol {
             case status, state, robot, push, invites, members
             /// v1.4: the Live Activity tokens an app hands over.
             case liveActivity = "live-activity"
+            /// v1.5: the sealed household's keys, epochs and rosters.
+            case sealed
             case pairingCodes = "pairing-codes"
             case appTokens = "app-tokens"
         }

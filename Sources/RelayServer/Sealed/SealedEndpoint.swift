@@ -1,0 +1,110 @@
+import RelayCore
+import RelayStore
+
+/// The sealed household's keys and epochs (docs/protocol.md "The sealed household (v1.5)"):
+///
+///     GET /api/devices/{id}/sealed                   robot or app → 200 {"sealed","epoch"}
+///     PUT /api/devices/{id}/sealed/member-key        app    {"sign":B64,"hpke":B64} → 200 {"kid"}
+///     GET /api/devices/{id}/sealed/members           app    → 200 {"members":[{"kid","sign","hpke","token_id","label","access","control","until"}]}
+///     PUT /api/devices/{id}/sealed/epochs/{E}        robot  {"roster":{…},"robot_sig","packages":[…]} → 201 {"epoch"} (409: not current + 1)
+///     GET /api/devices/{id}/sealed/epochs/current    app    → 200 {"epoch","roster","robot_sig","package"} (404 not_in_roster)
+///     GET /api/devices/{id}/sealed/epochs/{E}        app    the same for an earlier epoch
+///
+/// Choices where the contract is silent: `GET …/sealed` is ours, so that either end learns whether
+/// the device is sealed (and so never falls back to an unsealed frame); `members` lists live members' keys not yet in the
+/// current roster with what an owner's app needs to sign them in (their token's access, control,
+/// until and label); a device with no epoch answers 404 `not_found` ("not sealed"); rate-limited
+/// per token as the household's calls are.
+final class SealedEndpoint {
+    private let env: RelayEnvironment
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+    /// Per token: sealed-household calls.
+    private var limiter = KeyedRateLimiter<Int64>(rate: 5, burst: 60)
+
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges) {
+        self.env = env
+        self.authenticator = authenticator
+        self.database = database
+    }
+
+    /// Forgets idle limiters (the 1 s tick).
+    func sweep(now: UInt64) { limiter.sweep(now: now) }
+
+    func handle(_ request: HTTPRequest, _ call: Route.Sealed, entry: CredentialEntry, epoch: String?, body: [UInt8]?) -> HTTPResponse? {
+        guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
+            return .error(.authentication(.rateLimited, "too many sealed-household calls for this token"))
+        }
+        let device = entry.token.deviceID, token = entry.token.id
+        let address = authenticator.clientAddress(request)
+        do throws(RelayError) {
+            switch call {
+            case .status:
+                return answer(request) { db in
+                    let epoch = try SealedRepository(db).currentEpoch(device: device)
+                    return .json(200, .object([("sealed", .bool(epoch != nil)), ("epoch", epoch.map { .int(Int64($0)) } ?? .null)]))
+                }
+            case .putMemberKey:
+                guard let body else { return .error(.notSupported, "member keys need the relay's own HTTP front") }
+                let key = try SealedRules.memberKey(body, appTokenID: token)
+                return answer(request) { db in
+                    try SealedRepository(db).setMemberKey(device: device, key, address: address)
+                    return .json(200, .object([("kid", .string(key.kid))]))
+                }
+            case .listMembers:
+                return answer(request) { db in
+                    let pending = try SealedRepository(db).pendingMembers(device: device)
+                    return .json(200, .object([("members", .array(pending.map { key, member in
+                        .object([("kid", .string(key.kid)), ("sign", .string(key.sign)), ("hpke", .string(key.hpke))]
+                                + member.memberFields(labelled: true))
+                    }))]))
+                }
+            case .putEpoch:
+                guard let body else { return .error(.notSupported, "epochs need the relay's own HTTP front") }
+                let upload = try SealedRules.epochUpload(body, device: device, epoch: try Self.epochNumber(epoch))
+                return answer(request) { db in
+                    try SealedRepository(db).addEpoch(device: device, upload, address: address)
+                    return .json(201, .object([("epoch", .int(Int64(upload.epoch)))]))
+                }
+            case .getEpoch:
+                let number = epoch == "current" ? nil : try Self.epochNumber(epoch)
+                return answer(request) { db in
+                    switch try SealedRepository(db).epoch(device: device, number, appTokenID: token) {
+                    case .noEpoch:
+                        return .error(.notFound, number == nil ? "this device is not sealed" : "no such epoch on this device")
+                    case .notInRoster:
+                        return .error(.notInRoster, "this app's key has no package in that epoch: an owner signs it in first")
+                    case .found(let found):
+                        return .json(200, .object([
+                            ("epoch", .int(Int64(found.epoch))),
+                            ("roster", .object([("roster", .string(found.roster)), ("by", .string(found.signedBy)),
+                                                ("sig", .string(found.signature))])),
+                            ("robot_sig", .string(found.robotSignature)),
+                            ("package", .object([("kid", .string(found.package.kid)), ("sealed", .string(found.package.sealed))])),
+                        ]))
+                    }
+                }
+            }
+        } catch {
+            return .error(error)
+        }
+    }
+
+    /// An epoch in a path: 1 to 2^31 − 1, digits only.
+    private static func epochNumber(_ text: String?) throws(RelayError) -> Int {
+        guard let text, text.utf8.count <= 10, text.utf8.allSatisfy({ (48...57).contains($0) }), let number = Int32(text), number >= 1 else {
+            throw RelayError(.badRequest, "an epoch is a whole number from 1")
+        }
+        return Int(number)
+    }
+
+    private func answer(_ request: HTTPRequest, _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
+        database.answer(request) { db in
+            do {
+                return try job(db)
+            } catch let refusal as RelayError {
+                return .error(refusal.code, refusal.message)
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import RelayCore
+
+/// The sealed household's store (docs/protocol.md "The sealed household (v1.5)";
+/// migrations/0014_sealed.sql): apps' public keys, the epochs the robot accepted, and each
+/// member's sealed package. Nothing here opens a frame.
+public struct SealedRepository {
+    let db: PGConnection
+
+    public init(_ db: PGConnection) { self.db = db }
+
+    /// An app's public keys for one device (B64 text, checked by the caller: 32 bytes each, `kid` theirs).
+    public struct MemberKey: Sendable, Equatable {
+        public var appTokenID: Int64
+        public var kid: String
+        public var sign: String
+        public var hpke: String
+
+        public init(appTokenID: Int64, kid: String, sign: String, hpke: String) {
+            (self.appTokenID, self.kid, self.sign, self.hpke) = (appTokenID, kid, sign, hpke)
+        }
+    }
+
+    /// A member's epoch secret, sealed to its key: `kid` and B64 of the encapsulated key and ciphertext.
+    public struct Package: Sendable, Equatable {
+        public var kid: String
+        public var sealed: String
+
+        public init(kid: String, sealed: String) { (self.kid, self.sealed) = (kid, sealed) }
+    }
+
+    /// An epoch as the robot uploads it (checked by the caller against the path and the roster).
+    public struct EpochUpload: Sendable, Equatable {
+        public var epoch: Int
+        /// B64 of the roster's exact bytes, the owner's `kid`, the owner's signature.
+        public var roster: String
+        public var signedBy: String
+        public var signature: String
+        public var robotSignature: String
+        /// One package per member of the roster.
+        public var packages: [Package]
+
+        public init(epoch: Int, roster: String, signedBy: String, signature: String, robotSignature: String, packages: [Package]) {
+            (self.epoch, self.roster, self.signedBy, self.signature) = (epoch, roster, signedBy, signature)
+            (self.robotSignature, self.packages) = (robotSignature, packages)
+        }
+    }
+
+    /// What an app is handed for one epoch: the signed roster, the robot's acceptance, its own package.
+    public struct EpochForMember: Sendable, Equatable {
+        public var epoch: Int
+        public var roster: String
+        public var signedBy: String
+        public var signature: String
+        public var robotSignature: String
+        public var package: Package
+    }
+
+    public enum EpochLookup: Sendable, Equatable {
+        case found(EpochForMember)
+        /// The device has no such epoch (or none at all: it is not sealed).
+        case noEpoch
+        /// The epoch exists but holds no package for the caller's key (or the caller has no key).
+        case notInRoster
+    }
+
+    /// Stores an app token's keys for its device, replacing what the token or that `kid` had
+    /// before (an app that paired again brings its key to its new token). Audited.
+    public func setMemberKey(device: DeviceID, _ key: MemberKey, address: String?) throws {
+        try db.transaction {
+            try db.execute("DELETE FROM sealed_member_keys WHERE device_id = $1 AND (app_token_id = $2::bigint OR kid = $3)",
+                           [device.rawValue, String(key.appTokenID), key.kid])
+            try db.execute(
+                """
+                INSERT INTO sealed_member_keys (device_id, app_token_id, kid, sign_key, hpke_key) VALUES ($1, $2::bigint, $3, $4, $5)
+                """, [device.rawValue, String(key.appTokenID), key.kid, key.sign, key.hpke])
+            try AuditRepository(db).append([
+                AuditRepository.event(.sealedMemberKeySet, at: db.clock.wall(), actor: "app", deviceID: device.rawValue,
+                                      tokenID: key.appTokenID, remoteAddress: address, details: .object([("kid", .string(key.kid))])),
+            ])
+        }
+    }
+
+    /// The keys of live members whose `kid` has no package in the current epoch (every member's,
+    /// before the first), with the member's token: what an owner's app signs in next.
+    public func pendingMembers(device: DeviceID) throws -> [(key: MemberKey, member: TokenRecord)] {
+        try db.execute(
+            """
+            SELECT k.kid, k.sign_key, k.hpke_key, \(TokenRepository.columns)
+            FROM sealed_member_keys k JOIN tokens t ON t.id = k.app_token_id
+            WHERE k.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
+              AND NOT EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.kid = k.kid
+                              AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = k.device_id))
+            ORDER BY t.id
+            """, [device.rawValue]).records.map { row in
+            let member = try TokenRepository.decode(row)
+            return (MemberKey(appTokenID: member.id, kid: try row.string("kid"), sign: try row.string("sign_key"),
+                              hpke: try row.string("hpke_key")), member)
+        }
+    }
+
+    /// The device's current epoch (nil: not sealed).
+    public func currentEpoch(device: DeviceID) throws -> Int? {
+        try db.execute("SELECT max(epoch) AS epoch FROM sealed_epochs WHERE device_id = $1", [device.rawValue])
+            .single().optionalInt64("epoch").map { Int($0) }
+    }
+
+    /// Stores the next epoch: refused (409 `conflict`) unless it is the current one + 1, under the
+    /// device's row lock. A member whose key had a package in the previous epoch and has none in
+    /// this one leaves the household as v1.3 removes one: its token is revoked (every node closes
+    /// its sockets; its push and Live Activity registrations go; its TURN sessions are cut), and
+    /// audited `member_removed` with reason `roster`. Returns the tokens removed.
+    @discardableResult
+    public func addEpoch(device: DeviceID, _ upload: EpochUpload, address: String?) throws -> [Int64] {
+        try db.transaction {
+            guard let record = try DeviceRepository(db).lock(device, .update) else { throw RelayError(.notFound, "unknown device \(device)") }
+            if record.isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
+            let current = try currentEpoch(device: device) ?? 0
+            guard upload.epoch == current + 1 else {
+                throw RelayError(.conflict, "the device's current epoch is \(current): the next one is \(current + 1)")
+            }
+            try db.execute(
+                """
+                INSERT INTO sealed_epochs (device_id, epoch, roster, signed_by, signature, robot_sig) VALUES ($1, $2::int, $3, $4, $5, $6)
+                """, [device.rawValue, String(upload.epoch), upload.roster, upload.signedBy, upload.signature, upload.robotSignature])
+            for package in upload.packages {
+                try db.execute("INSERT INTO sealed_packages (device_id, epoch, kid, sealed) VALUES ($1, $2::int, $3, $4)",
+                               [device.rawValue, String(upload.epoch), package.kid, package.sealed])
+            }
+            let removed = try db.execute(
+                """
+                UPDATE tokens t SET revoked_at = now()
+                FROM sealed_member_keys k
+                WHERE k.device_id = $1 AND k.app_token_id = t.id AND \(HouseholdRepository.liveMemberCondition)
+                  AND EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = $1 AND p.epoch = $2::int - 1 AND p.kid = k.kid)
+                  AND NOT EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = $1 AND p.epoch = $2::int AND p.kid = k.kid)
+                RETURNING t.id, k.kid
+                """, [device.rawValue, String(upload.epoch)]).records.map { row in (try row.int64("id"), try row.string("kid")) }
+            let now = db.clock.wall()
+            try AuditRepository(db).append([
+                AuditRepository.event(.sealedEpochAdded, at: now, actor: "robot", deviceID: device.rawValue, tokenID: nil,
+                                      remoteAddress: address,
+                                      details: .object([("epoch", .int(Int64(upload.epoch))), ("members", .int(Int64(upload.packages.count))),
+                                                        ("signed_by", .string(upload.signedBy))])),
+            ] + removed.map { token, kid in
+                try AuditRepository.event(.memberRemoved, at: now, actor: "robot", deviceID: device.rawValue, tokenID: token, remoteAddress: address,
+                                      details: .object([("reason", "roster"), ("kid", .string(kid)), ("epoch", .int(Int64(upload.epoch)))]))
+            })
+            return removed.map(\.0)
+        }
+    }
+
+    /// Epoch `epoch` (nil: the current one) as app token `appTokenID` may see it: with its own package only.
+    public func epoch(device: DeviceID, _ epoch: Int?, appTokenID: Int64) throws -> EpochLookup {
+        guard let row = try db.execute(
+            """
+            SELECT e.epoch, e.roster, e.signed_by, e.signature, e.robot_sig, p.kid, p.sealed
+            FROM sealed_epochs e
+            LEFT JOIN sealed_member_keys k ON k.device_id = e.device_id AND k.app_token_id = $3::bigint
+            LEFT JOIN sealed_packages p ON p.device_id = e.device_id AND p.epoch = e.epoch AND p.kid = k.kid
+            WHERE e.device_id = $1 AND e.epoch = COALESCE($2::int, (SELECT max(epoch) FROM sealed_epochs WHERE device_id = $1))
+            """, [device.rawValue, epoch.map(String.init), String(appTokenID)]).firstRecord
+        else { return .noEpoch }
+        guard let kid = try row.optionalString("kid"), let sealed = try row.optionalString("sealed") else { return .notInRoster }
+        return .found(EpochForMember(epoch: Int(try row.int64("epoch")), roster: try row.string("roster"), signedBy: try row.string("signed_by"),
+                                     signature: try row.string("signature"), robotSignature: try row.string("robot_sig"),
+                                     package: Package(kid: kid, sealed: sealed)))
+    }
+}

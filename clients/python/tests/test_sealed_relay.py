@@ -1,0 +1,99 @@
+"""The sealed household through the real relay (docs/protocol.md "The sealed household (v1.5)"):
+apps hand over their keys, an owner signs the roster, the robot stores each epoch with every
+member's sealed package, and each app gets its own package back and opens it. A roster that
+drops a member removes it as v1.3 does. Real crypto at both ends (wimz_robot.sealed); the relay
+only stores and hands out what it cannot open."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from wimz_robot.sealed import Identity, Member, PublicKeys, Roster, SignedRoster, b64decode, new_epoch, open_package, verify_next
+from wimz_testkit import http_json
+
+
+def issue(database, relay, device_id: str, access: str) -> str:
+    token = database.cli("token", "issue", "--device", device_id, "--role", "app", "--access", access,
+                         "--label", access).strip().splitlines()[-1]
+    relay.wait_known(device_id, token)
+    return token
+
+
+def test_epochs_reach_each_member_and_a_dropped_member_is_removed(relay, database, device) -> None:
+    device_id, robot_token, owner_token = device
+    family_token = issue(database, relay, device_id, "family")
+    outsider_token = issue(database, relay, device_id, "family")
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    robot, owner, family, outsider = Identity.generate(), Identity.generate(), Identity.generate(), Identity.generate()
+
+    assert http_json(base, robot_token) == (200, {"sealed": False, "epoch": None})
+    for token, identity in ((owner_token, owner), (family_token, family), (outsider_token, outsider)):
+        keys = identity.public.to_json()
+        assert http_json(f"{base}/member-key", token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]}) == (200, {"kid": identity.kid})
+    status, pending = http_json(f"{base}/members", owner_token)
+    assert status == 200 and {m["kid"] for m in pending["members"]} == {owner.kid, family.kid, outsider.kid}
+    listed = {m["kid"]: m for m in pending["members"]}
+    assert listed[family.kid]["access"] == "family" and PublicKeys.from_json(listed[family.kid]) == family.public
+
+    # The owner's app signs the first roster (the owner and the family member; not the outsider);
+    # the robot, which pinned the owner's key on the home Wi-Fi, verifies it and seals the epoch.
+    def roster_of(epoch: int, prev: str | None, people: list[Identity]) -> SignedRoster:
+        members = [Member(PublicKeys.from_json(listed[p.kid]), listed[p.kid]["access"], True, None, listed[p.kid]["label"])
+                   for p in people]
+        return Roster.make(device_id, epoch, prev, int(time.time() * 1000), robot.public, members).signed(owner)
+
+    first = verify_next(roster_of(1, None, [owner, family]), previous=None, device_id=device_id, robot=robot.public,
+                        first_owner=owner.public)
+    epoch1, body1 = new_epoch(SignedRoster(first, owner.kid, owner.sign(first.raw)), robot)
+    assert http_json(f"{base}/epochs/1", owner_token, "PUT", body1)[1]["error"] == "wrong_role"
+    missing_one = body1 | {"packages": body1["packages"][:1]}
+    assert http_json(f"{base}/epochs/1", robot_token, "PUT", missing_one)[0] == 400
+    assert http_json(f"{base}/epochs/2", robot_token, "PUT", body1)[0] == 400  # the roster says epoch 1
+    assert http_json(f"{base}/epochs/1", robot_token, "PUT", body1) == (201, {"epoch": 1})
+    assert http_json(f"{base}/epochs/1", robot_token, "PUT", body1)[1]["error"] == "conflict"
+    assert http_json(base, owner_token) == (200, {"sealed": True, "epoch": 1})
+
+    def secret_of(token: str, identity: Identity, epoch: str = "current") -> bytes:
+        status, answer = http_json(f"{base}/epochs/{epoch}", token)
+        assert status == 200, answer
+        roster = SignedRoster.from_json(answer["roster"]).roster
+        return open_package(answer["package"], identity, roster)
+
+    assert secret_of(owner_token, owner) == secret_of(family_token, family) == secret_of(family_token, family, "1") == epoch1.secret
+    assert http_json(f"{base}/epochs/current", outsider_token)[1]["error"] == "not_in_roster"
+    assert http_json(f"{base}/epochs/7", owner_token)[0] == 404
+    status, pending = http_json(f"{base}/members", owner_token)
+    assert [m["kid"] for m in pending["members"]] == [outsider.kid]
+
+    # Epoch 2 without the family member: its token goes, as a v1.3 removal's does.
+    second = verify_next(roster_of(2, first.hash, [owner]), previous=first, device_id=device_id, robot=robot.public)
+    epoch2, body2 = new_epoch(SignedRoster(second, owner.kid, owner.sign(second.raw)), robot)
+    assert http_json(f"{base}/epochs/2", robot_token, "PUT", body2) == (201, {"epoch": 2})
+    assert secret_of(owner_token, owner) == epoch2.secret != epoch1.secret
+    assert http_json(f"{base}/epochs/current", family_token)[0] == 401  # the token is revoked
+    audit = database.psql("SELECT event || ':' || coalesce(details->>'reason', details->>'epoch', '') FROM audit_log "
+                          "WHERE event IN ('sealed_epoch_added', 'member_removed', 'sealed_member_key_set') ORDER BY at")
+    assert audit.split() == ["sealed_member_key_set:"] * 3 + ["sealed_epoch_added:1", "sealed_epoch_added:2", "member_removed:roster"]
+
+    # What the relay stores opens nothing: neither secret is anywhere in its tables.
+    stored = database.psql("SELECT string_agg(t::text, ' ') FROM (SELECT * FROM sealed_packages) t") \
+        + database.psql("SELECT string_agg(t::text, ' ') FROM (SELECT * FROM sealed_epochs) t")
+    for secret in (epoch1.secret, epoch2.secret):
+        assert secret.hex() not in stored and secret.hex().upper() not in stored
+    assert b64decode(body2["packages"][0]["sealed"]) != epoch2.secret
+
+
+def test_bodies_that_are_not_the_contracts_are_refused(relay, device) -> None:
+    device_id, robot_token, owner_token = device
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    short = {"sign": "AAAA", "hpke": "AAAA"}
+    padded = Identity.generate().public.to_json()
+    bad_bodies: list[Any] = [short, {"sign": padded["sign"] + "=", "hpke": padded["hpke"]}, {"sign": padded["sign"]}, ["x"]]
+    for body in bad_bodies:
+        status, answer = http_json(f"{base}/member-key", owner_token, "PUT", body)
+        assert (status, answer["error"]) == (400, "bad_request"), body
+    for epoch in ("0", "-1", "x", "99999999999"):
+        assert http_json(f"{base}/epochs/{epoch}", robot_token, "PUT", {})[0] == 400
+    assert http_json(f"{base}/epochs/1", robot_token, "PUT", {"roster": {}})[0] == 400
+    assert b64decode(padded["sign"]) and http_json(f"{base}/epochs/current", owner_token)[0] == 404
