@@ -30,8 +30,11 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .backoff import Backoff
 from .household import AppToken, Sender, list_app_tokens
-from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH, CloseCode
-from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials
+from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH, CloseCode, device_path
+from .sealed.device import SealedDevice
+from .sealed.frames import Sender as FrameSender
+from .sealed.roster import SignedRoster
+from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials, get_json
 
 log = logging.getLogger("wimz_robot")
 
@@ -100,7 +103,8 @@ class RobotClient:
 
     def __init__(self, url: str, device_id: str, token: str, *, backoff: Backoff | None = None,
                  ssl: Any = None, open_timeout: float = 10.0, turn_ttl: int | None = None,
-                 answer_commands: bool = True, senders: bool = False, inbox: int = 1000) -> None:
+                 answer_commands: bool = True, senders: bool = False, inbox: int = 1000,
+                 sealed: SealedDevice | None = None) -> None:
         parts = urlsplit(url)
         secure = parts.scheme in ("wss", "https")
         if parts.scheme not in ("ws", "wss", "http", "https") or not parts.netloc:
@@ -139,6 +143,11 @@ class RobotClient:
         self._fetch_lock = asyncio.Lock()
         #: The latest replayed event of each name, re-sent after every reconnect.
         self._state_events: dict[str, dict[str, Any]] = {}
+
+        #: The device's seal (v1.5): once it holds an epoch, every frame to and from the apps is
+        #: sealed, and an unsealed one from an app is dropped unread.
+        self.sealed = sealed
+        self._sealer: FrameSender | None = None
 
         #: App sockets the relay last reported for this device (``app_presence``).
         self.apps: int = 0
@@ -243,11 +252,43 @@ class RobotClient:
         return await self.send(message)
 
     async def send(self, message: dict[str, Any]) -> bool:
-        """Sends any JSON message; False while not connected."""
-        return await self.send_raw(json.dumps(message, separators=(",", ":")))
+        """Sends any JSON message (sealed on a sealed device); False while not connected."""
+        return await self._send_text(self._outgoing(message))
 
     async def send_raw(self, message: str | bytes) -> bool:
-        """Sends a text (``str``) or binary (``bytes``) message as it is; False while not connected."""
+        """Sends a text (``str``) or binary (``bytes``) message as it is; False while not
+        connected, and on a sealed device (only :meth:`send` seals)."""
+        if self._is_sealed:
+            log.warning("send_raw on a sealed device: not sent (use send)")
+            return False
+        return await self._send_text(message)
+
+    @property
+    def _is_sealed(self) -> bool:
+        return self.sealed is not None and self.sealed.sealed
+
+    def _outgoing(self, message: dict[str, Any]) -> str:
+        """The text that goes out for ``message``: on a sealed device a sealed frame (a
+        ``lock_screen`` frame is the one the policy leaves in clear)."""
+        if self.sealed is not None and self._is_sealed and message.get("type") != "lock_screen":
+            if self._sealer is None:
+                self._sealer = self.sealed.sender()
+            message = self.sealed.seal(self._sealer, message)
+        return json.dumps(message, separators=(",", ":"))
+
+    async def accept_roster(self, signed: dict[str, Any]) -> int:
+        """Accepts the household's next roster (v1.5): verified against the pinned first owner
+        or the current roster, a new epoch secret sealed to every member and stored on the
+        relay. Returns the new epoch; raises RosterRejected or TurnFetchError."""
+        if self.sealed is None:
+            raise RuntimeError("this client has no SealedDevice")
+        body = self.sealed.accept(SignedRoster.from_json(signed))
+        epoch = SignedRoster.from_json(body["roster"]).roster.epoch
+        url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'epochs', str(epoch))}"
+        await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl, "PUT", body)
+        return epoch
+
+    async def _send_text(self, message: str | bytes) -> bool:
         ws = self._ws
         if ws is None:
             return False
@@ -337,6 +378,7 @@ class RobotClient:
                 async with connect(self._ws_url, additional_headers=headers, ssl=self._ssl, compression=None,
                                    proxy=None, open_timeout=self._open_timeout, max_size=MAX_MESSAGE_BYTES) as ws:
                     self._ws = ws
+                    self._sealer = None  # a fresh sid for every connection
                     opened = asyncio.get_running_loop().time()
                     self.connections += 1
                     self.backoff.reset()
@@ -344,7 +386,7 @@ class RobotClient:
                     # connected: a send_event() racing them could otherwise be overtaken by an
                     # older state event and leave the apps with stale state.
                     for event in list(self._state_events.values()):
-                        await ws.send(json.dumps(event, separators=(",", ":")))
+                        await ws.send(self._outgoing(event))
                     self._connected.set()
                     self._state("connected")
                     log.info("connected to %s", self._ws_url)
@@ -434,8 +476,18 @@ class RobotClient:
             parsed = _json_object(message) if isinstance(message, str) else None
             if parsed is None:
                 continue
+            sender = None
+            if self.sealed is not None and self._is_sealed:
+                if parsed.get("type") == "sealed":
+                    inner = self.sealed.open(parsed)
+                    if inner is None:
+                        continue
+                    member = inner.opened.member
+                    parsed, sender = inner.message, Sender(None, member.role, member.may_control, member.kid)
+                elif not self.sealed.reads_unsealed(parsed):
+                    continue
             if parsed.get("type") == "command" and self.answer_commands:
-                await _guarded(self._answer(parsed))
+                await _guarded(self._answer(parsed, sender))
                 continue
             for handler in self._message_handlers:
                 await _guarded(_call(handler, parsed))
@@ -445,11 +497,15 @@ class RobotClient:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _answer(self, command: dict[str, Any]) -> None:
+    async def _answer(self, command: dict[str, Any], sealed_sender: Sender | None = None) -> None:
+        """Runs the command's handler. ``sealed_sender``: the roster member who sealed it, whose
+        role the robot enforces itself (a guest without control is refused, whatever the relay let through)."""
         name = command.get("command")
         handler = self._commands.get(name) if isinstance(name, str) else None
         response: dict[str, Any] = {"type": "response", "id": command.get("id")}
-        if handler is None:
+        if sealed_sender is not None and not sealed_sender.control:
+            response.update(ok=False, error={"code": "forbidden", "message": "a guest without control can't send commands"})
+        elif handler is None:
             response.update(ok=False, error={"code": "unknown_command", "message": f"no handler for {name!r}"})
         else:
             try:
@@ -457,7 +513,8 @@ class RobotClient:
                 # A handler with a parameter named ``sender`` also gets who sent the command
                 # (``senders=True``; None otherwise).
                 takes_sender = "sender" in inspect.signature(handler).parameters
-                result = await (_call2(handler, data, Sender.of(command)) if takes_sender else _call(handler, data))
+                sender = sealed_sender or Sender.of(command)
+                result = await (_call2(handler, data, sender) if takes_sender else _call(handler, data))
                 response.update(ok=True, data=result)
             except Exception as error:  # the handler's failure is the app's answer, not ours
                 log.exception("command %s failed", name)

@@ -15,11 +15,13 @@ from .turn import get_json
 class Sender:
     """The member that sent an app message or HTTP request: its app token's id, its access level
     (``owner``, ``family`` or ``guest``) and whether it may control the robot (always true for
-    owners and family; a guest's grant)."""
+    owners and family; a guest's grant). On a sealed device (v1.5) the roster says who sent a
+    frame: ``kid`` is the member's key id and ``token_id`` None (the relay's ids are not sealed)."""
 
-    token_id: int
+    token_id: int | None
     access: str
     control: bool
+    kid: str | None = None
 
     @classmethod
     def of(cls, message: dict[str, Any]) -> "Sender | None":
@@ -35,7 +37,8 @@ class Sender:
 
     def headers(self) -> dict[str, str]:
         """What the bridge tells the robot's local API about the caller."""
-        return {"X-Wimz-Member": str(self.token_id), "X-Wimz-Access": self.access,
+        member = self.kid if self.kid is not None else str(self.token_id)
+        return {"X-Wimz-Member": member, "X-Wimz-Access": self.access,
                 "X-Wimz-Control": "true" if self.control else "false"}
 
 

@@ -86,12 +86,16 @@ class TurnCredentials:
                 for s in self.ice_servers]
 
 
-def get_json(url: str, token: str, timeout: float, ssl_context: Any, method: str = "GET") -> Any:
-    """One blocking call to the relay with ``token``; the JSON answer, or :class:`TurnFetchError`
-    (status and the relay's error code) for a refusal or an unreachable relay. Redirects are not
-    followed: urllib would send the ``Authorization`` header on to wherever they point."""
-    request = urllib.request.Request(url, method=method,
-                                     headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+def get_json(url: str, token: str, timeout: float, ssl_context: Any, method: str = "GET", body: Any = None) -> Any:
+    """One blocking call to the relay with ``token`` (and ``body`` as JSON, if any); the JSON
+    answer, or :class:`TurnFetchError` (status and the relay's error code) for a refusal or an
+    unreachable relay. Redirects are not followed: urllib would send the ``Authorization``
+    header on to wherever they point."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl_context), _NoRedirects())
     try:
         with opener.open(request, timeout=timeout) as response:

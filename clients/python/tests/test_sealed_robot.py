@@ -1,0 +1,141 @@
+"""A sealed robot through the real relay (docs/protocol.md "The sealed household (v1.5)"): the robot
+library seals everything it sends and opens only what a member sealed, enforcing the roster's
+roles itself; a marker in every command, response and event crosses the relay and is found in
+none of its tables nor its log. The app side here is the contract written out from the
+primitives' library (pyca), as a third implementation would: the Swift library's own checks are
+in WimzSealedTests."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from wimz_robot import RobotClient
+from wimz_robot.sealed import (Epoch, Identity, Member, PublicKeys, Roster, Sender, SignedRoster, associated_data,
+                               b64decode, b64encode, frame_key, frame_nonce, open_package)
+from wimz_robot.sealed.device import SealedDevice
+from wimz_testkit import http_json
+
+from test_robot_client import app_socket, eventually, next_message
+
+
+def open_from_robot(epoch: Epoch, robot: PublicKeys, device_id: str, frame: dict[str, Any]) -> dict[str, Any]:
+    """An app's opening of the robot's frame: the robot's signature, then the AEAD."""
+    kind = frame.get("kind")
+    aad = associated_data(device_id, frame["epoch"], frame["kid"], frame["sid"], frame["n"], frame["ts"], kind)
+    ct = b64decode(frame["ct"])
+    assert frame["kid"] == robot.kid and robot.verifies(b64decode(frame["sig"]), aad + ct)
+    key = frame_key(epoch.secret, b64decode(frame["sid"]), device_id, frame["kid"])
+    return dict(json.loads(ChaCha20Poly1305(key).decrypt(frame_nonce(frame["n"]), ct, aad)))
+
+
+def issue(database, relay, device_id: str, *args: str) -> str:
+    token = database.cli("token", "issue", "--device", device_id, "--role", "app", *args).strip().splitlines()[-1]
+    relay.wait_known(device_id, token)
+    return token
+
+
+async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(relay, database, device, tmp_path: Path) -> None:
+    device_id, robot_token, owner_token = device
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 7200))
+    guest_token = issue(database, relay, device_id, "--access", "guest", "--until", until, "--label", "sitter")
+    marker = f"MARKER-{secrets.token_hex(8)}"
+    owner, guest = Identity.generate(), Identity.generate()
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)  # learned on the home Wi-Fi, not through the relay
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    for token, identity in ((owner_token, owner), (guest_token, guest)):
+        keys = identity.public.to_json()
+        assert http_json(f"{base}/member-key", token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]})[0] == 200
+
+    seen: list[Any] = []
+    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+        @client.command("treat")
+        def treat(data: dict[str, Any], sender: Any) -> dict[str, Any]:
+            seen.append((data, sender))
+            return {"echo": data["note"]}
+
+        await client.wait_connected(timeout=10)
+        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
+                             [Member(owner.public, "owner", True, None, "owner"),
+                              Member(guest.public, "guest", False, int(time.time() * 1000) + 3_600_000, "sitter")])
+        assert await client.accept_roster(roster.signed(owner).to_json()) == 1
+        assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 1}
+
+        # Each app fetches its own package and opens it.
+        def epoch_for(token: str, identity: Identity) -> Epoch:
+            answer = http_json(f"{base}/epochs/current", token)[1]
+            signed = SignedRoster.from_json(answer["roster"])
+            return Epoch(signed.roster, open_package(answer["package"], identity, signed.roster))
+
+        owner_epoch, guest_epoch = epoch_for(owner_token, owner), epoch_for(guest_token, guest)
+        assert owner_epoch.secret == guest_epoch.secret == sealed.epoch.secret  # type: ignore[union-attr]
+
+        app = await app_socket(relay, device_id, owner_token)
+        sealer = Sender(owner, device_id)
+        command = {"type": "command", "id": "c1", "command": "treat", "data": {"note": marker}}
+        await app.send(json.dumps(sealer.seal(owner_epoch, json.dumps(command).encode())))
+        frame = await next_message(app, lambda m: m.get("type") == "sealed")
+        response = open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)
+        assert response == {"type": "response", "id": "c1", "ok": True, "data": {"echo": marker}}
+        assert seen[0][1].kid == owner.kid and seen[0][1].access == "owner" and seen[0][1].token_id is None
+
+        # The robot's events go sealed, with the kind the relay may see.
+        assert await client.send_event("bark_detected", {"confidence": 0.9, "note": marker})
+        frame = await next_message(app, lambda m: m.get("type") == "sealed")
+        assert frame["kind"] == "bark_detected" and marker not in json.dumps(frame)
+        assert open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)["data"]["note"] == marker
+        assert await client.send_event("mode_changed", {"mode": marker})  # one the relay keeps as last-known state
+        frame = await next_message(app, lambda m: m.get("type") == "sealed")
+        assert frame["kind"] == "mode_changed"
+
+        # What the robot refuses itself: an unsealed command, a flipped byte, a replay, a guest
+        # without control; none of them closes the socket or reaches the handler.
+        await app.send(json.dumps({"type": "command", "id": "c2", "command": "treat", "data": {"note": "plain"}}))
+        flipped = sealer.seal(owner_epoch, json.dumps(command | {"id": "c3"}).encode())
+        flipped["ct"] = b64encode(bytes([b64decode(flipped["ct"])[0] ^ 1]) + b64decode(flipped["ct"])[1:])
+        await app.send(json.dumps(flipped))
+        good = sealer.seal(owner_epoch, json.dumps(command | {"id": "c4"}).encode())
+        await app.send(json.dumps(good))
+        await app.send(json.dumps(good))
+        frame = await next_message(app, lambda m: m.get("type") == "sealed")
+        assert open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)["id"] == "c4"
+        await eventually(lambda: sealed.rejected.get("replayed", 0) >= 1)
+        assert sealed.rejected == {"unsealed": 1, "tampered": 1, "replayed": 1} and len(seen) == 2
+
+        guest_app = await app_socket(relay, device_id, guest_token)
+        guest_sealer = Sender(guest, device_id)
+        await guest_app.send(json.dumps(guest_sealer.seal(guest_epoch, json.dumps(command | {"id": "g1"}).encode())))
+        frame = await next_message(guest_app, lambda m: m.get("type") == "sealed" and m.get("kid") == sealed.identity.kid)
+        refused = open_from_robot(guest_epoch, sealed.identity.public, device_id, frame)
+        assert refused["id"] == "g1" and refused["error"]["code"] == "forbidden" and len(seen) == 2
+        await guest_app.close()
+        await app.close()
+
+    # The marker crossed the relay six times; it is in none of its tables and not in its log.
+    tables = database.psql("SELECT string_agg(table_name, ' ') FROM information_schema.tables "
+                           "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'").split()
+    assert "audit_log" in tables and "device_state_events" in tables
+    for table in tables:
+        assert marker not in database.psql(f"SELECT coalesce(string_agg(t::text, ' '), '') FROM {table} t"), table
+    assert not any(marker in line for line in relay.lines)
+
+
+def test_a_restarted_robot_keeps_its_epoch_and_its_first_owner(tmp_path: Path) -> None:
+    device_id = "robot-restart"
+    first = SealedDevice(tmp_path, device_id)
+    owner = Identity.generate()
+    first.pin_first_owner(owner.public)
+    roster = Roster.make(device_id, 1, None, 0, first.identity.public, [Member(owner.public, "owner", True, None, "")])
+    first.accept(roster.signed(owner))
+    again = SealedDevice(tmp_path, device_id)
+    assert again.identity.public == first.identity.public and again.first_owner == owner.public
+    assert again.epoch is not None and again.epoch.secret == first.epoch.secret  # type: ignore[union-attr]
+    assert oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
+    frame = Sender(owner, device_id).seal(again.epoch, b'{"type":"command","id":"1","command":"x"}')
+    assert again.open(frame) is not None

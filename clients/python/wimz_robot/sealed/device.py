@@ -1,0 +1,148 @@
+"""A sealed device as the robot keeps it (docs/protocol.md "The sealed household (v1.5)"): its
+identity, the first owner it pinned, the current epoch and the one before, in a directory only
+its user reads. :class:`wimz_robot.RobotClient` seals and opens every frame through it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..protocol import RELAY_EVENTS
+from .epoch import Epoch, new_epoch
+from .frames import KINDS, Opened, Rejected, RobotOpener, Sender
+from .keys import Identity, PublicKeys, b64decode, b64encode
+from .roster import Roster, RosterRejected, SignedRoster, verify_next
+
+log = logging.getLogger("wimz_robot.sealed")
+
+#: Unsealed frames a sealed robot still reads: the relay's own and the seal's own bookkeeping.
+UNSEALED_TYPES = frozenset({"roster", "epoch", "error", "pong"})
+
+
+@dataclass(frozen=True)
+class Inner:
+    """An app's frame opened: the v1–v1.4 message inside and the roster member who sealed it."""
+
+    message: dict[str, Any]
+    opened: Opened
+
+
+class SealedDevice:
+    """One robot's seal: ``identity.json`` and ``state.json`` (the pinned first owner, the
+    current and previous epochs with their secrets) in ``directory``, both 0600 in a 0700
+    directory. Until a first owner is pinned and a first epoch accepted, the device is not
+    sealed and the client speaks v1–v1.4."""
+
+    def __init__(self, directory: Path, device_id: str) -> None:
+        self.directory = directory
+        self.device_id = device_id
+        self.identity = Identity.load_or_create(directory / "identity.json")
+        self.first_owner: PublicKeys | None = None
+        self.opener = RobotOpener(device_id)
+        #: Frames refused since start, by reason (each one is also logged).
+        self.rejected: dict[str, int] = {}
+        self._load()
+
+    @property
+    def sealed(self) -> bool:
+        return self.opener.current is not None
+
+    @property
+    def epoch(self) -> Epoch | None:
+        return self.opener.current
+
+    def pin_first_owner(self, owner: PublicKeys) -> None:
+        """Pins the first owner's key, learned over a path the relay does not control (the home
+        Wi-Fi, or a code). Refused once a first owner is pinned: ownership then moves by rosters."""
+        if self.first_owner is not None and self.first_owner != owner:
+            raise RosterRejected("a first owner is already pinned")
+        self.first_owner = owner
+        self._save()
+
+    def accept(self, signed: SignedRoster, now: float | None = None) -> dict[str, Any]:
+        """Verifies the next roster, draws its epoch secret and makes it current (the previous
+        one stays open for 60 s). Returns the body the robot uploads with
+        ``PUT …/sealed/epochs/{E}``; RosterRejected when the roster does not follow."""
+        current = self.opener.current
+        roster = verify_next(signed, previous=current.roster if current else None, device_id=self.device_id,
+                             robot=self.identity.public, first_owner=self.first_owner)
+        epoch, body = new_epoch(SignedRoster(roster, signed.by, signed.sig), self.identity)
+        self.opener.announce(epoch, now)
+        self._save()
+        log.info("epoch %d accepted: %d members", epoch.number, len(roster.members))
+        return body
+
+    def sender(self) -> Sender:
+        """A new connection's sealing (a fresh sid)."""
+        return Sender(self.identity, self.device_id)
+
+    def seal(self, sender: Sender, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` as a sealed frame of the current epoch; its ``kind`` is the event's name
+        when the relay may see it (push, replay), else none."""
+        epoch = self.opener.current
+        if epoch is None:
+            raise RuntimeError("not sealed")
+        name = message.get("event") if message.get("type") == "event" else None
+        kind = name if isinstance(name, str) and name in KINDS else None
+        return sender.seal(epoch, json.dumps(message, separators=(",", ":")).encode(), kind)
+
+    def open(self, frame: dict[str, Any]) -> Inner | None:
+        """An app's sealed frame opened, or None (dropped unread, counted and logged)."""
+        try:
+            opened = self.opener.open(frame)
+            message = json.loads(opened.plaintext)
+            if not isinstance(message, dict):
+                raise ValueError("not a JSON object")
+            return Inner(message, opened)
+        except Rejected as refusal:
+            self._count(refusal.reason.value, str(refusal))
+        except ValueError as error:
+            self._count("malformed", f"sealed content: {error}")
+        return None
+
+    def reads_unsealed(self, message: dict[str, Any]) -> bool:
+        """Whether a sealed robot reads this unsealed frame: the relay's own events and the
+        seal's bookkeeping only. Anything else would let a relay speak for an app."""
+        kind = message.get("type")
+        if kind == "event":
+            return message.get("event") in RELAY_EVENTS
+        if kind in UNSEALED_TYPES:
+            return True
+        self._count("unsealed", f"an unsealed {kind!r} frame on a sealed device")
+        return False
+
+    def _count(self, reason: str, detail: str) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        log.warning("sealed frame dropped (%s): %s", reason, detail)
+
+    # -- the state file ----------------------------------------------------------------------
+
+    def _load(self) -> None:
+        path = self.directory / "state.json"
+        if not path.exists():
+            return
+        if path.stat().st_mode & 0o077:
+            raise PermissionError(f"{path} is readable by others; it holds epoch secrets")
+        state = json.loads(path.read_text())
+        if state.get("first_owner"):
+            self.first_owner = PublicKeys.from_json(state["first_owner"])
+        for item in state.get("epochs", []):  # the previous epoch first, then the current one
+            epoch = Epoch(Roster.parse(b64decode(item["roster"])), bytes.fromhex(item["secret"]))
+            self.opener.announce(epoch, time.monotonic() - 3600)  # a restart ends the previous epoch's grace
+
+    def _save(self) -> None:
+        epochs = [epoch for epoch in (self.opener.previous, self.opener.current) if epoch is not None]
+        state = {"first_owner": self.first_owner.to_json() if self.first_owner else None,
+                 "epochs": [{"roster": b64encode(e.roster.raw), "secret": e.secret.hex()} for e in epochs]}
+        temporary = self.directory / "state.json.new"
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            json.dump(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self.directory / "state.json")
