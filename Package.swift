@@ -37,6 +37,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.29.0"),
         // The push sender's HTTP/2 client (RelayPush, a worker of its own: never the service thread).
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // The sealed household's tests play the robot with CryptoKit's API (the app library's own crypto).
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
     ],
     targets: [
         // System libraries (Debian: libwebsockets-dev, libpq-dev, libssl-dev).
@@ -117,7 +119,8 @@ let package = Package(
         // The sealed household's bytes against vectors computed from the primitives (Tests/Fixtures/sealed).
         .testTarget(name: "WimzSealedTests", dependencies: [wimzSealed]),
         // The client against the real relay.
-        .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, "RelayCore", "RelayTestSupport"]),
+        .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, wimzSealed, "RelayCore", "RelayTestSupport",
+                                                                  .product(name: "Crypto", package: "swift-crypto")]),
         // In-process: the router, authentication and handlers with fake clients, a fake loop and a
         // clock the test moves; no socket, no database.
         .testTarget(name: "RelayServerTests", dependencies: ["RelayServer", "RelayCore", "RelayCrypto", "RelayStore", "RelayWorkers", "RelayTestSupport"]),

@@ -168,6 +168,7 @@ struct Screen {
         case .event(let message): apply(RobotEvent(message))
         case .message(let raw): last = String(raw.prefix(60))
         case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
+        case .sealedFrameRejected(let why): last = "sealed frame dropped: \(why)"
         }
     }
 

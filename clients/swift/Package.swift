@@ -39,6 +39,7 @@ let package = Package(
             name: "WimzRelayClient",
             dependencies: [
                 "WimzProtocol",
+                "WimzSealed",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),

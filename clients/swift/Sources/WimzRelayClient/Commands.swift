@@ -52,14 +52,16 @@ extension RelayClient {
         try Task.checkCancellation()
         guard let connection else { throw RelayClientError.notConnected }
         commandCount += 1
-        let id = "app-\(commandCount)"
+        // Sealed, the relay cannot route the answer to this app alone: every app of the device
+        // gets it, so the id is drawn at random.
+        let id = seal?.current == nil ? "app-\(commandCount)" : "app-\(commandCount)-\(UInt64.random(in: 0 ... .max))"
         let limit = timeout ?? configuration.commandTimeout, clock = configuration.clock
         pending[id] = PendingCommand(timeout: Task { [weak self] in
             do { try await clock.sleep(limit) } catch { return }
             await self?.resolve(id, .failure(RelayClientError.timeout))
         })
         return try await withTaskCancellationHandler {
-            let text = JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text
+            let text = try outgoing(JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text)
             do {
                 try await connection.send(text: text)
             } catch {

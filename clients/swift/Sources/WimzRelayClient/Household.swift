@@ -103,26 +103,26 @@ extension RelayClient {
         if access == .guest { body["control"] = .bool(control) }
         if let until { body["until"] = .string(until.formatted(.iso8601)) }
         if let codeValidFor { body["expires_in"] = .integer(codeValidFor.components.seconds) }
-        let answer = try await householdCall("POST", .invites, body: .object(body), expecting: 201)
+        let answer = try await deviceCall("POST", .invites, body: .object(body), expecting: 201)
         return try read(answer, as: "invite", Invite.init)
     }
 
     /// The pending invitations (never their codes again).
     public func invites() async throws -> [Invite] {
-        let answer = try await householdCall("GET", .invites)
+        let answer = try await deviceCall("GET", .invites)
         return try readList(answer, "invites", Invite.init)
     }
 
     /// Cancels an invitation: its code stops working.
     public func cancelInvite(_ inviteID: Int64) async throws {
-        _ = try await householdCall("DELETE", .invites, [String(inviteID)], expecting: 204)
+        _ = try await deviceCall("DELETE", .invites, [String(inviteID)], expecting: 204)
     }
 
     // MARK: - Members
 
     /// The household (owners and family; a guest gets ``RelayClientError/forbidden(code:message:)``).
     public func members() async throws -> [Member] {
-        let answer = try await householdCall("GET", .members)
+        let answer = try await deviceCall("GET", .members)
         return try readList(answer, "members", Member.init)
     }
 
@@ -139,27 +139,27 @@ extension RelayClient {
         case .removed: body["until"] = .null
         case .at(let date): body["until"] = .string(date.formatted(.iso8601))
         }
-        let answer = try await householdCall("PATCH", .members, [String(tokenID)], body: .object(body))
+        let answer = try await deviceCall("PATCH", .members, [String(tokenID)], body: .object(body))
         return try read(answer, as: "member", Member.init)
     }
 
     /// Removes a member (owners): its sockets close, its push registrations go and its live
     /// video through TURN is cut.
     public func removeMember(_ tokenID: Int64) async throws {
-        _ = try await householdCall("DELETE", .members, [String(tokenID)], expecting: 204)
+        _ = try await deviceCall("DELETE", .members, [String(tokenID)], expecting: 204)
     }
 
     /// Leaves the household: this app's token is revoked, so the client stops
     /// (``RelayClientError/revoked(reason:)``). The last owner can't leave (`last_owner`).
     public func leave() async throws {
         let own = if let member { member } else { try await refreshMember() }
-        _ = try await householdCall("DELETE", .members, [String(own.tokenID)], expecting: 204)
+        _ = try await deviceCall("DELETE", .members, [String(own.tokenID)], expecting: 204)
     }
 
     /// Asks the relay for this app's own access (`GET …/status`); ``member`` holds it after.
     @discardableResult
     public func refreshMember() async throws -> MemberAccess {
-        let answer = try await householdCall("GET", .status)
+        let answer = try await deviceCall("GET", .status)
         let own = try read(answer, as: "status", { MemberAccess($0["member"]) })
         member = own
         return own
@@ -168,7 +168,7 @@ extension RelayClient {
     // MARK: - Calls
 
     /// `METHOD /api/devices/ID/<resource>[/<id>]` with the app token; the JSON of the expected answer.
-    private func householdCall(_ method: String, _ resource: WimzProtocol.Path.DeviceResource, _ segments: [String] = [],
+    func deviceCall(_ method: String, _ resource: WimzProtocol.Path.DeviceResource, _ segments: [String] = [],
                                body: JSON? = nil, expecting status: Int = 200) async throws -> JSON {
         var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, resource, segments)))
         request.httpMethod = method

@@ -55,6 +55,8 @@ public actor RelayClient {
         /// Resume the stream from here on the first connect (a push's place, see
         /// ``PushNotification/resumePoint(lastSeen:)``, or one the app saved).
         public var resumeFrom: ResumePoint?
+        /// The sealed household (v1.5): set, the client seals and opens frames once it holds an epoch.
+        public var sealed: SealedHousehold?
 
         public init(url: URL, deviceID: String, token: String, resumeFrom: ResumePoint? = nil) {
             self.url = url
@@ -73,7 +75,7 @@ public actor RelayClient {
     public internal(set) var member: MemberAccess?
     public nonisolated let configuration: Configuration
 
-    private let eventSink: EventBroadcaster
+    let eventSink: EventBroadcaster
     /// The token in use (the configured one, or the provider's newest).
     private var token: String
     /// Missed-event recovery: the numbering the relay reported and the highest seq seen.
@@ -109,6 +111,8 @@ public actor RelayClient {
     private var turn: TurnCredentials?
     private var turnFetch: Task<TurnCredentials, any Error>?
     private var turnRefresher: Task<Void, Never>?
+    /// The sealed household (v1.5), when configured: epochs held, this connection's sealer.
+    var seal: SealState?
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -129,6 +133,7 @@ public actor RelayClient {
         components.path = basePath + WimzProtocol.Path.appSocket
         components.queryItems = [URLQueryItem(name: "device_id", value: configuration.deviceID)]
         socketURL = components.url ?? configuration.url
+        seal = configuration.sealed.map { SealState($0, deviceID: configuration.deviceID) }
     }
 
     // MARK: - Lifecycle
@@ -185,7 +190,7 @@ public actor RelayClient {
     /// Sends a raw text message to the robot (WebRTC offers and candidates, …).
     public func send(text: String) async throws {
         guard let connection else { throw RelayClientError.notConnected }
-        try await connection.send(text: text)
+        try await connection.send(text: try outgoing(text))
     }
 
     /// Sends a raw binary message to the robot.
@@ -293,6 +298,7 @@ public actor RelayClient {
                 continue
             }
             connection = socket
+            seal?.newConnection()
             connectionSerial += 1
             (endingOnPurpose, wakeUp) = (false, false)
             backoff.reset()
@@ -389,12 +395,13 @@ public actor RelayClient {
         eventSink.finish()
     }
 
-    private func handle(_ text: String) {
-        guard let message = try? JSON(parsing: text) else {
-            eventSink.yield(.message(raw: text))
+    private func handle(_ received: String) {
+        guard let parsed = try? JSON(parsing: received) else {
+            eventSink.yield(.message(raw: received))
             return
         }
-        noteNumbering(message)
+        noteNumbering(parsed)
+        guard let (message, text, sealedFrame) = unsealed(parsed, received) else { return }
         let id = message["id"]?.stringValue
         switch message["type"]?.stringValue {
         case WimzProtocol.MessageType.response:
@@ -406,7 +413,7 @@ public actor RelayClient {
             if case .forbidden = refusal { member?.control = false }  // only a guest without control is refused
             resolve(id!, .failure(refusal))
         default:
-            let event = RelayEvent(message: message, raw: text)
+            let event = RelayEvent(message: message, raw: text).sealed(sealedFrame)
             if case .deviceStatus(let status) = event, let own = status.member { member = own }
             eventSink.yield(event)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import WimzProtocol
+import WimzSealed
 
 /// What the app receives: the relay's `device_status`, every event the robot sends (its name,
 /// `data` and the message as received; the robot's own product, WimzRobot, types them as the
@@ -15,6 +16,9 @@ public enum RelayEvent: Sendable, Equatable {
     case binary([UInt8])
     /// This client's own connection to the relay changed.
     case connection(ConnectionState)
+    /// A frame of a sealed device dropped unread (v1.5): changed on the way, replayed, of an
+    /// epoch this app does not hold, not from the robot, or unsealed where only sealed ones count.
+    case sealedFrameRejected(FrameRejection)
 }
 
 /// One event message: its name, its `data` object, the robot's timestamp and the message as
@@ -24,6 +28,11 @@ public struct EventMessage: Sendable, Equatable {
     public var data: JSON
     public var timestamp: String?
     public var raw: String
+    /// On a sealed device (v1.5): when the robot sealed it (ms since 1970) and whether it is past
+    /// state (older than 120 s, or than an event of the same kind already shown): show it "as of",
+    /// never as a fresh alert. `raw` is then the opened frame.
+    public var sealedAt: Int64?
+    public var isPastState = false
 
     public init(name: String, data: JSON, timestamp: String?, raw: String) {
         self.name = name

@@ -69,7 +69,7 @@ public final class RelayConnectionModel {
             if !status.online, let since = status.since { lastSeen = since }
             if let recovered = status.recovered { lastResumeRecovered = recovered }
         case .event(let message): apply(RobotEvent(message))
-        case .message, .binary: break
+        case .message, .binary, .sealedFrameRejected: break
         }
     }
 

@@ -40,6 +40,20 @@ public struct Epoch: Sendable {
     /// The secret's bytes, for the app's own store (the Keychain) only.
     public var secretBytes: Data { secret.withUnsafeBytes { Data($0) } }
 
+    /// A member's package of `secret` for `roster`, as the robot seals it (a robot written in
+    /// Swift; this library's tests play the robot with it).
+    static func package(_ secret: Data, for member: RosterMember, in roster: Roster) throws -> [String: String] {
+        var sender = try HPKE.Sender(recipientKey: try member.keys.hpkeKey, ciphersuite: suite,
+                                     info: statement("wimz-sealed-v1 epoch", roster))
+        let sealed = try sender.seal(secret)
+        return ["kid": member.kid, "sealed": Base64URL.encode(sender.encapsulatedKey + sealed)]
+    }
+
+    /// The robot's acceptance of `roster`: its signature of `wimz-sealed-v1 accept` 0x00 device 0x00 E 0x00 hash.
+    static func acceptance(of roster: Roster, by robot: SealedIdentity) throws -> String {
+        Base64URL.encode(try robot.sign(statement("wimz-sealed-v1 accept", roster)))
+    }
+
     static let suite = HPKE.Ciphersuite(kem: .Curve25519_HKDF_SHA256, kdf: .HKDF_SHA256, aead: .AES_GCM_128)
 
     /// `label` 0x00 device 0x00 E 0x00 roster hash: HPKE's `info` and what `robot_sig` signs.

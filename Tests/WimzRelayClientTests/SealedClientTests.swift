@@ -1,0 +1,109 @@
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+import RelayTestSupport
+@testable import WimzRelayClient
+@testable import WimzSealed
+
+/// The app library in a sealed household through the real relay (docs/protocol.md "The sealed
+/// household (v1.5)"): it hands over its keys, opens its package of the epoch, and from then on
+/// seals its commands and opens the robot's frames; whatever the relay forges or leaves unsealed
+/// is dropped and reported. The test plays the robot (a raw socket, this library's crypto).
+@Suite struct SealedClientTests {
+    let robot = SealedIdentity(), owner = SealedIdentity()
+
+    /// `PUT …/sealed/epochs/1` as the robot: the owner's roster (the app alone), the robot's
+    /// acceptance, the app's package. Returns the epoch as the robot holds it.
+    func sealFirstEpoch(_ f: RelayFixture) async throws -> Epoch {
+        let roster = try Roster.make(deviceID: "dev1", epoch: 1, previousHash: nil, made: 0, robot: robot.publicKeys,
+                                     members: [RosterMember(keys: owner.publicKeys, role: .owner, control: true, until: nil, label: "")])
+        let secret = Data((0..<32).map { _ in UInt8.random(in: 0 ... 255) })
+        let body: [String: Any] = ["roster": try roster.signed(by: owner).json, "robot_sig": try Epoch.acceptance(of: roster, by: robot),
+                                   "packages": [try Epoch.package(secret, for: roster.members[0], in: roster)]]
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(f.port)/api/devices/dev1/sealed/epochs/1")!)
+        request.httpMethod = "PUT"
+        request.httpBody = try JSONSerialization.data(withJSONObject: body)
+        request.setValue("Bearer \(f.robotTokens["dev1"]!)", forHTTPHeaderField: "Authorization")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        return try Epoch(roster: roster, secret: secret)
+    }
+
+    /// The robot's opening of the app's frame (the app's signature, then the AEAD).
+    func openFromApp(_ frame: [String: Any], _ epoch: Epoch) throws -> [String: Any] {
+        let sid = frame["sid"] as! String, n = (frame["n"] as! NSNumber).int64Value, ts = (frame["ts"] as! NSNumber).int64Value
+        let aad = FrameCrypto.associatedData(deviceID: "dev1", epoch: 1, kid: owner.kid, sid: sid, n: n, ts: ts, kind: nil)
+        let ct = try #require(Base64URL.decode(frame["ct"] as! String))
+        #expect(owner.publicKeys.verifies(try #require(Base64URL.decode(frame["sig"] as! String)), of: aad + ct))
+        let box = try ChaChaPoly.SealedBox(nonce: try FrameCrypto.nonce(n), ciphertext: ct.dropLast(16), tag: ct.suffix(16))
+        let plain = try ChaChaPoly.open(box, using: FrameCrypto.key(epoch, sid: try #require(Base64URL.decode(sid)), deviceID: "dev1",
+                                                                     kid: owner.kid), authenticating: aad)
+        return try #require(try JSONSerialization.jsonObject(with: plain) as? [String: Any])
+    }
+
+    @Test func commandsAndEventsGoSealedAndForgeriesAreReported() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let robotSocket = try await onThread { try f.robot() }
+        let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(true))
+        #expect(try await client.joinSealedHousehold() == owner.kid)
+        let epoch = try await sealFirstEpoch(f)
+        #expect(try await client.refreshSealedEpoch() == 1)
+        #expect(await client.robotKeyTrust == .verified)
+        #expect(await client.sealedEpoch == 1)
+
+        // A command: sealed on the way out, its sealed answer opened and matched by its random id.
+        async let answered: Void = onThread {
+            let frame = try robotSocket.receive(until: { $0["type"] as? String == "sealed" })
+            let command = try self.openFromApp(frame, epoch)
+            #expect(command["command"] as? String == "treat")
+            var sealer = FrameSealer(identity: self.robot, deviceID: "dev1")
+            let response = #"{"type":"response","id":"\#(command["id"] as! String)","ok":true,"data":{"given":1}}"#
+            try robotSocket.send(try sealer.seal(Data(response.utf8), in: epoch))
+        }
+        let response = try await client.send(command: "treat", data: ["count": 1])
+        try await answered
+        #expect(response.ok && response.data == ["given": 1] && response.id.hasPrefix("app-1-"))
+
+        // An event, sealed by the robot with the kind the relay may see.
+        var sealer = FrameSealer(identity: robot, deviceID: "dev1")
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let bark = try sealer.seal(Data(#"{"type":"event","event":"bark_detected","data":{"confidence":0.9}}"#.utf8), in: epoch,
+                                   ts: now, kind: "bark_detected")
+        try robotSocket.send(bark)
+        let (event, at) = try await log.waitFor { if case .event(let m) = $0 { m.name == "bark_detected" } else { false } }
+        guard case .event(let message) = event else { return }
+        #expect(message.sealedAt == now && !message.isPastState && message.data["confidence"] == 0.9)
+
+        // What a relay could do to the robot's frames: each is dropped and reported, none arrives.
+        var tampered = try #require(try JSONSerialization.jsonObject(with: Data(bark.utf8)) as? [String: Any])
+        tampered["n"] = 9
+        try robotSocket.send(String(decoding: try JSONSerialization.data(withJSONObject: tampered), as: UTF8.self))
+        try robotSocket.send(#"{"type":"event","event":"bark_detected","data":{"confidence":1.0}}"#)
+        try robotSocket.send(bark)  // a repeat: dropped silently
+        _ = try await log.waitFor(after: at) { $0 == .sealedFrameRejected(.tampered) }
+        _ = try await log.waitFor(after: at) { $0 == .sealedFrameRejected(.malformed) }
+        let barks = await log.events.filter { if case .event(let m) = $0 { m.name == "bark_detected" } else { false } }
+        #expect(barks.count == 1)
+        await client.stop()
+    }
+
+    @Test func anEpochNamingAnotherRobotIsRefused() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let impostor = SealedIdentity()
+        let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: impostor.publicKeys) }
+        _ = try await client.joinSealedHousehold()
+        _ = try await sealFirstEpoch(f)
+        await #expect(throws: SealedError.rosterRejected("the roster names another robot key")) { try await client.refreshSealedEpoch() }
+        #expect(await client.sealedEpoch == nil)
+        // Without a verified key the robot's is taken, and shown as unverified.
+        let trusting = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner) }
+        #expect(try await trusting.refreshSealedEpoch() == 1)
+        #expect(await trusting.robotKeyTrust == .unverified)
+    }
+}

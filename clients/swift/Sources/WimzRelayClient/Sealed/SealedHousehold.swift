@@ -1,0 +1,159 @@
+import Foundation
+import WimzProtocol
+import WimzSealed
+
+/// What an app brings to a sealed household (docs/protocol.md "The sealed household (v1.5)"):
+/// its identity and the robot's keys as it learned them. Set it as
+/// ``RelayClient/Configuration/sealed``; the client then seals what it sends and opens what the
+/// robot sealed, once it holds an epoch (``RelayClient/refreshSealedEpoch()``).
+public struct SealedHousehold: Sendable {
+    /// This app install's keys (keep them with an `IdentityStore`: the Keychain, a 0600 file).
+    public var identity: SealedIdentity
+    /// The robot's keys, when the app learned them over a path the relay does not control (the
+    /// home Wi-Fi, or the household's fingerprint in an invitation link). Nil: the first roster's
+    /// robot key is taken, and shown as unverified.
+    public var verifiedRobot: PublicKeys?
+
+    public init(identity: SealedIdentity, verifiedRobot: PublicKeys? = nil) {
+        self.identity = identity
+        self.verifiedRobot = verifiedRobot
+    }
+}
+
+/// How the app knows the robot's key.
+public enum RobotKeyTrust: Sendable, Equatable {
+    /// Learned over a path the relay does not control.
+    case verified
+    /// Learned only through the relay: show it as such until it is verified.
+    case unverified
+}
+
+/// The sealed household as one client holds it: the epochs whose secrets it opened, the robot's
+/// key, and this connection's sealer (a fresh sid for every connection).
+struct SealState {
+    let household: SealedHousehold
+    let deviceID: String
+    var opener: AppOpener
+    var current: Epoch?
+    var robot: PublicKeys?
+    var sealer: FrameSealer
+
+    init(_ household: SealedHousehold, deviceID: String) {
+        self.household = household
+        self.deviceID = deviceID
+        opener = AppOpener(deviceID: deviceID)
+        robot = household.verifiedRobot
+        sealer = FrameSealer(identity: household.identity, deviceID: deviceID)
+    }
+
+    var trust: RobotKeyTrust? {
+        guard let robot else { return nil }
+        return robot == household.verifiedRobot ? .verified : .unverified
+    }
+
+    mutating func newConnection() { sealer = FrameSealer(identity: household.identity, deviceID: deviceID) }
+
+    /// Takes the answer of `GET …/sealed/epochs/current`: the robot's acceptance verified with
+    /// the key this app holds for it (a roster naming another robot key is refused), the chain
+    /// to the roster it held before where it follows it, and its own package opened.
+    mutating func adopt(_ answer: JSON) throws -> Int {
+        guard let object = try JSONSerialization.jsonObject(with: Data(answer.text.utf8)) as? [String: Any],
+              let signedJSON = object["roster"] as? [String: Any], let package = object["package"] as? [String: Any],
+              let robotSignature = object["robot_sig"] as? String
+        else { throw SealedError.malformed("not an epoch answer") }
+        let signed = try SignedRoster(json: signedJSON)
+        let roster = signed.roster
+        guard roster.deviceID == deviceID else { throw SealedError.rosterRejected("another device's roster") }
+        if let robot, roster.robot != robot { throw SealedError.rosterRejected("the roster names another robot key") }
+        if let current {
+            guard roster.epoch >= current.number else { throw SealedError.rosterRejected("an epoch older than the one held") }
+            if roster.epoch == current.number { return current.number }
+            if roster.epoch == current.number + 1 {
+                _ = try signed.verifiedAsNext(after: current.roster, deviceID: deviceID, robot: roster.robot)
+            }
+        }
+        let epoch = try Epoch(roster: roster, package: package, robotSignature: robotSignature, identity: household.identity)
+        robot = roster.robot
+        opener.hold(epoch)
+        current = epoch
+        return epoch.number
+    }
+}
+
+extension RelayClient {
+    /// Hands this app's public keys to the relay for the device (`PUT …/sealed/member-key`), so
+    /// an owner's app can sign it into the next roster. Returns its `kid`.
+    public func joinSealedHousehold() async throws -> String {
+        guard let household = configuration.sealed else { throw RelayClientError.invalidResponse("no sealed household configured") }
+        let keys = household.identity.publicKeys
+        let answer = try await deviceCall("PUT", .sealed, ["member-key"],
+                                          body: ["sign": .string(Base64URL.encode(keys.sign)), "hpke": .string(Base64URL.encode(keys.hpke))])
+        return answer["kid"]?.stringValue ?? ""
+    }
+
+    /// Fetches the device's current epoch with this app's package and opens it; from then on the
+    /// client seals what it sends. Returns the epoch. Throws `SealedError` when the relay's answer
+    /// does not verify (nothing is adopted then), ``RelayClientError`` for a refusal
+    /// (`not_in_roster`: an owner has not signed this app in yet).
+    @discardableResult
+    public func refreshSealedEpoch() async throws -> Int {
+        guard seal != nil else { throw RelayClientError.invalidResponse("no sealed household configured") }
+        let answer = try await deviceCall("GET", .sealed, ["epochs", "current"])
+        return try seal!.adopt(answer)
+    }
+
+    /// The epoch this client seals with (nil: none yet).
+    public var sealedEpoch: Int? { seal?.current?.number }
+
+    /// How this client knows the robot's key (nil: it knows none yet).
+    public var robotKeyTrust: RobotKeyTrust? { seal?.trust }
+
+    /// The text that goes out for `text`: sealed once the client holds an epoch.
+    func outgoing(_ text: String) throws -> String {
+        guard seal?.current != nil else { return text }
+        return try seal!.sealer.seal(Data(text.utf8), in: seal!.current!)
+    }
+
+    /// A frame from the relay on a sealed device: the robot's sealed frame opened (with when it
+    /// was sealed and whether it is past state), the relay's own unsealed messages as they are,
+    /// and nil for anything dropped (reported as ``RelayEvent/sealedFrameRejected(_:)``).
+    func unsealed(_ message: JSON, _ text: String) -> (message: JSON, text: String, frame: OpenedFrame?)? {
+        guard var state = seal, state.current != nil else { return (message, text, nil) }
+        defer { seal = state }
+        let type = message["type"]?.stringValue
+        guard type == "sealed" else {
+            // The relay's own: its events, errors, pongs. Anything else would be a relay
+            // speaking for the robot.
+            let relayEvents = [WimzProtocol.RelayEventName.deviceStatus, WimzProtocol.RelayEventName.turnCredentials]
+            let relayEvent = type == "event" && relayEvents.contains(message["event"]?.stringValue ?? "")
+            if relayEvent || type == "error" || type == "epoch" || type == "pong" { return (message, text, nil) }
+            eventSink.yield(.sealedFrameRejected(.malformed))
+            return nil
+        }
+        do {
+            switch try state.opener.open(Data(text.utf8)) {
+            case .repeated: return nil
+            case .opened(let frame):
+                let inner = String(decoding: frame.plaintext, as: UTF8.self)
+                guard let innerMessage = try? JSON(parsing: inner) else { throw FrameRejection.malformed }
+                return (innerMessage, inner, frame)
+            }
+        } catch let rejection as FrameRejection {
+            eventSink.yield(.sealedFrameRejected(rejection))
+        } catch {
+            eventSink.yield(.sealedFrameRejected(.malformed))
+        }
+        return nil
+    }
+}
+
+extension RelayEvent {
+    /// This event as opened from a sealed frame: an event carries when it was sealed and whether
+    /// it is past state.
+    func sealed(_ frame: OpenedFrame?) -> RelayEvent {
+        guard let frame, case .event(var message) = self else { return self }
+        message.sealedAt = frame.ts
+        message.isPastState = frame.isPastState
+        return .event(message)
+    }
+}
