@@ -114,7 +114,7 @@ let package = Package(
         .testTarget(name: "RelayWorkersTests", dependencies: ["RelayWorkers", "RelayStore", "RelayCrypto", "RelayLogging", "RelayTestSupport",
                                                               .product(name: "Logging", package: "swift-log")]),
         // The client libraries' pure parts (models, push payloads, back-off, URLs): no relay, no database.
-        .testTarget(name: "WimzRelayClientUnitTests", dependencies: [wimzRelayClient, wimzProtocol]),
+        .testTarget(name: "WimzRelayClientUnitTests", dependencies: [wimzRelayClient, wimzProtocol, wimzSealed]),
         .testTarget(name: "WimzRobotTests", dependencies: [wimzRobot, wimzRelayClient]),
         // The sealed household's bytes against vectors computed from the primitives (Tests/Fixtures/sealed).
         .testTarget(name: "WimzSealedTests", dependencies: [wimzSealed]),

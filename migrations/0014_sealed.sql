@@ -39,3 +39,13 @@ CREATE TABLE sealed_packages (
     PRIMARY KEY (device_id, epoch, kid),
     FOREIGN KEY (device_id, epoch) REFERENCES sealed_epochs (device_id, epoch) ON DELETE CASCADE
 );
+
+-- A new epoch reaches the node serving the device ('sealed:<device> <epoch>' on the credentials
+-- channel): its apps hear of it, and from the first one on it refuses unsealed frames.
+CREATE FUNCTION wimz_notify_sealed_epoch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('wimz_credentials', 'sealed:' || NEW.device_id || ' ' || NEW.epoch);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER sealed_epochs_notify AFTER INSERT ON sealed_epochs
+    FOR EACH ROW EXECUTE FUNCTION wimz_notify_sealed_epoch();

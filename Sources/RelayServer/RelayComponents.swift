@@ -63,7 +63,7 @@ final class RelayComponents {
                                sender: workers.push)
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
-        served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns)
+        served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(listener: gateListener)

@@ -10,19 +10,23 @@ public struct MissionRunRepository {
 
     /// The open run of `device`, if any, and the device's name (what a push-to-start shows).
     public func run(of device: DeviceID) throws -> (run: MissionRun?, name: String) {
-        try runs(of: [device])[device] ?? (nil, "")
+        try runs(of: [device])[device].map { ($0.run, $0.name) } ?? (nil, "")
     }
 
-    /// `run(of:)` for several devices in one statement (a device that no longer exists is left out).
-    public func runs(of devices: [DeviceID]) throws -> [DeviceID: (run: MissionRun?, name: String)] {
+    /// `run(of:)` for several devices in one statement (a device that no longer exists is left out),
+    /// with each device's sealed epoch (v1.5; nil: not sealed).
+    public func runs(of devices: [DeviceID]) throws -> [DeviceID: (run: MissionRun?, name: String, sealedEpoch: Int?)] {
         guard !devices.isEmpty else { return [:] }
-        var found: [DeviceID: (run: MissionRun?, name: String)] = [:]
+        var found: [DeviceID: (run: MissionRun?, name: String, sealedEpoch: Int?)] = [:]
+        // The sealed epoch rides along (v1.5): one statement per batch of arriving devices, not two.
         for row in try db.executePrepared(
             """
-            SELECT d.id, r.opened_at, r.state::text AS state, d.name FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
+            SELECT d.id, r.opened_at, r.state::text AS state, d.name,
+                   (SELECT max(e.epoch) FROM sealed_epochs e WHERE e.device_id = d.id) AS sealed_epoch
+            FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
             WHERE d.id = ANY ($1::text[])
             """, [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records {
-            found[try row.deviceID("id")] = (try Self.decode(row), try row.string("name"))
+            found[try row.deviceID("id")] = (try Self.decode(row), try row.string("name"), try row.optionalInt64("sealed_epoch").map { Int($0) })
         }
         return found
     }

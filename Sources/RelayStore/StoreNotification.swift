@@ -12,6 +12,7 @@ import RelayCore
 /// | `wimz_credentials` | `push:<device id>`               |
 /// | `wimz_credentials` | `live:<device id>`               |
 /// | `wimz_credentials` | `run:<device id>`                |
+/// | `wimz_credentials` | `sealed:<device id> <epoch>`     |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -27,6 +28,8 @@ public enum StoreNotification: Equatable, Sendable {
     case liveActivity(DeviceID)
     /// The device's mission run ended (its row was deleted, migrations/0013).
     case runEnded(DeviceID)
+    /// The robot stored a new epoch of the sealed device (migrations/0014).
+    case sealedEpoch(DeviceID, epoch: Int)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -38,7 +41,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -52,6 +55,7 @@ public enum StoreNotification: Equatable, Sendable {
         case .push(let device): return "push:\(device.rawValue)"
         case .liveActivity(let device): return "live:\(device.rawValue)"
         case .runEnded(let device): return "run:\(device.rawValue)"
+        case .sealedEpoch(let device, let epoch): return "sealed:\(device.rawValue) \(epoch)"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -70,6 +74,10 @@ public enum StoreNotification: Equatable, Sendable {
             case "push": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .push(device)
             case "live": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .liveActivity(device)
             case "run": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .runEnded(device)
+            case "sealed":
+                let words = parts[1].split(separator: " ")
+                guard words.count == 2, let device = DeviceID(String(words[0])), let epoch = Int(words[1]) else { return nil }
+                self = .sealedEpoch(device, epoch: epoch)
             default: return nil
             }
         case Self.clusterChannel:

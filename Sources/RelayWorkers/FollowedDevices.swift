@@ -70,13 +70,16 @@ public struct DeviceRegistrations: Sendable {
     public var run: MissionRun?
     /// The device's name (a push-to-start shows it).
     public var name: String
+    /// The device's current epoch when it is sealed (v1.5).
+    public var sealedEpoch: Int?
 
     public init(device: DeviceID, push: [PushRegistration] = [], liveActivities: [LiveActivityRegistration] = [],
-                run: MissionRun? = nil, name: String = "") {
+                run: MissionRun? = nil, name: String = "", sealedEpoch: Int? = nil) {
         self.device = device
         self.push = push
         self.liveActivities = liveActivities
         self.run = run
         self.name = name
+        self.sealedEpoch = sealedEpoch
     }
 }

@@ -53,6 +53,8 @@ public enum StoreEvent: Sendable {
     case liveActivityChanged(DeviceID, [LiveActivityRegistration])
     /// The device's mission run ended (on whichever node ended it).
     case runEnded(DeviceID)
+    /// The robot stored a new epoch of the sealed device (v1.5).
+    case sealedEpoch(DeviceID, epoch: Int)
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
@@ -137,6 +139,8 @@ public final class StoreMonitor: DatabaseWork {
                 onEvent(.liveActivityChanged(device, try LiveActivityRepository(db).registrations(device: device)))
             case .runEnded(let device)?:
                 onEvent(.runEnded(device))
+            case .sealedEpoch(let device, let epoch)?:
+                onEvent(.sealedEpoch(device, epoch: epoch))
             default:
                 continue
             }
@@ -199,7 +203,7 @@ public final class StoreMonitor: DatabaseWork {
                 let pushed = Dictionary(grouping: push, by: \.device), lived = Dictionary(grouping: live, by: \.device)
                 onEvent(.devicesRead(asked.map { device in
                     DeviceRegistrations(device: device, push: pushed[device] ?? [], liveActivities: lived[device] ?? [],
-                                        run: runs[device]?.run, name: runs[device]?.name ?? "")
+                                        run: runs[device]?.run, name: runs[device]?.name ?? "", sealedEpoch: runs[device]?.sealedEpoch)
                 }))
             }
         } catch {

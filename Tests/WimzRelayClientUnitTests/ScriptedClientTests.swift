@@ -222,7 +222,7 @@ private func settle() async {
 /// Waits (real time, at most 30 s: only a failure waits that long) until `condition` holds.
 /// These tests need the cooperative thread pool: the test command runs them with the client's
 /// integration tests, apart from the daemon's tests that block its threads.
-private func until(_ condition: () async -> Bool) async throws {
+func until(_ condition: () async -> Bool) async throws {
     let deadline = ContinuousClock.now + .seconds(30)
     while !(await condition()) {
         guard ContinuousClock.now < deadline else { throw TimedOut() }
@@ -230,7 +230,7 @@ private func until(_ condition: () async -> Bool) async throws {
     }
 }
 
-private struct TimedOut: Error {}
+struct TimedOut: Error {}
 
 /// A clock moved by hand: sleepers wake when `advance` reaches their deadline; `fired` counts
 /// the sleeps that ran to their end (the client's own wake-ups), `deadlines` those still waiting.

@@ -35,6 +35,14 @@ extension DeviceHub {
             deliver(RelayMessages.error(.forbiddenType, "this type or event is the relay's own"), to: session)
             return
         }
+        // A sealed device takes only sealed frames from its apps (v1.5): anything else would
+        // reach the robot around the seal (the robot refuses it too).
+        if device.sealedEpoch != nil, envelope?.kind != .sealed {
+            observer?.hubDropped(.refused(.sealedDevice))
+            deliver(RelayMessages.error(.sealedDevice, "this device is sealed: only sealed frames reach its robot", idToken: commandID),
+                    to: session)
+            return
+        }
         // A guest without control sends no commands (docs/protocol.md v1.3): refused here, before the
         // robot, from the flag the token's changes keep current.
         if !session.mayCommand, envelope?.kind == .command {

@@ -38,6 +38,8 @@ public final class DeviceHub {
         var pending: [UInt64: (app: Session, idToken: [UInt8])] = [:]
         var pendingOrder: [UInt64] = []
         var pendingHead = 0
+        /// The device's current epoch when it is sealed (v1.5): only sealed frames pass then.
+        var sealedEpoch: Int?
         /// The robot was online on another node since then and is moving here (cluster handoff).
         var carriedOnlineSince: (since: UnixTime, until: UInt64)?
 
@@ -73,6 +75,8 @@ public final class DeviceHub {
     var pushWatchedDevices: Set<DeviceID> = []
     /// Devices with Live Activity tokens (kept by the server); their entries are `missionWatched`.
     var missionWatchedDevices: Set<DeviceID> = []
+    /// Sealed devices this node follows, with their current epoch (v1.5; `DeviceHub+Sealed.swift`).
+    var sealedDevices: [DeviceID: Int] = [:]
     /// Devices whose replayed events changed since `takeChangedState` last ran.
     var changedState: [Device] = []
     private var devices: [DeviceID: Device] = [:]
@@ -161,6 +165,7 @@ public final class DeviceHub {
         let d = Device(id: device, since: wallClock)
         d.pushWatched = pushWatchedDevices.contains(device)
         d.missionWatched = missionWatchedDevices.contains(device)
+        d.sealedEpoch = sealedDevices[device]
         devices[device] = d
         return d
     }
@@ -340,6 +345,10 @@ public final class DeviceHub {
 
     private func fromRobot(_ payload: Payload, session: Session, device: Device, now: UInt64) {
         let envelope = payload.isBinary ? .opaque : payload.withBytes(Envelope.scan)
+        if device.sealedEpoch != nil, envelope.kind != .sealed, envelope.kind != .lockScreen {
+            observer?.hubDropped(.unsealed)  // no app of a sealed device would open it
+            return
+        }
         switch envelope.kind {
         case .response:
             routeResponse(payload, envelope: envelope, device: device)

@@ -14,6 +14,8 @@ public enum DropReason: Hashable, Sendable {
     case unknownResponse
     /// A robot event while no app is connected.
     case noApps
+    /// A robot's unsealed frame on a sealed device (v1.5): no app would open it.
+    case unsealed
 
     public var label: String {
         switch self {
@@ -21,6 +23,7 @@ public enum DropReason: Hashable, Sendable {
         case .queueFull: "queue_full"
         case .unknownResponse: "unknown_response"
         case .noApps: "no_apps"
+        case .unsealed: "unsealed"
         }
     }
 }

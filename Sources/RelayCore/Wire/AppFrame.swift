@@ -115,6 +115,7 @@ public enum AppFrame {
             }
             if equals(typeName, "command") { return .accepted(Envelope(kind: .command, eventName: nil, id: id)) }
             if equals(typeName, "response") { return .accepted(Envelope(kind: .response, eventName: nil, id: id)) }
+            if equals(typeName, "sealed") { return .accepted(Envelope(kind: .sealed, eventName: nil, id: nil)) }
             return .accepted(Envelope(kind: .other, eventName: nil, id: nil))
         }
 

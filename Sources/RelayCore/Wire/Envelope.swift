@@ -20,6 +20,9 @@ public struct Envelope: Equatable, Sendable {
         case httpResponse, httpBody
         /// The relay's own request on the robot leg; an app may not send one.
         case httpRequest
+        /// v1.5: a sealed frame (`"type":"sealed"`), and the one frame a sealed device's robot
+        /// leaves in clear for the lock screen (`"type":"lock_screen"`).
+        case sealed, lockScreen
         /// A JSON object with another (or no) `type`.
         case other
         /// Not a JSON object (or binary): forwarded verbatim.
@@ -117,6 +120,8 @@ public struct Envelope: Equatable, Sendable {
             let text = (value.lowerBound + 1)..<(value.upperBound - 1)
             switch text.count {
             case 5 where equals(text, "event"): return .event
+            case 6 where equals(text, "sealed"): return .sealed
+            case 11 where equals(text, "lock_screen"): return .lockScreen
             case 7 where equals(text, "command"): return .command
             case 8 where equals(text, "response"): return .response
             case 9 where equals(text, "http_body"): return .httpBody

@@ -48,6 +48,15 @@ public enum RelayMessages {
         return Payload(out)
     }
 
+    /// `{"type":"epoch","epoch":E}`: a sealed device's new epoch (v1.5), for its apps.
+    public static func epoch(_ epoch: Int) -> Payload {
+        var out: [UInt8] = []
+        JSONValue.appendLiteral(#"{"type":"epoch","epoch":"#, to: &out)
+        JSONValue.appendDecimal(Int64(epoch), to: &out)
+        JSONValue.appendLiteral("}", to: &out)
+        return Payload(out)
+    }
+
     /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
     /// Encoded once per name: these go out on every connect and disconnect.
     private static func eventHead(_ name: String) -> [UInt8] {

@@ -89,6 +89,9 @@ final class StoreSync {
             missionRuns.changed(device, registrations)
         case .runEnded(let device):
             missionRuns.runEnded(device)
+        case .sealedEpoch(let device, let epoch):
+            // Every node hears it; the one holding the device tells its apps.
+            served.sealed(device, epoch: epoch, announce: true)
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

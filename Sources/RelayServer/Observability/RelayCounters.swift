@@ -13,8 +13,9 @@ struct RelayCounters {
         AuthFailure.missingToken, .unknownToken, .expiredToken, .revokedToken, .wrongDevice, .wrongRole, .deviceDisabled,
     ].map { ($0, 0) })
     var closes: [UInt16: Int] = Dictionary(uniqueKeysWithValues: CloseCode.allCases.map { ($0.rawValue, 0) })
-    var drops: [DropReason: Int] = Dictionary(uniqueKeysWithValues: ([.queueFull, .unknownResponse, .noApps]
-        + [ErrorCode.rateLimited, .deviceOffline, .forbiddenType, .forbidden, .badMessage, .robotBusy].map(DropReason.refused))
+    var drops: [DropReason: Int] = Dictionary(uniqueKeysWithValues: ([.queueFull, .unknownResponse, .noApps, .unsealed]
+        + [ErrorCode.rateLimited, .deviceOffline, .forbiddenType, .forbidden, .badMessage, .robotBusy, .sealedDevice]
+            .map(DropReason.refused))
         .map { ($0, 0) })
     var keepaliveTimeouts = 0
     /// Sockets closed (4003) because their token expired.

@@ -22,6 +22,8 @@ final class ServedDevices {
     private let followed: FollowedDevices
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
+    /// Told which followed devices are sealed (v1.5), and to forget one no longer followed.
+    private let hub: DeviceHub?
     private let recentCapacity: Int
     /// Followed devices without a socket here, each with the number of its departure.
     private var recent: [DeviceID: UInt64] = [:]
@@ -33,10 +35,12 @@ final class ServedDevices {
     /// Devices with a socket here (all followed).
     private var present = 0
 
-    init(followed: FollowedDevices, push: PushCoordinator, missionRuns: MissionRuns, recentCapacity: Int = ServedDevices.recentCapacity) {
+    init(followed: FollowedDevices, push: PushCoordinator, missionRuns: MissionRuns, hub: DeviceHub? = nil,
+         recentCapacity: Int = ServedDevices.recentCapacity) {
         self.followed = followed
         self.push = push
         self.missionRuns = missionRuns
+        self.hub = hub
         self.recentCapacity = recentCapacity
     }
 
@@ -75,7 +79,15 @@ final class ServedDevices {
         for stored in devices {
             push.changed(stored.device, stored.push)
             missionRuns.read(stored)
+            if let epoch = stored.sealedEpoch { sealed(stored.device, epoch: epoch, announce: false) }
         }
+    }
+
+    /// `device` is sealed at `epoch` (v1.5), kept while this node holds the device: from a read,
+    /// or announced to its apps when the store says the robot stored a new one.
+    func sealed(_ device: DeviceID, epoch: Int, announce: Bool) {
+        guard recent[device] != nil || hub?.sessions(of: device).isEmpty == false else { return }
+        hub?.setSealed(device, epoch: epoch, announce: announce)
     }
 
     /// Departures still listed, stale ones included (bounded; for tests).
@@ -85,6 +97,7 @@ final class ServedDevices {
         followed.unfollow(device)
         push.forget(device)
         missionRuns.forget(device)
+        hub?.setSealed(device, epoch: nil, announce: false)
     }
 }
 

@@ -76,6 +76,10 @@ final class RobotHTTPEndpoint {
         guard let body else {
             return .error(.notSupported, "HTTP to the robot needs the relay's own HTTP front: terminate TLS at the balancer")
         }
+        // A sealed device's API is reached only sealed, over the app's socket (v1.5).
+        if hub.sealedEpoch(of: device) != nil {
+            return .error(.sealedDevice, "this device is sealed: reach the robot's API with sealed http_request frames")
+        }
         // A guest without control reads (GET, HEAD) but changes nothing (docs/protocol.md v1.3).
         if !entry.token.rights.mayCommand, method != "GET", method != "HEAD" {
             return .error(.forbidden, "a guest without control may only GET and HEAD the robot's API")

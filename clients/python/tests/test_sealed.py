@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from wimz_robot.sealed import (Epoch, Identity, Member, Reason, Rejected, RobotOpener, Roster, RosterRejected, Sender,
+from wimz_robot.sealed import (Epoch, Identity, Member, Reason, Rejected, RobotOpener, Roster, RosterRejected, SealedDevice, Sender,
                                SignedRoster, accepted_by, associated_data, b64decode, b64encode, frame_key, new_epoch,
                                open_package, verify_next)
 
@@ -178,3 +178,14 @@ def test_the_identity_file_is_the_users_alone(tmp_path: Path) -> None:
     path.chmod(0o640)
     with pytest.raises(PermissionError):
         Identity.load_or_create(path)
+
+
+def test_a_sealed_robot_reads_only_the_relays_own_unsealed_frames(tmp_path: Path) -> None:
+    # The relay refuses unsealed app frames on a sealed device; the robot does not rely on it.
+    device = SealedDevice(tmp_path, DEVICE)
+    assert device.reads_unsealed({"type": "event", "event": "turn_credentials", "data": {}})
+    assert device.reads_unsealed({"type": "roster"}) and device.reads_unsealed({"type": "error", "code": "x"})
+    for forged in ({"type": "command", "id": "1", "command": "treat"}, {"type": "event", "event": "bark_detected"},
+                   {"type": "http_request", "id": "h1"}, {"type": "signal", "sdp": "v=0"}):
+        assert not device.reads_unsealed(forged)
+    assert device.rejected == {"unsealed": 4}

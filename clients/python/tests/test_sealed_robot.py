@@ -61,11 +61,17 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
             return {"echo": data["note"]}
 
         await client.wait_connected(timeout=10)
+        app = await app_socket(relay, device_id, owner_token)
         roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
                              [Member(owner.public, "owner", True, None, "owner"),
                               Member(guest.public, "guest", False, int(time.time() * 1000) + 3_600_000, "sitter")])
         assert await client.accept_roster(roster.signed(owner).to_json()) == 1
         assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 1}
+        # The node serving the device heard of it: the connected app is told, and from now on
+        # the relay itself refuses what would go around the seal.
+        assert await next_message(app, lambda m: m.get("type") == "epoch") == {"type": "epoch", "epoch": 1}
+        status, refusal = http_json(f"{relay.url}/api/devices/{device_id}/robot/status", owner_token)
+        assert (status, refusal["error"]) == (409, "sealed_device")
 
         # Each app fetches its own package and opens it.
         def epoch_for(token: str, identity: Identity) -> Epoch:
@@ -76,7 +82,6 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         owner_epoch, guest_epoch = epoch_for(owner_token, owner), epoch_for(guest_token, guest)
         assert owner_epoch.secret == guest_epoch.secret == sealed.epoch.secret  # type: ignore[union-attr]
 
-        app = await app_socket(relay, device_id, owner_token)
         sealer = Sender(owner, device_id)
         command = {"type": "command", "id": "c1", "command": "treat", "data": {"note": marker}}
         await app.send(json.dumps(sealer.seal(owner_epoch, json.dumps(command).encode())))
@@ -94,9 +99,11 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         frame = await next_message(app, lambda m: m.get("type") == "sealed")
         assert frame["kind"] == "mode_changed"
 
-        # What the robot refuses itself: an unsealed command, a flipped byte, a replay, a guest
-        # without control; none of them closes the socket or reaches the handler.
+        # An unsealed command is the relay's to refuse; what the robot refuses itself: a flipped
+        # byte, a replay, a guest without control. None closes the socket or reaches the handler.
         await app.send(json.dumps({"type": "command", "id": "c2", "command": "treat", "data": {"note": "plain"}}))
+        refused_plain = await next_message(app, lambda m: m.get("type") == "error")
+        assert refused_plain["code"] == "sealed_device" and refused_plain["id"] == "c2"
         flipped = sealer.seal(owner_epoch, json.dumps(command | {"id": "c3"}).encode())
         flipped["ct"] = b64encode(bytes([b64decode(flipped["ct"])[0] ^ 1]) + b64decode(flipped["ct"])[1:])
         await app.send(json.dumps(flipped))
@@ -106,7 +113,7 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         frame = await next_message(app, lambda m: m.get("type") == "sealed")
         assert open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)["id"] == "c4"
         await eventually(lambda: sealed.rejected.get("replayed", 0) >= 1)
-        assert sealed.rejected == {"unsealed": 1, "tampered": 1, "replayed": 1} and len(seen) == 2
+        assert sealed.rejected == {"tampered": 1, "replayed": 1} and len(seen) == 2
 
         guest_app = await app_socket(relay, device_id, guest_token)
         guest_sealer = Sender(guest, device_id)

@@ -109,9 +109,7 @@ class SealedDevice:
         """Whether a sealed robot reads this unsealed frame: the relay's own events and the
         seal's bookkeeping only. Anything else would let a relay speak for an app."""
         kind = message.get("type")
-        if kind == "event":
-            return message.get("event") in RELAY_EVENTS
-        if kind in UNSEALED_TYPES:
+        if (kind == "event" and message.get("event") in RELAY_EVENTS) or kind in UNSEALED_TYPES:
             return True
         self._count("unsealed", f"an unsealed {kind!r} frame on a sealed device")
         return False

@@ -33,6 +33,9 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case invalidUntil = "invalid_until"
     /// v1.5: the calling app's key has no package in that epoch (it is not in the roster).
     case notInRoster = "not_in_roster"
+    /// v1.5: the device is sealed, and this would bypass the seal (an unsealed frame, plain HTTP
+    /// to the robot's API).
+    case sealedDevice = "sealed_device"
     /// v1.3: the caller's access level does not allow this (HTTP 403, or an app's command frame).
     case forbidden
     case lengthRequired = "length_required"
@@ -70,7 +73,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil: 400
         case .notFound, .invalidCode, .notInRoster: 404
         case .methodNotAllowed: 405
-        case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner: 409
+        case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner, .sealedDevice: 409
         case .lengthRequired: 411
         case .tooLarge: 413
         case .uriTooLong: 414

@@ -102,6 +102,17 @@ extension RelayClient {
         return try seal!.adopt(answer)
     }
 
+    /// Holds `epoch` (one this app opened before, kept in its own store): its frames open, and
+    /// the client seals with it if it is the newest held. Apps restore their epochs on launch.
+    public func restoreSealedEpoch(_ epoch: Epoch) {
+        guard seal != nil else { return }
+        seal!.opener.hold(epoch)
+        if epoch.number > seal!.current?.number ?? 0 {
+            seal!.current = epoch
+            seal!.robot = seal!.robot ?? epoch.roster.robot
+        }
+    }
+
     /// The epoch this client seals with (nil: none yet).
     public var sealedEpoch: Int? { seal?.current?.number }
 
@@ -118,15 +129,23 @@ extension RelayClient {
     /// was sealed and whether it is past state), the relay's own unsealed messages as they are,
     /// and nil for anything dropped (reported as ``RelayEvent/sealedFrameRejected(_:)``).
     func unsealed(_ message: JSON, _ text: String) -> (message: JSON, text: String, frame: OpenedFrame?)? {
-        guard var state = seal, state.current != nil else { return (message, text, nil) }
-        defer { seal = state }
+        guard var state = seal else { return (message, text, nil) }
         let type = message["type"]?.stringValue
+        if type == "epoch" {
+            // The robot stored a new epoch: fetch this app's package of it.
+            if let number = message["epoch"]?.intValue, number > state.current?.number ?? 0 {
+                Task { try? await self.refreshSealedEpoch() }
+            }
+            return nil
+        }
+        guard state.current != nil else { return (message, text, nil) }
+        defer { seal = state }
         guard type == "sealed" else {
             // The relay's own: its events, errors, pongs. Anything else would be a relay
             // speaking for the robot.
             let relayEvents = [WimzProtocol.RelayEventName.deviceStatus, WimzProtocol.RelayEventName.turnCredentials]
             let relayEvent = type == "event" && relayEvents.contains(message["event"]?.stringValue ?? "")
-            if relayEvent || type == "error" || type == "epoch" || type == "pong" { return (message, text, nil) }
+            if relayEvent || type == "error" || type == "pong" { return (message, text, nil) }
             eventSink.yield(.sealedFrameRejected(.malformed))
             return nil
         }

@@ -1,0 +1,58 @@
+import Testing
+@testable import RelayCore
+
+/// A sealed device in the hub (docs/protocol.md "The sealed household (v1.5)"): its sealed frames
+/// pass both ways as any frame does, anything that would go around the seal is refused, and a
+/// new epoch reaches its apps.
+@Suite struct SealedHubTests {
+    var base = DeviceHubTests()
+
+    mutating func sealedPair() -> (DeviceHub, Session, Session) {
+        let (h, robot, app) = base.connectedPair()
+        h.setSealed(DeviceID("d1")!, epoch: 1, announce: true)
+        #expect(base.drain(app) == [#"{"type":"epoch","epoch":1}"#])
+        return (h, robot, app)
+    }
+
+    @Test mutating func sealedFramesPassAndTheRestIsRefused() {
+        let (h, robot, app) = sealedPair()
+        let sealed = #"{"type":"sealed","v":1,"epoch":1,"kid":"k","sid":"s","n":1,"ts":1,"ct":"x","sig":"y"}"#
+        h.receive(Payload(Array(sealed.utf8)), from: app, now: 0)
+        #expect(base.drain(robot) == [sealed])
+        h.receive(Payload(Array(sealed.utf8)), from: robot, now: 0)
+        h.receive(Payload(Array(#"{"type":"lock_screen","data":{"status":"watching"}}"#.utf8)), from: robot, now: 0)
+        #expect(base.drain(app) == [sealed, #"{"type":"lock_screen","data":{"status":"watching"}}"#])
+
+        for text in [#"{"type":"command","id":"1","command":"treat"}"#, #"{"type":"signal","sdp":"v=0"}"#] {
+            h.receive(Payload(Array(text.utf8)), from: app, now: 0)
+        }
+        h.receive(Payload([1, 2, 3], isBinary: true), from: app, now: 0)
+        #expect(base.drain(robot) == [])
+        let refusals = base.drain(app)
+        #expect(refusals.count == 3 && refusals.allSatisfy { $0.contains(#""code":"sealed_device""#) }, "\(refusals)")
+        #expect(refusals[0].contains(#""id":"1""#))  // the app can fail that command at once
+        for text in [#"{"type":"event","event":"bark_detected","data":{}}"#, #"{"type":"response","id":"c0000000000000001"}"#] {
+            h.receive(Payload(Array(text.utf8)), from: robot, now: 0)
+        }
+        #expect(base.drain(app) == [])
+    }
+
+    @Test mutating func onlyARisingEpochIsAnnouncedAndANewEntryStartsSealed() {
+        let (h, _, app) = sealedPair()
+        h.setSealed(DeviceID("d1")!, epoch: 1, announce: true)
+        h.setSealed(DeviceID("d1")!, epoch: 2, announce: false)
+        #expect(base.drain(app) == [])
+        h.setSealed(DeviceID("d1")!, epoch: 3, announce: true)
+        #expect(base.drain(app) == [#"{"type":"epoch","epoch":3}"#])
+        #expect(h.sealedEpoch(of: DeviceID("d1")!) == 3)
+        // A device the hub has no entry for yet starts sealed when its first socket attaches.
+        h.setSealed(DeviceID("d2")!, epoch: 5, announce: true)
+        let other = base.session(.app, "d2")
+        h.attach(other, now: 0, wallClock: UnixTime(seconds: 100))
+        _ = base.drain(other)
+        h.receive(Payload(Array(#"{"type":"signal"}"#.utf8)), from: other, now: 0)
+        #expect(base.drain(other).first?.contains("sealed_device") == true)
+        h.setSealed(DeviceID("d2")!, epoch: nil, announce: false)
+        #expect(h.sealedEpoch(of: DeviceID("d2")!) == nil)
+    }
+}
