@@ -49,3 +49,23 @@ BEGIN
 END $$;
 CREATE TRIGGER sealed_epochs_notify AFTER INSERT ON sealed_epochs
     FOR EACH ROW EXECUTE FUNCTION wimz_notify_sealed_epoch();
+
+-- Rosters an owner's app signed for the robot to accept (POST …/sealed/rosters): the signed
+-- envelope as sent, for the epoch it names. The node holding the robot hands each one over as a
+-- `roster` frame ('roster:<device> <id>'); a robot that was away asks for those above its epoch.
+CREATE TABLE sealed_rosters (
+    id         bigserial PRIMARY KEY,
+    device_id  text NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+    epoch      integer NOT NULL CHECK (epoch >= 1),
+    signed     text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX sealed_rosters_device_idx ON sealed_rosters (device_id, epoch);
+
+CREATE FUNCTION wimz_notify_sealed_roster() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('wimz_credentials', 'roster:' || NEW.device_id || ' ' || NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER sealed_rosters_notify AFTER INSERT ON sealed_rosters
+    FOR EACH ROW EXECUTE FUNCTION wimz_notify_sealed_roster();

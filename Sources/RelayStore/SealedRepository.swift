@@ -149,6 +149,41 @@ public struct SealedRepository {
         }
     }
 
+    /// Stores an owner's signed roster for the robot (`signed`: the envelope's JSON text, checked by
+    /// the caller) for epoch `epoch`: refused (409 `conflict`) unless it is the current one + 1.
+    /// Audited; the node holding the robot hands it over.
+    public func proposeRoster(device: DeviceID, epoch: Int, signed: String, by ownerToken: Int64, address: String?) throws {
+        try db.transaction {
+            _ = try DeviceRepository(db).lock(device, .update)
+            let current = try currentEpoch(device: device) ?? 0
+            guard epoch == current + 1 else {
+                throw RelayError(.conflict, "the device's current epoch is \(current): a roster for \(current + 1) is next")
+            }
+            try db.execute("INSERT INTO sealed_rosters (device_id, epoch, signed) VALUES ($1, $2::int, $3)",
+                           [device.rawValue, String(epoch), signed])
+            try AuditRepository(db).append([
+                AuditRepository.event(.sealedRosterProposed, at: db.clock.wall(), actor: "app", deviceID: device.rawValue,
+                                      tokenID: ownerToken, remoteAddress: address, details: .object([("epoch", .int(Int64(epoch)))])),
+            ])
+        }
+    }
+
+    /// One proposed roster's envelope, as sent.
+    public func proposedRoster(id: Int64) throws -> String? {
+        try db.execute("SELECT signed FROM sealed_rosters WHERE id = $1", [String(id)]).firstRecord?.string("signed")
+    }
+
+    /// The proposed rosters above the device's current epoch, oldest first: what a robot that was
+    /// away has not accepted yet.
+    public func pendingRosters(device: DeviceID) throws -> [String] {
+        try db.execute(
+            """
+            SELECT signed FROM sealed_rosters
+            WHERE device_id = $1 AND epoch > COALESCE((SELECT max(epoch) FROM sealed_epochs WHERE device_id = $1), 0)
+            ORDER BY id
+            """, [device.rawValue]).records.map { try $0.string("signed") }
+    }
+
     /// Epoch `epoch` (nil: the current one) as app token `appTokenID` may see it: with its own package only.
     public func epoch(device: DeviceID, _ epoch: Int?, appTokenID: Int64) throws -> EpochLookup {
         guard let row = try db.execute(

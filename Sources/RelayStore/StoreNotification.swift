@@ -13,6 +13,7 @@ import RelayCore
 /// | `wimz_credentials` | `live:<device id>`               |
 /// | `wimz_credentials` | `run:<device id>`                |
 /// | `wimz_credentials` | `sealed:<device id> <epoch>`     |
+/// | `wimz_credentials` | `roster:<device id> <id>`        |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -30,6 +31,8 @@ public enum StoreNotification: Equatable, Sendable {
     case runEnded(DeviceID)
     /// The robot stored a new epoch of the sealed device (migrations/0014).
     case sealedEpoch(DeviceID, epoch: Int)
+    /// An owner's app signed a roster for the device's robot (migrations/0014).
+    case rosterProposed(DeviceID, id: Int64)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -41,7 +44,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch, .rosterProposed: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -56,6 +59,7 @@ public enum StoreNotification: Equatable, Sendable {
         case .liveActivity(let device): return "live:\(device.rawValue)"
         case .runEnded(let device): return "run:\(device.rawValue)"
         case .sealedEpoch(let device, let epoch): return "sealed:\(device.rawValue) \(epoch)"
+        case .rosterProposed(let device, let id): return "roster:\(device.rawValue) \(id)"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -74,10 +78,10 @@ public enum StoreNotification: Equatable, Sendable {
             case "push": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .push(device)
             case "live": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .liveActivity(device)
             case "run": guard let device = DeviceID(String(parts[1])) else { return nil }; self = .runEnded(device)
-            case "sealed":
+            case "sealed", "roster":
                 let words = parts[1].split(separator: " ")
-                guard words.count == 2, let device = DeviceID(String(words[0])), let epoch = Int(words[1]) else { return nil }
-                self = .sealedEpoch(device, epoch: epoch)
+                guard words.count == 2, let device = DeviceID(String(words[0])), let number = Int64(words[1]) else { return nil }
+                self = parts[0] == "sealed" ? .sealedEpoch(device, epoch: Int(number)) : .rosterProposed(device, id: number)
             default: return nil
             }
         case Self.clusterChannel:

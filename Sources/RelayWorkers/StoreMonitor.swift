@@ -55,6 +55,8 @@ public enum StoreEvent: Sendable {
     case runEnded(DeviceID)
     /// The robot stored a new epoch of the sealed device (v1.5).
     case sealedEpoch(DeviceID, epoch: Int)
+    /// An owner's signed roster for a followed device's robot (v1.5), as sent.
+    case rosterProposed(DeviceID, signed: String)
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
@@ -141,6 +143,8 @@ public final class StoreMonitor: DatabaseWork {
                 onEvent(.runEnded(device))
             case .sealedEpoch(let device, let epoch)?:
                 onEvent(.sealedEpoch(device, epoch: epoch))
+            case .rosterProposed(let device, let id)? where devices.isFollowed(device):
+                if let signed = try SealedRepository(db).proposedRoster(id: id) { onEvent(.rosterProposed(device, signed: signed)) }
             default:
                 continue
             }

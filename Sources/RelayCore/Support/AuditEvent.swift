@@ -40,6 +40,8 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case sealedMemberKeySet = "sealed_member_key_set"
     /// v1.5: the robot stored a new epoch (`details.epoch`, `members`, `signed_by`).
     case sealedEpochAdded = "sealed_epoch_added"
+    /// v1.5: an owner's app signed a roster for the robot (`details.epoch`).
+    case sealedRosterProposed = "sealed_roster_proposed"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

@@ -56,7 +56,7 @@ struct Route: Sendable {
 
     /// The sealed household's routes (docs/protocol.md v1.5), answered by `SealedEndpoint`.
     enum Sealed: Sendable, Equatable {
-        case status, putMemberKey, listMembers, putEpoch, getEpoch
+        case status, putMemberKey, listMembers, putEpoch, getEpoch, proposeRoster, pendingRosters
     }
 
     /// The Live Activity routes (docs/protocol.md v1.4), answered by `LiveActivityEndpoint`.
@@ -106,7 +106,7 @@ extension Route.Device {
         case .registerPush, .listPush, .removePush: return "push registrations take an app token"
         case .liveActivity: return "Live Activity tokens take an app token"
         case .household: return "the household is managed with an app token"
-        case .sealed(.putEpoch): return "the robot stores epochs with its own token"
+        case .sealed(.putEpoch), .sealed(.pendingRosters): return "this call takes the robot's token"
         case .sealed: return "member keys and epochs take an app token"
         case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
             return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
@@ -188,6 +188,8 @@ enum Routes {
         Route(["GET"], Paths.devicePattern(.sealed, ["members"]), .token(.app, .sealed(.listMembers))),
         Route(["PUT"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.robot, .sealed(.putEpoch))),
         Route(["GET"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.app, .sealed(.getEpoch))),
+        Route(["POST"], Paths.devicePattern(.sealed, ["rosters"]), .token(.owner, .sealed(.proposeRoster))),
+        Route(["GET"], Paths.devicePattern(.sealed, ["rosters"]), .token(.robot, .sealed(.pendingRosters))),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
         Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),

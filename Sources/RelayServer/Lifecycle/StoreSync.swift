@@ -92,6 +92,11 @@ final class StoreSync {
         case .sealedEpoch(let device, let epoch):
             // Every node hears it; the one holding the device tells its apps.
             served.sealed(device, epoch: epoch, announce: true)
+        case .rosterProposed(let device, let signed):
+            // For the robot to verify and accept: `{"type":"roster",…the signed envelope…}`.
+            if let robot = hub.robot(of: device) {
+                hub.deliver(Payload(Array(#"{"type":"roster","#.utf8) + Array(signed.utf8.dropFirst())), to: robot)
+            }
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

@@ -9,6 +9,8 @@ import RelayStore
 ///     PUT /api/devices/{id}/sealed/epochs/{E}        robot  {"roster":{…},"robot_sig","packages":[…]} → 201 {"epoch"} (409: not current + 1)
 ///     GET /api/devices/{id}/sealed/epochs/current    app    → 200 {"epoch","roster","robot_sig","package"} (404 not_in_roster)
 ///     GET /api/devices/{id}/sealed/epochs/{E}        app    the same for an earlier epoch
+///     POST /api/devices/{id}/sealed/rosters          owner  {"roster":B64,"by":KID,"sig":B64} → 202 {"epoch"} (409: not current + 1)
+///     GET /api/devices/{id}/sealed/rosters           robot  → 200 {"rosters":[…]} signed, above the current epoch
 ///
 /// Choices where the contract is silent: `GET …/sealed` is ours, so that either end learns whether
 /// the device is sealed (and so never falls back to an unsealed frame); `members` lists live members' keys not yet in the
@@ -65,6 +67,19 @@ final class SealedEndpoint {
                 return answer(request) { db in
                     try SealedRepository(db).addEpoch(device: device, upload, address: address)
                     return .json(201, .object([("epoch", .int(Int64(upload.epoch)))]))
+                }
+            case .proposeRoster:
+                guard let body else { return .error(.notSupported, "rosters need the relay's own HTTP front") }
+                guard let json = try? JSONReader.parse(body) else { throw RelayError(.badRequest, "the body is not JSON") }
+                let signed = try SealedRules.signedRoster(json, device: device)
+                return answer(request) { db in
+                    try SealedRepository(db).proposeRoster(device: device, epoch: signed.epoch, signed: signed.json, by: token, address: address)
+                    return .json(202, .object([("epoch", .int(Int64(signed.epoch)))]))
+                }
+            case .pendingRosters:
+                return answer(request) { db in
+                    let pending = try SealedRepository(db).pendingRosters(device: device)
+                    return .json(200, .object([("rosters", .array(pending.map { .raw($0) }))]))
                 }
             case .getEpoch:
                 let number = epoch == "current" ? nil : try Self.epochNumber(epoch)

@@ -22,17 +22,37 @@ enum SealedRules {
         Hex.encode(Array(Crypto.sha256(sign + hpke).prefix(16)))
     }
 
+    /// An owner's signed roster as the relay reads it: the envelope's fields, and the epoch and
+    /// members' `kid`s of the roster inside (which names this device).
+    struct SignedRoster {
+        var roster: String, by: String, signature: String
+        var epoch: Int
+        var members: Set<String>
+
+        /// The envelope as stored and handed to the robot (every value base64url or hex: nothing to escape).
+        var json: String { #"{"roster":"\#(roster)","by":"\#(by)","sig":"\#(signature)"}"# }
+    }
+
+    /// `{"roster":B64,"by":KID,"sig":B64}` of `device`.
+    static func signedRoster(_ json: JSONValue?, device: DeviceID) throws(RelayError) -> SignedRoster {
+        guard let json, case .object = json, let roster = json.member("roster")?.stringValue, let bytes = Base64.decodeURLSafe(roster),
+              let by = json.member("by")?.stringValue, isKid(by),
+              let signature = json.member("sig")?.stringValue, Base64.decodeURLSafe(signature)?.count == 64
+        else { throw RelayError(.badRequest, #"a signed roster is {"roster":B64,"by":KID,"sig":B64}"#) }
+        let (epoch, members) = try rosterContents(bytes, device: device)
+        return SignedRoster(roster: roster, by: by, signature: signature, epoch: epoch, members: members)
+    }
+
     /// `{"roster":{"roster":B64,"by":KID,"sig":B64},"robot_sig":B64,"packages":[{"kid","sealed"}…]}`
     /// for epoch `epoch` of `device`.
     static func epochUpload(_ body: [UInt8], device: DeviceID, epoch: Int) throws(RelayError) -> SealedRepository.EpochUpload {
         let usage = #"send {"roster":{"roster":B64,"by":KID,"sig":B64},"robot_sig":B64,"packages":[{"kid":KID,"sealed":B64},…]}"#
-        guard let json = try? JSONReader.parse(body), case .object = json, let signed = json.member("roster"),
-              let rosterText = signed.member("roster")?.stringValue, let rosterBytes = Base64.decodeURLSafe(rosterText),
-              let by = signed.member("by")?.stringValue, isKid(by),
-              let signature = signed.member("sig")?.stringValue, Base64.decodeURLSafe(signature)?.count == 64,
+        guard let json = try? JSONReader.parse(body), case .object = json,
               let robotSignature = json.member("robot_sig")?.stringValue, Base64.decodeURLSafe(robotSignature)?.count == 64,
               let items = json.member("packages")?.arrayValue
         else { throw RelayError(.badRequest, usage) }
+        let signed = try signedRoster(json.member("roster"), device: device)
+        guard signed.epoch == epoch else { throw RelayError(.badRequest, "the roster is of epoch \(signed.epoch), not \(epoch)") }
         var packages: [SealedRepository.Package] = []
         for item in items {
             // The encapsulated key (32 bytes), then the secret (32) and its tag (16).
@@ -41,27 +61,26 @@ enum SealedRules {
             else { throw RelayError(.badRequest, "each package is {\"kid\":KID,\"sealed\":B64} of 80 bytes") }
             packages.append(.init(kid: kid, sealed: sealed))
         }
-        let members = try rosterMembers(rosterBytes, device: device, epoch: epoch)
-        guard Set(packages.map(\.kid)) == members, packages.count == members.count else {
+        guard Set(packages.map(\.kid)) == signed.members, packages.count == signed.members.count else {
             throw RelayError(.badRequest, "one package for each member of the roster, and none for anyone else")
         }
-        return .init(epoch: epoch, roster: rosterText, signedBy: by, signature: signature, robotSignature: robotSignature,
-                     packages: packages)
+        return .init(epoch: epoch, roster: signed.roster, signedBy: signed.by, signature: signed.signature,
+                     robotSignature: robotSignature, packages: packages)
     }
 
-    /// The members' `kid`s of a roster that names this device and epoch.
-    private static func rosterMembers(_ bytes: [UInt8], device: DeviceID, epoch: Int) throws(RelayError) -> Set<String> {
-        guard let roster = try? JSONReader.parse(bytes), case .object = roster, let items = roster.member("members")?.arrayValue else {
-            throw RelayError(.badRequest, "the roster is not the contract's JSON")
-        }
-        guard roster.member("device_id")?.stringValue == device.rawValue, roster.member("epoch")?.intValue == Int64(epoch) else {
-            throw RelayError(.badRequest, "the roster is not of this device and epoch")
+    /// The epoch and members' `kid`s of a roster that names this device.
+    private static func rosterContents(_ bytes: [UInt8], device: DeviceID) throws(RelayError) -> (Int, Set<String>) {
+        guard let roster = try? JSONReader.parse(bytes), case .object = roster, let items = roster.member("members")?.arrayValue,
+              let epoch = roster.member("epoch")?.intValue, (1...Int64(Int32.max)).contains(epoch)
+        else { throw RelayError(.badRequest, "the roster is not the contract's JSON") }
+        guard roster.member("device_id")?.stringValue == device.rawValue else {
+            throw RelayError(.badRequest, "the roster is not of this device")
         }
         let kids = items.compactMap { $0.member("kid")?.stringValue }.filter(isKid)
         guard kids.count == items.count, Set(kids).count == kids.count, !kids.isEmpty else {
             throw RelayError(.badRequest, "the roster's members need distinct kids")
         }
-        return Set(kids)
+        return (Int(epoch), Set(kids))
     }
 
     private static func isKid(_ text: String) -> Bool {

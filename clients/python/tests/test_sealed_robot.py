@@ -69,7 +69,7 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 1}
         # The node serving the device heard of it: the connected app is told, and from now on
         # the relay itself refuses what would go around the seal.
-        assert await next_message(app, lambda m: m.get("type") == "epoch") == {"type": "epoch", "epoch": 1}
+        assert await next_message(app, lambda m: m.get("type") == "epoch", timeout=30) == {"type": "epoch", "epoch": 1}
         status, refusal = http_json(f"{relay.url}/api/devices/{device_id}/robot/status", owner_token)
         assert (status, refusal["error"]) == (409, "sealed_device")
 
@@ -146,3 +146,44 @@ def test_a_restarted_robot_keeps_its_epoch_and_its_first_owner(tmp_path: Path) -
     assert oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
     frame = Sender(owner, device_id).seal(again.epoch, b'{"type":"command","id":"1","command":"x"}')
     assert again.open(frame) is not None
+
+
+async def test_rosters_an_owner_signs_reach_the_robot_through_the_relay(relay, database, device, tmp_path: Path) -> None:
+    device_id, robot_token, owner_token = device
+    family_token = issue(database, relay, device_id, "--access", "family", "--label", "family")
+    owner, family = Identity.generate(), Identity.generate()
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+
+    def roster(epoch: int, prev: str | None, members: list[Member]) -> dict[str, Any]:
+        return Roster.make(device_id, epoch, prev, int(time.time() * 1000), sealed.identity.public, members).signed(owner).to_json()
+
+    me = Member(owner.public, "owner", True, None, "owner")
+    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        app = await app_socket(relay, device_id, owner_token)
+        # The first roster goes through the relay too: the robot checks it against the owner it pinned.
+        assert http_json(f"{base}/rosters", family_token, "POST", roster(1, None, [me]))[1]["error"] == "forbidden"
+        assert http_json(f"{base}/rosters", owner_token, "POST", roster(2, None, [me]))[1]["error"] == "conflict"
+        assert http_json(f"{base}/rosters", owner_token, "POST", roster(1, None, [me])) == (202, {"epoch": 1})
+        assert await next_message(app, lambda m: m.get("type") == "epoch", timeout=30) == {"type": "epoch", "epoch": 1}
+        first = sealed.epoch.roster  # type: ignore[union-attr]
+        await app.close()
+    # Signed while the robot was away: it takes it when it is back.
+    family_member = Member(family.public, "family", True, None, "family")
+    assert http_json(f"{base}/rosters", owner_token, "POST", roster(2, first.hash, [me, family_member])) == (202, {"epoch": 2})
+    async with RobotClient(relay.url, device_id, robot_token, sealed=SealedDevice(tmp_path / "seal", device_id)) as back:
+        await eventually(lambda: back.sealed is not None and back.sealed.epoch is not None and back.sealed.epoch.number == 2,
+                         timeout=30)
+        second = back.sealed.epoch.roster  # type: ignore[union-attr]
+    assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 2}
+    # A roster the robot does not accept (the family member making itself owner) becomes no epoch.
+    usurper = Member(family.public, "owner", True, None, "family")
+    forged = Roster.make(device_id, 3, second.hash, 0, sealed.identity.public, [usurper]).signed(family).to_json()
+    assert http_json(f"{base}/rosters", owner_token, "POST", forged)[0] == 202  # the relay cannot tell; the robot can
+    refusing = SealedDevice(tmp_path / "seal", device_id)
+    async with RobotClient(relay.url, device_id, robot_token, sealed=refusing):
+        # Refused once or twice: it may come both as a frame and when the robot catches up.
+        await eventually(lambda: refusing.rejected.get("roster", 0) >= 1, timeout=30)
+    assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 2} and refusing.epoch.number == 2  # type: ignore[union-attr]

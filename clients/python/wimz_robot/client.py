@@ -33,7 +33,7 @@ from .household import AppToken, Sender, list_app_tokens
 from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH, CloseCode, device_path
 from .sealed.device import SealedDevice
 from .sealed.frames import Sender as FrameSender
-from .sealed.roster import SignedRoster
+from .sealed.roster import RosterRejected, SignedRoster
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials, get_json
 
 log = logging.getLogger("wimz_robot")
@@ -282,11 +282,36 @@ class RobotClient:
         relay. Returns the new epoch; raises RosterRejected or TurnFetchError."""
         if self.sealed is None:
             raise RuntimeError("this client has no SealedDevice")
-        body = self.sealed.accept(SignedRoster.from_json(signed))
-        epoch = SignedRoster.from_json(body["roster"]).roster.epoch
+        roster = SignedRoster.from_json(signed)
+        body = self.sealed.accept(roster)
+        epoch = roster.roster.epoch
         url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'epochs', str(epoch))}"
-        await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl, "PUT", body)
+        try:
+            await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl, "PUT", body)
+        except TurnFetchError as error:
+            if error.status != 409:  # 409: the relay holds this epoch already
+                raise
         return epoch
+
+    async def _accept_roster_frame(self, frame: dict[str, Any]) -> None:
+        """A roster an owner signed, handed over by the relay: accepted if it verifies, else logged."""
+        try:
+            await self.accept_roster({key: frame.get(key) for key in ("roster", "by", "sig")})
+        except RosterRejected as refusal:
+            log.warning("roster refused: %s", refusal)
+        except TurnFetchError as error:
+            log.warning("epoch not stored on the relay: %s", error)
+
+    async def _catch_up_rosters(self) -> None:
+        """The rosters owners signed while this robot was away, oldest first."""
+        url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'rosters')}"
+        try:
+            pending = await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl)
+        except TurnFetchError as error:
+            log.warning("pending rosters not read: %s", error)
+            return
+        for signed in pending.get("rosters", []) if isinstance(pending, dict) else []:
+            await self._accept_roster_frame(signed)
 
     async def _send_text(self, message: str | bytes) -> bool:
         ws = self._ws
@@ -389,6 +414,8 @@ class RobotClient:
                         await ws.send(self._outgoing(event))
                     self._connected.set()
                     self._state("connected")
+                    if self.sealed is not None:
+                        self._spawn(self._catch_up_rosters())
                     log.info("connected to %s", self._ws_url)
                     # This connection's messages, in order, to one worker that runs the handlers.
                     inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(self._inbox_size)
@@ -477,6 +504,9 @@ class RobotClient:
             if parsed is None:
                 continue
             sender = None
+            if self.sealed is not None and parsed.get("type") == "roster":
+                await _guarded(self._accept_roster_frame(parsed))
+                continue
             if self.sealed is not None and self._is_sealed:
                 if parsed.get("type") == "sealed":
                     inner = self.sealed.open(parsed)

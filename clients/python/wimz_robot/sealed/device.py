@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import RELAY_EVENTS
-from .epoch import Epoch, new_epoch
+from .epoch import Epoch, accept_statement, new_epoch, seal_packages
 from .frames import KINDS, Opened, Rejected, RobotOpener, Sender
 from .keys import Identity, PublicKeys, b64decode, b64encode
 from .roster import Roster, RosterRejected, SignedRoster, verify_next
@@ -44,7 +44,7 @@ class SealedDevice:
         self.identity = Identity.load_or_create(directory / "identity.json")
         self.first_owner: PublicKeys | None = None
         self.opener = RobotOpener(device_id)
-        #: Frames refused since start, by reason (each one is also logged).
+        #: Frames (and rosters, as ``roster``) refused since start, by reason (each one is also logged).
         self.rejected: dict[str, int] = {}
         self._load()
 
@@ -67,10 +67,19 @@ class SealedDevice:
     def accept(self, signed: SignedRoster, now: float | None = None) -> dict[str, Any]:
         """Verifies the next roster, draws its epoch secret and makes it current (the previous
         one stays open for 60 s). Returns the body the robot uploads with
-        ``PUT …/sealed/epochs/{E}``; RosterRejected when the roster does not follow."""
+        ``PUT …/sealed/epochs/{E}``; RosterRejected when it does not follow. The roster it holds
+        already (a roster can arrive twice: as a frame and when the robot catches up, or after an
+        upload that failed) gives that epoch's body again, its packages sealed afresh."""
         current = self.opener.current
-        roster = verify_next(signed, previous=current.roster if current else None, device_id=self.device_id,
-                             robot=self.identity.public, first_owner=self.first_owner)
+        if current is not None and signed.roster.raw == current.roster.raw:
+            return {"roster": signed.to_json(), "robot_sig": b64encode(self.identity.sign(accept_statement(current.roster))),
+                    "packages": seal_packages(current.roster, current.secret)}
+        try:
+            roster = verify_next(signed, previous=current.roster if current else None, device_id=self.device_id,
+                                 robot=self.identity.public, first_owner=self.first_owner)
+        except RosterRejected as refusal:
+            self._count("roster", str(refusal))
+            raise
         epoch, body = new_epoch(SignedRoster(roster, signed.by, signed.sig), self.identity)
         self.opener.announce(epoch, now)
         self._save()
