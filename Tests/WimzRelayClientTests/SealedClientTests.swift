@@ -32,6 +32,63 @@ import RelayTestSupport
         return try Epoch(roster: roster, secret: secret)
     }
 
+    /// The robot's side of a roster that reached it as a frame: verified (the first against the
+    /// owner it pinned), a fresh secret sealed to every member, the epoch stored.
+    func acceptRosterFrame(_ frame: [String: Any], _ f: RelayFixture, previous: Roster?) async throws -> Roster {
+        let signed = try SignedRoster(json: frame)
+        let roster = try signed.verifiedAsNext(after: previous, deviceID: "dev1", robot: robot.publicKeys, firstOwner: owner.publicKeys)
+        let secret = Data((0..<32).map { _ in UInt8.random(in: 0 ... 255) })
+        let body: [String: Any] = ["roster": signed.json, "robot_sig": try Epoch.acceptance(of: roster, by: robot),
+                                   "packages": try roster.members.map { try Epoch.package(secret, for: $0, in: roster) }]
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(f.port)/api/devices/dev1/sealed/epochs/\(roster.epoch)")!)
+        request.httpMethod = "PUT"
+        request.httpBody = try JSONSerialization.data(withJSONObject: body)
+        request.setValue("Bearer \(f.robotTokens["dev1"]!)", forHTTPHeaderField: "Authorization")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        return roster
+    }
+
+    /// The next roster frame the robot's socket receives.
+    func rosterFrame(_ socket: WebSocketTestClient) async throws -> [String: Any] {
+        let data = try await onThread { try JSONSerialization.data(withJSONObject: try socket.receive(until: { $0["type"] as? String == "roster" })) }
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    @Test func anOwnersAppSignsMembersInThroughTheRelay() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let family = SealedIdentity()
+        let familyToken = try await onThread { try f.issue(device: "dev1", role: .app).secret }
+        let robotSocket = try await onThread { try f.robot() }
+        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        let familyApp = makeClient(f, token: familyToken) { $0.sealed = SealedHousehold(identity: family) }
+        for app in [ownerApp, familyApp] {
+            await app.start()
+            _ = try await app.joinSealedHousehold()
+        }
+        // The first roster: the owner alone; the robot checks it against the owner it pinned.
+        #expect(try await ownerApp.signNextRoster() == 1)
+        let first = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil)
+        #expect(try await ownerApp.refreshSealedEpoch() == 1)
+        await #expect(throws: RelayClientError.self) { try await familyApp.refreshSealedEpoch() }  // not_in_roster
+        // The family member, pending, signed in.
+        let pending = try await ownerApp.pendingSealedMembers()
+        #expect(pending.map(\.keys) == [family.publicKeys] && pending[0].access == .owner)  // issued with the default access
+        #expect(try await ownerApp.signNextRoster(adding: pending.map(\.rosterMember)) == 2)
+        let second = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: first)
+        #expect(second.members.map(\.kid) == [owner.kid, family.kid])
+        // Both apps hear of epoch 2 from the relay and fetch their packages themselves.
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if await ownerApp.sealedEpoch == 2, await familyApp.sealedEpoch == 2 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(await ownerApp.sealedEpoch == 2)
+        #expect(await familyApp.sealedEpoch == 2)
+        #expect(await familyApp.robotKeyTrust == .unverified)  // it learned the robot's key through the relay only
+        for app in [ownerApp, familyApp] { await app.stop() }
+    }
+
     /// The robot's opening of the app's frame (the app's signature, then the AEAD).
     func openFromApp(_ frame: [String: Any], _ epoch: Epoch) throws -> [String: Any] {
         let sid = frame["sid"] as! String, n = (frame["n"] as! NSNumber).int64Value, ts = (frame["ts"] as! NSNumber).int64Value
