@@ -55,4 +55,35 @@ import Testing
         h.setSealed(DeviceID("d2")!, epoch: nil, announce: false)
         #expect(h.sealedEpoch(of: DeviceID("d2")!) == nil)
     }
+
+    @Test func aSealedFramesKindIsAllTheRelayReadsOfIt() {
+        func name(_ text: String) -> String? {
+            let bytes = Array(text.utf8)
+            let envelope = Envelope.scan(bytes)
+            #expect(envelope.kind == .sealed)
+            return envelope.eventName.map { String(decoding: bytes[$0], as: UTF8.self) }
+        }
+        #expect(name(#"{"type":"sealed","v":1,"epoch":1,"n":1,"kind":"bark_detected","ct":"x","sig":"y"}"#) == "bark_detected")
+        #expect(name(#"{"kind":"mode_changed","type":"sealed","ct":"x"}"#) == "mode_changed")
+        #expect(name(#"{"type":"sealed","v":1,"ct":"x","sig":"y"}"#) == nil)
+        #expect(name(#"{"type":"sealed","kind":"b\u0061rk_detected"}"#) == nil)  // one spelling only
+        #expect(name(#"{"type":"sealed","event":"bark_detected"}"#) == nil)  // an event name is not a kind
+    }
+
+    @Test mutating func sealedFramesArePushedAndReplayedByKind() {
+        let h = base.hub { $0.pushKinds = [.barkDetected, .missionCompleted] }
+        let robot = base.session(.robot)
+        h.attach(robot, now: 0, wallClock: UnixTime(seconds: 100))
+        h.setSealed(DeviceID("d1")!, epoch: 1, announce: false)
+        h.setPushWatched(DeviceID("d1")!, true)
+        let observer = HubRecorder()
+        h.observer = observer
+        for kind in ["bark_detected", "mission_completed", "mode_changed", "robot_offline", "dog_detected"] {
+            h.receive(Payload(Array(#"{"type":"sealed","v":1,"kind":"\#(kind)","ct":"x"}"#.utf8)), from: robot, now: 0)
+        }
+        #expect(observer.pushEvents.map(\.kind) == [.barkDetected, .missionCompleted])
+        let app = base.session(.app)
+        h.attach(app, now: 0, wallClock: UnixTime(seconds: 100))
+        #expect(base.drain(app).contains(#"{"type":"sealed","v":1,"kind":"mode_changed","ct":"x"}"#))
+    }
 }

@@ -17,10 +17,17 @@ extension DeviceHub {
         entry(device)?.pushWatched = watched
     }
 
-    /// The push the event may become, else nil.
+    /// The push the event (or sealed frame, by its `kind`) may become, else nil.
     func pushKind(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> PushKind? {
         guard let range = envelope.eventName else { return nil }
         let start = bytes.baseAddress! + range.lowerBound
+        if envelope.kind == .sealed {
+            // The robot chose the kind from the closed list (a completed mission is `mission_completed`).
+            return sealedPushKinds.first { name, _ in
+                name.count == range.count && name.withUnsafeBufferPointer { sameBytes(start, $0.baseAddress!, count: $0.count) }
+            }?.kind
+        }
+        guard envelope.kind == .event else { return nil }
         for (name, kind) in pushEvents
         where name.count == range.count && name.withUnsafeBufferPointer({ sameBytes(start, $0.baseAddress!, count: $0.count) }) {
             guard kind == .missionCompleted else { return kind }

@@ -68,6 +68,8 @@ public final class DeviceHub {
     let replayNames: [[UInt8]]
     /// The robot events that may become pushes, by name (sorted, matched like `replayNames`).
     let pushEvents: [(name: [UInt8], kind: PushKind)]
+    /// The push kinds a sealed frame's `kind` may name (v1.5: the kind itself, not an event name).
+    let sealedPushKinds: [(name: [UInt8], kind: PushKind)]
     /// A finished mission's status as it ends in the event's bytes: most progress events lack it
     /// and are passed over without being read.
     let completedNeedle = Array((MissionRun.completedStatus + "\"").utf8)
@@ -111,6 +113,7 @@ public final class DeviceHub {
         replayNames = limits.replayEvents.sorted().map { Array($0.utf8) }
         pushEvents = limits.pushKinds.compactMap { kind in kind.robotEvent.map { (Array($0.utf8), kind) } }
             .sorted { $0.name.lexicographicallyPrecedes($1.name) }
+        sealedPushKinds = limits.pushKinds.filter { $0.robotEvent != nil }.map { (Array($0.rawValue.utf8), $0) }
         startedAt = clock.wall()
     }
 
@@ -370,7 +373,7 @@ public final class DeviceHub {
     /// every app; recovering apps' copies get their number from the writer (`Numbering`).
     private func broadcast(_ payload: Payload, envelope: Envelope, device: Device, now: UInt64) {
         var seq: UInt64 = 0
-        let pushable = device.pushWatched && envelope.kind == .event ? payload.withBytes { pushKind($0, envelope) } : nil
+        let pushable = device.pushWatched ? payload.withBytes { pushKind($0, envelope) } : nil
         // A phone woken for an event resumes from its number: from its first push-worthy event
         // on, the device is numbered (as for a recovering app).
         if pushable != nil, device.history == nil {
@@ -385,7 +388,8 @@ public final class DeviceHub {
         if device.missionWatched, envelope.kind == .event, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
             observer?.hubMissionSignal(device.id, signal)
         }
-        if envelope.kind == .event, let name = envelope.eventName, let index = payload.withBytes({ replayIndex(of: $0, name) }) {
+        if envelope.kind == .event || envelope.kind == .sealed, let name = envelope.eventName,
+           let index = payload.withBytes({ replayIndex(of: $0, name) }) {
             device.prepareReplay(replayNames.count)
             var replaced = device.replay[index].take()
             device.replay[index] = Replayed(payload: payload, seq: seq, at: now)

@@ -41,9 +41,18 @@ public struct PushMessage: Sendable, Equatable {
     public var epoch: String?
     public var seq: UInt64?
     public var locArgs: [String]
+    /// A sealed device's push (v1.5): the sealed frame as received, when it fits (see
+    /// `sealedFrameLimit`), or "" for one that did not. The alert is then neutral: the app's
+    /// Notification Service Extension opens the frame and writes the words.
+    public var sealedFrame: String?
+
+    /// The largest sealed frame a push carries: with the rest of the body it stays under APNs's 4 KiB.
+    public static let sealedFrameLimit = 3_500
+    /// The alert of a sealed push, whatever happened: the relay cannot read what did.
+    public static let sealedLocKey = "WIMZ_SEALED"
 
     public init(token: String, environment: PushRegistration.Environment, device: DeviceID, kind: PushKind, count: Int,
-                epoch: String? = nil, seq: UInt64? = nil, locArgs: [String] = []) {
+                epoch: String? = nil, seq: UInt64? = nil, locArgs: [String] = [], sealedFrame: String? = nil) {
         self.token = token
         self.environment = environment
         self.device = device
@@ -52,16 +61,20 @@ public struct PushMessage: Sendable, Equatable {
         self.epoch = epoch
         self.seq = seq
         self.locArgs = locArgs
+        self.sealedFrame = sealedFrame
     }
 
     /// The APNs request body (docs/protocol.md v1.2):
     /// `{"aps":{"alert":{"loc-key":…,"loc-args":[…]},"sound":"default","thread-id":DEVICE,
-    ///   "mutable-content":1},"wimz":{"device_id":…,"event":KIND,"count":N,"epoch":E,"seq":S}}`
+    ///   "mutable-content":1},"wimz":{"device_id":…,"event":KIND,"count":N,"epoch":E,"seq":S}}`;
+    /// for a sealed device (v1.5) the alert is `WIMZ_SEALED` and `wimz.sealed` the frame, when it fit.
     public var body: [UInt8] {
         var wimz: [(String, JSONValue)] = [("device_id", .string(device.rawValue)), ("event", .string(kind.rawValue)),
                                            ("count", .int(Int64(count)))]
         if let epoch, let seq { wimz += [("epoch", .string(epoch)), ("seq", .int(Int64(seq)))] }
-        let alert: JSONValue = .object([("loc-key", .string(kind.locKey)), ("loc-args", .array(locArgs.map { .string($0) }))])
+        if let sealedFrame, !sealedFrame.isEmpty { wimz.append(("sealed", .raw(sealedFrame))) }
+        let alert: JSONValue = sealedFrame != nil ? .object([("loc-key", .string(Self.sealedLocKey))])
+            : .object([("loc-key", .string(kind.locKey)), ("loc-args", .array(locArgs.map { .string($0) }))])
         return JSONValue.object([
             ("aps", .object([("alert", alert), ("sound", "default"), ("thread-id", .string(device.rawValue)),
                              ("mutable-content", 1)])),

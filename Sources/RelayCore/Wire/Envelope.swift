@@ -82,6 +82,8 @@ public struct Envelope: Equatable, Sendable {
             var kind: Kind?
             var event: Range<Int>?
             var id: Range<Int>?
+            // A sealed frame's `kind` (v1.5): all the relay reads of its contents, read as its event name.
+            var sealedKind: Range<Int>?
             var first = true
             while true {
                 skipSpace()
@@ -100,6 +102,7 @@ public struct Envelope: Equatable, Sendable {
                 let value = valueStart..<i
                 switch key.count {
                 case 4 where equals(key, "type"): kind = self.kind(ofType: value)
+                case 4 where equals(key, "kind"): sealedKind = value
                 case 5 where equals(key, "event"): event = value
                 case 2 where equals(key, "id"): id = value
                 default: break
@@ -108,10 +111,11 @@ public struct Envelope: Equatable, Sendable {
                 switch kind {
                 case .event: if event != nil { return envelope(kind, event, id, complete: true) }
                 case .command, .response, .httpResponse, .httpBody: if id != nil { return envelope(kind, event, id, complete: true) }
+                case .sealed: if sealedKind != nil { return envelope(kind, sealedKind, id, complete: true) }
                 default: return envelope(kind, event, id, complete: true)
                 }
             }
-            return envelope(kind, event, id, complete: true)
+            return envelope(kind, kind == .sealed ? sealedKind : event, id, complete: true)
         }
 
         /// The kind a `type` value token names: one of the known strings (no escapes), else `.other`.
@@ -141,6 +145,12 @@ public struct Envelope: Equatable, Sendable {
                 }
                 return Envelope(kind: .event, eventName: (event.lowerBound + 1)..<(event.upperBound - 1), id: nil)
             case .command, .response, .httpResponse, .httpBody: return Envelope(kind: kind, eventName: nil, id: id)
+            case .sealed:
+                // The kind, when it is a plain string: what pushes and the replay go by.
+                guard let event, event.count >= 2, bytes[event.lowerBound] == UInt8(ascii: "\""),
+                      memchr(bytes.baseAddress! + event.lowerBound + 1, Int32(UInt8(ascii: "\\")), event.count - 2) == nil
+                else { return Envelope(kind: .sealed, eventName: nil, id: nil) }
+                return Envelope(kind: .sealed, eventName: (event.lowerBound + 1)..<(event.upperBound - 1), id: nil)
             default: return Envelope(kind: kind, eventName: nil, id: nil)
             }
         }

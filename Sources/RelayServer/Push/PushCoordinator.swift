@@ -120,11 +120,14 @@ final class PushCoordinator {
             return
         }
         guard let candidates = registrations[device], !candidates.isEmpty else { return }
-        let locArgs = Self.locArgs(kind, payload)
+        // A sealed frame (v1.5) is carried as it came, when it fits; its words are the app's to write.
+        let sealed = payload.withBytes(Envelope.scan).kind == .sealed
+        let sealedFrame = !sealed ? nil : payload.count <= PushMessage.sealedFrameLimit ? String(decoding: payload.bytes, as: UTF8.self) : ""
+        let locArgs = sealed ? [] : Self.locArgs(kind, payload)
         let now = env.clock.monotonic()
         for registration in unseen(candidates, kind: kind) {
-            let message = PushMessage(token: registration.token, environment: registration.environment, device: device,
-                                      kind: kind, count: 1, epoch: place.epoch, seq: place.seq, locArgs: locArgs)
+            let message = PushMessage(token: registration.token, environment: registration.environment, device: device, kind: kind,
+                                      count: 1, epoch: place.epoch, seq: place.seq, locArgs: locArgs, sealedFrame: sealedFrame)
             if let push = planner.event(message, now: now) { send(push) }
         }
     }

@@ -118,7 +118,8 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         guest_app = await app_socket(relay, device_id, guest_token)
         guest_sealer = Sender(guest, device_id)
         await guest_app.send(json.dumps(guest_sealer.seal(guest_epoch, json.dumps(command | {"id": "g1"}).encode())))
-        frame = await next_message(guest_app, lambda m: m.get("type") == "sealed" and m.get("kid") == sealed.identity.kid)
+        # (Its greeting replays the last mode_changed, sealed, by its kind; the answer has none.)
+        frame = await next_message(guest_app, lambda m: m.get("type") == "sealed" and "kind" not in m)
         refused = open_from_robot(guest_epoch, sealed.identity.public, device_id, frame)
         assert refused["id"] == "g1" and refused["error"]["code"] == "forbidden" and len(seen) == 2
         await guest_app.close()
@@ -187,3 +188,42 @@ async def test_rosters_an_owner_signs_reach_the_robot_through_the_relay(relay, d
         # Refused once or twice: it may come both as a frame and when the robot catches up.
         await eventually(lambda: refusing.rejected.get("roster", 0) >= 1, timeout=30)
     assert http_json(base, owner_token)[1] == {"sealed": True, "epoch": 2} and refusing.epoch.number == 2  # type: ignore[union-attr]
+
+
+async def test_a_sealed_device_is_pushed_and_replayed_by_kind(pushing, apns, database, device, tmp_path: Path) -> None:
+    """Pushes by `kind` carry the sealed frame, opened here as the app's Notification Service
+    Extension would; the last-known state is kept and replayed as sealed frames."""
+    device_id, robot_token, owner_token = device
+    marker = f"MARKER-{secrets.token_hex(8)}"
+    owner = Identity.generate()
+    phone_token = secrets.token_hex(32)
+    base = f"{pushing.url}/api/devices/{device_id}/sealed"
+    keys = owner.public.to_json()
+    assert http_json(f"{base}/member-key", owner_token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]})[0] == 200
+    assert http_json(f"{pushing.url}/api/devices/{device_id}/push", owner_token, "PUT",
+                     {"platform": "apns", "token": phone_token, "environment": "sandbox",
+                      "events": ["bark_detected", "mission_completed"]})[0] == 200
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)
+    async with RobotClient(pushing.url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
+                             [Member(owner.public, "owner", True, None, "owner")])
+        await client.accept_roster(roster.signed(owner).to_json())
+        answer = http_json(f"{base}/epochs/current", owner_token)[1]
+        epoch = Epoch(roster, open_package(answer["package"], owner, SignedRoster.from_json(answer["roster"]).roster))
+        assert await client.send_event("bark_detected", {"dog_name": marker, "confidence": 0.9})
+        assert await client.send_event("mission_progress", {"status": "completed", "trick": marker, "dog_name": "Rex"})
+        assert await client.send_event("mode_changed", {"mode": marker})
+        seen = apns.wait_for(lambda got: {r.body["wimz"]["event"] for r in got if r.answered == 200}
+                             >= {"bark_detected", "mission_completed"}, timeout=30)
+        for push in (r for r in seen if r.answered == 200):
+            assert marker not in json.dumps(push.body)
+            assert push.body["aps"]["alert"] == {"loc-key": "WIMZ_SEALED"} and push.body["aps"]["mutable-content"] == 1
+            opened = open_from_robot(epoch, sealed.identity.public, device_id, push.body["wimz"]["sealed"])
+            assert marker in json.dumps(opened)
+        # An app that connects now gets the last mode_changed as the robot sealed it.
+        app = await app_socket(pushing, device_id, owner_token)
+        replayed = await next_message(app, lambda m: m.get("type") == "sealed" and m.get("kind") == "mode_changed", timeout=30)
+        assert open_from_robot(epoch, sealed.identity.public, device_id, replayed)["data"] == {"mode": marker}
+        await app.close()

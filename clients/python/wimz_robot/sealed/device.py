@@ -92,11 +92,15 @@ class SealedDevice:
 
     def seal(self, sender: Sender, message: dict[str, Any]) -> dict[str, Any]:
         """``message`` as a sealed frame of the current epoch; its ``kind`` is the event's name
-        when the relay may see it (push, replay), else none."""
+        when the relay may see it (push, replay), ``mission_completed`` for a completed mission's
+        progress, else none."""
         epoch = self.opener.current
         if epoch is None:
             raise RuntimeError("not sealed")
         name = message.get("event") if message.get("type") == "event" else None
+        data = message.get("data")
+        if name == "mission_progress" and isinstance(data, dict) and data.get("status") == "completed":
+            name = "mission_completed"
         kind = name if isinstance(name, str) and name in KINDS else None
         return sender.seal(epoch, json.dumps(message, separators=(",", ":")).encode(), kind)
 
