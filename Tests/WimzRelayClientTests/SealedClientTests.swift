@@ -21,23 +21,14 @@ import RelayTestSupport
         let roster = try Roster.make(deviceID: "dev1", epoch: 1, previousHash: nil, made: 0, robot: robot.publicKeys,
                                      members: [RosterMember(keys: owner.publicKeys, role: .owner, control: true, until: nil, label: "")])
         let secret = Data((0..<32).map { _ in UInt8.random(in: 0 ... 255) })
-        let body: [String: Any] = ["roster": try roster.signed(by: owner).json, "robot_sig": try Epoch.acceptance(of: roster, by: robot),
-                                   "packages": [try Epoch.package(secret, for: roster.members[0], in: roster)]]
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(f.port)/api/devices/dev1/sealed/epochs/1")!)
-        request.httpMethod = "PUT"
-        request.httpBody = try JSONSerialization.data(withJSONObject: body)
-        request.setValue("Bearer \(f.robotTokens["dev1"]!)", forHTTPHeaderField: "Authorization")
-        let (_, response) = try await URLSession.shared.data(for: request)
-        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        try await storeEpoch(roster.signed(by: owner), secret, f)
         return try Epoch(roster: roster, secret: secret)
     }
 
-    /// The robot's side of a roster that reached it as a frame: verified (the first against the
-    /// owner it pinned), a fresh secret sealed to every member, the epoch stored.
-    func acceptRosterFrame(_ frame: [String: Any], _ f: RelayFixture, previous: Roster?) async throws -> Roster {
-        let signed = try SignedRoster(json: frame)
-        let roster = try signed.verifiedAsNext(after: previous, deviceID: "dev1", robot: robot.publicKeys, firstOwner: owner.publicKeys)
-        let secret = Data((0..<32).map { _ in UInt8.random(in: 0 ... 255) })
+    /// `PUT …/sealed/epochs/E` with the robot's token: the signed roster, the robot's acceptance,
+    /// `secret` sealed to every member.
+    func storeEpoch(_ signed: SignedRoster, _ secret: Data, _ f: RelayFixture) async throws {
+        let roster = signed.roster
         let body: [String: Any] = ["roster": signed.json, "robot_sig": try Epoch.acceptance(of: roster, by: robot),
                                    "packages": try roster.members.map { try Epoch.package(secret, for: $0, in: roster) }]
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(f.port)/api/devices/dev1/sealed/epochs/\(roster.epoch)")!)
@@ -46,6 +37,14 @@ import RelayTestSupport
         request.setValue("Bearer \(f.robotTokens["dev1"]!)", forHTTPHeaderField: "Authorization")
         let (_, response) = try await URLSession.shared.data(for: request)
         #expect((response as? HTTPURLResponse)?.statusCode == 201)
+    }
+
+    /// The robot's side of a roster that reached it as a frame: verified (the first against the
+    /// owner it pinned), a fresh secret sealed to every member, the epoch stored.
+    func acceptRosterFrame(_ frame: [String: Any], _ f: RelayFixture, previous: Roster?) async throws -> Roster {
+        let signed = try SignedRoster(json: frame)
+        let roster = try signed.verifiedAsNext(after: previous, deviceID: "dev1", robot: robot.publicKeys, firstOwner: owner.publicKeys)
+        try await storeEpoch(signed, Data((0..<32).map { _ in UInt8.random(in: 0 ... 255) }), f)
         return roster
     }
 

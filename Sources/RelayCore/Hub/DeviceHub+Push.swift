@@ -61,10 +61,12 @@ extension DeviceHub {
         entry(device)?.missionWatched = watched
     }
 
-    /// A `mission_progress` or `mode_changed` event, read (docs/protocol.md v1.4 "A mission run");
-    /// nil for any other event, or one whose `data` is not an object.
+    /// A `mission_progress` or `mode_changed` event, read (docs/protocol.md v1.4 "A mission run"),
+    /// or a sealed device's `lock_screen` frame (v1.5: the progress its policy lets through); nil
+    /// for anything else, or one whose `data` is not an object.
     func missionSignal(_ bytes: UnsafeBufferPointer<UInt8>, _ envelope: Envelope) -> MissionSignal? {
-        guard let range = envelope.eventName else { return nil }
+        if envelope.kind == .lockScreen { return MissionStateScanner.state(bytes).map(MissionSignal.progress) }
+        guard envelope.kind == .event, let range = envelope.eventName else { return nil }
         let name = UnsafeBufferPointer(rebasing: bytes[range])
         let isProgress = name.elementsEqual(Self.missionProgressName), isMode = !isProgress && name.elementsEqual(Self.modeChangedName)
         if isProgress { return MissionStateScanner.state(bytes).map(MissionSignal.progress) }

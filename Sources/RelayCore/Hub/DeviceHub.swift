@@ -385,7 +385,7 @@ public final class DeviceHub {
             if historyMemory.used > historyMemory.limit { historyMemory.evict() }
         }
         if let pushable, let history = device.history { observer?.hubPushEvent(device.id, kind: pushable, message: payload, place: (history.epoch, seq)) }
-        if device.missionWatched, envelope.kind == .event, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
+        if device.missionWatched, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
             observer?.hubMissionSignal(device.id, signal)
         }
         if envelope.kind == .event || envelope.kind == .sealed, let name = envelope.eventName,

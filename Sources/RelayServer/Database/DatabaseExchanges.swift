@@ -134,7 +134,10 @@ final class DatabaseExchanges {
         let id = exchange.id
         let mailbox = self.mailbox
         let queued = worker.submit({ db in
-            mailbox.post(.databaseAnswer(id, try job(db)))
+            // A refusal decided in the transaction (the household's and the seal's rules) is its answer.
+            let response: HTTPResponse
+            do { response = try job(db) } catch let refusal as RelayError { response = .error(refusal) }
+            mailbox.post(.databaseAnswer(id, response))
         }, failed: { error in
             let isUnavailable = (error as? StoreError)?.kind == .unavailable
             mailbox.post(.databaseAnswer(id, isUnavailable

@@ -54,25 +54,25 @@ final class HouseholdEndpoint {
             } catch {
                 return .error(error)
             }
-            return answer(request) { db in
+            return database.answer(request) { db in
                 let (record, code) = try HouseholdRepository(db).createInvite(device: device, invite, by: owner, address: address)
                 return .json(201, .object([("invite_id", .int(record.id)), ("code", .string(code)),
                                            ("expires_at", .string(record.expiresAt.iso8601))] + record.rights.fields(until: record.until)))
             }
         case .listInvites:
-            return answer(request) { db in
+            return database.answer(request) { db in
                 .json(200, .object([("invites", .array(try HouseholdRepository(db).pendingInvites(device: device)
                                                            .map(HouseholdEndpoint.inviteJSON)))]))
             }
         case .cancelInvite:
             guard let id = Self.positiveID(parameters["invite_id"]) else { return .error(.notFound, "no such invite") }
-            return answer(request) { db in
+            return database.answer(request) { db in
                 try HouseholdRepository(db).cancelInvite(device: device, id: id, by: owner, address: address)
                     ? .noContent : .error(.notFound, "no pending invite \(id) on this device")
             }
         case .listMembers:
             let online = Set(hub.apps(of: device).map(\.tokenID))
-            return answer(request) { db in
+            return database.answer(request) { db in
                 .json(200, .object([("members", .array(try HouseholdRepository(db).members(device: device)
                                                            .map { HouseholdEndpoint.memberJSON($0, online: online.contains($0.id)) }))]))
             }
@@ -87,7 +87,7 @@ final class HouseholdEndpoint {
             }
             let online = hub.apps(of: device).contains { $0.tokenID == id }
             let mailbox = self.mailbox
-            return answer(request) { db in
+            return database.answer(request) { db in
                 let updated = try HouseholdRepository(db).updateMember(device: device, tokenID: id, change, by: owner, address: address)
                 mailbox.post(.store(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id))))
                 return .json(200, HouseholdEndpoint.memberJSON(updated, online: online))
@@ -101,7 +101,7 @@ final class HouseholdEndpoint {
             }
             let actor: HouseholdActor = id == entry.token.id ? .member(tokenID: id) : owner
             let mailbox = self.mailbox
-            return answer(request) { db in
+            return database.answer(request) { db in
                 try HouseholdRepository(db).removeMember(device: device, tokenID: id, by: actor, address: address)
                 mailbox.post(.store(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id))))
                 return .noContent
@@ -110,16 +110,6 @@ final class HouseholdEndpoint {
     }
 
     /// The database job's answer; a refusal in the contract's terms becomes its error body.
-    private func answer(_ request: HTTPRequest, _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
-        database.answer(request) { db in
-            do {
-                return try job(db)
-            } catch let refusal as RelayError {
-                return .error(refusal.code, refusal.message)
-            }
-        }
-    }
-
     private static func positiveID(_ text: String?) -> Int64? {
         guard let text, text.count <= 19, let id = Int64(text), id > 0 else { return nil }
         return id

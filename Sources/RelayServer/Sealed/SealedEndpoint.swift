@@ -42,19 +42,19 @@ final class SealedEndpoint {
         do throws(RelayError) {
             switch call {
             case .status:
-                return answer(request) { db in
+                return database.answer(request) { db in
                     let epoch = try SealedRepository(db).currentEpoch(device: device)
                     return .json(200, .object([("sealed", .bool(epoch != nil)), ("epoch", epoch.map { .int(Int64($0)) } ?? .null)]))
                 }
             case .putMemberKey:
                 guard let body else { return .error(.notSupported, "member keys need the relay's own HTTP front") }
                 let key = try SealedRules.memberKey(body, appTokenID: token)
-                return answer(request) { db in
+                return database.answer(request) { db in
                     try SealedRepository(db).setMemberKey(device: device, key, address: address)
                     return .json(200, .object([("kid", .string(key.kid))]))
                 }
             case .listMembers:
-                return answer(request) { db in
+                return database.answer(request) { db in
                     let pending = try SealedRepository(db).pendingMembers(device: device)
                     return .json(200, .object([("members", .array(pending.map { key, member in
                         .object([("kid", .string(key.kid)), ("sign", .string(key.sign)), ("hpke", .string(key.hpke))]
@@ -64,7 +64,7 @@ final class SealedEndpoint {
             case .putEpoch:
                 guard let body else { return .error(.notSupported, "epochs need the relay's own HTTP front") }
                 let upload = try SealedRules.epochUpload(body, device: device, epoch: try Self.epochNumber(epoch))
-                return answer(request) { db in
+                return database.answer(request) { db in
                     try SealedRepository(db).addEpoch(device: device, upload, address: address)
                     return .json(201, .object([("epoch", .int(Int64(upload.epoch)))]))
                 }
@@ -72,18 +72,18 @@ final class SealedEndpoint {
                 guard let body else { return .error(.notSupported, "rosters need the relay's own HTTP front") }
                 guard let json = try? JSONReader.parse(body) else { throw RelayError(.badRequest, "the body is not JSON") }
                 let signed = try SealedRules.signedRoster(json, device: device)
-                return answer(request) { db in
+                return database.answer(request) { db in
                     try SealedRepository(db).proposeRoster(device: device, epoch: signed.epoch, signed: signed.json, by: token, address: address)
                     return .json(202, .object([("epoch", .int(Int64(signed.epoch)))]))
                 }
             case .pendingRosters:
-                return answer(request) { db in
+                return database.answer(request) { db in
                     let pending = try SealedRepository(db).pendingRosters(device: device)
                     return .json(200, .object([("rosters", .array(pending.map { .raw($0) }))]))
                 }
             case .getEpoch:
                 let number = epoch == "current" ? nil : try Self.epochNumber(epoch)
-                return answer(request) { db in
+                return database.answer(request) { db in
                     switch try SealedRepository(db).epoch(device: device, number, appTokenID: token) {
                     case .noEpoch:
                         return .error(.notFound, number == nil ? "this device is not sealed" : "no such epoch on this device")
@@ -111,15 +111,5 @@ final class SealedEndpoint {
             throw RelayError(.badRequest, "an epoch is a whole number from 1")
         }
         return Int(number)
-    }
-
-    private func answer(_ request: HTTPRequest, _ job: @escaping @Sendable (PGConnection) throws -> HTTPResponse) -> HTTPResponse? {
-        database.answer(request) { db in
-            do {
-                return try job(db)
-            } catch let refusal as RelayError {
-                return .error(refusal.code, refusal.message)
-            }
-        }
     }
 }

@@ -19,7 +19,8 @@ from wimz_robot import RobotClient
 from wimz_robot.sealed import (Epoch, Identity, Member, PublicKeys, Roster, Sender, SignedRoster, associated_data,
                                b64decode, b64encode, frame_key, frame_nonce, open_package)
 from wimz_robot.sealed.device import SealedDevice
-from wimz_testkit import http_json
+from conftest import push_env
+from wimz_testkit import RelayNode, http_json
 
 from test_robot_client import app_socket, eventually, next_message
 
@@ -227,3 +228,45 @@ async def test_a_sealed_device_is_pushed_and_replayed_by_kind(pushing, apns, dat
         replayed = await next_message(app, lambda m: m.get("type") == "sealed" and m.get("kind") == "mode_changed", timeout=30)
         assert open_from_robot(epoch, sealed.identity.public, device_id, replayed)["data"] == {"mode": marker}
         await app.close()
+
+
+async def test_the_lock_screen_shows_what_the_policy_allows(apns, database, device, tmp_path: Path) -> None:
+    """A sealed mission reaches the lock screen (v1.4) from the robot's unsealed lock_screen
+    frames: with the default policy `status`, its state and stage, never the trick or the dog."""
+    device_id, robot_token, owner_token = device
+    relay = RelayNode.started(database, env=push_env(apns))
+    try:
+        marker = f"MARKER-{secrets.token_hex(8)}"
+        owner, start_token = Identity.generate(), secrets.token_hex(32)
+        assert http_json(f"{relay.url}/api/devices/{device_id}/live-activity/start-token", owner_token, "PUT",
+                         {"token": start_token, "environment": "sandbox"})[0] == 200
+        sealed = SealedDevice(tmp_path / "seal", device_id)
+        sealed.pin_first_owner(owner.public)
+        async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+            await client.wait_connected(timeout=10)
+            roster = Roster.make(device_id, 1, None, 0, sealed.identity.public, [Member(owner.public, "owner", True, None, "")])
+            await client.accept_roster(roster.signed(owner).to_json())
+            await client.send_event("mission_progress", {"status": "waiting_for_dog", "trick": marker, "dog_name": marker,
+                                                         "stage": 1, "total_stages": 5, "progress": 0.0, "rewards": 0})
+            seen = apns.wait_for(lambda got: any(r.token == start_token and r.answered == 200 for r in got), timeout=30)
+        start = next(r for r in seen if r.token == start_token)
+        state = start.body["aps"]["content-state"]
+        assert state["status"] == "waiting_for_dog" and state["stage"] == 1 and state["total_stages"] == 5
+        assert state.get("trick") is None and state.get("dog_name") is None and marker not in json.dumps(start.body)
+    finally:
+        relay.stop()
+
+
+def test_each_lock_screen_policy_lets_through_what_it_says(tmp_path: Path) -> None:
+    owner = Identity.generate()
+    progress = {"type": "event", "event": "mission_progress",
+                "data": {"status": "watching", "trick": "sit", "dog_name": "Rex", "stage": 2, "total_stages": 5, "progress": 0.4}}
+    for policy, expected in (("off", None), ("status", {"status": "watching", "stage": 2, "total_stages": 5, "progress": 0.4}),
+                             ("full", progress["data"])):
+        sealed = SealedDevice(tmp_path / policy, "robot-1")
+        sealed.pin_first_owner(owner.public)
+        roster = Roster.make("robot-1", 1, None, 0, sealed.identity.public, [Member(owner.public, "owner", True, None, "")], policy)
+        sealed.accept(roster.signed(owner))
+        frame = sealed.lock_screen(progress)
+        assert (frame["data"] if frame else None) == expected
+        assert sealed.lock_screen({"type": "event", "event": "bark_detected", "data": {}}) is None

@@ -249,7 +249,12 @@ class RobotClient:
         message = {"type": "event", "event": name, "data": data or {}, "timestamp": timestamp}
         if name in REPLAYED_EVENTS:
             self._state_events[name] = message
-        return await self.send(message)
+        sent = await self.send(message)
+        # A sealed mission's progress also goes in clear for the lock screen, as the policy allows.
+        lock_screen = self.sealed.lock_screen(message) if self.sealed is not None and self._is_sealed else None
+        if sent and lock_screen is not None:
+            await self._send_text(json.dumps(lock_screen, separators=(",", ":")))
+        return sent
 
     async def send(self, message: dict[str, Any]) -> bool:
         """Sends any JSON message (sealed on a sealed device); False while not connected."""

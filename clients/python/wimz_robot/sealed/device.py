@@ -104,6 +104,22 @@ class SealedDevice:
         kind = name if isinstance(name, str) and name in KINDS else None
         return sender.seal(epoch, json.dumps(message, separators=(",", ":")).encode(), kind)
 
+    #: What each lock-screen policy lets the relay see of a mission's progress (v1.4's fields).
+    LOCK_SCREEN_FIELDS = {"status": ("status", "stage", "total_stages", "progress"),
+                          "full": ("status", "trick", "stage", "total_stages", "dog_name", "rewards", "progress", "target_sec")}
+
+    def lock_screen(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The unsealed ``lock_screen`` frame that goes with a ``mission_progress`` event, with
+        only what the roster's policy allows (``off``: none), or None."""
+        epoch = self.opener.current
+        data = message.get("data")
+        if epoch is None or message.get("type") != "event" or message.get("event") != "mission_progress" or not isinstance(data, dict):
+            return None
+        fields = self.LOCK_SCREEN_FIELDS.get(epoch.roster.lock_screen)
+        if fields is None:
+            return None
+        return {"type": "lock_screen", "data": {field: data[field] for field in fields if field in data}}
+
     def open(self, frame: dict[str, Any]) -> Inner | None:
         """An app's sealed frame opened, or None (dropped unread, counted and logged)."""
         try:
