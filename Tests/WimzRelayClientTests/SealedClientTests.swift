@@ -85,6 +85,9 @@ import RelayTestSupport
         #expect(await ownerApp.sealedEpoch == 2)
         #expect(await familyApp.sealedEpoch == 2)
         #expect(await familyApp.robotKeyTrust == .unverified)  // it learned the robot's key through the relay only
+        #expect(await !familyApp.verifyRobotKey(code: SealedIdentity().publicKeys.verificationCode))
+        #expect(await familyApp.verifyRobotKey(code: robot.publicKeys.verificationCode))  // the code the robot shows
+        #expect(await familyApp.robotKeyTrust == .verified)
         for app in [ownerApp, familyApp] { await app.stop() }
     }
 

@@ -51,6 +51,10 @@ import Testing
             #expect(Base64URL.encode(identity.publicKeys.sign) == keys["sign"] as? String)
             #expect(Base64URL.encode(identity.publicKeys.hpke) == keys["hpke"] as? String)
         }
+        let code = try #require(Self.vectors["robot_verification_code"] as? String)
+        #expect(try Self.identity("robot").publicKeys.verificationCode == code)
+        #expect(try Self.identity("robot").publicKeys.matches(verificationCode: code.lowercased().replacingOccurrences(of: "-", with: " ")))
+        #expect(try !Self.identity("owner").publicKeys.matches(verificationCode: code))
         let signed = try Self.signedRoster()
         #expect(signed.roster.hash == Self.object("roster")["hash"] as? String)
         #expect(signed.json == Self.object("roster", "signed") as? [String: String])

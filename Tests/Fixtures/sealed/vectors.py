@@ -58,6 +58,13 @@ def identity(label: str) -> dict[str, Any]:
             "sign": b64(sign_public), "hpke": b64(hpke_public)}
 
 
+def verification_code(member: dict[str, Any]) -> str:
+    """80 bits of SHA-256 over the label and both public keys, base32 in four groups of four."""
+    raw = base64.urlsafe_b64decode(member["sign"] + "=") + base64.urlsafe_b64decode(member["hpke"] + "=")
+    text = base64.b32encode(hashlib.sha256(b"wimz-sealed-v1 verify\x00" + raw).digest()[:10]).decode()
+    return "-".join(text[i:i + 4] for i in range(0, 16, 4))
+
+
 def ed25519(private_hex: str, message: bytes) -> bytes:
     return Ed25519PrivateKey.from_private_bytes(bytes.fromhex(private_hex)).sign(message)
 
@@ -136,6 +143,7 @@ def main() -> None:
         "about": "Computed by Tests/Fixtures/sealed/vectors.py from the primitives; see docs/protocol.md.",
         "device_id": DEVICE,
         "identities": {"robot": robot, "owner": owner, "family": family},
+        "robot_verification_code": verification_code(robot),
         "roster": {"bytes": b64(roster_bytes), "hash": roster_hash,
                    "signed": {"roster": b64(roster_bytes), "by": owner["kid"], "sig": b64(ed25519(owner["sign_private"], roster_bytes))}},
         "epoch": {"number": 1, "secret": epoch_secret.hex(), "info": b64(info),

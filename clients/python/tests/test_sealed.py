@@ -50,6 +50,7 @@ def test_keys_roster_and_epoch_match_the_vectors() -> None:
         identity = vector_identity(name)
         assert identity.public.to_json() == {key: VECTORS["identities"][name][key] for key in ("kid", "sign", "hpke")}
     robot, owner, family = vector_identity("robot"), vector_identity("owner"), vector_identity("family")
+    assert robot.public.verification_code == VECTORS["robot_verification_code"]
     signed = SignedRoster.from_json(VECTORS["roster"]["signed"])
     assert signed.roster.hash == VECTORS["roster"]["hash"]
     # Ed25519 is deterministic: the library's signature of the same bytes is the vector's.

@@ -56,6 +56,15 @@ class PublicKeys:
     def to_json(self) -> dict[str, str]:
         return {"kid": self.kid, "sign": b64encode(self.sign), "hpke": b64encode(self.hpke)}
 
+    @property
+    def verification_code(self) -> str:
+        """What a robot shows or speaks so that a person can check its key on the phone, over no
+        path the relay controls: 80 bits of SHA-256(``wimz-sealed-v1 verify`` 0x00 ‖ both public
+        keys), base32 in four groups of four (``ABCD-EFGH-IJKL-MNOP``)."""
+        digest = hashlib.sha256(b"wimz-sealed-v1 verify\x00" + self.sign + self.hpke).digest()[:10]
+        text = base64.b32encode(digest).decode()
+        return "-".join(text[i:i + 4] for i in range(0, 16, 4))
+
     @classmethod
     def from_json(cls, item: Any) -> "PublicKeys":
         """Both keys of ``{"kid","sign","hpke"}``; ValueError when a key is not 32 bytes or the

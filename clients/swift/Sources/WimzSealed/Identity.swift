@@ -18,6 +18,27 @@ public struct PublicKeys: Sendable, Hashable {
     /// The first 16 bytes of SHA-256(Ed25519 public ‖ X25519 public), lower-case hex.
     public var kid: String { Hex.string(SHA256.hash(data: sign + hpke).prefix(16)) }
 
+    /// What a robot shows or speaks so that a person can check its key on the phone, over no path
+    /// the relay controls (and what an invitation link carries): 80 bits of
+    /// SHA-256(`wimz-sealed-v1 verify` 0x00 ‖ both public keys), base32 in four groups of four.
+    public var verificationCode: String {
+        let bits = Array(SHA256.hash(data: Data("wimz-sealed-v1 verify\0".utf8) + sign + hpke).prefix(10))
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+        // 80 bits are 16 base32 digits exactly: 5 bits each, most significant first.
+        let digits = (0..<16).map { k -> Character in
+            let bit = k * 5
+            let window = (UInt16(bits[bit / 8]) << 8 | UInt16(bit / 8 + 1 < bits.count ? bits[bit / 8 + 1] : 0)) >> (11 - bit % 8)
+            return alphabet[Int(window & 31)]
+        }
+        return stride(from: 0, to: 16, by: 4).map { String(digits[$0..<$0 + 4]) }.joined(separator: "-")
+    }
+
+    /// Whether `code` (as a person typed or read it: any case, dashes and spaces optional) is this key's.
+    public func matches(verificationCode code: String) -> Bool {
+        let typed = code.uppercased().filter { $0 != "-" && $0 != " " }
+        return typed == verificationCode.filter { $0 != "-" }
+    }
+
     /// Whether `signature` is this key's Ed25519 signature of `message`.
     public func verifies(_ signature: Data, of message: Data) -> Bool {
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: sign) else { return false }

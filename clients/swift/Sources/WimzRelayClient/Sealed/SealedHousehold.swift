@@ -36,6 +36,8 @@ struct SealState {
     var opener: AppOpener
     var current: Epoch?
     var robot: PublicKeys?
+    /// A robot key a person verified with its code (``RelayClient/verifyRobotKey(code:)``).
+    var verifiedByCode: PublicKeys?
     var sealer: FrameSealer
 
     init(_ household: SealedHousehold, deviceID: String) {
@@ -48,7 +50,7 @@ struct SealState {
 
     var trust: RobotKeyTrust? {
         guard let robot else { return nil }
-        return robot == household.verifiedRobot ? .verified : .unverified
+        return robot == household.verifiedRobot || robot == verifiedByCode ? .verified : .unverified
     }
 
     mutating func newConnection() { sealer = FrameSealer(identity: household.identity, deviceID: deviceID) }
@@ -111,6 +113,15 @@ extension RelayClient {
             seal!.current = epoch
             seal!.robot = seal!.robot ?? epoch.roster.robot
         }
+    }
+
+    /// Checks the robot's key against the code the robot shows or speaks (or an invitation link
+    /// carries): true, and ``robotKeyTrust`` is `.verified` from then on, when they match.
+    @discardableResult
+    public func verifyRobotKey(code: String) -> Bool {
+        guard let robot = seal?.robot, robot.matches(verificationCode: code) else { return false }
+        seal!.verifiedByCode = robot
+        return true
     }
 
     /// The epoch this client seals with (nil: none yet).
