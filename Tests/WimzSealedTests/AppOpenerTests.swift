@@ -90,3 +90,20 @@ import Testing
         #expect(throws: FrameRejection.unknownEpoch(2)) { try opener.open(try self.robotFrame(try self.epoch(second), sealer: &sealer), now: self.now) }
     }
 }
+
+/// A long connection's opened numbers stay small: in order they fold into one number; a gap
+/// waits for its missed frames, and one never filled is given up on past the bound.
+@Suite struct OpenedNumbersTests {
+    @Test func numbersFoldAndGapsFillOrAreGivenUp() {
+        var opened = OpenedNumbers()
+        for n in 1...1_000 { opened.insert(Int64(n)) }
+        #expect(opened.contiguous == 1_000 && opened.aboveGap.isEmpty && opened.contains(7))
+        opened.insert(1_005)
+        #expect(!opened.contains(1_003) && opened.contains(1_005))
+        for n in 1_001...1_004 { opened.insert(Int64(n)) }  // the missed ones, replayed
+        #expect(opened.contiguous == 1_005 && opened.aboveGap.isEmpty)
+        opened.insert(1_007)  // 1_006 never comes
+        for n in 1_008...(1_008 + Int64(AppOpener.numbersAboveGap)) { opened.insert(n) }
+        #expect(opened.contains(1_006) && opened.aboveGap.count <= AppOpener.numbersAboveGap)
+    }
+}

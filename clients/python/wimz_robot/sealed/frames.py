@@ -189,6 +189,7 @@ class RobotOpener:
         # of its frames is stale by then.
         if len(self._seen) > 64:
             self._seen = {key: seen for key, seen in self._seen.items() if now - seen.at < SID_MEMORY}
+            self._keys = {key: value for key, value in self._keys.items() if (key[1], key[2]) in self._seen}
 
 
 def _parse(frame: Any) -> tuple[int, str, str, int, int, str | None, bytes, bytes]:

@@ -40,10 +40,12 @@ public struct AppOpener: Sendable {
     public static let freshWindow: Int64 = 120_000
     /// Connections (sids) whose opened `n`s are remembered; the oldest is forgotten first.
     static let rememberedSids = 256
+    /// Opened `n`s of one sid remembered above the highest run opened without a gap.
+    static let numbersAboveGap = 4096
 
     public let deviceID: String
     private var epochs: [Int: Epoch] = [:]
-    private var opened: [String: Set<Int64>] = [:]
+    private var opened: [String: OpenedNumbers] = [:]
     private var sidOrder: [String] = []
     private var newestByKind: [String: Int64] = [:]
 
@@ -86,7 +88,29 @@ public struct AppOpener: Sendable {
             sidOrder.append(sid)
             if sidOrder.count > Self.rememberedSids { opened[sidOrder.removeFirst()] = nil }
         }
-        opened[sid, default: []].insert(n)
+        opened[sid, default: OpenedNumbers()].insert(n)
+    }
+}
+
+/// The `n`s opened of one sid, in little memory however long the connection: every n up to
+/// `contiguous` (frames come in order, mostly), and the ones above a gap (missed events fill it
+/// later, when they are replayed). Past `AppOpener.numbersAboveGap` of those, the gap is given up
+/// on: a frame from it would be a day-old missed event, and is taken for a repeat.
+struct OpenedNumbers {
+    private(set) var contiguous: Int64 = 0
+    private(set) var aboveGap: Set<Int64> = []
+
+    func contains(_ n: Int64) -> Bool { n <= contiguous || aboveGap.contains(n) }
+
+    mutating func insert(_ n: Int64) {
+        guard n > contiguous else { return }
+        aboveGap.insert(n)
+        while aboveGap.remove(contiguous + 1) != nil { contiguous += 1 }
+        if aboveGap.count > AppOpener.numbersAboveGap, let lowest = aboveGap.min() {
+            contiguous = lowest
+            aboveGap.remove(lowest)
+            while aboveGap.remove(contiguous + 1) != nil { contiguous += 1 }
+        }
     }
 }
 
