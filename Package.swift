@@ -93,7 +93,7 @@ let package = Package(
             ]),
         .executableTarget(
             name: "wimz-bench",
-            dependencies: ["CEpoll", wimzProtocol, "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: ["CEpoll", wimzProtocol, wimzSealed, "RelayCore", "RelayStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "CoreMetrics", package: "swift-metrics"),
                            .product(name: "Prometheus", package: "swift-prometheus")],
             // Built as the relay's forwarding path is (its loops and the metrics-cost comparison).

@@ -11,7 +11,7 @@ struct WimzBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "wimz-bench",
         abstract: "Benchmark a wimz-relay over loopback: fan-out, latency, handshakes, idle memory.",
-        subcommands: [Provision.self, Run.self, Stalls.self, RobotLeg.self, HistoryMemory.self, MetricsCost.self])
+        subcommands: [Provision.self, Run.self, Stalls.self, RobotLeg.self, HistoryMemory.self, MetricsCost.self, SealedCost.self])
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create devices with a robot and an app token each; write device_id,robot_token,app_token CSV.")
