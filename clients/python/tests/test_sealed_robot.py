@@ -146,6 +146,10 @@ def test_a_restarted_robot_keeps_its_epoch_and_its_first_owner(tmp_path: Path) -
     assert again.identity.public == first.identity.public and again.first_owner == owner.public
     assert again.epoch is not None and again.epoch.secret == first.epoch.secret  # type: ignore[union-attr]
     assert oct((tmp_path / "state.json").stat().st_mode & 0o777) == "0o600"
+    # The same roster again (a frame and a catch-up) gives the epoch's body as the owner signed it,
+    # whatever signature came with the repeat.
+    repeat = again.accept(SignedRoster(roster, owner.kid, bytes(64)))
+    assert repeat["roster"] == roster.signed(owner).to_json() and again.epoch.secret == first.epoch.secret  # type: ignore[union-attr]
     frame = Sender(owner, device_id).seal(again.epoch, b'{"type":"command","id":"1","command":"x"}')
     assert again.open(frame) is not None
 

@@ -44,6 +44,8 @@ class SealedDevice:
         self.identity = Identity.load_or_create(directory / "identity.json")
         self.first_owner: PublicKeys | None = None
         self.opener = RobotOpener(device_id)
+        #: The current epoch's roster as the owner signed it (what a re-upload sends again).
+        self.signed: SignedRoster | None = None
         #: Frames (and rosters, as ``roster``) refused since start, by reason (each one is also logged).
         self.rejected: dict[str, int] = {}
         self._load()
@@ -69,10 +71,11 @@ class SealedDevice:
         one stays open for 60 s). Returns the body the robot uploads with
         ``PUT …/sealed/epochs/{E}``; RosterRejected when it does not follow. The roster it holds
         already (a roster can arrive twice: as a frame and when the robot catches up, or after an
-        upload that failed) gives that epoch's body again, its packages sealed afresh."""
+        upload that failed) gives that epoch's body again, as the owner signed it, its packages
+        sealed afresh."""
         current = self.opener.current
-        if current is not None and signed.roster.raw == current.roster.raw:
-            return {"roster": signed.to_json(), "robot_sig": b64encode(self.identity.sign(accept_statement(current.roster))),
+        if current is not None and self.signed is not None and signed.roster.raw == current.roster.raw:
+            return {"roster": self.signed.to_json(), "robot_sig": b64encode(self.identity.sign(accept_statement(current.roster))),
                     "packages": seal_packages(current.roster, current.secret)}
         try:
             roster = verify_next(signed, previous=current.roster if current else None, device_id=self.device_id,
@@ -80,7 +83,8 @@ class SealedDevice:
         except RosterRejected as refusal:
             self._count("roster", str(refusal))
             raise
-        epoch, body = new_epoch(SignedRoster(roster, signed.by, signed.sig), self.identity)
+        self.signed = SignedRoster(roster, signed.by, signed.sig)
+        epoch, body = new_epoch(self.signed, self.identity)
         self.opener.announce(epoch, now)
         self._save()
         log.info("epoch %d accepted: %d members", epoch.number, len(roster.members))
@@ -161,11 +165,14 @@ class SealedDevice:
         for item in state.get("epochs", []):  # the previous epoch first, then the current one
             epoch = Epoch(Roster.parse(b64decode(item["roster"])), bytes.fromhex(item["secret"]))
             self.opener.announce(epoch, time.monotonic() - 3600)  # a restart ends the previous epoch's grace
+        if state.get("signed"):
+            self.signed = SignedRoster.from_json(state["signed"])
 
     def _save(self) -> None:
         epochs = [epoch for epoch in (self.opener.previous, self.opener.current) if epoch is not None]
         state = {"first_owner": self.first_owner.to_json() if self.first_owner else None,
-                 "epochs": [{"roster": b64encode(e.roster.raw), "secret": e.secret.hex()} for e in epochs]}
+                 "epochs": [{"roster": b64encode(e.roster.raw), "secret": e.secret.hex()} for e in epochs],
+                 "signed": self.signed.to_json() if self.signed else None}
         temporary = self.directory / "state.json.new"
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as file:
