@@ -13,10 +13,11 @@ import RelayStore
 ///     GET /api/devices/{id}/sealed/rosters           robot  → 200 {"rosters":[…]} signed, above the current epoch
 ///
 /// Choices where the contract is silent: `GET …/sealed` is ours, so that either end learns whether
-/// the device is sealed (and so never falls back to an unsealed frame); `members` lists live members' keys not yet in the
-/// current roster with what an owner's app needs to sign them in (their token's access, control,
-/// until and label); a device with no epoch answers 404 `not_found` ("not sealed"); rate-limited
-/// per token as the household's calls are.
+/// the device is sealed (and so never falls back to an unsealed frame); `members` lists live
+/// members' keys not yet in the current roster with what an owner's app needs to sign them in
+/// (their token's access, control, until and label); a device with no epoch answers 404
+/// `not_found` ("not sealed"); a roster is accepted for the robot with 202; rate-limited per token
+/// as the household's calls are.
 final class SealedEndpoint {
     private let env: RelayEnvironment
     private let authenticator: Authenticator
