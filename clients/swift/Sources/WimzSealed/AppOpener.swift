@@ -48,6 +48,8 @@ public struct AppOpener: Sendable {
     private var opened: [String: OpenedNumbers] = [:]
     private var sidOrder: [String] = []
     private var newestByKind: [String: Int64] = [:]
+    /// Frame keys by epoch and sid, derived once per connection of the robot (kept with the sid).
+    private var keys: [String: [Int: SymmetricKey]] = [:]
 
     public init(deviceID: String) { self.deviceID = deviceID }
 
@@ -69,8 +71,9 @@ public struct AppOpener: Sendable {
         do {
             let box = try ChaChaPoly.SealedBox(nonce: try FrameCrypto.nonce(frame.n), ciphertext: frame.ct.dropLast(16),
                                                tag: frame.ct.suffix(16))
-            plaintext = try ChaChaPoly.open(box, using: FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid),
-                                            authenticating: aad)
+            let key = keys[frame.sid]?[frame.epoch] ?? FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid)
+            plaintext = try ChaChaPoly.open(box, using: key, authenticating: aad)
+            keys[frame.sid, default: [:]][frame.epoch] = key
         } catch {
             throw FrameRejection.tampered
         }
@@ -86,7 +89,11 @@ public struct AppOpener: Sendable {
     private mutating func remember(_ sid: String, _ n: Int64) {
         if opened[sid] == nil {
             sidOrder.append(sid)
-            if sidOrder.count > Self.rememberedSids { opened[sidOrder.removeFirst()] = nil }
+            if sidOrder.count > Self.rememberedSids {
+                let forgotten = sidOrder.removeFirst()
+                opened[forgotten] = nil
+                keys[forgotten] = nil
+            }
         }
         opened[sid, default: OpenedNumbers()].insert(n)
     }

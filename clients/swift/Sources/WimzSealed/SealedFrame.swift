@@ -31,6 +31,8 @@ public struct FrameSealer: Sendable {
     private let sidBytes: Data
     /// The last `n` sealed.
     public private(set) var n: Int64
+    /// This connection's frame key in each epoch it sealed in (derived once, not per frame).
+    private var keys: [Int: SymmetricKey] = [:]
 
     public init(identity: SealedIdentity, deviceID: String) {
         self.init(identity: identity, deviceID: deviceID, sid: SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }, after: 0)
@@ -52,7 +54,9 @@ public struct FrameSealer: Sendable {
         n += 1
         let kid = identity.kid
         let aad = FrameCrypto.associatedData(deviceID: deviceID, epoch: epoch.number, kid: kid, sid: sid, n: n, ts: ts, kind: kind)
-        let box = try ChaChaPoly.seal(plaintext, using: FrameCrypto.key(epoch, sid: sidBytes, deviceID: deviceID, kid: kid),
+        let key = keys[epoch.number] ?? FrameCrypto.key(epoch, sid: sidBytes, deviceID: deviceID, kid: kid)
+        keys[epoch.number] = key
+        let box = try ChaChaPoly.seal(plaintext, using: key,
                                       nonce: try FrameCrypto.nonce(n), authenticating: aad)
         let ct = box.ciphertext + box.tag
         let sig = try identity.sign(aad + ct)
