@@ -13,24 +13,29 @@ from wimz_robot.sealed import Identity, Member, PublicKeys, Roster, SignedRoster
 from wimz_testkit import http_json
 
 
-def issue(database, relay, device_id: str, access: str) -> str:
-    token = database.cli("token", "issue", "--device", device_id, "--role", "app", "--access", access,
-                         "--label", access).strip().splitlines()[-1]
+def issue(database, relay, device_id: str, *args: str) -> str:
+    """A new app token of the device (`wimz-relay token issue` with `args`), once the relay knows it."""
+    token = database.cli("token", "issue", "--device", device_id, "--role", "app", *args).strip().splitlines()[-1]
     relay.wait_known(device_id, token)
     return token
 
 
+def hand_over_keys(base: str, token: str, identity: Identity) -> tuple[int, dict]:
+    """`PUT …/sealed/member-key` with the identity's public keys, as an app does."""
+    keys = identity.public.to_json()
+    return http_json(f"{base}/member-key", token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]})
+
+
 def test_epochs_reach_each_member_and_a_dropped_member_is_removed(relay, database, device) -> None:
     device_id, robot_token, owner_token = device
-    family_token = issue(database, relay, device_id, "family")
-    outsider_token = issue(database, relay, device_id, "family")
+    family_token = issue(database, relay, device_id, "--access", "family", "--label", "family")
+    outsider_token = issue(database, relay, device_id, "--access", "family", "--label", "family")
     base = f"{relay.url}/api/devices/{device_id}/sealed"
     robot, owner, family, outsider = Identity.generate(), Identity.generate(), Identity.generate(), Identity.generate()
 
     assert http_json(base, robot_token) == (200, {"sealed": False, "epoch": None})
     for token, identity in ((owner_token, owner), (family_token, family), (outsider_token, outsider)):
-        keys = identity.public.to_json()
-        assert http_json(f"{base}/member-key", token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]}) == (200, {"kid": identity.kid})
+        assert hand_over_keys(base, token, identity) == (200, {"kid": identity.kid})
     status, pending = http_json(f"{base}/members", owner_token)
     assert status == 200 and {m["kid"] for m in pending["members"]} == {owner.kid, family.kid, outsider.kid}
     listed = {m["kid"]: m for m in pending["members"]}

@@ -23,6 +23,7 @@ from conftest import push_env
 from wimz_testkit import RelayNode, http_json
 
 from test_robot_client import app_socket, eventually, next_message
+from test_sealed_relay import hand_over_keys, issue
 
 
 def open_from_robot(epoch: Epoch, robot: PublicKeys, device_id: str, frame: dict[str, Any]) -> dict[str, Any]:
@@ -35,12 +36,6 @@ def open_from_robot(epoch: Epoch, robot: PublicKeys, device_id: str, frame: dict
     return dict(json.loads(ChaCha20Poly1305(key).decrypt(frame_nonce(frame["n"]), ct, aad)))
 
 
-def issue(database, relay, device_id: str, *args: str) -> str:
-    token = database.cli("token", "issue", "--device", device_id, "--role", "app", *args).strip().splitlines()[-1]
-    relay.wait_known(device_id, token)
-    return token
-
-
 async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(relay, database, device, tmp_path: Path) -> None:
     device_id, robot_token, owner_token = device
     until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 7200))
@@ -51,8 +46,7 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
     sealed.pin_first_owner(owner.public)  # learned on the home Wi-Fi, not through the relay
     base = f"{relay.url}/api/devices/{device_id}/sealed"
     for token, identity in ((owner_token, owner), (guest_token, guest)):
-        keys = identity.public.to_json()
-        assert http_json(f"{base}/member-key", token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]})[0] == 200
+        assert hand_over_keys(base, token, identity)[0] == 200
 
     seen: list[Any] = []
     async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
@@ -203,8 +197,7 @@ async def test_a_sealed_device_is_pushed_and_replayed_by_kind(pushing, apns, dat
     owner = Identity.generate()
     phone_token = secrets.token_hex(32)
     base = f"{pushing.url}/api/devices/{device_id}/sealed"
-    keys = owner.public.to_json()
-    assert http_json(f"{base}/member-key", owner_token, "PUT", {"sign": keys["sign"], "hpke": keys["hpke"]})[0] == 200
+    assert hand_over_keys(base, owner_token, owner)[0] == 200
     assert http_json(f"{pushing.url}/api/devices/{device_id}/push", owner_token, "PUT",
                      {"platform": "apns", "token": phone_token, "environment": "sandbox",
                       "events": ["bark_detected", "mission_completed"]})[0] == 200

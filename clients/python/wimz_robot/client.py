@@ -251,7 +251,7 @@ class RobotClient:
             self._state_events[name] = message
         sent = await self.send(message)
         # A sealed mission's progress also goes in clear for the lock screen, as the policy allows.
-        lock_screen = self.sealed.lock_screen(message) if self.sealed is not None and self._is_sealed else None
+        lock_screen = self.sealed.lock_screen(message) if self.sealed is not None else None
         if sent and lock_screen is not None:
             await self._send_text(json.dumps(lock_screen, separators=(",", ":")))
         return sent

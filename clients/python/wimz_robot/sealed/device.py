@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import RELAY_EVENTS
-from .epoch import Epoch, accept_statement, new_epoch, seal_packages
+from .epoch import Epoch, new_epoch, upload_body
 from .frames import KINDS, Opened, Rejected, RobotOpener, Sender
 from .keys import Identity, PublicKeys, b64decode, b64encode
 from .roster import Roster, RosterRejected, SignedRoster, verify_next
@@ -75,8 +75,7 @@ class SealedDevice:
         sealed afresh."""
         current = self.opener.current
         if current is not None and self.signed is not None and signed.roster.raw == current.roster.raw:
-            return {"roster": self.signed.to_json(), "robot_sig": b64encode(self.identity.sign(accept_statement(current.roster))),
-                    "packages": seal_packages(current.roster, current.secret)}
+            return upload_body(self.signed, current.secret, self.identity)
         try:
             roster = verify_next(signed, previous=current.roster if current else None, device_id=self.device_id,
                                  robot=self.identity.public, first_owner=self.first_owner)

@@ -66,12 +66,16 @@ def open_package(package: Any, identity: Identity, roster: Roster) -> bytes:
 
 
 def new_epoch(signed: SignedRoster, robot: Identity) -> tuple[Epoch, dict[str, Any]]:
-    """The robot's side of an accepted roster: a fresh secret, and the body it uploads
-    (``PUT …/sealed/epochs/{E}``) with every member's package and its acceptance."""
+    """The robot's side of an accepted roster: a fresh secret, and the body it uploads."""
     epoch = Epoch(signed.roster, os.urandom(SECRET_BYTES))
-    body = {"roster": signed.to_json(), "robot_sig": b64encode(robot.sign(accept_statement(signed.roster))),
-            "packages": seal_packages(signed.roster, epoch.secret)}
-    return epoch, body
+    return epoch, upload_body(signed, epoch.secret, robot)
+
+
+def upload_body(signed: SignedRoster, secret: bytes, robot: Identity) -> dict[str, Any]:
+    """What the robot uploads for an epoch (``PUT …/sealed/epochs/{E}``): the signed roster, its
+    acceptance, and ``secret`` sealed afresh to every member."""
+    return {"roster": signed.to_json(), "robot_sig": b64encode(robot.sign(accept_statement(signed.roster))),
+            "packages": seal_packages(signed.roster, secret)}
 
 
 def accepted_by(robot: PublicKeys, roster: Roster, robot_sig: str) -> bool:

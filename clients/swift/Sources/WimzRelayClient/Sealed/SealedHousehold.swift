@@ -75,10 +75,17 @@ struct SealState {
             }
         }
         let epoch = try Epoch(roster: roster, package: package, robotSignature: robotSignature, identity: household.identity)
-        robot = roster.robot
-        opener.hold(epoch)
-        current = epoch
+        hold(epoch)
         return epoch.number
+    }
+
+    /// Opens `epoch`'s frames from now on, and seals with it when it is the newest held.
+    mutating func hold(_ epoch: Epoch) {
+        opener.hold(epoch)
+        if epoch.number > current?.number ?? 0 {
+            current = epoch
+            robot = robot ?? epoch.roster.robot
+        }
     }
 }
 
@@ -107,12 +114,7 @@ extension RelayClient {
     /// Holds `epoch` (one this app opened before, kept in its own store): its frames open, and
     /// the client seals with it if it is the newest held. Apps restore their epochs on launch.
     public func restoreSealedEpoch(_ epoch: Epoch) {
-        guard seal != nil else { return }
-        seal!.opener.hold(epoch)
-        if epoch.number > seal!.current?.number ?? 0 {
-            seal!.current = epoch
-            seal!.robot = seal!.robot ?? epoch.roster.robot
-        }
+        seal?.hold(epoch)
     }
 
     /// Checks the robot's key against the code the robot shows or speaks (or an invitation link
@@ -132,8 +134,8 @@ extension RelayClient {
 
     /// The text that goes out for `text`: sealed once the client holds an epoch.
     func outgoing(_ text: String) throws -> String {
-        guard seal?.current != nil else { return text }
-        return try seal!.sealer.seal(Data(text.utf8), in: seal!.current!)
+        guard let epoch = seal?.current else { return text }
+        return try seal!.sealer.seal(Data(text.utf8), in: epoch)
     }
 
     /// A frame from the relay on a sealed device: the robot's sealed frame opened (with when it
