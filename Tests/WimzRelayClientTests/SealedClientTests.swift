@@ -7,6 +7,7 @@ import Testing
 import RelayTestSupport
 @testable import WimzRelayClient
 @testable import WimzSealed
+import WimzRobot
 
 /// The app library in a sealed household through the real relay (docs/protocol.md "The sealed
 /// household (v1.5)"): it hands over its keys, opens its package of the epoch, and from then on
@@ -155,6 +156,63 @@ import RelayTestSupport
         _ = try await log.waitFor(after: at) { if case .event(let m) = $0 { m.name == "mode_changed" } else { false } }
         let barks = await log.events.filter { if case .event(let m) = $0 { m.name == "bark_detected" } else { false } }
         #expect(barks.count == 1)
+        await client.stop()
+    }
+
+    @Test func theRobotsAPIGoesSealedOverTheSocket() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let robotSocket = try await onThread { try f.robot() }
+        let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        let log = EventLog(client)
+        await client.start()
+        _ = try await log.waitFor(isOnline(true))
+        _ = try await client.joinSealedHousehold()
+        let epoch = try await sealFirstEpoch(f)
+        let deadline = Date().addingTimeInterval(10)
+        while await client.sealedEpoch == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+
+        // The robot's side: the request opened; first another app's answer (dropped), then this
+        // one's in two parts, each sealed.
+        let body = Data((0..<40_000).map { UInt8($0 % 251) })
+        async let answered: [String: String] = onThread {
+            let request = try self.openFromApp(try robotSocket.receive(until: { $0["type"] as? String == "sealed" }), epoch)
+            let id = request["id"] as! String
+            var sealer = FrameSealer(identity: self.robot, deviceID: "dev1")
+            let parts: [[String: Any]] = [
+                ["type": "http_response", "id": "app-9-other", "status": 500, "headers": [:], "body": NSNull(), "more": false],
+                ["type": "http_response", "id": id, "status": 200, "headers": ["content-type": "application/json"],
+                 "body": body.prefix(30_000).base64EncodedString(), "more": true],
+                ["type": "http_body", "id": id, "body": body.dropFirst(30_000).base64EncodedString(), "more": false]]
+            for part in parts { try robotSocket.send(try sealer.seal(try JSONSerialization.data(withJSONObject: part), in: epoch)) }
+            return request.compactMapValues { $0 as? String }
+        }
+        let api = RobotAPI(route: .sealed(client))
+        #expect(await api.route().kind == .sealed)
+        let answer = try await client.robotRequest("POST", path: "/standin/echo", query: "x=1", headers: ["content-type": "application/json"],
+                                                   body: Data(#"{"note":"sealed"}"#.utf8))
+        let request = try await answered
+        #expect(request["method"] == "POST" && request["path"] == "/standin/echo" && request["query"] == "x=1")
+        #expect(Data(base64Encoded: request["body"] ?? "") == Data(#"{"note":"sealed"}"#.utf8))
+        #expect(answer.status == 200 && answer.body == body && answer.headers["content-type"] == "application/json")
+        #expect(await client.pendingCommands == 0)
+
+        // Typed, through RobotAPI: the guide's GET /mode, answered sealed.
+        async let modeAnswered: Void = onThread {
+            let request = try self.openFromApp(try robotSocket.receive(until: { $0["type"] as? String == "sealed" }), epoch)
+            #expect(request["method"] as? String == "GET" && request["path"] as? String == "/mode")
+            var sealer = FrameSealer(identity: self.robot, deviceID: "dev1")
+            let mode = #"{"mode":"coach","locked":false}"#
+            let part: [String: Any] = ["type": "http_response", "id": request["id"]!, "status": 200, "headers": [:],
+                                       "body": Data(mode.utf8).base64EncodedString(), "more": false]
+            try robotSocket.send(try sealer.seal(try JSONSerialization.data(withJSONObject: part), in: epoch))
+        }
+        #expect(try await api.mode().mode == "coach")
+        try await modeAnswered
+        // One frame carries a request: a larger body is refused before anything is sent.
+        await #expect(throws: RelayClientError.http(status: 413, code: "too_large",
+                                                    message: "a sealed request body is at most 32768 bytes")) {
+            try await client.robotRequest("PUT", path: "/x", body: Data(count: RelayClient.sealedRequestBodyLimit + 1))
+        }
         await client.stop()
     }
 

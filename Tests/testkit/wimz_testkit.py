@@ -232,6 +232,29 @@ class RelayNode:
             if self.echo:
                 print(f"[{self.name}] {line}", end="", flush=True)
 
+    def memory_holds(self, needles: list[bytes]) -> set[bytes]:
+        """Which of ``needles`` are anywhere in the running process's memory (every readable
+        mapping through /proc/PID/mem, as a core dump would hold it). Same user, no ptrace."""
+        assert self.process is not None and self.process.poll() is None
+        found: set[bytes] = set()
+        overlap = max(len(needle) for needle in needles)
+        with open(f"/proc/{self.process.pid}/maps") as maps, open(f"/proc/{self.process.pid}/mem", "rb", buffering=0) as mem:
+            for line in maps:
+                fields = line.split()
+                if not fields[1].startswith("r") or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                    continue
+                start, end = (int(value, 16) for value in fields[0].split("-"))
+                tail = b""
+                for offset in range(start, end, 1 << 20):
+                    try:
+                        mem.seek(offset)
+                        chunk = tail + mem.read(min(1 << 20, end - offset))
+                    except OSError:
+                        break  # a guard page or a mapping gone meanwhile
+                    found.update(needle for needle in needles if needle in chunk)
+                    tail = chunk[-overlap:]
+        return found
+
     def ready(self) -> bool:
         try:
             return http_json(f"{self.url}/readyz", timeout=1)[0] == 200

@@ -15,6 +15,10 @@ on the relay without a code change (docs/protocol.md v1.1 "The robot bridge").
   replaced atomically) whenever a newer one arrives: on connect, on every push, and when the
   client refreshes before ``refresh_at``. The robot's WebRTC code reads that file.
 - both legs reconnect with capped, jittered back-off; a malformed message is logged and skipped.
+- on a sealed device (v1.5, ``sealed=``) both legs carry only sealed frames: an app's
+  ``http_request`` arrives sealed and is answered sealed, the robot's own roles apply (a guest
+  without ``control`` gets 403 ``forbidden`` for anything but GET and HEAD, without a request),
+  and the local ``/ws/control`` sees the opened messages and its messages go out sealed.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from .backoff import Backoff
 from .client import RobotClient
 from .household import Sender
+from .sealed.device import SealedDevice
 from .protocol import RELAY_EVENTS, ROBOT_HTTP_CHUNK_BYTES
 from .turn import TurnCredentials
 
@@ -86,7 +91,7 @@ class Bridge:
 
     def __init__(self, relay_url: str, device_id: str, token: str, local_url: str = "http://127.0.0.1:8000", *,
                  turn_file: str | None = None, max_body: int = 1 << 20, local_timeout: float = 60.0,
-                 ssl: Any = None) -> None:
+                 ssl: Any = None, sealed: SealedDevice | None = None) -> None:
         parts = urlsplit(local_url)
         if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/") or parts.query:
             raise ValueError(f"--local must be http://HOST:PORT, not {local_url!r}")
@@ -100,8 +105,10 @@ class Bridge:
         #: executor in the same process can never hold the robot's answers back.
         self._http_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wimz-bridge-http")
         # senders: every app message and HTTP request says which member sent it (docs/protocol.md v1.3).
-        self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False, senders=True)
+        self.client = RobotClient(relay_url, device_id, token, ssl=ssl, answer_commands=False, senders=True,
+                                  sealed=sealed)
         self.client.on_raw(self._from_relay)
+        self.client.on_message(self._opened_from_relay)
         self.client.on_turn_credentials(self._write_turn_file)
         self._to_local: asyncio.Queue[str | bytes] = asyncio.Queue(maxsize=1024)
         self._local_connected = asyncio.Event()
@@ -140,6 +147,8 @@ class Bridge:
     # -- relay → robot --------------------------------------------------------------------
 
     def _from_relay(self, message: str | bytes) -> None:
+        if self.client.is_sealed:
+            return  # only what a member sealed, opened (below)
         if isinstance(message, str):
             try:
                 parsed = json.loads(message)
@@ -156,20 +165,38 @@ class Bridge:
         except asyncio.QueueFull:
             log.warning("local /ws/control is not keeping up: an app message was dropped")
 
+    def _opened_from_relay(self, message: dict[str, Any], sender: Sender | None) -> None:
+        """A sealed device's messages, as the client opened them (unsealed ones never get here)."""
+        if not self.client.is_sealed:
+            return  # passed on as it came (above)
+        if message.get("type") == "http_request":
+            self._spawn(self._http(message, sender))
+        elif not (message.get("type") == "event" and message.get("event") in RELAY_EVENTS):
+            try:
+                self._to_local.put_nowait(json.dumps(message, separators=(",", ":")))
+            except asyncio.QueueFull:
+                log.warning("local /ws/control is not keeping up: an app message was dropped")
+
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _http(self, request: dict[str, Any]) -> None:
+    async def _http(self, request: dict[str, Any], sealed_sender: Sender | None = None) -> None:
+        """``sealed_sender``: the roster's member who sealed the request, whose role the robot
+        applies itself (docs/protocol.md v1.3's table, as the relay applies it to plain requests)."""
         request_id = request.get("id")
         if not isinstance(request_id, str):
             log.warning("http_request without an id: skipped")
             return
-        status, headers, body = await self._call_local(request)
+        if sealed_sender is not None and not sealed_sender.control and request.get("method") not in ("GET", "HEAD"):
+            status, headers, body = 403, {"content-type": "application/json"}, _error_body(
+                "forbidden", "a guest without control may only read")
+        else:
+            status, headers, body = await self._call_local(request, sealed_sender or Sender.of(request))
         await self._answer(request_id, status, headers, body)
 
-    async def _call_local(self, request: dict[str, Any]) -> tuple[int, dict[str, Any], bytes]:
+    async def _call_local(self, request: dict[str, Any], sender: Sender | None) -> tuple[int, dict[str, Any], bytes]:
         method = request.get("method")
         target = local_target(request.get("path"), request.get("query"))
         if method not in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
@@ -189,7 +216,6 @@ class Bridge:
                 if isinstance(name, str) and isinstance(value, str) and name.lower() not in HOP_BY_HOP \
                         and not name.lower().startswith("x-wimz-"):
                     headers[name] = value
-        sender = Sender.of(request)
         if sender is not None:
             headers.update(sender.headers())
         try:
@@ -249,7 +275,7 @@ class Bridge:
                     pump = asyncio.create_task(self._pump_to_local(ws))
                     try:
                         async for message in ws:
-                            if not await self.client.send_raw(message):
+                            if not await self._to_relay(message):
                                 log.warning("the relay is not connected: a robot message was dropped")
                     finally:
                         pump.cancel()
@@ -257,6 +283,19 @@ class Bridge:
             except (OSError, InvalidHandshake, asyncio.TimeoutError, ConnectionClosed) as error:
                 log.warning("robot's /ws/control unreachable: %s", error)
             await asyncio.sleep(backoff.next_delay())
+
+    async def _to_relay(self, message: str | bytes) -> bool:
+        """The robot's message as it came, or on a sealed device sealed (a JSON object only)."""
+        if not self.client.is_sealed:
+            return await self.client.send_raw(message)
+        try:
+            parsed = json.loads(message)
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            log.warning("the robot's message is not a JSON object: a sealed device sends none such")
+            return True
+        return await self.client.send(parsed)
 
     async def _pump_to_local(self, ws: Any) -> None:
         while True:

@@ -38,8 +38,10 @@ from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials, get_j
 
 log = logging.getLogger("wimz_robot")
 
-CommandHandler = Callable[[dict[str, Any]], Any]
-MessageHandler = Callable[[dict[str, Any]], Any]
+#: Command and message handlers take the message (a command: its ``data``), and also who sent
+#: it when they have a parameter named ``sender``.
+CommandHandler = Callable[..., Any]
+MessageHandler = Callable[..., Any]
 RawHandler = Callable[[str | bytes], Any]
 StateHandler = Callable[["ConnectionState"], Any]
 CredentialsHandler = Callable[[TurnCredentials], Any]
@@ -214,7 +216,8 @@ class RobotClient:
         return register
 
     def on_message(self, handler: MessageHandler) -> MessageHandler:
-        """Registers a handler for every other JSON message from the apps (e.g. WebRTC signalling)."""
+        """Registers a handler for every other JSON message from the apps (e.g. WebRTC signalling;
+        on a sealed device the opened frames), with its ``sender`` when it has that parameter."""
         self._message_handlers.append(handler)
         return handler
 
@@ -249,33 +252,35 @@ class RobotClient:
         message = {"type": "event", "event": name, "data": data or {}, "timestamp": timestamp}
         if name in REPLAYED_EVENTS:
             self._state_events[name] = message
-        sent = await self.send(message)
-        # A sealed mission's progress also goes in clear for the lock screen, as the policy allows.
-        lock_screen = self.sealed.lock_screen(message) if self.sealed is not None else None
-        if sent and lock_screen is not None:
-            await self._send_text(json.dumps(lock_screen, separators=(",", ":")))
-        return sent
+        return await self.send(message)
 
     async def send(self, message: dict[str, Any]) -> bool:
         """Sends any JSON message (sealed on a sealed device); False while not connected."""
-        return await self._send_text(self._outgoing(message))
+        sent = await self._send_text(self._outgoing(message))
+        # A sealed mission's progress also goes in clear for the lock screen, as the policy allows.
+        lock_screen = self.sealed.lock_screen(message) if self.sealed is not None and sent else None
+        if lock_screen is not None:
+            await self._send_text(json.dumps(lock_screen, separators=(",", ":")))
+        return sent
 
     async def send_raw(self, message: str | bytes) -> bool:
         """Sends a text (``str``) or binary (``bytes``) message as it is; False while not
         connected, and on a sealed device (only :meth:`send` seals)."""
-        if self._is_sealed:
+        if self.is_sealed:
             log.warning("send_raw on a sealed device: not sent (use send)")
             return False
         return await self._send_text(message)
 
     @property
-    def _is_sealed(self) -> bool:
+    def is_sealed(self) -> bool:
+        """True once the device is sealed (v1.5): everything :meth:`send` sends is sealed, and
+        handlers see only what a member sealed."""
         return self.sealed is not None and self.sealed.sealed
 
     def _outgoing(self, message: dict[str, Any]) -> str:
         """The text that goes out for ``message``: on a sealed device a sealed frame (a
         ``lock_screen`` frame is the one the policy leaves in clear)."""
-        if self.sealed is not None and self._is_sealed and message.get("type") != "lock_screen":
+        if self.sealed is not None and self.is_sealed and message.get("type") != "lock_screen":
             if self._sealer is None:
                 self._sealer = self.sealed.sender()
             message = self.sealed.seal(self._sealer, message)
@@ -512,7 +517,7 @@ class RobotClient:
             if self.sealed is not None and parsed.get("type") == "roster":
                 await _guarded(self._accept_roster_frame(parsed))
                 continue
-            if self.sealed is not None and self._is_sealed:
+            if self.sealed is not None and self.is_sealed:
                 if parsed.get("type") == "sealed":
                     inner = self.sealed.open(parsed)
                     if inner is None:
@@ -525,7 +530,7 @@ class RobotClient:
                 await _guarded(self._answer(parsed, sender))
                 continue
             for handler in self._message_handlers:
-                await _guarded(_call(handler, parsed))
+                await _guarded(_call_with_sender(handler, parsed, sender or Sender.of(parsed)))
 
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -545,11 +550,7 @@ class RobotClient:
         else:
             try:
                 data = command.get("data") or {}
-                # A handler with a parameter named ``sender`` also gets who sent the command
-                # (``senders=True``; None otherwise).
-                takes_sender = "sender" in inspect.signature(handler).parameters
-                sender = sealed_sender or Sender.of(command)
-                result = await (_call2(handler, data, sender) if takes_sender else _call(handler, data))
+                result = await _call_with_sender(handler, data, sealed_sender or Sender.of(command))
                 response.update(ok=True, data=result)
             except Exception as error:  # the handler's failure is the app's answer, not ours
                 log.exception("command %s failed", name)
@@ -575,7 +576,11 @@ async def _guarded(call: Awaitable[Any]) -> None:
         log.exception("a message handler failed")
 
 
-async def _call2(handler: Callable[..., Any], argument: Any, sender: Sender | None) -> Any:
+async def _call_with_sender(handler: Callable[..., Any], argument: Any, sender: Sender | None) -> Any:
+    """A handler with a parameter named ``sender`` also gets who sent the message: the roster's
+    member on a sealed device, else the relay's ``from`` (``senders=True``; None otherwise)."""
+    if "sender" not in inspect.signature(handler).parameters:
+        return await _call(handler, argument)
     result = handler(argument, sender=sender)
     return await result if inspect.isawaitable(result) else result
 

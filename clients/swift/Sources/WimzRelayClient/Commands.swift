@@ -49,6 +49,14 @@ extension RelayClient {
     ///   at once when the calling task is cancelled (the command is forgotten: a late answer is
     ///   dropped).
     public func send(command name: String, data: JSON = [:], timeout: Duration? = nil) async throws -> CommandResponse {
+        try await awaitAnswer(timeout: timeout) { id in
+            ["type": "command", "id": .string(id), "command": .string(name), "data": data]
+        }
+    }
+
+    /// Sends the frame `frame(id)` makes with a fresh id and waits until ``resolve(_:_:)`` is
+    /// called for that id (the answer, a refusal, the timeout or the caller's cancellation).
+    func awaitAnswer(timeout: Duration?, _ frame: (String) -> JSON) async throws -> CommandResponse {
         try Task.checkCancellation()
         guard let connection else { throw RelayClientError.notConnected }
         commandCount += 1
@@ -61,7 +69,7 @@ extension RelayClient {
             await self?.resolve(id, .failure(RelayClientError.timeout))
         })
         return try await withTaskCancellationHandler {
-            let text = try outgoing(JSON.object(["type": "command", "id": .string(id), "command": .string(name), "data": data]).text)
+            let text = try outgoing(frame(id).text)
             do {
                 try await connection.send(text: text)
             } catch {
@@ -84,6 +92,7 @@ extension RelayClient {
 
     func resolve(_ id: String, _ result: Result<CommandResponse, any Error>) {
         guard var command = pending[id] else { return }
+        robotHTTPParts[id] = nil
         command.timeout?.cancel()
         if let continuation = command.continuation {
             pending[id] = nil

@@ -107,6 +107,8 @@ public actor RelayClient {
     var connection: (any WebSocketConnection)?
     /// Commands waiting for their answers, by id (Commands.swift).
     var pending: [String: PendingCommand] = [:]
+    /// Sealed API answers still arriving in parts, by id (SealedRobotHTTP.swift).
+    var robotHTTPParts: [String: (answer: JSON, body: Data)] = [:]
     var commandCount = 0
     private var turn: TurnCredentials?
     private var turnFetch: Task<TurnCredentials, any Error>?
@@ -408,6 +410,8 @@ public actor RelayClient {
             guard let id else { return }
             resolve(id, .success(CommandResponse(id: id, ok: message["ok"]?.boolValue ?? true,
                                                  data: message["data"] ?? .null, error: message["error"], message: message)))
+        case WimzProtocol.MessageType.httpResponse, WimzProtocol.MessageType.httpBody:
+            if let id { receiveRobotHTTP(id, message) }
         case WimzProtocol.MessageType.error where id.map { pending[$0] != nil } ?? false:
             let refusal = RelayClientError.commandRefusal(message)
             if case .forbidden = refusal { member?.control = false }  // only a guest without control is refused

@@ -6,14 +6,34 @@ import FoundationNetworking
 #endif
 
 /// Where the robot's REST API is reached: on the LAN, or through the relay (docs/protocol.md v1.1
-/// "HTTP to the robot through the relay") — the same paths either way.
+/// "HTTP to the robot through the relay"), or on a sealed device (v1.5) sealed over the relay
+/// client's socket — the same paths every way.
 public struct RobotRoute: Sendable, Equatable {
-    public enum Kind: String, Sendable { case direct, relay }
+    public enum Kind: String, Sendable { case direct, relay, sealed }
     public var kind: Kind
-    /// `http://<robot-ip>:8000`, or `{relay}/api/devices/{device_id}/robot`.
+    /// `http://<robot-ip>:8000`, or `{relay}/api/devices/{device_id}/robot` (sealed: what the
+    /// plain route would be, for logs; nothing is sent to it).
     public var baseURL: URL
     /// The app token, for the relay.
     public var token: String?
+    /// The client whose socket carries a sealed route's calls.
+    public var client: RelayClient?
+
+    public init(kind: Kind, baseURL: URL, token: String?, client: RelayClient? = nil) {
+        (self.kind, self.baseURL, self.token, self.client) = (kind, baseURL, token, client)
+    }
+
+    public static func == (a: RobotRoute, b: RobotRoute) -> Bool {
+        a.kind == b.kind && a.baseURL == b.baseURL && a.token == b.token && a.client === b.client
+    }
+
+    /// Through `client`'s socket, sealed: for a sealed device, whose relay refuses plain HTTP to
+    /// its robot (409 `sealed_device`).
+    public static func sealed(_ client: RelayClient) -> RobotRoute {
+        let configuration = client.configuration
+        return RobotRoute(kind: .sealed, baseURL: relayURL(configuration.url, WimzProtocol.Path.device(configuration.deviceID, .robot)),
+                          token: nil, client: client)
+    }
 
     /// The robot's own API on the home network.
     public static func direct(_ url: URL) -> RobotRoute { RobotRoute(kind: .direct, baseURL: url, token: nil) }
@@ -152,26 +172,7 @@ public actor RobotAPI {
     private func call<T: Decodable>(_ method: String, _ path: String, query: [URLQueryItem] = [], body: JSON? = nil,
                                     as _: T.Type = T.self) async throws -> T {
         let route = await route()
-        var components = URLComponents(url: route.baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
-        if !query.isEmpty { components.queryItems = query }
-        var request = URLRequest(url: components.url!)
-        request.httpMethod = method
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if let token = route.token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        if let body {
-            request.httpBody = Data(body.text.utf8)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        } else if method == "POST" {
-            request.httpBody = Data()
-        }
-        let (data, response): (Data, URLResponse)
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch {
-            if route.kind == .direct, fixed == nil { chosen = nil }  // the LAN went away: probe again
-            throw RelayClientError.notConnected
-        }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let (status, data) = try await send(method, path, query: query, body: body, over: route)
         guard (200..<300).contains(status) else {
             // The two answers an app acts on differently get their own cases.
             switch RelayClientError.refusal(status: status, body: data) {
@@ -184,6 +185,36 @@ public actor RobotAPI {
             return try RobotJSON.decoder().decode(T.self, from: data)
         } catch {
             throw RelayClientError.invalidResponse("\(method) \(path): \(error)")
+        }
+    }
+
+    /// The request's status and body, over HTTP or (sealed) the relay client's socket.
+    private func send(_ method: String, _ path: String, query: [URLQueryItem], body: JSON?,
+                      over route: RobotRoute) async throws -> (Int, Data) {
+        var components = URLComponents(url: route.baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty { components.queryItems = query }
+        if route.kind == .sealed, let client = route.client {
+            let answer = try await client.robotRequest(method, path: "/" + path, query: components.percentEncodedQuery,
+                                                       headers: body == nil ? [:] : ["content-type": "application/json"],
+                                                       body: body.map { Data($0.text.utf8) })
+            return (answer.status, answer.body)
+        }
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = method
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let token = route.token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = Data(body.text.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        } else if method == "POST" {
+            request.httpBody = Data()
+        }
+        do {
+            let (data, response) = try await session.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+        } catch {
+            if route.kind == .direct, fixed == nil { chosen = nil }  // the LAN went away: probe again
+            throw RelayClientError.notConnected
         }
     }
 }
