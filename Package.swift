@@ -102,7 +102,7 @@ let package = Package(
         // A terminal app on WimzRobot: the live mission, the device's state, TURN expiry.
         .executableTarget(
             name: "wimz-app-demo",
-            dependencies: [wimzRelayClient, wimzRobot, .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: [wimzRelayClient, wimzRobot, wimzSealed, .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests. Store and server tests need WIMZ_TEST_DATABASE_URL (set by scripts/test.sh).
         .target(name: "RelayTestSupport", dependencies: [wimzProtocol, "RelayCore", "RelayCrypto", "RelayStore"], path: "Tests/RelayTestSupport"),

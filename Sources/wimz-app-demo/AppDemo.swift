@@ -34,8 +34,14 @@ struct AppDemo: AsyncParsableCommand {
     @Option(help: "Remove the member with this token_id (owners): its sockets close and its video is cut; then exit.") var remove: Int64?
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
+    @OptionGroup(title: "Sealed household (v1.5)") var sealed: SealedOptions
 
     func run() async throws {
+        if let link = sealed.join {
+            guard let relayURL = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
+            try await SealedCommands(options: sealed, relay: relayURL, device: device).join(link, label: label)
+            return
+        }
         guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {
             throw ValidationError("an app token is required: --token or WIMZ_APP_TOKEN")
         }
@@ -49,7 +55,11 @@ struct AppDemo: AsyncParsableCommand {
             try await APICheck(api: api).run()
             return
         }
-        let client = RelayClient(.init(url: relayURL, deviceID: device, token: token))
+        var configuration = RelayClient.Configuration(url: relayURL, deviceID: device, token: token)
+        configuration.sealed = try sealed.household()
+        let client = RelayClient(configuration)
+        if try await SealedCommands.run(self, token: token, client: client) { return }
+        if configuration.sealed != nil { _ = try? await client.refreshSealedEpoch() }  // a newer epoch than the ones kept
         if try await HouseholdCommands.run(self, client: client) { return }
         if try await LiveActivityCommands.run(self, client: client) { return }
         if state {
@@ -99,7 +109,7 @@ struct AppDemo: AsyncParsableCommand {
                 Task {
                     do {
                         let response = try await client.send(command: command)
-                        sink.yield(.commandAnswered(command, response.ok, response.data.text))
+                        sink.yield(.commandAnswered(command, response.ok, (response.ok ? response.data : response.error ?? .null).text))
                     } catch {
                         sink.yield(.commandFailed(command, "\(error)"))
                     }

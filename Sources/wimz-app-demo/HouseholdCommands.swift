@@ -10,9 +10,14 @@ struct HouseholdCommands {
     /// Creates an invitation and prints it with its code (shown once).
     func invite(access: Access, label: String, control: Bool, until: Date?) async throws {
         let invite = try await client.invite(access: access, label: label, control: control, until: until)
+        // A sealed household's link carries the robot's code, as this app verified it.
+        var link: String?
+        if await client.robotKeyTrust == .verified, let robot = await client.sealedRobotKeys, let code = invite.code {
+            link = SealedInvitation(deviceID: client.configuration.deviceID, code: code, robotCode: robot.verificationCode).url.absoluteString
+        }
         print(object([("invite_id", "\(invite.id)"), ("code", quoted(invite.code)), ("access", quoted(invite.access.rawValue)),
                       ("control", "\(invite.control)"), ("until", quoted(invite.until)),
-                      ("expires_at", quoted(invite.expiresAt))]))
+                      ("expires_at", quoted(invite.expiresAt)), ("link", quoted(link))]))
     }
 
     /// Prints `{"members":[…]}` as the relay lists them.

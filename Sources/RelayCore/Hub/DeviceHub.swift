@@ -357,6 +357,11 @@ public final class DeviceHub {
             routeResponse(payload, envelope: envelope, device: device)
         case .httpResponse, .httpBody:
             observer?.hubRobotAnsweredHTTP(payload, from: session)
+        case .lockScreen:
+            // The relay's own input for the lock screen (v1.5); apps open the sealed mission_progress.
+            if device.missionWatched, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
+                observer?.hubMissionSignal(device.id, signal)
+            }
         default:
             // While resumes wait for a hand-off, broadcasts wait too (bounded), so the history
             // numbers them after the handed-over ones.

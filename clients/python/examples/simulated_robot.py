@@ -4,6 +4,10 @@ stage by stage with the hold in seconds, dog_detected, bark_detected, treat_disp
 answers the app's commands, and shows the TURN credential it would give aiortc.
 
     python simulated_robot.py --url http://127.0.0.1:8080 --device demo-robot --token "$DEMO_ROBOT_TOKEN"
+
+With ``--sealed DIR`` the robot seals its device (v1.5): its keys and epochs in DIR, and while no
+first owner is pinned a pairing window on ``--pair-listen`` (the home Wi-Fi in real life) for the
+owner's app; rosters the owner signs arrive through the relay and are accepted as they come.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ import os
 import random
 from datetime import datetime, timezone
 
+from pathlib import Path
+
 from wimz_robot import RobotClient
+from wimz_robot.sealed.device import SealedDevice
+from wimz_robot.sealed.pairing import PairingServer
 
 #: (mission name, trick, hold seconds): the integration guide's missions (§3.1).
 MISSIONS = [("sit_training", "sit", 5.0), ("down_sustained", "down", 3.0), ("quiet_training", "quiet", 4.0)]
@@ -86,48 +94,67 @@ async def main() -> int:
     parser.add_argument("--missions", type=int, default=0, help="stop after this many missions (default: run forever)")
     parser.add_argument("--stages", type=int, default=3, help="stages per mission")
     parser.add_argument("--step-seconds", type=float, default=1.0, help="seconds per stage step")
+    parser.add_argument("--sealed", metavar="DIR", help="seal the device (v1.5): the robot's keys and epochs in DIR")
+    parser.add_argument("--pair-listen", default="127.0.0.1:8765", help="--sealed: where the first owner's app pairs (HOST:PORT)")
+    parser.add_argument("--pair-window", type=float, default=600.0, help="--sealed: seconds the pairing window stays open")
     args = parser.parse_args()
     if not args.token:
         parser.error("a robot token is required: --token or WIMZ_ROBOT_TOKEN")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    async with RobotClient(args.url, args.device, args.token) as client:
-        robot = Robot(client)
+    sealed = SealedDevice(Path(args.sealed), args.device) if args.sealed else None
+    pairing = None
+    if sealed is not None:
+        code = sealed.identity.public.verification_code
+        if sealed.first_owner is None:
+            host, port = args.pair_listen.rsplit(":", 1)
+            pairing = PairingServer(sealed, host, int(port), window=args.pair_window).start()
+            say(f"sealed: pairing open on http://{args.pair_listen} for {int(args.pair_window)} s; this robot's code is {code}")
+        else:
+            say(f"sealed: first owner {sealed.first_owner.kid}, epoch {sealed.epoch.number if sealed.epoch else None}; code {code}")
 
-        @client.command("treat")
-        async def treat(data):
-            await robot.treat(str(data.get("behavior", "manual")))
-            say(f"command treat: {robot.treats_today}/{DAILY_LIMIT} today")
-            return {"dispensed": True, "daily_count": robot.treats_today, "daily_limit": DAILY_LIMIT}
+    try:
+        async with RobotClient(args.url, args.device, args.token, sealed=sealed) as client:
+            robot = Robot(client)
 
-        @client.command("start_mission")
-        def start_mission(data):
-            say(f"command start_mission: {data}")
-            return {"queued": data.get("mission_name", MISSIONS[0][0])}
+            @client.command("treat")
+            async def treat(data, sender=None):
+                await robot.treat(str(data.get("behavior", "manual")))
+                who = f" from {sender.access} {sender.kid or sender.token_id}" if sender is not None else ""
+                say(f"command treat{who}: {robot.treats_today}/{DAILY_LIMIT} today")
+                return {"dispensed": True, "daily_count": robot.treats_today, "daily_limit": DAILY_LIMIT}
 
-        @client.on_message
-        def other(message):
-            if message.get("event") == "app_presence":
-                say(f"apps watching: {message['data']['apps']}")
+            @client.command("start_mission")
+            def start_mission(data):
+                say(f"command start_mission: {data}")
+                return {"queued": data.get("mission_name", MISSIONS[0][0])}
 
-        await client.wait_connected(timeout=30)
-        say(f"connected to {args.url} as {args.device}")
-        try:
-            turn = await client.turn_credentials()
-            left = (turn.expires_at - datetime.now(timezone.utc)).total_seconds()
-            say(f"TURN: {len(turn.ice_servers)} ICE servers, credential expires in {int(left)} s, "
-                f"refreshed before {turn.refresh_at.isoformat()}")
-        except Exception as error:  # the demo goes on without TURN
-            say(f"TURN credentials unavailable: {error}")
+            @client.on_message
+            def other(message):
+                if message.get("event") == "app_presence":
+                    say(f"apps watching: {message['data']['apps']}")
 
-        done = 0
-        while args.missions == 0 or done < args.missions:
-            name, trick, target = MISSIONS[done % len(MISSIONS)]
-            await robot.run_mission(name, trick, target, args.stages, args.step_seconds)
-            done += 1
-        if client.refused:
-            say(f"stopped: {client.refused}")
-            return 2
+            await client.wait_connected(timeout=30)
+            say(f"connected to {args.url} as {args.device}")
+            try:
+                turn = await client.turn_credentials()
+                left = (turn.expires_at - datetime.now(timezone.utc)).total_seconds()
+                say(f"TURN: {len(turn.ice_servers)} ICE servers, credential expires in {int(left)} s, "
+                    f"refreshed before {turn.refresh_at.isoformat()}")
+            except Exception as error:  # the demo goes on without TURN
+                say(f"TURN credentials unavailable: {error}")
+
+            done = 0
+            while args.missions == 0 or done < args.missions:
+                name, trick, target = MISSIONS[done % len(MISSIONS)]
+                await robot.run_mission(name, trick, target, args.stages, args.step_seconds)
+                done += 1
+            if client.refused:
+                say(f"stopped: {client.refused}")
+                return 2
+    finally:
+        if pairing is not None:
+            pairing.close()
     return 0
 
 

@@ -45,9 +45,12 @@ public struct LastKnownState: Sendable, Equatable {
 extension RelayClient {
     /// What the robot last said (its latest mode, mission progress, audio and program state)
     /// and when it was last connected — also while it is offline (`GET /api/devices/ID/state`).
+    /// On a sealed device the relay keeps the robot's sealed frames: they are opened here (as
+    /// past state when older than 120 s), and one that does not open is left out and reported
+    /// as ``RelayEvent/sealedFrameRejected(_:)``.
     public func lastKnownState() async throws -> LastKnownState {
-        try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: currentToken,
-                                      session: configuration.urlSession)
+        opened(try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: currentToken,
+                                             session: configuration.urlSession))
     }
 }
 

@@ -58,6 +58,14 @@ public struct AppOpener: Sendable {
 
     public var heldEpochs: [Int] { epochs.keys.sorted() }
 
+    /// An opener of the same epochs that has opened nothing yet: for frames read again on
+    /// purpose (the last-known state), which the live stream's memory would call repeats.
+    public var forgettingOpened: AppOpener {
+        var fresh = AppOpener(deviceID: deviceID)
+        fresh.epochs = epochs
+        return fresh
+    }
+
     /// Opens a sealed frame's JSON text; throws `FrameRejection` when it is dropped unread.
     public mutating func open(_ text: Data, now: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> Outcome {
         let frame = try ParsedFrame(text)

@@ -13,10 +13,23 @@ public struct SealedHousehold: Sendable {
     /// home Wi-Fi, or the household's fingerprint in an invitation link). Nil: the first roster's
     /// robot key is taken, and shown as unverified.
     public var verifiedRobot: PublicKeys?
+    /// The robot's verification code from an invitation link (``SealedInvitation``): a roster
+    /// naming a robot key that does not match it is refused, one that does is verified.
+    public var robotCode: String?
+    /// Where the epochs are kept: those kept before are held from the start, and every epoch the
+    /// client opens is kept (for the next launch and the Notification Service Extension).
+    public var store: (any SealedKeyStore)?
 
-    public init(identity: SealedIdentity, verifiedRobot: PublicKeys? = nil) {
+    public init(identity: SealedIdentity, verifiedRobot: PublicKeys? = nil, robotCode: String? = nil) {
         self.identity = identity
         self.verifiedRobot = verifiedRobot
+        self.robotCode = robotCode
+    }
+
+    /// The identity `store` keeps (made on first use), with `store` keeping the epochs.
+    public init(store: any SealedKeyStore, verifiedRobot: PublicKeys? = nil, robotCode: String? = nil) throws {
+        self.init(identity: try store.identity(), verifiedRobot: verifiedRobot, robotCode: robotCode)
+        self.store = store
     }
 }
 
@@ -46,11 +59,13 @@ struct SealState {
         opener = AppOpener(deviceID: deviceID)
         robot = household.verifiedRobot
         sealer = FrameSealer(identity: household.identity, deviceID: deviceID)
+        for epoch in (try? household.store?.epochs(of: deviceID)) ?? [] { hold(epoch) }
     }
 
     var trust: RobotKeyTrust? {
         guard let robot else { return nil }
-        return robot == household.verifiedRobot || robot == verifiedByCode ? .verified : .unverified
+        let codeMatches = household.robotCode.map(robot.matches(verificationCode:)) ?? false
+        return robot == household.verifiedRobot || robot == verifiedByCode || codeMatches ? .verified : .unverified
     }
 
     mutating func newConnection() { sealer = FrameSealer(identity: household.identity, deviceID: deviceID) }
@@ -67,6 +82,9 @@ struct SealState {
         let roster = signed.roster
         guard roster.deviceID == deviceID else { throw SealedError.rosterRejected("another device's roster") }
         if let robot, roster.robot != robot { throw SealedError.rosterRejected("the roster names another robot key") }
+        if let code = household.robotCode, !roster.robot.matches(verificationCode: code) {
+            throw SealedError.rosterRejected("the roster's robot key does not match the invitation's code")
+        }
         if let current {
             guard roster.epoch >= current.number else { throw SealedError.rosterRejected("an epoch older than the one held") }
             if roster.epoch == current.number { return current.number }
@@ -108,7 +126,11 @@ extension RelayClient {
     public func refreshSealedEpoch() async throws -> Int {
         guard seal != nil else { throw RelayClientError.invalidResponse("no sealed household configured") }
         let answer = try await deviceCall("GET", .sealed, ["epochs", "current"])
-        return try seal!.adopt(answer)
+        let number = try seal!.adopt(answer)
+        if let store = seal!.household.store, let epoch = seal!.current, epoch.number == number {
+            try store.keep(epoch, of: configuration.deviceID)
+        }
+        return number
     }
 
     /// Holds `epoch` (one this app opened before, kept in its own store): its frames open, and
@@ -128,6 +150,9 @@ extension RelayClient {
 
     /// The epoch this client seals with (nil: none yet).
     public var sealedEpoch: Int? { seal?.current?.number }
+
+    /// The robot's keys as this client holds them (nil: none yet); see ``robotKeyTrust``.
+    public var sealedRobotKeys: PublicKeys? { seal?.robot }
 
     /// How this client knows the robot's key (nil: it knows none yet).
     public var robotKeyTrust: RobotKeyTrust? { seal?.trust }
@@ -159,6 +184,7 @@ extension RelayClient {
             let relayEvents = [WimzProtocol.RelayEventName.deviceStatus, WimzProtocol.RelayEventName.turnCredentials]
             let relayEvent = type == "event" && relayEvents.contains(message["event"]?.stringValue ?? "")
             if relayEvent || type == "error" || type == "pong" { return (message, text, nil) }
+            if type == "lock_screen" { return nil }  // the relay's input for the lock screen; the sealed event says it all
             eventSink.yield(.sealedFrameRejected(.malformed))
             return nil
         }
@@ -176,6 +202,27 @@ extension RelayClient {
             eventSink.yield(.sealedFrameRejected(.malformed))
         }
         return nil
+    }
+}
+
+extension RelayClient {
+    /// `state` with its sealed entries opened (the relay keeps the robot's frames as they came).
+    func opened(_ state: LastKnownState) -> LastKnownState {
+        guard let seal, seal.current != nil else { return state }
+        var opener = seal.opener.forgettingOpened, state = state
+        for (name, known) in state.events where (try? JSON(parsing: known.message.raw))?["type"]?.stringValue == "sealed" {
+            state.events[name] = nil
+            do {
+                guard case .opened(let frame) = try opener.open(Data(known.message.raw.utf8)),
+                      case .event(let message) = RelayEvent(message: try JSON(parsing: String(decoding: frame.plaintext, as: UTF8.self)),
+                                                            raw: String(decoding: frame.plaintext, as: UTF8.self)).sealed(frame)
+                else { continue }
+                state.events[name] = LastKnownState.KnownEvent(message: message, receivedAt: known.receivedAt)
+            } catch {
+                eventSink.yield(.sealedFrameRejected(error as? FrameRejection ?? .malformed))
+            }
+        }
+        return state
     }
 }
 
