@@ -4,7 +4,12 @@
 - an epoch change in a household of 20: from the owner's POST of the roster until every one of
   20 apps has learnt of it (16 on their sockets, a device's limit; 4 by asking), fetched its
   package and opened it (one release relay, the
-  robot library as the robot, the apps in this process).
+  robot library as the robot, the apps in this process);
+- the relay's CPU per delivered message, sealed against plain of the same size: a sealed device's
+  robot sends the robot library's sealed events (kind ``bark_detected``) to an app, a plain
+  device's robot the same event unsealed and padded to the same length, and the app of each
+  sends messages of that length back (sealed, and a plain ``signal``). CPU is the relay's
+  threads' time on CPU (/proc/PID/task/*/schedstat) over the messages, rounds alternating.
 
 Run by scripts/bench-sealed.sh (a private PostgreSQL, the release relay)."""
 
@@ -110,15 +115,99 @@ async def epoch_change(members: int, changes: int) -> None:
         database.drop()
 
 
+def relay_cpu_ns(relay: RelayNode) -> int:
+    """Nanoseconds the relay's threads have run so far."""
+    assert relay.process is not None
+    total = 0
+    for task in Path(f"/proc/{relay.process.pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
+async def relay_cost(messages: int, rounds: int) -> None:
+    database = Database(prefix="bench_sealed_cpu")
+    # The apps send as fast as they can: no per-socket rate limit in the way.
+    relay = RelayNode.started(database, env={"WIMZ_APP_RATE_LIMIT": "1000000", "WIMZ_APP_RATE_BURST": "1000000"})
+    try:
+        owner = Identity.generate()
+        frames: dict[str, tuple[list[str], list[str]]] = {}
+        tokens: dict[str, tuple[str, str]] = {}
+        for device in ("bench-plain", "bench-sealed"):
+            tokens[device] = database.add_device(device)
+        # The sealed device: its first epoch stored as the robot library stores it.
+        sealed = SealedDevice(Path(tempfile.mkdtemp(prefix="wimz-bench-sealed-")), "bench-sealed")
+        sealed.pin_first_owner(owner.public)
+        roster = Roster.make("bench-sealed", 1, None, int(time.time() * 1000), sealed.identity.public,
+                             [Member(owner.public, "owner", True, None, "")])
+        body = sealed.accept(roster.signed(owner))
+        assert http_json(f"{relay.url}/api/devices/bench-sealed/sealed/epochs/1", tokens["bench-sealed"][0], "PUT", body)[0] == 201
+        event = {"type": "event", "event": "bark_detected", "data": {"confidence": 0.9, "pad": "x" * 420}}
+        robot_sealer, app_sealer = sealed.sender(), Sender(owner, "bench-sealed")
+        assert sealed.epoch is not None
+        sealed_up = [json.dumps(sealed.seal(robot_sealer, event), separators=(",", ":")) for _ in range(messages)]
+        sealed_down = [json.dumps(app_sealer.seal(sealed.epoch, json.dumps(event).encode()), separators=(",", ":"))
+                       for _ in range(messages)]
+        size = len(sealed_up[0])
+
+        def padded(message: dict, length: int) -> str:
+            text = json.dumps(message, separators=(",", ":"))
+            return text.replace('"pad":"', '"pad":"' + "x" * (length - len(text)), 1)
+        plain_up = [padded({**event, "data": {"confidence": 0.9, "pad": ""}}, size)] * messages
+        plain_down = [padded({"type": "signal", "data": {"pad": ""}}, len(sealed_down[0]))] * messages
+        frames = {"bench-plain": (plain_up, plain_down), "bench-sealed": (sealed_up, sealed_down)}
+
+        async def one_round(device: str) -> float:
+            up, down = frames[device]
+            robot_token, app_token = tokens[device]
+            async with connect(f"ws://127.0.0.1:{relay.port}/ws/robot?device_id={device}", proxy=None, compression=None,
+                               additional_headers={"Authorization": f"Bearer {robot_token}"}, max_size=1 << 20) as robot, \
+                    connect(f"ws://127.0.0.1:{relay.port}/ws/app?device_id={device}&token={app_token}", proxy=None,
+                            compression=None, max_size=1 << 20) as app:
+                await asyncio.sleep(0.2)  # greetings (status, presence, credentials) before the count starts
+
+                async def receive(ws, count: int, kind: str) -> None:
+                    seen = 0
+                    while seen < count:
+                        if f'"type":"{kind}"' in await ws.recv():
+                            seen += 1
+
+                async def send(ws, texts: list[str]) -> None:
+                    for text in texts:
+                        await ws.send(text)
+                start = relay_cpu_ns(relay)
+                kind_up = "sealed" if device == "bench-sealed" else "event"
+                kind_down = "sealed" if device == "bench-sealed" else "signal"
+                await asyncio.gather(send(robot, up), receive(app, len(up), kind_up), send(app, down),
+                                     receive(robot, len(down), kind_down))
+                return (relay_cpu_ns(relay) - start) / (len(up) + len(down))
+        costs: dict[str, list[float]] = {"bench-plain": [], "bench-sealed": []}
+        for _ in range(rounds):
+            for device in costs:
+                costs[device].append(await one_round(device))
+        plain, sealed_cost = statistics.median(costs["bench-plain"]), statistics.median(costs["bench-sealed"])
+        print(f"relay CPU per delivered message, {size}-byte robot events and {len(sealed_down[0])}-byte app messages, "
+              f"{messages} each way, median of {rounds} rounds: plain {plain / 1000:.2f} µs, sealed {sealed_cost / 1000:.2f} µs, "
+              f"sealed/plain {sealed_cost / plain:.3f}")
+    finally:
+        relay.stop()
+        database.drop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--frames", type=int, default=2000)
     parser.add_argument("--members", type=int, default=20)
     parser.add_argument("--changes", type=int, default=10)
+    parser.add_argument("--messages", type=int, default=50_000, help="relay CPU: messages each way per round")
+    parser.add_argument("--cpu-rounds", type=int, default=5, help="relay CPU: rounds per variant")
     args = parser.parse_args()
     per_frame(args.rounds, args.frames)
     asyncio.run(epoch_change(args.members, args.changes))
+    asyncio.run(relay_cost(args.messages, args.cpu_rounds))
 
 
 if __name__ == "__main__":
