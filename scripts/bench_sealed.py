@@ -168,20 +168,29 @@ async def relay_cost(messages: int, rounds: int) -> None:
                             compression=None, max_size=1 << 20) as app:
                 await asyncio.sleep(0.2)  # greetings (status, presence, credentials) before the count starts
 
-                async def receive(ws, count: int, kind: str) -> None:
-                    seen = 0
-                    while seen < count:
-                        if f'"type":"{kind}"' in await ws.recv():
-                            seen += 1
+                # A window of messages in flight each way: the relay's queues never fill, so it
+                # never closes a reader as a slow consumer.
+                window = 256
+                received = {"up": 0, "down": 0}
+                progress = asyncio.Condition()
 
-                async def send(ws, texts: list[str]) -> None:
-                    for text in texts:
+                async def receive(ws, count: int, kind: str, way: str) -> None:
+                    while received[way] < count:
+                        if f'"type":"{kind}"' in await ws.recv():
+                            async with progress:
+                                received[way] += 1
+                                progress.notify_all()
+
+                async def send(ws, texts: list[str], way: str) -> None:
+                    for sent, text in enumerate(texts):
+                        async with progress:
+                            await progress.wait_for(lambda: sent - received[way] < window)
                         await ws.send(text)
                 start = relay_cpu_ns(relay)
                 kind_up = "sealed" if device == "bench-sealed" else "event"
                 kind_down = "sealed" if device == "bench-sealed" else "signal"
-                await asyncio.gather(send(robot, up), receive(app, len(up), kind_up), send(app, down),
-                                     receive(robot, len(down), kind_down))
+                await asyncio.gather(send(robot, up, "up"), receive(app, len(up), kind_up, "up"),
+                                     send(app, down, "down"), receive(robot, len(down), kind_down, "down"))
                 return (relay_cpu_ns(relay) - start) / (len(up) + len(down))
         costs: dict[str, list[float]] = {"bench-plain": [], "bench-sealed": []}
         for _ in range(rounds):

@@ -278,3 +278,36 @@ def test_each_lock_screen_policy_lets_through_what_it_says(tmp_path: Path) -> No
         frame = sealed.lock_screen(progress)
         assert (frame["data"] if frame else None) == expected
         assert sealed.lock_screen({"type": "event", "event": "bark_detected", "data": {}}) is None
+
+
+def test_the_pairing_window_pins_one_first_owner(tmp_path: Path) -> None:
+    """The first owner's trust path on the home network: the robot's keys for the asking, and the
+    first app's keys pinned while the window is open; no second owner, no pairing after it."""
+    from wimz_robot.sealed.pairing import PairingServer
+    from wimz_testkit import free_port
+
+    device = SealedDevice(tmp_path / "seal", "robot-1")
+    pairing = PairingServer(device, "127.0.0.1", free_port(), window=60).start()
+    base = f"http://127.0.0.1:{pairing.port}/wimz/sealed"
+    try:
+        status, robot = http_json(f"{base}/robot")
+        assert status == 200 and robot["device_id"] == "robot-1" and PublicKeys.from_json(robot) == device.identity.public
+        assert robot["code"] == device.identity.public.verification_code
+        owner, other = Identity.generate(), Identity.generate()
+        assert http_json(f"{base}/owner", method="POST", body={"kid": "0" * 32, "sign": "AA", "hpke": "AA"})[0] == 400
+        assert http_json(f"{base}/owner", method="POST", body=owner.public.to_json()) == (200, robot)
+        assert device.first_owner == owner.public and pairing.paired.is_set()
+        assert http_json(f"{base}/owner", method="POST", body=owner.public.to_json())[0] == 200  # the same app, again
+        status, refusal = http_json(f"{base}/owner", method="POST", body=other.public.to_json())
+        assert (status, refusal["error"]) == (409, "already_paired") and device.first_owner == owner.public
+    finally:
+        pairing.close()
+    # Kept across a restart, and a window that has closed pins no one.
+    assert SealedDevice(tmp_path / "seal", "robot-1").first_owner == owner.public
+    fresh = SealedDevice(tmp_path / "fresh", "robot-2")
+    closed = PairingServer(fresh, "127.0.0.1", free_port(), window=0).start()
+    try:
+        status, refusal = http_json(f"http://127.0.0.1:{closed.port}/wimz/sealed/owner", method="POST", body=owner.public.to_json())
+        assert (status, refusal["error"]) == (403, "pairing_closed") and fresh.first_owner is None
+    finally:
+        closed.close()

@@ -26,7 +26,6 @@ from typing import Any
 
 from .device import SealedDevice
 from .keys import PublicKeys
-from .roster import RosterRejected
 
 log = logging.getLogger("wimz_robot.sealed.pairing")
 
@@ -83,12 +82,11 @@ class PairingServer:
         with self._lock:
             if self.device.first_owner == owner:
                 return 200, self.robot()
+            if self.device.first_owner is not None:
+                return 409, {"error": "already_paired", "message": "the robot has a first owner"}
             if not self.open:
                 return 403, {"error": "pairing_closed", "message": "pairing is not open on the robot"}
-            try:
-                self.device.pin_first_owner(owner)
-            except RosterRejected:
-                return 409, {"error": "already_paired", "message": "the robot has a first owner"}
+            self.device.pin_first_owner(owner)
             self.paired.set()
         log.info("first owner pinned: kid %s, code %s", owner.kid, owner.verification_code)
         return 200, self.robot()

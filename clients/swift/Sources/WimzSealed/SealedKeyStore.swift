@@ -78,7 +78,9 @@ public struct FileSealedKeyStore: SealedKeyStore {
         let directory = url.deletingLastPathComponent()
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).new")
-        FileManager.default.createFile(atPath: temporary.path, contents: try JSONEncoder().encode(stored), attributes: [.posixPermissions: 0o600])
+        guard FileManager.default.createFile(atPath: temporary.path, contents: try JSONEncoder().encode(stored),
+                                             attributes: [.posixPermissions: 0o600])
+        else { throw SealedError.malformed("\(temporary.path): cannot be written") }
         // rename(2): atomic, over an existing file or none (FileManager's replace needs one there).
         guard rename(temporary.path, url.path) == 0 else { throw SealedError.malformed("\(url.path): cannot be written") }
     }
