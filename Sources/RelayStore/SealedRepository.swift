@@ -98,6 +98,19 @@ public struct SealedRepository {
         }
     }
 
+    /// The `kid`s with a package in the current epoch whose member has gone at the relay (its
+    /// token removed, left, revoked or past its `until`): what an owner's app signs out next.
+    public func departedMembers(device: DeviceID) throws -> [String] {
+        try db.execute(
+            """
+            SELECT p.kid FROM sealed_packages p
+            WHERE p.device_id = $1 AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = $1)
+              AND NOT EXISTS (SELECT 1 FROM sealed_member_keys k JOIN tokens t ON t.id = k.app_token_id
+                              WHERE k.device_id = p.device_id AND k.kid = p.kid AND \(HouseholdRepository.liveMemberCondition))
+            ORDER BY p.kid
+            """, [device.rawValue]).records.map { try $0.string("kid") }
+    }
+
     /// The device's current epoch (nil: not sealed).
     public func currentEpoch(device: DeviceID) throws -> Int? {
         try db.execute("SELECT max(epoch) AS epoch FROM sealed_epochs WHERE device_id = $1", [device.rawValue])

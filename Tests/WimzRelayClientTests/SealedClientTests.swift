@@ -92,6 +92,47 @@ import WimzRobot
         for app in [ownerApp, familyApp] { await app.stop() }
     }
 
+    @Test func anOwnersAppSignsOutWhoWasRemovedAndAGuestWhoseTimeIsUp() async throws {
+        let f = try await onThread { try RelayFixture() }
+        // Reads wait for the guest's end: longer than the usual 5 s.
+        let robotSocket = try await onThread {
+            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 60)
+        }
+        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        await ownerApp.start()
+        _ = try await ownerApp.joinSealedHousehold()
+        #expect(try await ownerApp.signNextRoster() == 1)
+        var roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil)
+        // Family, and a guest whose access ends in a few seconds, invited and signed in.
+        let guestEnd = Date().addingTimeInterval(8)  // after the steps below, even on a busy machine
+        let relay = URL(string: "http://127.0.0.1:\(f.port)")!
+        let family = try await RelayClient.pair(relay: relay, code: try await ownerApp.invite(access: .family, label: "family").code!, label: "family")
+        let guest = try await RelayClient.pair(relay: relay, code: try await ownerApp.invite(access: .guest, label: "sitter", until: guestEnd).code!,
+                                               label: "sitter")
+        let familyKeys = SealedIdentity(), guestKeys = SealedIdentity()
+        for (paired, identity) in [(family, familyKeys), (guest, guestKeys)] {
+            _ = try await makeClient(f, token: paired.token) { $0.sealed = SealedHousehold(identity: identity) }.joinSealedHousehold()
+        }
+        try await ownerApp.refreshSealedEpoch()
+        #expect(try await ownerApp.signNextRoster(adding: try await ownerApp.pendingSealedMembers().map(\.rosterMember)) == 2)
+        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        #expect(Set(roster.members.map(\.kid)) == [owner.kid, familyKeys.kid, guestKeys.kid])
+
+        // Removed through the relay: the owner's app signs the family member out; when the guest's
+        // time is up, the guest. (Which roster the guest leaves in depends on how fast this ran.)
+        try await ownerApp.removeMember(family.tokenID)
+        var rosters: [Roster] = []
+        while roster.members.count > 1 {
+            roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+            rosters.append(roster)
+        }
+        #expect(!rosters[0].members.contains { $0.kid == familyKeys.kid })
+        #expect(rosters.last!.members.map(\.kid) == [owner.kid])
+        let guestLeft = try #require(rosters.first { !$0.members.contains { $0.kid == guestKeys.kid } })
+        #expect(guestLeft.made >= Int64(guestEnd.timeIntervalSince1970 * 1000))
+        await ownerApp.stop()
+    }
+
     /// The robot's opening of the app's frame (the app's signature, then the AEAD).
     func openFromApp(_ frame: [String: Any], _ epoch: Epoch) throws -> [String: Any] {
         let sid = frame["sid"] as! String, n = (frame["n"] as! NSNumber).int64Value, ts = (frame["ts"] as! NSNumber).int64Value

@@ -69,7 +69,7 @@ def test_epochs_reach_each_member_and_a_dropped_member_is_removed(relay, databas
     assert http_json(f"{base}/epochs/current", outsider_token)[1]["error"] == "not_in_roster"
     assert http_json(f"{base}/epochs/7", owner_token)[0] == 404
     status, pending = http_json(f"{base}/members", owner_token)
-    assert [m["kid"] for m in pending["members"]] == [outsider.kid]
+    assert [m["kid"] for m in pending["members"]] == [outsider.kid] and pending["departed"] == []
 
     # Epoch 2 without the family member: its token goes, as a v1.3 removal's does.
     second = verify_next(roster_of(2, first.hash, [owner]), previous=first, device_id=device_id, robot=robot.public)
@@ -91,6 +91,31 @@ def test_epochs_reach_each_member_and_a_dropped_member_is_removed(relay, databas
     for secret in (epoch1.secret, epoch2.secret):
         assert secret.hex() not in stored and secret.hex().upper() not in stored
     assert b64decode(body2["packages"][0]["sealed"]) != epoch2.secret
+
+
+def test_a_member_removed_as_v13_removes_is_listed_as_departed(relay, database, device) -> None:
+    """An owner's app learns whom to sign out: a member removed through the relay (v1.3) whose
+    key is in the current epoch is `departed` until a roster without it is stored."""
+    device_id, robot_token, owner_token = device
+    family_token = issue(database, relay, device_id, "--access", "family", "--label", "family")
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    robot, owner, family = Identity.generate(), Identity.generate(), Identity.generate()
+    for token, identity in ((owner_token, owner), (family_token, family)):
+        assert hand_over_keys(base, token, identity)[0] == 200
+
+    def store(epoch: int, prev: str | None, people: list[Identity]) -> str:
+        roster = Roster.make(device_id, epoch, prev, int(time.time() * 1000), robot.public,
+                             [Member(p.public, "owner" if p is owner else "family", True, None, "") for p in people])
+        assert http_json(f"{base}/epochs/{epoch}", robot_token, "PUT", new_epoch(roster.signed(owner), robot)[1])[0] == 201
+        return roster.hash
+    first = store(1, None, [owner, family])
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": []}
+    family_id = next(m["token_id"] for m in http_json(f"{relay.url}/api/devices/{device_id}/members", owner_token)[1]["members"]
+                     if m["label"] == "family")
+    assert http_json(f"{relay.url}/api/devices/{device_id}/members/{family_id}", owner_token, "DELETE")[0] == 204
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": [family.kid]}
+    store(2, first, [owner])
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": []}
 
 
 def test_bodies_that_are_not_the_contracts_are_refused(relay, device) -> None:

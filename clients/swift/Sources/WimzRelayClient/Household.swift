@@ -144,9 +144,12 @@ extension RelayClient {
     }
 
     /// Removes a member (owners): its sockets close, its push registrations go and its live
-    /// video through TURN is cut.
+    /// video through TURN is cut. In a sealed household this app then signs the next roster
+    /// without it (``signOutDepartedMembers()``), so the member can't open what comes next.
     public func removeMember(_ tokenID: Int64) async throws {
         _ = try await deviceCall("DELETE", .members, [String(tokenID)], expecting: 204)
+        // A sealed household: the member's key leaves the roster too (a new epoch it can't open).
+        _ = try? await signOutDepartedMembers()
     }
 
     /// Leaves the household: this app's token is revoked, so the client stops

@@ -207,6 +207,7 @@ public actor RelayClient {
         guard let runner else { return }
         self.runner = nil
         runner.cancel()
+        seal?.departureWatch?.cancel()
         await connection?.close(code: 1000)
         await runner.value
         if case .stopped = state { return }  // already ended (401/403/4003)
@@ -418,7 +419,10 @@ public actor RelayClient {
             resolve(id!, .failure(refusal))
         default:
             let event = RelayEvent(message: message, raw: text).sealed(sealedFrame)
-            if case .deviceStatus(let status) = event, let own = status.member { member = own }
+            if case .deviceStatus(let status) = event {
+                if let own = status.member { member = own }
+                watchDepartures()  // an owner signs out who went while it was away
+            }
             eventSink.yield(event)
         }
     }

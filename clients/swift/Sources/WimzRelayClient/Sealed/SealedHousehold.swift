@@ -52,6 +52,11 @@ struct SealState {
     /// A robot key a person verified with its code (``RelayClient/verifyRobotKey(code:)``).
     var verifiedByCode: PublicKeys?
     var sealer: FrameSealer
+    /// An owner's watch for members to sign out (SealedRosters.swift).
+    var departureWatch: Task<Void, Never>?
+    /// The last roster this app signed and when, until the robot stores its epoch: a sign-out
+    /// waits for it rather than sign a second roster of the same epoch.
+    var proposed: (epoch: Int, at: ContinuousClock.Instant)?
 
     init(_ household: SealedHousehold, deviceID: String) {
         self.household = household
@@ -130,6 +135,7 @@ extension RelayClient {
         if let store = seal!.household.store, let epoch = seal!.current, epoch.number == number {
             try store.keep(epoch, of: configuration.deviceID)
         }
+        watchDepartures()
         return number
     }
 

@@ -54,7 +54,51 @@ extension RelayClient {
                                      made: Int64(Date().timeIntervalSince1970 * 1000), robot: robot, members: members,
                                      lockScreen: current?.lockScreen ?? lockScreen)
         let signed = try roster.signed(by: state.household.identity)
-        _ = try await deviceCall("POST", .sealed, ["rosters"], body: .object(signed.json.mapValues(JSON.string)), expecting: 202)
+        seal?.proposed = (roster.epoch, .now)
+        do {
+            _ = try await deviceCall("POST", .sealed, ["rosters"], body: .object(signed.json.mapValues(JSON.string)), expecting: 202)
+        } catch {
+            seal?.proposed = nil
+            throw error
+        }
         return roster.epoch
+    }
+
+    /// Owners: signs the next roster without the members who have gone — those the relay lists
+    /// as `departed` (removed, left, revoked, past their `until`) and the guests whose `until` has
+    /// passed on this app's clock. Returns the new epoch; nil when nobody is to go, or when this
+    /// app is not an owner in the current roster. The relay's word can only take members out.
+    @discardableResult
+    public func signOutDepartedMembers() async throws -> Int? {
+        guard let state = seal, let roster = state.current?.roster else { return nil }
+        let me = state.household.identity.publicKeys.kid
+        guard roster.members.contains(where: { $0.kid == me && $0.role == .owner }) else { return nil }
+        // A roster this app signed is on its way (the robot stores it within moments; after 30 s
+        // it is taken as refused): the next epoch's watch signs out whoever is still to go.
+        if let proposed = state.proposed, proposed.epoch > roster.epoch, ContinuousClock.now - proposed.at < .seconds(30) { return nil }
+        var departed = Set<String>()
+        if case .array(let kids)? = try await deviceCall("GET", .sealed, ["members"])["departed"] {
+            departed = Set(kids.compactMap(\.stringValue))
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let leaving = Set(roster.members.filter { departed.contains($0.kid) || ($0.until ?? .max) <= now }.map(\.kid))
+            .subtracting([me])
+        return leaving.isEmpty ? nil : try await signNextRoster(removing: leaving)
+    }
+
+    /// An owner's app keeps the roster to the household by itself (docs/protocol.md "Sealed
+    /// devices (v1.5)"): it signs out who has gone now, and again when the next guest's `until`
+    /// passes. Run on each connect and each new epoch; a 409 (another owner was first) is fine.
+    func watchDepartures() {
+        guard let roster = seal?.current?.roster else { return }
+        seal?.departureWatch?.cancel()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let nextEnd = roster.members.compactMap(\.until).filter { $0 > now }.min()
+        seal?.departureWatch = Task { [weak self] in
+            _ = try? await self?.signOutDepartedMembers()
+            guard let nextEnd else { return }
+            do { try await Task.sleep(for: .milliseconds(nextEnd - now + 500)) } catch { return }
+            _ = try? await self?.signOutDepartedMembers()
+        }
     }
 }
