@@ -22,6 +22,8 @@ from wimz_robot.sealed.device import SealedDevice
 from conftest import push_env
 from wimz_testkit import RelayNode, http_json
 
+from test_recovery import app_socket as recovering_socket
+from test_turn_refresh import allocate, turn_stack  # noqa: F401 — turn_stack is the fixture
 from test_robot_client import app_socket, eventually, next_message
 from test_sealed_relay import hand_over_keys, issue
 
@@ -311,3 +313,42 @@ def test_the_pairing_window_pins_one_first_owner(tmp_path: Path) -> None:
         assert (status, refusal["error"]) == (403, "pairing_closed") and fresh.first_owner is None
     finally:
         closed.close()
+
+
+async def test_a_sealed_device_recovers_missed_frames_and_keeps_its_video(turn_stack, device, tmp_path: Path) -> None:
+    """Missed-event recovery (v1.1) and TURN work for a sealed device: the relay numbers sealed
+    frames it cannot read, an app that dropped gets exactly those it missed (and they open), and
+    both ends still get credentials that allocate at a real coturn."""
+    relay, coturn = turn_stack
+    device_id, robot_token, owner_token = device
+    owner = Identity.generate()
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    assert hand_over_keys(base, owner_token, owner)[0] == 200
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)
+    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
+                             [Member(owner.public, "owner", True, None, "owner")])
+        await client.accept_roster(roster.signed(owner).to_json())
+        epoch = epoch_for(base, owner_token, owner)
+        app = await recovering_socket(relay, device_id, owner_token, "&recover=1")
+        status = (await next_message(app, lambda m: m.get("event") == "device_status", timeout=30))["data"]
+        assert await client.send_event("bark_detected", {"n": 0})
+        first = await next_message(app, lambda m: m.get("type") == "sealed", timeout=30)
+        assert first["seq"] == status["seq"] + 1
+        await app.close()
+        for n in range(1, 6):
+            assert await client.send_event("bark_detected", {"n": n})
+        back = await recovering_socket(relay, device_id, owner_token, f"&since={status['epoch']}:{first['seq']}")
+        resumed = await next_message(back, lambda m: m.get("event") == "device_status", timeout=30)
+        assert resumed["data"]["recovered"] is True
+        missed = [await next_message(back, lambda m: m.get("type") == "sealed", timeout=30) for _ in range(5)]
+        assert [m["seq"] for m in missed] == list(range(first["seq"] + 1, first["seq"] + 6))
+        # The relay's number sits outside the seal: each frame opens as the robot sealed it.
+        assert [open_from_robot(epoch, sealed.identity.public, device_id, m)["data"]["n"] for m in missed] == [1, 2, 3, 4, 5]
+        await back.close()
+        for token in (robot_token, owner_token):
+            status_code, credentials = http_json(f"{relay.url}/api/turn/credentials", token)
+            assert status_code == 200
+            await allocate(coturn.port, credentials["username"], credentials["credential"])
