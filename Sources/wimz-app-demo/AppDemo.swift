@@ -39,7 +39,10 @@ struct AppDemo: AsyncParsableCommand {
     func run() async throws {
         if let link = sealed.join {
             guard let relayURL = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
-            try await SealedCommands(options: sealed, relay: relayURL, device: device).join(link, label: label)
+            _ = try await exitingOnRefusal {
+                try await SealedCommands(options: sealed, relay: relayURL, device: device).join(link, label: label)
+                return true
+            }
             return
         }
         guard let token = token ?? ProcessInfo.processInfo.environment["WIMZ_APP_TOKEN"], !token.isEmpty else {

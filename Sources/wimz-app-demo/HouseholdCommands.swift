@@ -40,7 +40,7 @@ struct HouseholdCommands {
     /// Runs whichever of the three was asked for; false when none was.
     static func run(_ demo: AppDemo, client: RelayClient) async throws -> Bool {
         let commands = HouseholdCommands(client: client)
-        do {
+        return try await exitingOnRefusal {
             if let level = demo.invite {
                 guard let access = Access(rawValue: level), access != .owner else {
                     throw ValidationError("--invite takes family or guest")
@@ -59,11 +59,8 @@ struct HouseholdCommands {
             } else {
                 return false
             }
-        } catch let error as RelayClientError {
-            print("refused: \(error)")
-            throw ExitCode(2)
+            return true
         }
-        return true
     }
 
     private func object(_ members: [(String, String)]) -> String {
@@ -72,4 +69,14 @@ struct HouseholdCommands {
 
     private func quoted(_ text: String?) -> String { text.map(JSONValueText.quote) ?? "null" }
     private func quoted(_ date: Date?) -> String { quoted(date?.formatted(.iso8601)) }
+}
+
+/// Runs a terminal command; a refusal of the relay is printed and ends the process with exit 2.
+func exitingOnRefusal(_ body: () async throws -> Bool) async throws -> Bool {
+    do {
+        return try await body()
+    } catch let error as RelayClientError {
+        print("refused: \(error)")
+        throw ExitCode(2)
+    }
 }

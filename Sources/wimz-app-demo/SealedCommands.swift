@@ -98,7 +98,7 @@ struct SealedCommands {
     /// Runs whichever of the commands was asked for; false when none was.
     static func run(_ demo: AppDemo, token: String, client: RelayClient) async throws -> Bool {
         let commands = SealedCommands(options: demo.sealed, relay: URL(string: demo.url)!, device: demo.device)
-        do {
+        return try await exitingOnRefusal {
             if let address = demo.sealed.pairRobot {
                 try await commands.pairRobot(address, token: token)
             } else if demo.sealed.signPending {
@@ -108,10 +108,7 @@ struct SealedCommands {
             } else {
                 return false
             }
-        } catch let error as RelayClientError {
-            print("refused: \(error)")
-            throw ExitCode(2)
+            return true
         }
-        return true
     }
 }

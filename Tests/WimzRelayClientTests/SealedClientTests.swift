@@ -145,9 +145,9 @@ import WimzRobot
         return try #require(try JSONSerialization.jsonObject(with: plain) as? [String: Any])
     }
 
-    @Test func commandsAndEventsGoSealedAndForgeriesAreReported() async throws {
-        let f = try await onThread { try RelayFixture() }
-        let robotSocket = try await onThread { try f.robot() }
+    /// The owner's app, started and online, with the robot's key verified, in epoch 1 (the owner
+    /// alone), which the relay told it of.
+    func connectedOwner(_ f: RelayFixture) async throws -> (RelayClient, EventLog, Epoch) {
         let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
         let log = EventLog(client)
         await client.start()
@@ -159,6 +159,13 @@ import WimzRobot
         while await client.sealedEpoch == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(await client.robotKeyTrust == .verified)
         #expect(await client.sealedEpoch == 1)
+        return (client, log, epoch)
+    }
+
+    @Test func commandsAndEventsGoSealedAndForgeriesAreReported() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let robotSocket = try await onThread { try f.robot() }
+        let (client, log, epoch) = try await connectedOwner(f)
 
         // A command: sealed on the way out, its sealed answer opened and matched by its random id.
         async let answered: Void = onThread {
@@ -203,14 +210,7 @@ import WimzRobot
     @Test func theRobotsAPIGoesSealedOverTheSocket() async throws {
         let f = try await onThread { try RelayFixture() }
         let robotSocket = try await onThread { try f.robot() }
-        let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
-        let log = EventLog(client)
-        await client.start()
-        _ = try await log.waitFor(isOnline(true))
-        _ = try await client.joinSealedHousehold()
-        let epoch = try await sealFirstEpoch(f)
-        let deadline = Date().addingTimeInterval(10)
-        while await client.sealedEpoch == nil, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let (client, _, epoch) = try await connectedOwner(f)
 
         // The robot's side: the request opened; first another app's answer (dropped), then this
         // one's in two parts, each sealed.

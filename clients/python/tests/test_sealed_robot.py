@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,24 @@ def assert_marker_nowhere(marker: str, database, relay: RelayNode) -> None:
     for table in tables:
         assert marker not in database.psql(f"SELECT coalesce(string_agg(t::text, ' '), '') FROM {table} t"), table
     assert not any(marker in line for line in relay.lines)
+
+
+@asynccontextmanager
+async def one_owner_household(relay_url: str, device: tuple[str, str, str], tmp_path: Path) -> AsyncIterator[tuple[RobotClient, Epoch]]:
+    """The robot library on a sealed device whose roster is its owner alone (epoch 1), and the
+    owner's epoch as its app opened it."""
+    device_id, robot_token, owner_token = device
+    owner = Identity.generate()
+    base = f"{relay_url}/api/devices/{device_id}/sealed"
+    assert hand_over_keys(base, owner_token, owner)[0] == 200
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)
+    async with RobotClient(relay_url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
+                             [Member(owner.public, "owner", True, None, "owner")])
+        await client.accept_roster(roster.signed(owner).to_json())
+        yield client, epoch_for(base, owner_token, owner)
 
 
 async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(relay, database, device, tmp_path: Path) -> None:
@@ -207,22 +227,13 @@ async def test_a_sealed_device_is_pushed_and_replayed_by_kind(pushing, apns, dat
     Extension would; the last-known state is kept and replayed as sealed frames."""
     device_id, robot_token, owner_token = device
     marker = f"MARKER-{secrets.token_hex(8)}"
-    owner = Identity.generate()
     phone_token = secrets.token_hex(32)
-    base = f"{pushing.url}/api/devices/{device_id}/sealed"
-    assert hand_over_keys(base, owner_token, owner)[0] == 200
     assert http_json(f"{pushing.url}/api/devices/{device_id}/push", owner_token, "PUT",
                      {"platform": "apns", "token": phone_token, "environment": "sandbox",
                       "events": ["bark_detected", "mission_completed"]})[0] == 200
-    sealed = SealedDevice(tmp_path / "seal", device_id)
-    sealed.pin_first_owner(owner.public)
-    async with RobotClient(pushing.url, device_id, robot_token, sealed=sealed) as client:
-        await client.wait_connected(timeout=10)
-        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
-                             [Member(owner.public, "owner", True, None, "owner")])
-        await client.accept_roster(roster.signed(owner).to_json())
-        answer = http_json(f"{base}/epochs/current", owner_token)[1]
-        epoch = Epoch(roster, open_package(answer["package"], owner, SignedRoster.from_json(answer["roster"]).roster))
+    async with one_owner_household(pushing.url, device, tmp_path) as (client, epoch):
+        sealed = client.sealed
+        assert sealed is not None
         assert await client.send_event("bark_detected", {"dog_name": marker, "confidence": 0.9})
         assert await client.send_event("mission_progress", {"status": "completed", "trick": marker, "dog_name": "Rex"})
         assert await client.send_event("mode_changed", {"mode": marker})
@@ -321,17 +332,9 @@ async def test_a_sealed_device_recovers_missed_frames_and_keeps_its_video(turn_s
     both ends still get credentials that allocate at a real coturn."""
     relay, coturn = turn_stack
     device_id, robot_token, owner_token = device
-    owner = Identity.generate()
-    base = f"{relay.url}/api/devices/{device_id}/sealed"
-    assert hand_over_keys(base, owner_token, owner)[0] == 200
-    sealed = SealedDevice(tmp_path / "seal", device_id)
-    sealed.pin_first_owner(owner.public)
-    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
-        await client.wait_connected(timeout=10)
-        roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
-                             [Member(owner.public, "owner", True, None, "owner")])
-        await client.accept_roster(roster.signed(owner).to_json())
-        epoch = epoch_for(base, owner_token, owner)
+    async with one_owner_household(relay.url, device, tmp_path) as (client, epoch):
+        sealed = client.sealed
+        assert sealed is not None
         app = await recovering_socket(relay, device_id, owner_token, "&recover=1")
         status = (await next_message(app, lambda m: m.get("event") == "device_status", timeout=30))["data"]
         assert await client.send_event("bark_detected", {"n": 0})
