@@ -73,9 +73,6 @@ extension RelayClient {
         guard let state = seal, let roster = state.current?.roster else { return nil }
         let me = state.household.identity.publicKeys.kid
         guard roster.members.contains(where: { $0.kid == me && $0.role == .owner }) else { return nil }
-        // A roster this app signed is on its way (the robot stores it within moments; after 30 s
-        // it is taken as refused): the next epoch's watch signs out whoever is still to go.
-        if let proposed = state.proposed, proposed.epoch > roster.epoch, ContinuousClock.now - proposed.at < .seconds(30) { return nil }
         var departed = Set<String>()
         if case .array(let kids)? = try await deviceCall("GET", .sealed, ["members"])["departed"] {
             departed = Set(kids.compactMap(\.stringValue))
@@ -83,7 +80,13 @@ extension RelayClient {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let leaving = Set(roster.members.filter { departed.contains($0.kid) || ($0.until ?? .max) <= now }.map(\.kid))
             .subtracting([me])
-        return leaving.isEmpty ? nil : try await signNextRoster(removing: leaving)
+        // Checked after the await, right before signing (which marks its roster at once): a roster
+        // this app signed is on its way (the robot stores it within moments; after 30 s it is
+        // taken as refused), and the next epoch's watch signs out whoever is still to go.
+        if let proposed = seal?.proposed, proposed.epoch > seal?.current?.number ?? 0,
+           ContinuousClock.now - proposed.at < .seconds(30) { return nil }
+        guard !leaving.isEmpty, seal?.current?.number == roster.epoch else { return nil }
+        return try await signNextRoster(removing: leaving)
     }
 
     /// An owner's app keeps the roster to the household by itself (docs/protocol.md "Sealed
