@@ -73,6 +73,11 @@ struct SealState {
         return robot == household.verifiedRobot || robot == verifiedByCode || codeMatches ? .verified : .unverified
     }
 
+    /// Whether this app is an owner in the current roster.
+    var isOwner: Bool {
+        current?.roster.members.contains { $0.kid == household.identity.publicKeys.kid && $0.role == .owner } ?? false
+    }
+
     mutating func newConnection() { sealer = FrameSealer(identity: household.identity, deviceID: deviceID) }
 
     /// Takes the answer of `GET …/sealed/epochs/current`: the robot's acceptance verified with

@@ -48,8 +48,14 @@ extension RelayClient {
     /// waiting call gets the first frame with the whole body. Another app's answers (every app
     /// of a sealed device receives them) are dropped.
     func receiveRobotHTTP(_ id: String, _ frame: JSON) {
-        guard pending[id] != nil, let part = frame["body"]?.stringValue.flatMap({ Data(base64Encoded: $0) }) ?? .some(Data())
-        else { return }
+        guard pending[id] != nil else { return }
+        var part = Data()
+        if case .string(let text)? = frame["body"] {
+            guard let data = Data(base64Encoded: text) else {
+                return resolve(id, .failure(RelayClientError.invalidResponse("the robot's answer: a body that is not base64")))
+            }
+            part = data
+        }
         let answer: JSON, body: Data
         if frame["type"]?.stringValue == WimzProtocol.MessageType.httpResponse {
             (answer, body) = (frame, part)
@@ -59,7 +65,6 @@ extension RelayClient {
             return resolve(id, .failure(RelayClientError.invalidResponse("http_body before its http_response")))
         }
         guard body.count <= Self.sealedResponseBodyLimit else {
-            robotHTTPParts[id] = nil
             return resolve(id, .failure(RelayClientError.invalidResponse("the robot's answer is over \(Self.sealedResponseBodyLimit) bytes")))
         }
         if frame["more"]?.boolValue == true {

@@ -70,9 +70,8 @@ extension RelayClient {
     /// app is not an owner in the current roster. The relay's word can only take members out.
     @discardableResult
     public func signOutDepartedMembers() async throws -> Int? {
-        guard let state = seal, let roster = state.current?.roster else { return nil }
+        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return nil }
         let me = state.household.identity.publicKeys.kid
-        guard roster.members.contains(where: { $0.kid == me && $0.role == .owner }) else { return nil }
         var departed = Set<String>()
         if case .array(let kids)? = try await deviceCall("GET", .sealed, ["members"])["departed"] {
             departed = Set(kids.compactMap(\.stringValue))
@@ -93,7 +92,7 @@ extension RelayClient {
     /// devices (v1.5)"): it signs out who has gone now, and again when the next guest's `until`
     /// passes. Run on each connect and each new epoch; a 409 (another owner was first) is fine.
     func watchDepartures() {
-        guard let roster = seal?.current?.roster else { return }
+        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return }
         seal?.departureWatch?.cancel()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let nextEnd = roster.members.compactMap(\.until).filter { $0 > now }.min()
