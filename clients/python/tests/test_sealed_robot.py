@@ -94,6 +94,13 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
             seen.append((data, sender))
             return {"echo": data["note"]}
 
+        @client.on_message
+        async def signalling(message: dict[str, Any], sender: Any) -> None:
+            # WebRTC signalling: the robot answers an offer (its SDP and DTLS fingerprint sealed).
+            if message.get("type") == "webrtc_offer":
+                await client.send({"type": "webrtc_answer", "sdp": message["sdp"].replace("offer", "answer"),
+                                   "to": sender.kid})
+
         await client.wait_connected(timeout=10)
         app = await app_socket(relay, device_id, owner_token)
         roster = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public,
@@ -118,6 +125,13 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         response = open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)
         assert response == {"type": "response", "id": "c1", "ok": True, "data": {"echo": marker}}
         assert seen[0][1].kid == owner.kid and seen[0][1].access == "owner" and seen[0][1].token_id is None
+
+        # WebRTC signalling both ways, sealed: the relay never sees an SDP, so it can't swap a fingerprint.
+        sdp = f"v=0 offer a=fingerprint:sha-256 AB:CD {marker}"
+        await app.send(json.dumps(sealer.seal(owner_epoch, json.dumps({"type": "webrtc_offer", "sdp": sdp}).encode())))
+        frame = await next_message(app, lambda m: m.get("type") == "sealed")
+        answer = open_from_robot(owner_epoch, sealed.identity.public, device_id, frame)
+        assert answer == {"type": "webrtc_answer", "sdp": sdp.replace("offer", "answer"), "to": owner.kid}
 
         # The robot's events go sealed, with the kind the relay may see.
         assert await client.send_event("bark_detected", {"confidence": 0.9, "note": marker})
@@ -158,7 +172,7 @@ async def test_a_sealed_household_through_the_relay_leaves_no_marker_behind(rela
         # is there (so the search reads what the relay holds), the marker is not.
         assert relay.memory_holds([marker.encode(), held]) == {held}
 
-    # The marker crossed the relay six times; it is in none of its tables and not in its log.
+    # The marker crossed the relay in commands, responses, SDP and events; it is in none of its tables and not in its log.
     assert_marker_nowhere(marker, database, relay)
 
 
