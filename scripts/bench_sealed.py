@@ -133,7 +133,6 @@ async def relay_cost(messages: int, rounds: int) -> None:
     relay = RelayNode.started(database, env={"WIMZ_APP_RATE_LIMIT": "1000000", "WIMZ_APP_RATE_BURST": "1000000"})
     try:
         owner = Identity.generate()
-        frames: dict[str, tuple[list[str], list[str]]] = {}
         tokens: dict[str, tuple[str, str]] = {}
         for device in ("bench-plain", "bench-sealed"):
             tokens[device] = database.add_device(device)

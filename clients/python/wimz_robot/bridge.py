@@ -160,10 +160,7 @@ class Bridge:
                     return
                 if parsed.get("type") == "event" and parsed.get("event") in RELAY_EVENTS:
                     return
-        try:
-            self._to_local.put_nowait(message)
-        except asyncio.QueueFull:
-            log.warning("local /ws/control is not keeping up: an app message was dropped")
+        self._queue_for_local(message)
 
     def _opened_from_relay(self, message: dict[str, Any], sender: Sender | None) -> None:
         """A sealed device's messages, as the client opened them (unsealed ones never get here)."""
@@ -172,10 +169,13 @@ class Bridge:
         if message.get("type") == "http_request":
             self._spawn(self._http(message, sender))
         elif not (message.get("type") == "event" and message.get("event") in RELAY_EVENTS):
-            try:
-                self._to_local.put_nowait(json.dumps(message, separators=(",", ":")))
-            except asyncio.QueueFull:
-                log.warning("local /ws/control is not keeping up: an app message was dropped")
+            self._queue_for_local(json.dumps(message, separators=(",", ":")))
+
+    def _queue_for_local(self, message: str | bytes) -> None:
+        try:
+            self._to_local.put_nowait(message)
+        except asyncio.QueueFull:
+            log.warning("local /ws/control is not keeping up: an app message was dropped")
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)

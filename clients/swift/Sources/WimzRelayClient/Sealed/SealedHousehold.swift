@@ -224,10 +224,9 @@ extension RelayClient {
         for (name, known) in state.events where (try? JSON(parsing: known.message.raw))?["type"]?.stringValue == "sealed" {
             state.events[name] = nil
             do {
-                guard case .opened(let frame) = try opener.open(Data(known.message.raw.utf8)),
-                      case .event(let message) = RelayEvent(message: try JSON(parsing: String(decoding: frame.plaintext, as: UTF8.self)),
-                                                            raw: String(decoding: frame.plaintext, as: UTF8.self)).sealed(frame)
-                else { continue }
+                guard case .opened(let frame) = try opener.open(Data(known.message.raw.utf8)) else { continue }
+                let inner = String(decoding: frame.plaintext, as: UTF8.self)
+                guard case .event(let message) = RelayEvent(message: try JSON(parsing: inner), raw: inner).sealed(frame) else { continue }
                 state.events[name] = LastKnownState.KnownEvent(message: message, receivedAt: known.receivedAt)
             } catch {
                 eventSink.yield(.sealedFrameRejected(error as? FrameRejection ?? .malformed))
