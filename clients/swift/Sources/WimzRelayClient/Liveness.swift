@@ -95,9 +95,10 @@ func firstAnswer(within timeout: Duration,
 }
 
 /// `operation`'s answer, or `CancellationError` the moment the caller's task is cancelled (the
-/// operation is cancelled too and its answer, if it comes, dropped): for calls that may not
-/// notice cancellation themselves (FoundationNetworking's `URLSession`, a fetch others share).
-func cancellable<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+/// operation is cancelled too, unless `cancelsOperation` is false, and its answer, if it comes,
+/// dropped): for calls that may not notice cancellation themselves (FoundationNetworking's
+/// `URLSession`, a fetch others share).
+func cancellable<T: Sendable>(cancelsOperation: Bool = true, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
     try Task.checkCancellation()
     let answer = OneShot<Result<T, any Error>>()
     let work = Task {
@@ -106,7 +107,7 @@ func cancellable<T: Sendable>(_ operation: @escaping @Sendable () async throws -
     return try await withTaskCancellationHandler {
         try await answer.value().get()
     } onCancel: {
-        work.cancel()
+        if cancelsOperation { work.cancel() }
         answer.resolve(.failure(CancellationError()))
     }
 }

@@ -25,11 +25,18 @@ public func relayURL(_ base: URL, _ path: String) -> URL {
 }
 
 /// `session.data(for:)`, ended by the caller's cancellation (`CancellationError`; the request is
-/// cancelled with it) even where the platform's URLSession would finish it first; any other
-/// failure is ``RelayClientError/notConnected``.
+/// cancelled with it, except with FoundationNetworking) even where the platform's URLSession would
+/// finish it first; any other failure is ``RelayClientError/notConnected``.
 func exchange(_ request: URLRequest, session: URLSession) async throws -> (Data, URLResponse) {
+    #if canImport(FoundationNetworking)
+    // FoundationNetworking (Linux) can crash the process ("a task that in not in the registry")
+    // when a request is cancelled as its transfer ends: there the request runs out, its answer dropped.
+    let cancelsRequest = false
+    #else
+    let cancelsRequest = true
+    #endif
     do {
-        return try await cancellable { try await session.data(for: request) }
+        return try await cancellable(cancelsOperation: cancelsRequest) { try await session.data(for: request) }
     } catch is CancellationError {
         throw CancellationError()
     } catch {
