@@ -114,4 +114,23 @@ import Testing
         #expect(frame.kind == "bark_detected" && frame.ts == sealedAt && !frame.isPastState)
         #expect(try opener.open(text, now: sealedAt + 1_000) == .repeated)
     }
+
+    @Test func departuresSignedAheadAreTheVectorsRosters() throws {
+        let vector = Self.object("departures")
+        let rosterText = try #require(vector["roster"] as? String)
+        let roster = try Roster.parse(try #require(Base64URL.decode(rosterText)))
+        let now = try #require((vector["now"] as? NSNumber)?.int64Value)
+        let expected = try #require(vector["chain"] as? [[String: String]])
+        let chain = try roster.departures(signedBy: try Self.identity("owner"), after: now)
+        // The same rosters (this library's JSON may order keys its own way: the signed bytes are
+        // what count, and nobody re-serialises them), each verifying as the robot checks it.
+        let robot = try Self.identity("robot").publicKeys
+        #expect(chain.count == expected.count)
+        for (signed, vector) in zip(chain, expected) {
+            let mine = try signed.verifiedAsNext(after: roster, deviceID: Self.deviceID, robot: robot)
+            let theirs = try SignedRoster(json: vector).verifiedAsNext(after: roster, deviceID: Self.deviceID, robot: robot)
+            #expect(mine.epoch == theirs.epoch && mine.previousHash == theirs.previousHash && mine.made == theirs.made)
+            #expect(mine.members == theirs.members && mine.lockScreen == theirs.lockScreen && mine.robot == theirs.robot)
+        }
+    }
 }

@@ -139,6 +139,16 @@ def main() -> None:
         frames.append({"sender": "robot" if sender is robot else "family", "plaintext": plaintext.decode(),
                        "aad": b64(aad), "key": key.hex(), "nonce": nonce.hex(), "frame": frame})
 
+    # Departures signed ahead: a roster with a guest whose access ends, and the next roster
+    # without the guest, made at that end, as an owner's end signs it for the robot to keep.
+    sitter = identity("sitter")
+    end = 1_795_003_600_000
+    with_guest = roster | {"members": roster["members"] + [public(sitter) | {"role": "guest", "control": False, "until": end,
+                                                                               "label": "Sitter"}]}
+    with_guest_bytes = json.dumps(with_guest, separators=(",", ":")).encode()
+    departure = roster | {"epoch": 2, "prev": hashlib.sha256(with_guest_bytes).hexdigest(), "made": end}
+    departure_bytes = json.dumps(departure, separators=(",", ":")).encode()
+
     json.dump({
         "about": "Computed by Tests/Fixtures/sealed/vectors.py from the primitives; see docs/protocol.md.",
         "device_id": DEVICE,
@@ -150,6 +160,9 @@ def main() -> None:
                   "package": {"kid": family["kid"], "sealed": b64(enc + sealed)},
                   "robot_sig": b64(ed25519(robot["sign_private"], accept))},
         "frames": frames,
+        "departures": {"sitter": public(sitter), "roster": b64(with_guest_bytes), "now": end - 60_000,
+                       "chain": [{"roster": b64(departure_bytes), "by": owner["kid"],
+                                  "sig": b64(ed25519(owner["sign_private"], departure_bytes))}]},
     }, sys.stdout, indent=2)
     sys.stdout.write("\n")
 

@@ -15,9 +15,9 @@ import pytest
 from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from wimz_robot.sealed import (Epoch, Identity, Member, Reason, Rejected, RobotOpener, Roster, RosterRejected, SealedDevice, Sender,
-                               SignedRoster, accepted_by, associated_data, b64decode, b64encode, frame_key, new_epoch,
-                               open_package, verify_next)
+from wimz_robot.sealed import (Epoch, Identity, Member, Reason, Rejected, RobotOpener, Roster, RosterRejected,
+                               SealedDevice, Sender, SignedRoster, accepted_by, associated_data, b64decode, b64encode,
+                               departure_chain, frame_key, new_epoch, open_package, verify_chain, verify_next)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "Tests/Fixtures/sealed"
 VECTORS: dict[str, Any] = json.loads((FIXTURES / "vectors.json").read_text())
@@ -190,3 +190,11 @@ def test_a_sealed_robot_reads_only_the_relays_own_unsealed_frames(tmp_path: Path
                    {"type": "http_request", "id": "h1"}, {"type": "signal", "sdp": "v=0"}):
         assert not device.reads_unsealed(forged)
     assert device.rejected == {"unsealed": 4}
+
+
+def test_departures_signed_ahead_match_the_vectors() -> None:
+    vector = VECTORS["departures"]
+    roster = Roster.parse(b64decode(vector["roster"]))
+    chain = departure_chain(roster, vector_identity("owner"), vector["now"])
+    assert [signed.to_json() for signed in chain] == vector["chain"]
+    assert verify_chain(chain, roster) == chain

@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
@@ -150,6 +151,7 @@ class RobotClient:
         #: sealed, and an unsealed one from an app is dropped unread.
         self.sealed = sealed
         self._sealer: FrameSender | None = None
+        self._departures_changed = asyncio.Event()
 
         #: App sockets the relay last reported for this device (``app_presence``).
         self.apps: int = 0
@@ -172,6 +174,8 @@ class RobotClient:
         if self._runner is None:
             self._runner = asyncio.create_task(self._run(), name=f"wimz-robot {self.device_id}")
             self._refresher = asyncio.create_task(self._refresh_turn(), name="wimz-robot turn refresher")
+            if self.sealed is not None:
+                self._spawn(self._apply_departures())
 
     async def close(self) -> None:
         """Closes the socket (1000) and stops reconnecting."""
@@ -313,7 +317,9 @@ class RobotClient:
             log.warning("epoch not stored on the relay: %s", error)
 
     async def _catch_up_rosters(self) -> None:
-        """The rosters owners signed while this robot was away, oldest first."""
+        """The rosters owners signed while this robot was away, oldest first; then the current
+        epoch once more, in case it was accepted while the relay could not be told (a scheduled
+        departure; the relay answers 409 when it holds it)."""
         url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'rosters')}"
         try:
             pending = await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl)
@@ -322,6 +328,42 @@ class RobotClient:
             return
         for signed in pending.get("rosters", []) if isinstance(pending, dict) else []:
             await self._accept_roster_frame(signed)
+        if self.sealed is not None and self.sealed.signed is not None:
+            await self._accept_roster_frame(self.sealed.signed.to_json())
+
+    def _schedule_departures(self, message: dict[str, Any], sender: Sender | None) -> None:
+        """An owner's chain of departures (``roster_schedule``, sealed): kept, and the
+        scheduler woken; refused (logged) from anyone else or when it does not verify."""
+        if self.sealed is None or sender is None or sender.access != "owner":
+            log.warning("roster_schedule from a member who is not an owner: ignored")
+            return
+        rosters = message.get("rosters")
+        try:
+            if not isinstance(rosters, list):
+                raise RosterRejected("roster_schedule: no list of rosters")
+            self.sealed.schedule_departures([SignedRoster.from_json(item) for item in rosters])
+        except RosterRejected as refusal:
+            log.warning("departures refused: %s", refusal)
+            return
+        self._departures_changed.set()
+
+    async def _apply_departures(self) -> None:
+        """Accepts each scheduled departure when this robot's clock reaches its ``made``: a
+        guest's end is a new epoch without any owner's app running. Checks at least once a
+        minute, so a clock set forward is noticed."""
+        assert self.sealed is not None
+        while True:
+            self._departures_changed.clear()
+            due = self.sealed.next_departure()
+            wait = 60.0 if due is None else min(60.0, due.roster.made / 1000 - time.time())
+            if due is not None and wait <= 0:
+                log.info("a guest's end: epoch %d", due.roster.epoch)
+                await self._accept_roster_frame(due.to_json())
+                continue
+            try:
+                await asyncio.wait_for(self._departures_changed.wait(), timeout=wait)
+            except TimeoutError:
+                pass
 
     async def _send_text(self, message: str | bytes) -> bool:
         ws = self._ws
@@ -524,6 +566,9 @@ class RobotClient:
                         continue
                     member = inner.opened.member
                     parsed, sender = inner.message, Sender(None, member.role, member.may_control, member.kid)
+                    if parsed.get("type") == "roster_schedule":
+                        self._schedule_departures(parsed, sender)
+                        continue
                 elif not self.sealed.reads_unsealed(parsed):
                     continue
             if parsed.get("type") == "command" and self.answer_commands:

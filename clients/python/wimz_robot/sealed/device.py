@@ -1,6 +1,6 @@
 """A sealed device as the robot keeps it (docs/protocol.md "The sealed household (v1.5)"): its
-identity, the first owner it pinned, the current epoch and the one before, in a directory only
-its user reads. :class:`wimz_robot.RobotClient` seals and opens every frame through it."""
+identity, the first owner it pinned, the current epoch and the one before, the departures an
+owner scheduled, in a directory only its user reads. :class:`wimz_robot.RobotClient` seals and opens every frame through it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import RELAY_EVENTS
+from .departures import verify_chain
 from .epoch import Epoch, new_epoch, upload_body
 from .frames import KINDS, Opened, Rejected, RobotOpener, Sender
 from .keys import Identity, PublicKeys, b64decode, b64encode
@@ -34,7 +35,7 @@ class Inner:
 
 class SealedDevice:
     """One robot's seal: ``identity.json`` and ``state.json`` (the pinned first owner, the
-    current and previous epochs with their secrets) in ``directory``, both 0600 in a 0700
+    current and previous epochs with their secrets, the scheduled departures) in ``directory``, both 0600 in a 0700
     directory. Until a first owner is pinned and a first epoch accepted, the device is not
     sealed and the client speaks v1–v1.4."""
 
@@ -46,6 +47,8 @@ class SealedDevice:
         self.opener = RobotOpener(device_id)
         #: The current epoch's roster as the owner signed it (what a re-upload sends again).
         self.signed: SignedRoster | None = None
+        #: The next rosters an owner signed ahead, each due at its ``made`` (wimz_robot.sealed.departures).
+        self.departures: list[SignedRoster] = []
         #: Frames (and rosters, as ``roster``) refused since start, by reason (each one is also logged).
         self.rejected: dict[str, int] = {}
         self._load()
@@ -81,13 +84,36 @@ class SealedDevice:
                                  robot=self.identity.public, first_owner=self.first_owner)
         except RosterRejected as refusal:
             self._count("roster", str(refusal))
+            if self.departures and self.departures[0].roster.raw == signed.roster.raw:
+                self.departures = []  # a schedule that no longer follows is not tried again
+                self._save()
             raise
         self.signed = SignedRoster(roster, signed.by, signed.sig)
+        # The schedule goes on only if this was its next roster; any other ends it.
+        self.departures = self.departures[1:] if self.departures and self.departures[0].roster.raw == roster.raw else []
         epoch, body = new_epoch(self.signed, self.identity)
         self.opener.announce(epoch, now)
         self._save()
         log.info("epoch %d accepted: %d members", epoch.number, len(roster.members))
         return body
+
+    def schedule_departures(self, chain: list[SignedRoster]) -> None:
+        """Keeps an owner's chain of departures from the current roster (it replaces any
+        earlier one); RosterRejected, counted and logged, when it is not one."""
+        current = self.opener.current
+        try:
+            if current is None:
+                raise RosterRejected("no epoch to schedule from")
+            self.departures = verify_chain(chain, current.roster)
+        except RosterRejected as refusal:
+            self._count("roster", f"departures: {refusal}")
+            raise
+        self._save()
+        log.info("departures scheduled: %d rosters, the next at %d", len(chain), chain[0].roster.made)
+
+    def next_departure(self) -> SignedRoster | None:
+        """The scheduled roster that comes next (its ``made`` may still be ahead), or None."""
+        return self.departures[0] if self.departures else None
 
     def sender(self) -> Sender:
         """A new connection's sealing (a fresh sid)."""
@@ -166,12 +192,14 @@ class SealedDevice:
             self.opener.announce(epoch, time.monotonic() - 3600)  # a restart ends the previous epoch's grace
         if state.get("signed"):
             self.signed = SignedRoster.from_json(state["signed"])
+        self.departures = [SignedRoster.from_json(item) for item in state.get("departures", [])]
 
     def _save(self) -> None:
         epochs = [epoch for epoch in (self.opener.previous, self.opener.current) if epoch is not None]
         state = {"first_owner": self.first_owner.to_json() if self.first_owner else None,
                  "epochs": [{"roster": b64encode(e.roster.raw), "secret": e.secret.hex()} for e in epochs],
-                 "signed": self.signed.to_json() if self.signed else None}
+                 "signed": self.signed.to_json() if self.signed else None,
+                 "departures": [signed.to_json() for signed in self.departures]}
         temporary = self.directory / "state.json.new"
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as file:
