@@ -83,12 +83,22 @@ public struct SealedRepository {
     /// The keys of live members whose `kid` has no package in the current epoch (every member's,
     /// before the first), with the member's token: what an owner's app signs in next.
     public func pendingMembers(device: DeviceID) throws -> [(key: MemberKey, member: TokenRecord)] {
+        try liveMembers(device: device, inCurrentEpoch: false)
+    }
+
+    /// Live members whose keys have a package in the current epoch, with their token as it is now
+    /// (a v1.3 `PATCH` may have changed its access, control or until since they were signed in).
+    public func signedInMembers(device: DeviceID) throws -> [(key: MemberKey, member: TokenRecord)] {
+        try liveMembers(device: device, inCurrentEpoch: true)
+    }
+
+    private func liveMembers(device: DeviceID, inCurrentEpoch: Bool) throws -> [(key: MemberKey, member: TokenRecord)] {
         try db.execute(
             """
             SELECT k.kid, k.sign_key, k.hpke_key, \(TokenRepository.columns)
             FROM sealed_member_keys k JOIN tokens t ON t.id = k.app_token_id
             WHERE k.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
-              AND NOT EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.kid = k.kid
+              AND \(inCurrentEpoch ? "" : "NOT ")EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.kid = k.kid
                               AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = k.device_id))
             ORDER BY t.id
             """, [device.rawValue]).records.map { row in

@@ -137,6 +137,45 @@ import WimzRobot
         await ownerApp.stop()
     }
 
+    @Test func anOwnersOwnChangeIsSignedAsAskedAndTheRelaysWordOnlyTakesRightsAway() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let robotSocket = try await onThread {
+            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 15)
+        }
+        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        await ownerApp.start()
+        _ = try await ownerApp.joinSealedHousehold()
+        #expect(try await ownerApp.signNextRoster() == 1)
+        var roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil)
+        // A guest without control, its access ending in a day, invited and signed in.
+        let end = Date().addingTimeInterval(86_400)
+        let guest = try await RelayClient.pair(relay: URL(string: "http://127.0.0.1:\(f.port)")!,
+                                               code: try await ownerApp.invite(access: .guest, label: "sitter", until: end).code!, label: "sitter")
+        let guestKeys = SealedIdentity()
+        _ = try await makeClient(f, token: guest.token) { $0.sealed = SealedHousehold(identity: guestKeys) }.joinSealedHousehold()
+        try await ownerApp.refreshSealedEpoch()
+        #expect(try await ownerApp.signNextRoster(adding: try await ownerApp.pendingSealedMembers().map(\.rosterMember)) == 2)
+        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        let endInRoster = try #require(roster.member(guestKeys.kid)?.until)
+
+        // This app's user grants the guest control: the next roster has it, as asked.
+        _ = try await ownerApp.updateMember(guest.tokenID, control: true)
+        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        #expect(roster.member(guestKeys.kid) == RosterMember(keys: guestKeys.publicKeys, role: .guest, control: true, until: endInRoster, label: "sitter"))
+
+        // Changed elsewhere (another owner's app without the seal, straight at the relay): a later
+        // end, which grants, and control withdrawn, which takes away. Only the second is followed.
+        #expect(try await ownerApp.refreshSealedEpoch() == 3)
+        let elsewhere = makeClient(f, token: try await onThread { try f.issue(device: "dev1", role: .app).secret })
+        _ = try await elsewhere.updateMember(guest.tokenID, until: .at(end.addingTimeInterval(86_400)))
+        _ = try await elsewhere.updateMember(guest.tokenID, control: false)
+        _ = try await ownerApp.signHouseholdChanges()  // or its watch on the last epoch: one roster either way
+        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        #expect(roster.epoch == 4)
+        #expect(roster.member(guestKeys.kid) == RosterMember(keys: guestKeys.publicKeys, role: .guest, control: false, until: endInRoster, label: "sitter"))
+        await ownerApp.stop()
+    }
+
     /// The robot's opening of the app's frame (the app's signature, then the AEAD).
     func openFromApp(_ frame: [String: Any], _ epoch: Epoch) throws -> [String: Any] {
         let sid = frame["sid"] as! String, n = (frame["n"] as! NSNumber).int64Value, ts = (frame["ts"] as! NSNumber).int64Value

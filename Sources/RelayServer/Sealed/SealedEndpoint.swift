@@ -5,7 +5,8 @@ import RelayStore
 ///
 ///     GET /api/devices/{id}/sealed                   robot or app → 200 {"sealed","epoch"}
 ///     PUT /api/devices/{id}/sealed/member-key        app    {"sign":B64,"hpke":B64} → 200 {"kid"}
-///     GET /api/devices/{id}/sealed/members           app    → 200 {"members":[{"kid","sign","hpke","token_id","label","access","control","until"}],"departed":[kid]}
+///     GET /api/devices/{id}/sealed/members           app    → 200 {"members":[{"kid","sign","hpke","token_id","label","access","control","until"}],"departed":[kid],
+///                                                              "signed_in":[{"kid","token_id","access","control","until"}]}
 ///     PUT /api/devices/{id}/sealed/epochs/{E}        robot  {"roster":{…},"robot_sig","packages":[…]} → 201 {"epoch"} (409: not current + 1)
 ///     GET /api/devices/{id}/sealed/epochs/current    app    → 200 {"epoch","roster","robot_sig","package"} (404 not_in_roster)
 ///     GET /api/devices/{id}/sealed/epochs/{E}        app    the same for an earlier epoch
@@ -61,7 +62,10 @@ final class SealedEndpoint {
                     return .json(200, .object([("members", .array(pending.map { key, member in
                         .object([("kid", .string(key.kid)), ("sign", .string(key.sign)), ("hpke", .string(key.hpke))]
                                 + member.memberFields(labelled: true))
-                    })), ("departed", .array(try repository.departedMembers(device: device).map { .string($0) }))]))
+                    })), ("departed", .array(try repository.departedMembers(device: device).map { .string($0) })),
+                    ("signed_in", .array(try repository.signedInMembers(device: device).map { key, member in
+                        .object([("kid", .string(key.kid))] + member.memberFields(labelled: false))
+                    }))]))
                 }
             case .putEpoch:
                 guard let body else { return .error(.notSupported, "epochs need the relay's own HTTP front") }

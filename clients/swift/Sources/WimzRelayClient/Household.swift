@@ -126,7 +126,9 @@ extension RelayClient {
         return try readList(answer, "members", Member.init)
     }
 
-    /// Changes a member's access (owners): the change applies to its live sockets at once.
+    /// Changes a member's access (owners): the change applies to its live sockets at once. In a
+    /// sealed household this app then signs the next roster with the change as asked
+    /// (``signHouseholdChanges()`` follows others' changes only where they take rights away).
     /// - Throws: `last_owner` (409) for the last owner, `invalid_until` for a guest without a
     ///   valid `until`, 404 for a token that is not a member of this device.
     public func updateMember(_ tokenID: Int64, access: Access? = nil, control: Bool? = nil,
@@ -140,16 +142,23 @@ extension RelayClient {
         case .at(let date): body["until"] = .string(date.formatted(.iso8601))
         }
         let answer = try await deviceCall("PATCH", .members, [String(tokenID)], body: .object(body))
-        return try read(answer, as: "member", Member.init)
+        let member = try read(answer, as: "member", Member.init)
+        // A sealed household: the change goes into the next roster too, as this app's user asked it
+        // (after the current epoch, which a roster this app signed a moment ago may have just made).
+        if seal != nil {
+            _ = try? await refreshSealedEpoch()
+            _ = try? await signHouseholdChanges(asked: MemberChange(tokenID: tokenID, access: access, control: control, until: until))
+        }
+        return member
     }
 
     /// Removes a member (owners): its sockets close, its push registrations go and its live
     /// video through TURN is cut. In a sealed household this app then signs the next roster
-    /// without it (``signOutDepartedMembers()``), so the member can't open what comes next.
+    /// without it (``signHouseholdChanges()``), so the member can't open what comes next.
     public func removeMember(_ tokenID: Int64) async throws {
         _ = try await deviceCall("DELETE", .members, [String(tokenID)], expecting: 204)
         // A sealed household: the member's key leaves the roster too (a new epoch it can't open).
-        _ = try? await signOutDepartedMembers()
+        _ = try? await signHouseholdChanges()
     }
 
     /// Leaves the household: this app's token is revoked, so the client stops

@@ -30,25 +30,27 @@ extension RelayClient {
                   let keys = try? PublicKeys(sign: sign, hpke: hpke), keys.kid == item["kid"]?.stringValue,
                   let tokenID = item["token_id"]?.int64Value, let access = item["access"]?.stringValue.flatMap(Access.init(rawValue:))
             else { throw RelayClientError.invalidResponse("members: \(item.text.prefix(200))") }
-            let until = item["until"]?.stringValue.flatMap(ISO8601.date).map { Int64($0.timeIntervalSince1970 * 1000) }
             return PendingSealedMember(keys: keys, tokenID: tokenID, label: item["label"]?.stringValue ?? "", access: access,
-                                       control: item["control"]?.boolValue ?? false, until: until)
+                                       control: item["control"]?.boolValue ?? false, until: Self.milliseconds(item["until"]))
         }
     }
 
     /// An owner's app signs the next roster — the current one's members (or, for the first, this
-    /// app alone as owner) with `adding` and without `removing` — and hands it to the robot
+    /// app alone as owner) with `adding`, without `removing`, and with the entries of `updating`
+    /// in place of those with the same `kid` — and hands it to the robot
     /// (`POST …/sealed/rosters`). The robot verifies it and stores the new epoch; every member then
     /// fetches its package. Returns the roster's epoch.
     @discardableResult
-    public func signNextRoster(adding: [RosterMember] = [], removing kids: Set<String> = [],
+    public func signNextRoster(adding: [RosterMember] = [], removing kids: Set<String> = [], updating: [RosterMember] = [],
                                lockScreen: LockScreenPolicy = .status) async throws -> Int {
         guard let state = seal, let robot = state.robot else {
             throw RelayClientError.invalidResponse("the robot's key is not known yet: verify it, or fetch the current epoch")
         }
         let current = state.current?.roster
         let me = RosterMember(keys: state.household.identity.publicKeys, role: .owner, control: true, until: nil, label: "")
-        var members = (current?.members ?? [me]).filter { !kids.contains($0.kid) }
+        var members = (current?.members ?? [me]).filter { !kids.contains($0.kid) }.map { member in
+            updating.first { $0.kid == member.kid } ?? member
+        }
         for member in adding where !members.contains(where: { $0.kid == member.kid }) { members.append(member) }
         let roster = try Roster.make(deviceID: configuration.deviceID, epoch: (current?.epoch ?? 0) + 1, previousHash: current?.hash,
                                      made: Int64(Date().timeIntervalSince1970 * 1000), robot: robot, members: members,
@@ -62,45 +64,5 @@ extension RelayClient {
             throw error
         }
         return roster.epoch
-    }
-
-    /// Owners: signs the next roster without the members who have gone — those the relay lists
-    /// as `departed` (removed, left, revoked, past their `until`) and the guests whose `until` has
-    /// passed on this app's clock. Returns the new epoch; nil when nobody is to go, or when this
-    /// app is not an owner in the current roster. The relay's word can only take members out.
-    @discardableResult
-    public func signOutDepartedMembers() async throws -> Int? {
-        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return nil }
-        let me = state.household.identity.publicKeys.kid
-        var departed = Set<String>()
-        if case .array(let kids)? = try await deviceCall("GET", .sealed, ["members"])["departed"] {
-            departed = Set(kids.compactMap(\.stringValue))
-        }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let leaving = Set(roster.members.filter { departed.contains($0.kid) || ($0.until ?? .max) <= now }.map(\.kid))
-            .subtracting([me])
-        // Checked after the await, right before signing (which marks its roster at once): a roster
-        // this app signed is on its way (the robot stores it within moments; after 30 s it is
-        // taken as refused), and the next epoch's watch signs out whoever is still to go.
-        if let proposed = seal?.proposed, proposed.epoch > seal?.current?.number ?? 0,
-           ContinuousClock.now - proposed.at < .seconds(30) { return nil }
-        guard !leaving.isEmpty, seal?.current?.number == roster.epoch else { return nil }
-        return try await signNextRoster(removing: leaving)
-    }
-
-    /// An owner's app keeps the roster to the household by itself (docs/protocol.md "Sealed
-    /// devices (v1.5)"): it signs out who has gone now, and again when the next guest's `until`
-    /// passes. Run on each connect and each new epoch; a 409 (another owner was first) is fine.
-    func watchDepartures() {
-        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return }
-        seal?.departureWatch?.cancel()
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let nextEnd = roster.members.compactMap(\.until).filter { $0 > now }.min()
-        seal?.departureWatch = Task { [weak self] in
-            _ = try? await self?.signOutDepartedMembers()
-            guard let nextEnd else { return }
-            do { try await Task.sleep(for: .milliseconds(nextEnd - now + 500)) } catch { return }
-            _ = try? await self?.signOutDepartedMembers()
-        }
     }
 }
