@@ -109,13 +109,20 @@ def test_a_member_removed_as_v13_removes_is_listed_as_departed(relay, database, 
         assert http_json(f"{base}/epochs/{epoch}", robot_token, "PUT", new_epoch(roster.signed(owner), robot)[1])[0] == 201
         return roster.hash
     first = store(1, None, [owner, family])
-    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": []}
-    family_id = next(m["token_id"] for m in http_json(f"{relay.url}/api/devices/{device_id}/members", owner_token)[1]["members"]
-                     if m["label"] == "family")
+    members = {m["label"]: m for m in http_json(f"{relay.url}/api/devices/{device_id}/members", owner_token)[1]["members"]}
+    family_id = members["family"]["token_id"]
+
+    def signed_in(*people: tuple[Identity, str]) -> list[dict[str, Any]]:
+        """`signed_in` as the relay lists it: each member's token as it is now."""
+        return sorted(({"kid": identity.kid, "token_id": members[label]["token_id"], "access": members[label]["access"],
+                        "control": True, "until": None} for identity, label in people), key=lambda m: m["token_id"])
+
+    everyone = signed_in((owner, next(label for label in members if label != "family")), (family, "family"))
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": [], "signed_in": everyone}
     assert http_json(f"{relay.url}/api/devices/{device_id}/members/{family_id}", owner_token, "DELETE")[0] == 204
-    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": [family.kid]}
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": [family.kid], "signed_in": everyone[:1]}
     store(2, first, [owner])
-    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": []}
+    assert http_json(f"{base}/members", owner_token)[1] == {"members": [], "departed": [], "signed_in": everyone[:1]}
 
 
 def test_bodies_that_are_not_the_contracts_are_refused(relay, device) -> None:
