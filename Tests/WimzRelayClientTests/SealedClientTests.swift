@@ -55,6 +55,20 @@ import WimzRobot
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
+    /// The robot's socket (reads wait up to 15 s: longer than the usual 5, shorter than the relay's
+    /// 20 s between pings, which a read answers and goes on, so a roster that never comes fails) and
+    /// the owner's app, started, with its first roster signed and epoch 1 stored as the robot would.
+    func ownerWithItsRobot(_ f: RelayFixture) async throws -> (WebSocketTestClient, RelayClient, Roster) {
+        let robotSocket = try await onThread {
+            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 15)
+        }
+        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        await ownerApp.start()
+        _ = try await ownerApp.joinSealedHousehold()
+        #expect(try await ownerApp.signNextRoster() == 1)
+        return (robotSocket, ownerApp, try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil))
+    }
+
     @Test func anOwnersAppSignsMembersInThroughTheRelay() async throws {
         let f = try await onThread { try RelayFixture() }
         let family = SealedIdentity()
@@ -94,16 +108,8 @@ import WimzRobot
 
     @Test func anOwnersAppSignsOutWhoWasRemovedAndAGuestWhoseTimeIsUp() async throws {
         let f = try await onThread { try RelayFixture() }
-        // Reads wait for the guest's end: longer than the usual 5 s, shorter than the relay's 20 s
-        // between pings (which a read answers and goes on), so a roster that never comes fails.
-        let robotSocket = try await onThread {
-            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 15)
-        }
-        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
-        await ownerApp.start()
-        _ = try await ownerApp.joinSealedHousehold()
-        #expect(try await ownerApp.signNextRoster() == 1)
-        var roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil)
+        let (robotSocket, ownerApp, first) = try await ownerWithItsRobot(f)
+        var roster = first
         // Family, and a guest whose access ends in a few seconds, invited and signed in.
         let guestEnd = Date().addingTimeInterval(8)  // after the steps below, even on a busy machine
         let relay = URL(string: "http://127.0.0.1:\(f.port)")!
@@ -139,14 +145,8 @@ import WimzRobot
 
     @Test func anOwnersOwnChangeIsSignedAsAskedAndTheRelaysWordOnlyTakesRightsAway() async throws {
         let f = try await onThread { try RelayFixture() }
-        let robotSocket = try await onThread {
-            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 15)
-        }
-        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
-        await ownerApp.start()
-        _ = try await ownerApp.joinSealedHousehold()
-        #expect(try await ownerApp.signNextRoster() == 1)
-        var roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil)
+        let (robotSocket, ownerApp, first) = try await ownerWithItsRobot(f)
+        var roster = first
         // A guest without control, its access ending in a day, invited and signed in.
         let end = Date().addingTimeInterval(86_400)
         let guest = try await RelayClient.pair(relay: URL(string: "http://127.0.0.1:\(f.port)")!,
