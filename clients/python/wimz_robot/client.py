@@ -358,8 +358,10 @@ class RobotClient:
             wait = 60.0 if due is None else min(60.0, due.roster.made / 1000 - time.time())
             if due is not None and wait <= 0:
                 log.info("a guest's end: epoch %d", due.roster.epoch)
-                await self._accept_roster_frame(due.to_json())
-                continue
+                await _guarded(self._accept_roster_frame(due.to_json()))
+                if self.sealed.next_departure() is not due:
+                    continue
+                wait = 60.0  # not taken (say, the state file could not be written; logged): again in a minute
             try:
                 await asyncio.wait_for(self._departures_changed.wait(), timeout=wait)
             except TimeoutError:
