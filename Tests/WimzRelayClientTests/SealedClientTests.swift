@@ -28,9 +28,11 @@ import WimzRobot
 
     /// `PUT …/sealed/epochs/E` with the robot's token: the signed roster, the robot's acceptance,
     /// `secret` sealed to every member.
-    func storeEpoch(_ signed: SignedRoster, _ secret: Data, _ f: RelayFixture) async throws {
+    /// `acceptedAs`: the roster the robot's acceptance names (a relay that changed the roster it
+    /// hands out keeps the real one's signatures).
+    func storeEpoch(_ signed: SignedRoster, _ secret: Data, _ f: RelayFixture, acceptedAs accepted: Roster? = nil) async throws {
         let roster = signed.roster
-        let body: [String: Any] = ["roster": signed.json, "robot_sig": try Epoch.acceptance(of: roster, by: robot),
+        let body: [String: Any] = ["roster": signed.json, "robot_sig": try Epoch.acceptance(of: accepted ?? roster, by: robot),
                                    "packages": try roster.members.map { try Epoch.package(secret, for: $0, in: roster) }]
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(f.port)/api/devices/dev1/sealed/epochs/\(roster.epoch)")!)
         request.httpMethod = "PUT"
@@ -298,6 +300,33 @@ import WimzRobot
             try await client.robotRequest("PUT", path: "/x", body: Data(count: RelayClient.sealedRequestBodyLimit + 1))
         }
         await client.stop()
+    }
+
+    @Test func aRosterTheRelayChangedIsRefused() async throws {
+        let f = try await onThread { try RelayFixture() }
+        let client = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
+        _ = try await client.joinSealedHousehold()
+        var previous = try await sealFirstEpoch(f).roster
+        #expect(try await client.refreshSealedEpoch() == 1)
+        // The owner signed, and the robot accepted, the owner and a family member; the relay hands
+        // out the roster without the family member (with the real one's signatures, and packages of
+        // a secret of its own: HPKE needs only the members' public keys). Next in line, the owner's
+        // signature fails; an epoch further on, where the app has no roster to chain from, the
+        // robot's acceptance does.
+        for epoch in [2, 3] {
+            let owner = RosterMember(keys: self.owner.publicKeys, role: .owner, control: true, until: nil, label: "")
+            let family = RosterMember(keys: SealedIdentity().publicKeys, role: .family, control: true, until: nil, label: "")
+            let real = try Roster.make(deviceID: "dev1", epoch: epoch, previousHash: previous.hash, made: 1, robot: robot.publicKeys,
+                                       members: [owner, family])
+            let dropped = try Roster.make(deviceID: "dev1", epoch: epoch, previousHash: previous.hash, made: 1, robot: robot.publicKeys,
+                                          members: [owner])
+            let forged = SignedRoster(roster: dropped, by: self.owner.kid, signature: try real.signed(by: self.owner).signature)
+            try await storeEpoch(forged, Data(repeating: 9, count: 32), f, acceptedAs: real)
+            let refusal: SealedError = epoch == 2 ? .rosterRejected("the owner's signature does not verify") : .notAcceptedByRobot
+            await #expect(throws: refusal) { try await client.refreshSealedEpoch() }
+            #expect(await client.sealedEpoch == 1)
+            previous = real
+        }
     }
 
     @Test func anEpochNamingAnotherRobotIsRefused() async throws {
