@@ -160,7 +160,7 @@ def main() -> None:
                   "package": {"kid": family["kid"], "sealed": b64(enc + sealed)},
                   "robot_sig": b64(ed25519(robot["sign_private"], accept))},
         "frames": frames,
-        "departures": {"sitter": public(sitter), "roster": b64(with_guest_bytes), "now": end - 60_000,
+        "departures": {"roster": b64(with_guest_bytes), "now": end - 60_000,
                        "chain": [{"roster": b64(departure_bytes), "by": owner["kid"],
                                   "sig": b64(ed25519(owner["sign_private"], departure_bytes))}]},
     }, sys.stdout, indent=2)

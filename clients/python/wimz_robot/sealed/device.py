@@ -1,6 +1,7 @@
 """A sealed device as the robot keeps it (docs/protocol.md "The sealed household (v1.5)"): its
 identity, the first owner it pinned, the current epoch and the one before, the departures an
-owner scheduled, in a directory only its user reads. :class:`wimz_robot.RobotClient` seals and opens every frame through it."""
+owner scheduled, in a directory only its user reads. :class:`wimz_robot.RobotClient` seals and
+opens every frame through it."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ class Inner:
 
 class SealedDevice:
     """One robot's seal: ``identity.json`` and ``state.json`` (the pinned first owner, the
-    current and previous epochs with their secrets, the scheduled departures) in ``directory``, both 0600 in a 0700
-    directory. Until a first owner is pinned and a first epoch accepted, the device is not
-    sealed and the client speaks v1–v1.4."""
+    current and previous epochs with their secrets, the scheduled departures) in ``directory``,
+    both 0600 in a 0700 directory. Until a first owner is pinned and a first epoch accepted, the
+    device is not sealed and the client speaks v1–v1.4."""
 
     def __init__(self, directory: Path, device_id: str) -> None:
         self.directory = directory

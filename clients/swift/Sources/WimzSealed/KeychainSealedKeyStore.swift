@@ -18,20 +18,11 @@ public struct KeychainSealedKeyStore: SealedKeyStore {
         self.accessGroup = accessGroup
     }
 
-    public func identity() throws -> SealedIdentity {
-        try (load() ?? made()).identity(place: place)
-    }
+    public func identity() throws -> SealedIdentity { try document.identity() }
+    public func epochs(of deviceID: String) throws -> [Epoch] { try document.epochs(of: deviceID) }
+    public func keep(_ epoch: Epoch, of deviceID: String) throws { try document.keep(epoch, of: deviceID) }
 
-    public func epochs(of deviceID: String) throws -> [Epoch] {
-        try load()?.epochs(of: deviceID, place: place) ?? []
-    }
-
-    public func keep(_ epoch: Epoch, of deviceID: String) throws {
-        var document = try load() ?? made()
-        document.keep(epoch, of: deviceID)
-        try save(document)
-    }
-
+    private var document: SealedKeyDocumentAccess { SealedKeyDocumentAccess(place: place, load: load, save: save) }
     private var place: String { "the Keychain item \(service)" }
 
     /// The one item: class, service, account and (when shared) access group.
@@ -40,12 +31,6 @@ public struct KeychainSealedKeyStore: SealedKeyStore {
                                    kSecAttrAccount as String: "keys", kSecUseDataProtectionKeychain as String: true]
         if let accessGroup { item[kSecAttrAccessGroup as String] = accessGroup }
         return item
-    }
-
-    private func made() throws -> SealedKeyDocument {
-        let document = SealedKeyDocument.fresh()
-        try save(document)
-        return document
     }
 
     private func load() throws -> SealedKeyDocument? {

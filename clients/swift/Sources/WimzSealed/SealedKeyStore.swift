@@ -64,6 +64,31 @@ struct SealedKeyDocument: Codable {
     }
 }
 
+/// What every store does with its document, given how it reads and writes it: the identity made
+/// and kept on first use, the epochs read, an epoch kept (read, changed, written back).
+struct SealedKeyDocumentAccess {
+    let place: String
+    let load: () throws -> SealedKeyDocument?
+    let save: (SealedKeyDocument) throws -> Void
+
+    func identity() throws -> SealedIdentity { try loadOrMake().identity(place: place) }
+
+    func epochs(of deviceID: String) throws -> [Epoch] { try load()?.epochs(of: deviceID, place: place) ?? [] }
+
+    func keep(_ epoch: Epoch, of deviceID: String) throws {
+        var document = try loadOrMake()
+        document.keep(epoch, of: deviceID)
+        try save(document)
+    }
+
+    private func loadOrMake() throws -> SealedKeyDocument {
+        if let document = try load() { return document }
+        let document = SealedKeyDocument.fresh()
+        try save(document)
+        return document
+    }
+}
+
 /// A `SealedKeyStore` in one JSON file, written 0600 (its directory made 0700) and replaced
 /// atomically; a file others may read is refused, as the keys in it may have leaked.
 public struct FileSealedKeyStore: SealedKeyStore {
@@ -71,25 +96,11 @@ public struct FileSealedKeyStore: SealedKeyStore {
 
     public init(url: URL) { self.url = url }
 
-    public func identity() throws -> SealedIdentity {
-        try (load() ?? made()).identity(place: url.path)
-    }
+    public func identity() throws -> SealedIdentity { try document.identity() }
+    public func epochs(of deviceID: String) throws -> [Epoch] { try document.epochs(of: deviceID) }
+    public func keep(_ epoch: Epoch, of deviceID: String) throws { try document.keep(epoch, of: deviceID) }
 
-    public func epochs(of deviceID: String) throws -> [Epoch] {
-        try load()?.epochs(of: deviceID, place: url.path) ?? []
-    }
-
-    public func keep(_ epoch: Epoch, of deviceID: String) throws {
-        var document = try load() ?? made()
-        document.keep(epoch, of: deviceID)
-        try save(document)
-    }
-
-    private func made() throws -> SealedKeyDocument {
-        let document = SealedKeyDocument.fresh()
-        try save(document)
-        return document
-    }
+    private var document: SealedKeyDocumentAccess { SealedKeyDocumentAccess(place: url.path, load: load, save: save) }
 
     private func load() throws -> SealedKeyDocument? {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else { return nil }
