@@ -124,11 +124,17 @@ import WimzRobot
         }
         try await ownerApp.refreshSealedEpoch()
         #expect(try await ownerApp.signNextRoster(adding: try await ownerApp.pendingSealedMembers().map(\.rosterMember)) == 2)
-        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        let signingIn = try await rosterFrame(robotSocket)
+        roster = try await acceptRosterFrame(signingIn, f, previous: roster)
         #expect(Set(roster.members.map(\.kid)) == [owner.kid, familyKeys.kid, guestKeys.kid])
         // The guest's end as the relay keeps it (to the second), which the roster carries.
         let guestUntil = try #require(roster.members.first { $0.kid == guestKeys.kid }?.until)
         #expect(abs(guestUntil - Int64(guestEnd.timeIntervalSince1970 * 1000)) < 1000)
+        // With it, signed ahead, the guest's departure: a robot keeps it and needs no app at the end.
+        let departures = try #require(signingIn["departures"] as? [[String: Any]])
+        let departure = try SignedRoster(json: try #require(departures.first))
+            .verifiedAsNext(after: roster, deviceID: "dev1", robot: robot.publicKeys, firstOwner: owner.publicKeys)
+        #expect(departures.count == 1 && departure.made == guestUntil && Set(departure.members.map(\.kid)) == [owner.kid, familyKeys.kid])
 
         // Removed through the relay: the owner's app signs the family member out; when the guest's
         // time is up, the guest. (Which roster the guest leaves in depends on how fast this ran.)
@@ -175,6 +181,18 @@ import WimzRobot
         roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
         #expect(roster.epoch == 4)
         #expect(roster.member(guestKeys.kid) == RosterMember(keys: guestKeys.publicKeys, role: .guest, control: false, until: endInRoster, label: "sitter"))
+
+        // The later end waits for this app's owner, who sees it and confirms it as shown.
+        #expect(try await ownerApp.refreshSealedEpoch() == 4)
+        let grants = try await ownerApp.pendingSealedGrants()
+        let laterEnd = Int64(end.addingTimeInterval(86_400).timeIntervalSince1970.rounded(.down)) * 1000
+        #expect(grants.map(\.tokenID) == [guest.tokenID] && grants.first?.member == roster.member(guestKeys.kid))
+        #expect(grants.first?.granted == RosterMember(keys: guestKeys.publicKeys, role: .guest, control: false, until: laterEnd, label: "sitter"))
+        #expect(try await ownerApp.confirmGrants(grants) == 5)
+        roster = try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: roster)
+        #expect(roster.member(guestKeys.kid) == grants.first?.granted)
+        #expect(try await ownerApp.refreshSealedEpoch() == 5)
+        #expect(try await ownerApp.pendingSealedGrants().isEmpty)
         await ownerApp.stop()
     }
 
@@ -257,12 +275,19 @@ import WimzRobot
         let robotSocket = try await onThread { try f.robot() }
         let (client, _, epoch) = try await connectedOwner(f)
 
-        // The robot's side: the request opened; first another app's answer (dropped), then this
-        // one's in two parts, each sealed.
-        let body = Data((0..<40_000).map { UInt8($0 % 251) })
-        async let answered: [String: String] = onThread {
+        // The robot's side: the request opened, its body in parts (over one frame); first another
+        // app's answer (dropped), then this one's in two parts, each sealed.
+        let body = Data((0..<40_000).map { UInt8($0 % 251) }), upload = Data((0..<100_000).map { UInt8($0 % 241) })
+        async let answered: ([String: String], Data) = onThread {
             let request = try self.openFromApp(try robotSocket.receive(until: { $0["type"] as? String == "sealed" }), epoch)
             let id = request["id"] as! String
+            var uploaded = try #require(Data(base64Encoded: request["body"] as! String)), more = request["more"] as? Bool
+            while more == true {
+                let part = try self.openFromApp(try robotSocket.receive(until: { $0["type"] as? String == "sealed" }), epoch)
+                #expect(part["type"] as? String == "http_body" && part["id"] as? String == id)
+                uploaded += try #require(Data(base64Encoded: part["body"] as! String))
+                more = part["more"] as? Bool
+            }
             var sealer = FrameSealer(identity: self.robot, deviceID: "dev1")
             let parts: [[String: Any]] = [
                 ["type": "http_response", "id": "app-9-other", "status": 500, "headers": [:], "body": NSNull(), "more": false],
@@ -270,15 +295,15 @@ import WimzRobot
                  "body": body.prefix(30_000).base64EncodedString(), "more": true],
                 ["type": "http_body", "id": id, "body": body.dropFirst(30_000).base64EncodedString(), "more": false]]
             for part in parts { try robotSocket.send(try sealer.seal(try JSONSerialization.data(withJSONObject: part), in: epoch)) }
-            return request.compactMapValues { $0 as? String }
+            return (request.compactMapValues { $0 as? String }, uploaded)
         }
         let api = RobotAPI(route: .sealed(client))
         #expect(await api.route().kind == .sealed)
-        let answer = try await client.robotRequest("POST", path: "/standin/echo", query: "x=1", headers: ["content-type": "application/json"],
-                                                   body: Data(#"{"note":"sealed"}"#.utf8))
-        let request = try await answered
+        let answer = try await client.robotRequest("POST", path: "/standin/echo", query: "x=1", headers: ["content-type": "application/octet-stream"],
+                                                   body: upload)
+        let (request, uploaded) = try await answered
         #expect(request["method"] == "POST" && request["path"] == "/standin/echo" && request["query"] == "x=1")
-        #expect(Data(base64Encoded: request["body"] ?? "") == Data(#"{"note":"sealed"}"#.utf8))
+        #expect(uploaded == upload)
         #expect(answer.status == 200 && answer.body == body && answer.headers["content-type"] == "application/json")
         #expect(await client.pendingCommands == 0)
 
@@ -294,9 +319,9 @@ import WimzRobot
         }
         #expect(try await api.mode().mode == "coach")
         try await modeAnswered
-        // One frame carries a request: a larger body is refused before anything is sent.
+        // A body over the robot's limit is refused before anything is sent.
         await #expect(throws: RelayClientError.http(status: 413, code: "too_large",
-                                                    message: "a sealed request body is at most 32768 bytes")) {
+                                                    message: "a sealed request body is at most 1048576 bytes")) {
             try await client.robotRequest("PUT", path: "/x", body: Data(count: RelayClient.sealedRequestBodyLimit + 1))
         }
         await client.stop()

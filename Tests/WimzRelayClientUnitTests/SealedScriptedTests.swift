@@ -49,4 +49,28 @@ import Testing
         #expect(sent.hasPrefix(#"{"type":"sealed","v":1,"epoch":1,"kid":"\#(app.kid)""#) && !sent.contains("v=0"))
         await client.stop()
     }
+
+    /// The departures go with the roster that signs guests in, as many as fit the relay's body
+    /// limit: a prefix of the chain, which is still a chain (the rest follow when the app connects).
+    @Test func aProposalCarriesTheDeparturesThatFit() throws {
+        let robot = SealedIdentity(), owner = SealedIdentity()
+        func household(guests: Int) throws -> Roster {
+            let guests = (1...guests).map { RosterMember(keys: SealedIdentity().publicKeys, role: .guest, control: false, until: 10_000 + Int64($0), label: "") }
+            return try Roster.make(deviceID: "dev1", epoch: 3, previousHash: nil, made: 0, robot: robot.publicKeys,
+                                   members: [RosterMember(keys: owner.publicKeys, role: .owner, control: true, until: nil, label: "")] + guests)
+        }
+        func departures(_ proposal: JSON) -> [Int] {
+            guard case .array(let items)? = proposal["departures"] else { return [] }
+            return items.compactMap { item in
+                item["roster"]?.stringValue.flatMap(Base64URL.decode).flatMap { try? Roster.parse($0).epoch }
+            }
+        }
+        let small = try household(guests: 2), large = try household(guests: 40)
+        let whole = RelayClient.proposal(try small.signed(by: owner), departures: try small.departures(signedBy: owner, after: 0))
+        #expect(departures(whole) == [4, 5])
+        let cut = RelayClient.proposal(try large.signed(by: owner), departures: try large.departures(signedBy: owner, after: 0))
+        #expect(cut.text.utf8.count <= RelayClient.proposalLimit)
+        #expect(departures(cut).count > 1 && departures(cut) == Array(4..<(4 + departures(cut).count)))
+        #expect(departures(RelayClient.proposal(try small.signed(by: owner), departures: [])).isEmpty)
+    }
 }

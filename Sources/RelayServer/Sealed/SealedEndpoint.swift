@@ -10,7 +10,7 @@ import RelayStore
 ///     PUT /api/devices/{id}/sealed/epochs/{E}        robot  {"roster":{…},"robot_sig","packages":[…]} → 201 {"epoch"} (409: not current + 1)
 ///     GET /api/devices/{id}/sealed/epochs/current    app    → 200 {"epoch","roster","robot_sig","package"} (404 not_in_roster)
 ///     GET /api/devices/{id}/sealed/epochs/{E}        app    the same for an earlier epoch
-///     POST /api/devices/{id}/sealed/rosters          owner  {"roster":B64,"by":KID,"sig":B64} → 202 {"epoch"} (409: not current + 1)
+///     POST /api/devices/{id}/sealed/rosters          owner  {"roster":B64,"by":KID,"sig":B64,"departures"?:[…]} → 202 {"epoch"} (409: not current + 1)
 ///     GET /api/devices/{id}/sealed/rosters           robot  → 200 {"rosters":[…]} signed, above the current epoch
 ///
 /// Choices where the contract is silent: `GET …/sealed` is ours, so that either end learns whether
@@ -76,11 +76,10 @@ final class SealedEndpoint {
                 }
             case .proposeRoster:
                 guard let body else { return .error(.notSupported, "rosters need the relay's own HTTP front") }
-                guard let json = try? JSONReader.parse(body) else { throw RelayError(.badRequest, "the body is not JSON") }
-                let signed = try SealedRules.signedRoster(json, device: device)
+                let proposal = try SealedRules.proposal(body, device: device)
                 return database.answer(request) { db in
-                    try SealedRepository(db).proposeRoster(device: device, epoch: signed.epoch, signed: signed.json, by: token, address: address)
-                    return .json(202, .object([("epoch", .int(Int64(signed.epoch)))]))
+                    try SealedRepository(db).proposeRoster(device: device, epoch: proposal.epoch, signed: proposal.json, by: token, address: address)
+                    return .json(202, .object([("epoch", .int(Int64(proposal.epoch)))]))
                 }
             case .pendingRosters:
                 return database.answer(request) { db in

@@ -43,6 +43,29 @@ enum SealedRules {
         return SignedRoster(roster: roster, by: by, signature: signature, epoch: epoch, members: members)
     }
 
+    /// The most departures one proposal carries: as many as the robot keeps.
+    static let maxDepartures = 32
+
+    /// An owner's proposal, `POST …/sealed/rosters`: a signed roster of `device` and, optionally,
+    /// `"departures"`, the rosters that follow it at its guests' ends, signed ahead (epochs E + 1,
+    /// E + 2, …, at most 32). Returned as stored and handed to the robot: the envelope, with the
+    /// departures when there are any. The robot verifies the chain; the relay checks its shape.
+    static func proposal(_ body: [UInt8], device: DeviceID) throws(RelayError) -> (epoch: Int, json: String) {
+        guard let json = try? JSONReader.parse(body), case .object = json else { throw RelayError(.badRequest, "the body is not JSON") }
+        let signed = try signedRoster(json, device: device)
+        let list = json.member("departures")
+        if list == nil || list == .null { return (signed.epoch, signed.json) }
+        let usage = "departures is a list of 1 to \(maxDepartures) signed rosters, epochs \(signed.epoch + 1), \(signed.epoch + 2), …"
+        guard let items = list?.arrayValue, (1...maxDepartures).contains(items.count) else { throw RelayError(.badRequest, usage) }
+        var departures: [String] = []
+        for (offset, item) in items.enumerated() {
+            let departure = try signedRoster(item, device: device)
+            guard departure.epoch == signed.epoch + offset + 1 else { throw RelayError(.badRequest, usage) }
+            departures.append(departure.json)
+        }
+        return (signed.epoch, "\(signed.json.dropLast()),\"departures\":[\(departures.joined(separator: ","))]}")
+    }
+
     /// `{"roster":{"roster":B64,"by":KID,"sig":B64},"robot_sig":B64,"packages":[{"kid","sealed"}…]}`
     /// for epoch `epoch` of `device`.
     static func epochUpload(_ body: [UInt8], device: DeviceID, epoch: Int) throws(RelayError) -> SealedRepository.EpochUpload {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import secrets
 import time
@@ -45,11 +46,18 @@ class SealedApp:
                 return opened
 
     async def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """One call of the robot's API as sealed ``http_request`` and ``http_response`` frames."""
+        """One call of the robot's API as sealed ``http_request`` and ``http_response`` frames; a
+        body over 32 KiB in parts (``http_body`` frames), spaced as the relay's rate allows."""
         request_id = f"h{secrets.token_hex(8)}"
+        parts = [body[i:i + 32768] for i in range(0, len(body), 32768)] if body else [b""]
         await self.send({"type": "http_request", "id": request_id, "method": method, "path": path, "query": None,
                          "headers": {"content-type": "application/json"} if body else {},
-                         "body": base64.b64encode(body).decode() if body else None})
+                         "body": base64.b64encode(parts[0]).decode() if body else None, "more": len(parts) > 1})
+        for index, part in enumerate(parts[1:], start=2):
+            if index > 8:
+                await asyncio.sleep(0.05)  # the relay's 20 a second (40 at once) per app socket
+            await self.send({"type": "http_body", "id": request_id, "body": base64.b64encode(part).decode(),
+                             "more": index < len(parts)})
         first = await self.receive(lambda m: m.get("type") == "http_response" and m.get("id") == request_id)
         data, more = base64.b64decode(first["body"] or ""), first["more"]
         while more:
@@ -102,9 +110,17 @@ async def test_the_robots_api_is_served_sealed_and_the_relay_reads_none_of_it(re
     assert status == 200 and echoed["method"] == "POST" and marker in echoed["body"]
     # Who asked, as the roster says it (the relay's token ids are not sealed).
     assert echoed["headers"]["x-wimz-access"] == "owner" and echoed["headers"]["x-wimz-member"] == owner.sealer.identity.kid
-    # A body over one frame comes in parts, each sealed.
+    # A body over one frame comes in parts, each sealed: answers, and requests up to the bridge's
+    # limit (1 MiB); a larger one is refused by the robot.
     status, body = await owner.request("GET", "/standin/blob?size=100000")
     assert status == 200 and body == bytes(i % 251 for i in range(100_000))
+    upload = marker.encode() + secrets.token_bytes(bridge.max_body - len(marker))
+    status, body = await owner.request("PUT", "/standin/echo", upload)
+    echoed = json.loads(body)
+    assert status == 200 and (echoed["length"], echoed["sha256"]) == (len(upload), hashlib.sha256(upload).hexdigest())
+    calls = len(standin.seen)
+    status, body = await owner.request("PUT", "/standin/echo", upload + b"x")
+    assert (status, json.loads(body)["error"]) == (413, "too_large") and len(standin.seen) == calls
 
     # A guest without control may read, and nothing else: the robot says so itself.
     assert (await guest.request("GET", "/mode"))[0] == 200

@@ -107,3 +107,45 @@ async def test_a_guests_end_is_a_new_epoch_with_no_owners_app_running(relay, dat
         assert packages(1) == sorted([owner.kid, guest.kid]) and packages(2) == [owner.kid]
         assert http_json(base, guest_token)[0] == 401
     assert sealed.next_departure() is None
+
+
+async def test_a_guest_signed_in_leaves_on_time_with_no_owners_app_after_the_one_that_signed_it_in(
+        relay, database, tmp_path: Path) -> None:
+    """The owner's app that signs a guest in hands over the departures with that roster
+    (``POST …/sealed/rosters`` with ``"departures"``); here the robot is away then, takes both
+    from the relay when it returns, and the guest leaves at its end with no app running."""
+    device_id = f"{DEVICE}-2"
+    robot_token, owner_token = database.add_device(device_id)
+    guest_token = issue(database, relay, device_id, "--access", "guest", "--label", "sitter",
+                        "--until", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 7200)))
+    owner, guest = Identity.generate(), Identity.generate()
+    base = f"{relay.url}/api/devices/{device_id}/sealed"
+    for token, identity in ((owner_token, owner), (guest_token, guest)):
+        assert hand_over_keys(base, token, identity)[0] == 200
+    sealed = SealedDevice(tmp_path / "seal", device_id)
+    sealed.pin_first_owner(owner.public)
+    owner_member = Member(owner.public, "owner", True, None, "owner")
+    first = Roster.make(device_id, 1, None, int(time.time() * 1000), sealed.identity.public, [owner_member])
+    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        await client.accept_roster(first.signed(owner).to_json())
+
+    # The robot is away. The owner's app signs the guest in, with its departure, and is gone.
+    made = int(time.time() * 1000)
+    second = Roster.make(device_id, 2, first.hash, made, sealed.identity.public,
+                         [owner_member, Member(guest.public, "guest", False, made + 2_000, "sitter")])
+    departures = [signed.to_json() for signed in departure_chain(second, owner, made)]
+    proposal = {**second.signed(owner).to_json(), "departures": departures}
+    # The relay checks the shape: a list of signed rosters of this device, epochs 3, 4, …
+    for bad in ([], departures * 2, [second.signed(owner).to_json()], "x"):
+        status, answer = http_json(f"{base}/rosters", owner_token, "POST", {**proposal, "departures": bad})
+        assert (status, answer["error"]) == (400, "bad_request"), bad
+    assert http_json(f"{base}/rosters", owner_token, "POST", proposal) == (202, {"epoch": 2})
+
+    async with RobotClient(relay.url, device_id, robot_token, sealed=sealed) as client:
+        await client.wait_connected(timeout=10)
+        await eventually(lambda: sealed.epoch is not None and sealed.epoch.number == 3, timeout=60)
+        assert [m.kid for m in sealed.epoch.roster.members] == [owner.kid]  # type: ignore[union-attr]
+        assert sealed.epoch.roster.made == made + 2_000  # type: ignore[union-attr]
+        await eventually(lambda: http_json(base, owner_token)[1] == {"sealed": True, "epoch": 3}, timeout=30)
+        assert http_json(base, guest_token)[0] == 401

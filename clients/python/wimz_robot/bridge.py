@@ -18,7 +18,10 @@ on the relay without a code change (docs/protocol.md v1.1 "The robot bridge").
 - on a sealed device (v1.5, ``sealed=``) both legs carry only sealed frames: an app's
   ``http_request`` arrives sealed and is answered sealed, the robot's own roles apply (a guest
   without ``control`` gets 403 ``forbidden`` for anything but GET and HEAD, without a request),
-  and the local ``/ws/control`` sees the opened messages and its messages go out sealed.
+  and the local ``/ws/control`` sees the opened messages and its messages go out sealed. A body
+  over one frame comes in parts as answers go (``"more":true``, then ``http_body`` frames), kept
+  per member and id until the last: at most ``max_body`` (else 413 ``too_large``), 16 requests at
+  once (else 503 ``busy``), the parts within 30 s.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -49,6 +53,10 @@ log = logging.getLogger("wimz_robot.bridge")
 #: Body bytes per ``http_response``/``http_body`` frame: 32 KiB is ~44 KiB of base64, well under
 #: the relay's 64 KiB default message limit.
 CHUNK_BYTES = ROBOT_HTTP_CHUNK_BYTES
+#: A sealed request whose body comes in parts: how many may be gathered at once, and how long
+#: its parts may take (the app has given up by then: its own timeout is shorter).
+MAX_REQUESTS_IN_PARTS = 16
+PARTS_TIMEOUT = 30.0
 #: Not passed to the local API: hop-by-hop fields and the ones the bridge sets itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
                         "upgrade", "content-length", "host", "expect"})
@@ -115,6 +123,9 @@ class Bridge:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Requests answered, by status (for logs and tests).
         self.http_answered = 0
+        #: Sealed requests whose body is still coming in parts, by (member, id): the request,
+        #: its parts so far and when it started.
+        self._in_parts: dict[tuple[str, str], tuple[dict[str, Any], list[bytes], float]] = {}
 
     @property
     def local_connected(self) -> bool:
@@ -166,10 +177,47 @@ class Bridge:
         """A sealed device's messages, as the client opened them (unsealed ones never get here)."""
         if not self.client.is_sealed:
             return  # passed on as it came (above)
-        if message.get("type") == "http_request":
+        kind = message.get("type")
+        if kind == "http_body" or (kind == "http_request" and message.get("more") is True):
+            self._request_part(message, sender)
+        elif kind == "http_request":
             self._spawn(self._http(message, sender))
         elif not (message.get("type") == "event" and message.get("event") in RELAY_EVENTS):
             self._queue_for_local(json.dumps(message, separators=(",", ":")))
+
+    def _request_part(self, message: dict[str, Any], sender: Sender | None) -> None:
+        """One part of a sealed request's body (the module's rules): the request is served when
+        its last part is in; one over the bounds is answered at once and its later parts dropped."""
+        request_id = message.get("id")
+        if sender is None or sender.kid is None or not isinstance(request_id, str):
+            return
+        now = time.monotonic()
+        for stale in [key for key, (_, _, started) in self._in_parts.items() if now - started > PARTS_TIMEOUT]:
+            del self._in_parts[stale]
+        key = (sender.kid, request_id)
+        if message.get("type") == "http_request":
+            if len(self._in_parts) >= MAX_REQUESTS_IN_PARTS:
+                self._refuse(request_id, 503, "busy", f"{MAX_REQUESTS_IN_PARTS} requests are arriving in parts already")
+                return
+            self._in_parts[key] = (message, [], now)
+        elif key not in self._in_parts:
+            return  # refused, timed out, or never begun
+        request, parts, _ = self._in_parts[key]
+        try:
+            parts.append(base64.b64decode(message.get("body") or "", validate=True))
+        except (ValueError, TypeError):
+            del self._in_parts[key]
+            self._refuse(request_id, 400, "bad_request", "body is not base64")
+            return
+        if sum(len(part) for part in parts) > self.max_body:
+            del self._in_parts[key]
+            self._refuse(request_id, 413, "too_large", f"the request body is over {self.max_body} bytes")
+        elif message.get("more") is not True:
+            del self._in_parts[key]
+            self._spawn(self._http({**request, "body": base64.b64encode(b"".join(parts)).decode()}, sender))
+
+    def _refuse(self, request_id: str, status: int, code: str, message: str) -> None:
+        self._spawn(self._answer(request_id, status, {"content-type": "application/json"}, _error_body(code, message)))
 
     def _queue_for_local(self, message: str | bytes) -> None:
         try:

@@ -293,11 +293,15 @@ class RobotClient:
     async def accept_roster(self, signed: dict[str, Any]) -> int:
         """Accepts the household's next roster (v1.5): verified against the pinned first owner
         or the current roster, a new epoch secret sealed to every member and stored on the
-        relay. Returns the new epoch; raises RosterRejected or TurnFetchError."""
+        relay. The departures its owner signed ahead with it (``"departures"``) are scheduled
+        (refused ones logged: the roster stands). Returns the new epoch; raises RosterRejected
+        or TurnFetchError."""
         if self.sealed is None:
             raise RuntimeError("this client has no SealedDevice")
         roster = SignedRoster.from_json(signed)
         body = self.sealed.accept(roster)
+        if signed.get("departures") is not None:
+            self._take_departures(signed["departures"])
         epoch = roster.roster.epoch
         url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'epochs', str(epoch))}"
         try:
@@ -310,7 +314,7 @@ class RobotClient:
     async def _accept_roster_frame(self, frame: dict[str, Any]) -> None:
         """A roster an owner signed, handed over by the relay: accepted if it verifies, else logged."""
         try:
-            await self.accept_roster({key: frame.get(key) for key in ("roster", "by", "sig")})
+            await self.accept_roster({key: frame.get(key) for key in ("roster", "by", "sig", "departures")})
         except RosterRejected as refusal:
             log.warning("roster refused: %s", refusal)
         except TurnFetchError as error:
@@ -337,10 +341,15 @@ class RobotClient:
         if self.sealed is None or sender is None or sender.access != "owner":
             log.warning("roster_schedule from a member who is not an owner: ignored")
             return
-        rosters = message.get("rosters")
+        self._take_departures(message.get("rosters"))
+
+    def _take_departures(self, rosters: Any) -> None:
+        """A chain of departures from the current roster, each signed by an owner of the one
+        before (``verify_chain``): kept, and the scheduler woken; logged when it is refused."""
+        assert self.sealed is not None
         try:
             if not isinstance(rosters, list):
-                raise RosterRejected("roster_schedule: no list of rosters")
+                raise RosterRejected("departures: no list of rosters")
             self.sealed.schedule_departures([SignedRoster.from_json(item) for item in rosters])
         except RosterRejected as refusal:
             log.warning("departures refused: %s", refusal)

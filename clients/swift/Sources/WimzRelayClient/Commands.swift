@@ -54,9 +54,11 @@ extension RelayClient {
         }
     }
 
-    /// Sends the frame `frame(id)` makes with a fresh id and waits until ``resolve(_:_:)`` is
-    /// called for that id (the answer, a refusal, the timeout or the caller's cancellation).
-    func awaitAnswer(timeout: Duration?, _ frame: (String) -> JSON) async throws -> CommandResponse {
+    /// Sends the frame `frame(id)` makes with a fresh id, then those `following(id)` makes (a
+    /// request's body in parts, paced past ``requestPartsAtOnce``), and waits until
+    /// ``resolve(_:_:)`` is called for that id (the answer, a refusal, the timeout or the
+    /// caller's cancellation).
+    func awaitAnswer(timeout: Duration?, _ frame: (String) -> JSON, then following: (String) -> [JSON] = { _ in [] }) async throws -> CommandResponse {
         try Task.checkCancellation()
         guard let connection else { throw RelayClientError.notConnected }
         commandCount += 1
@@ -72,6 +74,12 @@ extension RelayClient {
             let text = try outgoing(frame(id).text)
             do {
                 try await connection.send(text: text)
+                for (index, next) in following(id).enumerated() {
+                    if index + 1 >= Self.requestPartsAtOnce { try await Task.sleep(for: .milliseconds(50)) }
+                    try await connection.send(text: try outgoing(next.text))
+                }
+            } catch is CancellationError {
+                resolve(id, .failure(CancellationError()))
             } catch {
                 resolve(id, .failure(RelayClientError.notConnected))
             }

@@ -11,6 +11,16 @@ struct MemberChange: Sendable {
     var until: UntilChange
 }
 
+/// A grant the relay holds that a member's roster entry lacks (``RelayClient/pendingSealedGrants()``):
+/// the entry as signed, and as it would be signed with the grant.
+public struct SealedGrant: Sendable, Equatable {
+    public var tokenID: Int64
+    /// The member's entry in the current roster.
+    public var member: RosterMember
+    /// The entry with the relay's role, `control` and end.
+    public var granted: RosterMember
+}
+
 /// A signed-in member's token as the relay holds it now (`GET …/sealed/members`, `signed_in`).
 private struct RelayMember {
     var tokenID: Int64
@@ -62,16 +72,7 @@ extension RelayClient {
     func signHouseholdChanges(asked: MemberChange?) async throws -> Int? {
         guard let state = seal, let roster = state.current?.roster, state.isOwner else { return nil }
         let me = state.household.identity.publicKeys.kid
-        let answer = try await deviceCall("GET", .sealed, ["members"])
-        var departed = Set<String>(), relay: [String: RelayMember] = [:]
-        if case .array(let kids)? = answer["departed"] { departed = Set(kids.compactMap(\.stringValue)) }
-        guard case .array(let signedIn)? = answer["signed_in"] ?? .array([]) else { throw RelayClientError.invalidResponse("signed_in: no list") }
-        for item in signedIn {
-            guard let kid = item["kid"]?.stringValue, let tokenID = item["token_id"]?.int64Value,
-                  let role = item["access"]?.stringValue.flatMap(RosterMember.Role.init(rawValue:)), let control = item["control"]?.boolValue
-            else { throw RelayClientError.invalidResponse("signed_in: \(item.text.prefix(200))") }
-            relay[kid] = RelayMember(tokenID: tokenID, role: role, control: control, until: Self.milliseconds(item["until"]))
-        }
+        let (departed, relay) = try await householdAtRelay()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let leaving = Set(roster.members.filter { departed.contains($0.kid) || ($0.until ?? .max) <= now }.map(\.kid))
             .subtracting([me])
@@ -87,6 +88,50 @@ extension RelayClient {
            ContinuousClock.now - proposed.at < .seconds(30) { return nil }
         guard !leaving.isEmpty || !updated.isEmpty, seal?.current?.number == roster.epoch else { return nil }
         return try await signNextRoster(removing: leaving, updating: updated)
+    }
+
+    /// Owners: the grants the relay holds for signed-in members that their roster entries lack
+    /// (a higher role, `control` given, a later or no end), made outside this app: the CLI, an
+    /// owner's app without the seal. Never signed on the relay's word alone; a UI shows them to
+    /// its owner, who confirms with ``confirmGrants(_:)``. Empty when this app is not an owner.
+    public func pendingSealedGrants() async throws -> [SealedGrant] {
+        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return [] }
+        let me = state.household.identity.publicKeys.kid
+        let relay = try await householdAtRelay().signedIn
+        return roster.members.compactMap { member in
+            guard member.kid != me, let atRelay = relay[member.kid] else { return nil }
+            let asListed = RosterMember(keys: member.keys, role: atRelay.role, control: atRelay.control, until: atRelay.until, label: member.label)
+            let later = member.until.map { end in asListed.until.map { $0 > end } ?? true } ?? false
+            guard asListed.role.rank > member.role.rank || (asListed.control && !member.control) || later else { return nil }
+            return SealedGrant(tokenID: atRelay.tokenID, member: member, granted: asListed)
+        }
+    }
+
+    /// Owners: signs the next roster with `grants` (from ``pendingSealedGrants()``) exactly as
+    /// they were shown, for members whose entries have not changed since. Returns the new epoch;
+    /// nil when none still applies or this app is not an owner.
+    @discardableResult
+    public func confirmGrants(_ grants: [SealedGrant]) async throws -> Int? {
+        guard let state = seal, let roster = state.current?.roster, state.isOwner else { return nil }
+        let updating = grants.filter { roster.members.contains($0.member) }.map(\.granted)
+        guard !updating.isEmpty else { return nil }
+        return try await signNextRoster(updating: updating)
+    }
+
+    /// The household as the relay has it now (`GET …/sealed/members`): who has gone (`departed`)
+    /// and each signed-in member's token (`signed_in`), by `kid`.
+    private func householdAtRelay() async throws -> (departed: Set<String>, signedIn: [String: RelayMember]) {
+        let answer = try await deviceCall("GET", .sealed, ["members"])
+        var departed = Set<String>(), relay: [String: RelayMember] = [:]
+        if case .array(let kids)? = answer["departed"] { departed = Set(kids.compactMap(\.stringValue)) }
+        guard case .array(let signedIn)? = answer["signed_in"] ?? .array([]) else { throw RelayClientError.invalidResponse("signed_in: no list") }
+        for item in signedIn {
+            guard let kid = item["kid"]?.stringValue, let tokenID = item["token_id"]?.int64Value,
+                  let role = item["access"]?.stringValue.flatMap(RosterMember.Role.init(rawValue:)), let control = item["control"]?.boolValue
+            else { throw RelayClientError.invalidResponse("signed_in: \(item.text.prefix(200))") }
+            relay[kid] = RelayMember(tokenID: tokenID, role: role, control: control, until: Self.milliseconds(item["until"]))
+        }
+        return (departed, relay)
     }
 
     /// Owners: hands the robot the current roster's departures, signed ahead

@@ -15,11 +15,15 @@ public struct RobotHTTPResponse: Sendable, Equatable {
 }
 
 extension RelayClient {
-    /// The largest request body a sealed call carries. It travels in one frame: base64 inside the
-    /// frame, base64 again around the ciphertext, under the relay's 64 KiB app message limit.
-    public static let sealedRequestBodyLimit = 32 * 1024
+    /// The largest request body a sealed call carries (the bridge's own default; the relay's for
+    /// plain calls). Over one part it goes in parts, as answers come: the `http_request` with the
+    /// first and `"more":true`, then `http_body` frames.
+    public static let sealedRequestBodyLimit = WimzProtocol.defaultRobotHTTPMaxBody
     /// The largest answer body taken (the bridge's own default; the relay's for plain calls).
-    public static let sealedResponseBodyLimit = 1 << 20
+    public static let sealedResponseBodyLimit = WimzProtocol.defaultRobotHTTPMaxBody
+    /// Parts sent at once before the rest are spaced at the relay's per-socket rate (20 a second,
+    /// 40 at once), so that a large body leaves room for the socket's other frames.
+    static let requestPartsAtOnce = 16
 
     /// Calls the robot's API on a sealed device, e.g. `robotRequest("GET", path: "/mode")`.
     /// - Throws: ``RelayClientError/http(status:code:message:)`` 413 `too_large` for a body over
@@ -33,12 +37,19 @@ extension RelayClient {
             throw RelayClientError.http(status: 413, code: ErrorCode.tooLarge.rawValue,
                                         message: "a sealed request body is at most \(Self.sealedRequestBodyLimit) bytes")
         }
-        let answer = try await awaitAnswer(timeout: timeout) { id in
+        let partSize = WimzProtocol.robotHTTPChunkBytes
+        let parts = body.map { body in stride(from: 0, to: body.count, by: partSize).map { body.subdata(in: $0..<min($0 + partSize, body.count)) } } ?? []
+        let answer = try await awaitAnswer(timeout: timeout, { id in
             .object(["type": .string(WimzProtocol.MessageType.httpRequest), "id": .string(id), "method": .string(method),
                      "path": .string(path), "query": query.map(JSON.string) ?? .null,
                      "headers": .object(headers.mapValues(JSON.string)),
-                     "body": body.map { .string($0.base64EncodedString()) } ?? .null])
-        }.message
+                     "body": parts.first.map { .string($0.base64EncodedString()) } ?? .null, "more": .bool(parts.count > 1)])
+        }, then: { id in
+            parts.dropFirst().enumerated().map { index, part in
+                .object(["type": .string(WimzProtocol.MessageType.httpBody), "id": .string(id),
+                         "body": .string(part.base64EncodedString()), "more": .bool(index + 2 < parts.count)])
+            }
+        }).message
         guard let status = answer["status"]?.intValue, let body = answer["body"]?.stringValue.flatMap({ Data(base64Encoded: $0) })
         else { throw RelayClientError.invalidResponse("http_response: \(answer.text.prefix(200))") }
         return RobotHTTPResponse(status: status, headers: answer["headers"] ?? [:], body: body)

@@ -58,11 +58,31 @@ extension RelayClient {
         let signed = try roster.signed(by: state.household.identity)
         seal?.proposed = (roster.epoch, .now)
         do {
-            _ = try await deviceCall("POST", .sealed, ["rosters"], body: .object(signed.json.mapValues(JSON.string)), expecting: 202)
+            _ = try await deviceCall("POST", .sealed, ["rosters"], body: try Self.proposal(signed, departures: roster.departures(
+                signedBy: state.household.identity, after: roster.made)), expecting: 202)
         } catch {
             seal?.proposed = nil
             throw error
         }
         return roster.epoch
+    }
+
+    /// The largest body a proposal takes: the relay's 64 KiB, less room for the envelope.
+    static let proposalLimit = 60 * 1024
+
+    /// `{"roster","by","sig"}` with the rosters that follow it at its guests' ends, signed ahead
+    /// (`"departures"`): the robot keeps them and takes each guest out on its own clock, so a
+    /// guest's end needs no owner's app after the one that signed the guest in. As many as fit
+    /// (a prefix of the chain is a chain); the rest follow in a `roster_schedule` when an owner's
+    /// app next connects.
+    static func proposal(_ signed: SignedRoster, departures: [SignedRoster]) -> JSON {
+        var chain = departures
+        while true {
+            var body = signed.json.mapValues(JSON.string)
+            if !chain.isEmpty { body["departures"] = .array(chain.map { .object($0.json.mapValues(JSON.string)) }) }
+            let proposal = JSON.object(body)
+            if chain.isEmpty || proposal.text.utf8.count <= proposalLimit { return proposal }
+            chain.removeLast()
+        }
     }
 }
