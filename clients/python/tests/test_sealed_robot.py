@@ -15,10 +15,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from wimz_robot import RobotClient
-from wimz_robot.sealed import (Epoch, Identity, Member, PublicKeys, Roster, Sender, SignedRoster, associated_data,
+from wimz_robot.sealed import (Epoch, Identity, Member, PublicKeys, Roster, RosterRejected, Sender, SignedRoster, associated_data,
                                b64decode, b64encode, frame_key, frame_nonce, open_package)
 from wimz_robot.sealed.device import SealedDevice
 from conftest import push_env
@@ -331,6 +333,19 @@ def test_the_pairing_window_pins_one_first_owner(tmp_path: Path) -> None:
         pairing.close()
     # Kept across a restart, and a window that has closed pins no one.
     assert SealedDevice(tmp_path / "seal", "robot-1").first_owner == owner.public
+    # A wrong pairing (the codes differ) starts over before the first epoch: the next window pins
+    # the right app; once a roster that owner signed is accepted, only rosters move ownership.
+    device.unpin_first_owner()
+    assert SealedDevice(tmp_path / "seal", "robot-1").first_owner is None
+    again = PairingServer(device, "127.0.0.1", free_port(), window=60).start()
+    try:
+        assert http_json(f"http://127.0.0.1:{again.port}/wimz/sealed/owner", method="POST", body=other.public.to_json())[0] == 200
+    finally:
+        again.close()
+    device.accept(Roster.make("robot-1", 1, None, 0, device.identity.public, [Member(other.public, "owner", True, None, "")]).signed(other))
+    with pytest.raises(RosterRejected, match="rosters"):
+        device.unpin_first_owner()
+    assert device.first_owner == other.public
     fresh = SealedDevice(tmp_path / "fresh", "robot-2")
     closed = PairingServer(fresh, "127.0.0.1", free_port(), window=0).start()
     try:

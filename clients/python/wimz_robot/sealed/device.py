@@ -70,6 +70,18 @@ class SealedDevice:
         self.first_owner = owner
         self._save()
 
+    def unpin_first_owner(self) -> None:
+        """Starts the pairing over after a wrong one (the person saw another verification code
+        than their app's): forgets the pinned first owner, so the next pairing window pins
+        again. Only before the first epoch; RosterRejected after it, when a roster that owner
+        signed governs the household and only a new roster moves ownership."""
+        if self.opener.current is not None:
+            raise RosterRejected("the household has an epoch: ownership moves by rosters now")
+        if self.first_owner is not None:
+            log.warning("first owner unpinned: kid %s", self.first_owner.kid)
+        self.first_owner = None
+        self._save()
+
     def accept(self, signed: SignedRoster, now: float | None = None) -> dict[str, Any]:
         """Verifies the next roster, draws its epoch secret and makes it current (the previous
         one stays open for 60 s). Returns the body the robot uploads with

@@ -12,7 +12,8 @@ relay is not on this path, so neither side learns the other's key from it.
 
 Anyone on the LAN during the window could pair first: the window is short, it closes on the
 first pairing, and the robot logs the owner's verification code so a person can compare it with
-the one the app shows.
+the one the app shows. When they differ, ``SealedDevice.unpin_first_owner()`` starts over (before
+the first epoch only) and a new window pins again.
 """
 
 from __future__ import annotations
