@@ -147,3 +147,22 @@ async def test_the_local_control_socket_speaks_through_the_seal(standin, househo
     event = await owner.receive(lambda m: m.get("type") == "event")
     assert event["event"] == "bark_detected"
     assert bridge.client.sealed is not None and bridge.client.sealed.rejected == {}
+
+
+async def test_requests_in_parts_are_bounded(standin, household):  # noqa: F811
+    """Parts the bridge keeps for requests not complete yet: 16 requests at once (the next gets
+    503 ``busy``), a part that is not base64 ends its request with 400; a complete one still goes."""
+    bridge, owner, _ = household
+    for n in range(16):
+        await owner.send({"type": "http_request", "id": f"open{n}", "method": "PUT", "path": "/standin/echo", "query": None,
+                          "headers": {}, "body": base64.b64encode(b"x").decode(), "more": True})
+    await owner.send({"type": "http_request", "id": "one-more", "method": "PUT", "path": "/standin/echo", "query": None,
+                      "headers": {}, "body": None, "more": True})
+    busy = await owner.receive(lambda m: m.get("type") == "http_response" and m.get("id") == "one-more")
+    assert (busy["status"], json.loads(base64.b64decode(busy["body"]))["error"]) == (503, "busy")
+    await owner.send({"type": "http_body", "id": "open0", "body": "not base64!", "more": False})
+    bad = await owner.receive(lambda m: m.get("type") == "http_response" and m.get("id") == "open0")
+    assert (bad["status"], json.loads(base64.b64decode(bad["body"]))["error"]) == (400, "bad_request")
+    await owner.send({"type": "http_body", "id": "open1", "body": base64.b64encode(b"yz").decode(), "more": False})
+    done = await owner.receive(lambda m: m.get("type") == "http_response" and m.get("id") == "open1")
+    assert done["status"] == 200 and json.loads(base64.b64decode(done["body"]))["length"] == 3
