@@ -140,7 +140,7 @@ import RelayTestSupport
     }
 
     @Test func storeUnavailableAndNothingCachedGives503() throws {
-        let relay = try RelayDaemon(databaseURL: "host=/nonexistent-wimz port=5432 user=x dbname=x", environment: ["WIMZ_UPGRADE_HOLD": "2"])
+        let relay = try RelayDaemon(databaseURL: "host=/nonexistent-wimz port=5432 user=x dbname=x")
         do {
             _ = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: "wimz_a_x")
             Issue.record("upgrade accepted without a store")

@@ -21,9 +21,6 @@ public final class RelayDaemon: @unchecked Sendable {
             "WIMZ_DATABASE_URL": databaseURL,
             "WIMZ_MIGRATIONS_DIR": TestEnvironment.migrationsDirectory,
             "WIMZ_SPOOL_DIR": try TestEnvironment.scratchDirectory("spool"),
-            // A token's first read may wait this long for the store (2 s in production) before
-            // the 503: on a loaded machine a read can take longer, and a test must not fail on it.
-            "WIMZ_UPGRADE_HOLD": "15",
         ]
         for (k, v) in environment { env[k] = v }
         process = try ChildProcess([TestEnvironment.relayBinary, "serve", "--listen", "127.0.0.1:0"] + arguments,
