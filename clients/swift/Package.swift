@@ -46,8 +46,8 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
             ]),
-        // The sealed household's cryptography, on swift-crypto alone.
-        .target(name: "WimzSealed", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // The sealed household's cryptography, on swift-crypto and the shared constants (no dependencies).
+        .target(name: "WimzSealed", dependencies: ["WimzProtocol", .product(name: "Crypto", package: "swift-crypto")]),
         // What the app knows of the robot, on the relay client.
         .target(name: "WimzRobot", dependencies: ["WimzRelayClient", "WimzProtocol"]),
     ]

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayCrypto
 import RelayStore
+import WimzProtocol
 
 /// The sealed household's request bodies, read strictly (docs/protocol.md "The sealed household
 /// (v1.5)"). The relay checks what it can without a secret: shapes, sizes, that a `kid` is its
@@ -43,9 +44,6 @@ enum SealedRules {
         return SignedRoster(roster: roster, by: by, signature: signature, epoch: epoch, members: members)
     }
 
-    /// The most departures one proposal carries: as many as the robot keeps.
-    static let maxDepartures = 32
-
     /// An owner's proposal, `POST …/sealed/rosters`: a signed roster of `device` and, optionally,
     /// `"departures"`, the rosters that follow it at its guests' ends, signed ahead (epochs E + 1,
     /// E + 2, …, at most 32). Returned as stored and handed to the robot: the envelope, with the
@@ -53,10 +51,14 @@ enum SealedRules {
     static func proposal(_ body: [UInt8], device: DeviceID) throws(RelayError) -> (epoch: Int, json: String) {
         guard let json = try? JSONReader.parse(body), case .object = json else { throw RelayError(.badRequest, "the body is not JSON") }
         let signed = try signedRoster(json, device: device)
-        let list = json.member("departures")
-        if list == nil || list == .null { return (signed.epoch, signed.json) }
-        let usage = "departures is a list of 1 to \(maxDepartures) signed rosters, epochs \(signed.epoch + 1), \(signed.epoch + 2), …"
-        guard let items = list?.arrayValue, (1...maxDepartures).contains(items.count) else { throw RelayError(.badRequest, usage) }
+        let most = WimzProtocol.maxScheduledDepartures
+        let usage = "departures is a list of 1 to \(most) signed rosters, epochs \(signed.epoch + 1), \(signed.epoch + 2), …"
+        let items: [JSONValue]
+        switch json.member("departures") {
+        case nil, .null?: return (signed.epoch, signed.json)
+        case .array(let list)? where (1...most).contains(list.count): items = list
+        default: throw RelayError(.badRequest, usage)
+        }
         var departures: [String] = []
         for (offset, item) in items.enumerated() {
             let departure = try signedRoster(item, device: device)

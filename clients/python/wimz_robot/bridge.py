@@ -124,8 +124,8 @@ class Bridge:
         #: Requests answered, by status (for logs and tests).
         self.http_answered = 0
         #: Sealed requests whose body is still coming in parts, by (member, id): the request,
-        #: its parts so far and when it started.
-        self._in_parts: dict[tuple[str, str], tuple[dict[str, Any], list[bytes], float]] = {}
+        #: its body so far and when it started.
+        self._in_parts: dict[tuple[str, str], tuple[dict[str, Any], bytearray, float]] = {}
 
     @property
     def local_connected(self) -> bool:
@@ -199,22 +199,22 @@ class Bridge:
             if len(self._in_parts) >= MAX_REQUESTS_IN_PARTS:
                 self._refuse(request_id, 503, "busy", f"{MAX_REQUESTS_IN_PARTS} requests are arriving in parts already")
                 return
-            self._in_parts[key] = (message, [], now)
+            self._in_parts[key] = (message, bytearray(), now)
         elif key not in self._in_parts:
             return  # refused, timed out, or never begun
-        request, parts, _ = self._in_parts[key]
+        request, body, _ = self._in_parts[key]
         try:
-            parts.append(base64.b64decode(message.get("body") or "", validate=True))
+            body += base64.b64decode(message.get("body") or "", validate=True)
         except (ValueError, TypeError):
             del self._in_parts[key]
             self._refuse(request_id, 400, "bad_request", "body is not base64")
             return
-        if sum(len(part) for part in parts) > self.max_body:
+        if len(body) > self.max_body:
             del self._in_parts[key]
             self._refuse(request_id, 413, "too_large", f"the request body is over {self.max_body} bytes")
         elif message.get("more") is not True:
             del self._in_parts[key]
-            self._spawn(self._http({**request, "body": base64.b64encode(b"".join(parts)).decode()}, sender))
+            self._spawn(self._http({**request, "body": base64.b64encode(body).decode()}, sender))
 
     def _refuse(self, request_id: str, status: int, code: str, message: str) -> None:
         self._spawn(self._answer(request_id, status, {"content-type": "application/json"}, _error_body(code, message)))

@@ -55,6 +55,8 @@ QUICK_RECONNECT_AFTER: float = float(_LIMITS["quick_reconnect_after_seconds"])
 ROBOT_HTTP_CHUNK_BYTES: int = int(_LIMITS["robot_http_chunk_bytes"])
 #: The relay's default limit on a body to or from the robot's API.
 ROBOT_HTTP_MAX_BODY: int = int(_LIMITS["robot_http_max_body"])
+#: The longest chain of a sealed household's departures signed ahead that a robot keeps (v1.5).
+MAX_SCHEDULED_DEPARTURES: int = int(_LIMITS["scheduled_departures"])
 #: What a phone can be woken for.
 PUSH_KINDS: frozenset[str] = frozenset(_CONSTANTS["push_kinds"])
 

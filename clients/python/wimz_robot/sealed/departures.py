@@ -12,11 +12,9 @@ A scheduled roster can only take members out, and only those whose ``until`` has
 
 from __future__ import annotations
 
+from ..protocol import MAX_SCHEDULED_DEPARTURES
 from .keys import Identity
 from .roster import Roster, RosterRejected, SignedRoster, verify_next
-
-#: The longest chain the robot keeps: one roster per distinct guest end.
-MAX_SCHEDULED = 32
 
 
 def departure_chain(current: Roster, owner: Identity, now_ms: int) -> list[SignedRoster]:
@@ -25,7 +23,7 @@ def departure_chain(current: Roster, owner: Identity, now_ms: int) -> list[Signe
     ends = sorted({member.until for member in current.members if member.until is not None and member.until > now_ms})
     chain: list[SignedRoster] = []
     previous = current
-    for end in ends[:MAX_SCHEDULED]:
+    for end in ends[:MAX_SCHEDULED_DEPARTURES]:
         staying = [member for member in previous.members if member.active(end)]
         roster = Roster.make(current.device_id, previous.epoch + 1, previous.hash, end, current.robot, staying,
                              current.lock_screen)
@@ -39,8 +37,8 @@ def verify_chain(chain: list[SignedRoster], current: Roster) -> list[SignedRoste
     roster follows the one before (``verify_next``'s rules), comes later, keeps the lock-screen
     policy, and drops at least one member, each past its ``until`` at its ``made``, keeping the
     others exactly as they were."""
-    if not chain or len(chain) > MAX_SCHEDULED:
-        raise RosterRejected(f"a schedule holds 1 to {MAX_SCHEDULED} rosters")
+    if not chain or len(chain) > MAX_SCHEDULED_DEPARTURES:
+        raise RosterRejected(f"a schedule holds 1 to {MAX_SCHEDULED_DEPARTURES} rosters")
     previous = current
     for signed in chain:
         roster = verify_next(signed, previous=previous, device_id=current.device_id, robot=current.robot)

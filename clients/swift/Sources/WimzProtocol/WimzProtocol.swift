@@ -162,6 +162,9 @@ public enum WimzProtocol {
     /// Body bytes per `http_response`/`http_body` frame a robot should send, well under the
     /// message limit once base64-encoded.
     public static let robotHTTPChunkBytes = 32 * 1024
+    /// The longest chain of a sealed household's departures signed ahead (v1.5) that a robot
+    /// keeps, and that the relay takes with a roster.
+    public static let maxScheduledDepartures = 32
 
     /// Everything above, error codes (with their HTTP status) and push kinds as JSON (keys
     /// sorted): `wimz-relay protocol-constants` prints it, and the robot library ships it as
@@ -177,7 +180,8 @@ public enum WimzProtocol {
             + #""close_codes":{\#(codes.joined(separator: ","))},"#
             + #""limits":{"max_message_bytes":\#(defaultMaxMessageBytes),"ping_interval_seconds":\#(defaultPingIntervalSeconds),"#
             + #""quick_reconnect_after_seconds":\#(quickReconnectAfterSeconds),"recovery_messages":\#(defaultRecoveryMessages),"#
-            + #""robot_http_chunk_bytes":\#(robotHTTPChunkBytes),"robot_http_max_body":\#(defaultRobotHTTPMaxBody)},"#
+            + #""robot_http_chunk_bytes":\#(robotHTTPChunkBytes),"robot_http_max_body":\#(defaultRobotHTTPMaxBody),"#
+            + #""scheduled_departures":\#(maxScheduledDepartures)},"#
             + #""message_types":["\#([MessageType.command, MessageType.error, MessageType.event, MessageType.httpBody, MessageType.httpRequest, MessageType.httpResponse, MessageType.response].joined(separator: #"",""#))"],"#
             + #""paths":{"app_socket":"\#(Path.appSocket)","device":"\#(Path.devices)/{device_id}","#
             + #""device_resources":{\#(resources.joined(separator: ","))},"pairing":"\#(Path.pairing)","#
