@@ -3,11 +3,12 @@ import RelayCore
 /// The devices whose push registrations, Live Activity tokens and mission run the relay holds
 /// (those it serves, and a bounded number it served lately), and those of them still to be read.
 /// The service thread follows and unfollows and never waits; the store monitor reads what is
-/// queued in one transaction per batch (`StoreEvent.devicesRead`), and reads a followed device
+/// queued in batches (`StoreEvent.devicesRead`, `DeviceReadSchedule`), and reads a followed device
 /// again when the store says its registrations changed — for any other device it reads nothing,
 /// so a node holds and reads what its own clients need, not the fleet's. Thread-safe.
 public final class FollowedDevices: Sendable {
-    private let state = Locked((followed: Set<DeviceID>(), queued: Set<DeviceID>()))
+    /// `queuedSince`: when the queue last went from empty to not (nil while empty).
+    private let state = Locked((followed: Set<DeviceID>(), queued: Set<DeviceID>(), queuedSince: UInt64?.none))
     private let onQueued = Locked<(@Sendable () -> Void)?>(nil)
 
     public init() {}
@@ -16,7 +17,9 @@ public final class FollowedDevices: Sendable {
     public func follow(_ device: DeviceID) {
         let first = state.withLock { s -> Bool in
             s.followed.insert(device)
-            return s.queued.insert(device).inserted && s.queued.count == 1
+            guard s.queued.insert(device).inserted, s.queued.count == 1 else { return false }
+            s.queuedSince = MonotonicClock.nanoseconds()
+            return true
         }
         if first { onQueued.current?() }  // the first of a batch wakes the monitor, as `CredentialQueue` does
     }
@@ -26,6 +29,7 @@ public final class FollowedDevices: Sendable {
         state.withLock {
             $0.followed.remove(device)
             $0.queued.remove(device)
+            if $0.queued.isEmpty { $0.queuedSince = nil }
         }
     }
 
@@ -35,23 +39,35 @@ public final class FollowedDevices: Sendable {
     /// Whether a change of `device`'s registrations is to be read (the monitor's thread).
     func isFollowed(_ device: DeviceID) -> Bool { state.withLock { $0.followed.contains(device) } }
 
-    /// Every device queued, taken off the queue (the monitor's thread).
-    func take() -> [DeviceID] {
+    /// Up to `limit` of the devices queued, taken off the queue (the monitor's thread). Those
+    /// left keep their place: they are due as soon as the first of them was.
+    func take(upTo limit: Int = .max) -> [DeviceID] {
         state.withLock { s in
-            defer { s.queued = [] }
-            return Array(s.queued)
+            let taken = Array(s.queued.prefix(limit))
+            s.queued.subtract(taken)
+            if s.queued.isEmpty { s.queuedSince = nil }
+            return taken
         }
     }
 
     /// Puts back devices whose read failed (those still followed): read again after the reconnect.
     func putBack(_ devices: [DeviceID]) {
-        state.withLock { s in s.queued.formUnion(devices.filter { s.followed.contains($0) }) }
+        state.withLock { s in
+            s.queued.formUnion(devices.filter { s.followed.contains($0) })
+            if !s.queued.isEmpty, s.queuedSince == nil { s.queuedSince = MonotonicClock.nanoseconds() }
+        }
     }
 
     /// Queues every followed device: after a reconnect, changes may have been missed.
     func readAllAgain() {
-        state.withLock { $0.queued = $0.followed }
+        state.withLock { s in
+            s.queued = s.followed
+            s.queuedSince = s.queued.isEmpty ? nil : s.queuedSince ?? MonotonicClock.nanoseconds()
+        }
     }
+
+    /// When the longest-queued device was queued (nil: none is), for `DeviceReadSchedule`.
+    var oldestQueuedAt: UInt64? { state.withLock { $0.queuedSince } }
 
     /// Devices queued now (the monitor waits for more when they are few).
     var waiting: Int { state.withLock { $0.queued.count } }

@@ -60,7 +60,8 @@ public enum StoreEvent: Sendable {
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
-/// token lookups (`CredentialQueue`) and device reads (`FollowedDevices`) in batches, and turns
+/// token lookups (`CredentialQueue`) and device reads (`FollowedDevices`) in batches — lookups
+/// first: they hold handshakes, a device's read holds nothing (`DeviceReadSchedule`) — and turns
 /// `wimz_credentials` notifications into `StoreEvent`s. Lookups and notifications share its one
 /// connection, so their answers reach the relay in the order the database committed them: a
 /// lookup never overtakes a revocation, nor a device's read a change of its registrations. The
@@ -73,6 +74,7 @@ public final class StoreMonitor: DatabaseWork {
     private let devices: FollowedDevices
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
+    private let schedule = Locked(DeviceReadSchedule())
     private let state = Locked<(lastHealth: StoreHealth?, caughtUp: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
         (nil, false, nil, 0))
     /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
@@ -114,18 +116,20 @@ public final class StoreMonitor: DatabaseWork {
     public func step(_ db: PGConnection, on thread: DatabaseThread) throws {
         try checkSchema(db)
         let current = state.withLock { $0.caughtUp }
-        if current, !credentials.isEmpty || devices.waiting > 0 {
-            // A lone lookup or device waits 2 ms for company: in a storm of handshakes that makes
-            // batches of many, and a single handshake hardly notices. The tokens and the devices
-            // asked for are read in one transaction: a storm costs one per batch, not two.
-            if credentials.waitingDigests + devices.waiting < 64 { usleep(2_000) }
-            try db.transaction {
+        if current {
+            if !credentials.isEmpty {
+                // A lone lookup waits 2 ms for company: in a storm of handshakes that makes batches
+                // of many (one statement each), and a single handshake hardly notices.
+                if credentials.waitingDigests < 64 { usleep(2_000) }
                 try answerCredentials(db)
+                schedule.withLock { $0.lookedUp(at: MonotonicClock.nanoseconds()) }
+            }
+            if devicesDue {
+                if devices.waiting < 64 { usleep(2_000) }  // company, as for lookups
                 try readDevices(db)
             }
         }
-        let asked = !credentials.isEmpty || devices.waiting > 0
-        let notes = try thread.notifications(on: db, waitingUpTo: current && asked ? 0 : 1000)
+        let notes = try thread.notifications(on: db, waitingUpTo: current ? longestWait : 1000)
         guard current else { return }  // catching up later reads what these changed
         for note in notes {
             switch StoreNotification(note) {
@@ -193,14 +197,14 @@ public final class StoreMonitor: DatabaseWork {
         }
     }
 
-    /// Reads the devices the relay began to follow: their registrations, Live Activity tokens
-    /// and open runs, three statements for a whole batch.
+    /// Reads devices the relay began to follow (at most `DeviceReadSchedule.chunk`; the rest in
+    /// the steps after): their registrations, Live Activity tokens and open runs, three
+    /// statements in one transaction.
     private func readDevices(_ db: PGConnection) throws {
-        let batch = devices.take()
-        guard !batch.isEmpty else { return }
+        let asked = devices.take(upTo: DeviceReadSchedule.chunk)
+        guard !asked.isEmpty else { return }
         do {
-            for chunk in StoreMonitor.chunks(batch) {
-                let asked = Array(chunk)
+            try db.transaction {
                 let push = try PushRepository(db).registrations(devices: asked)
                 let live = try LiveActivityRepository(db).registrations(devices: asked)
                 let runs = try MissionRunRepository(db).runs(of: asked)
@@ -211,13 +215,26 @@ public final class StoreMonitor: DatabaseWork {
                 }))
             }
         } catch {
-            devices.putBack(batch)  // read again after the reconnect
+            devices.putBack(asked)  // read again after the reconnect
             throw error
         }
     }
 
     private static func chunks<T>(_ items: [T]) -> [ArraySlice<T>] {
         stride(from: 0, to: items.count, by: lookupChunk).map { items[$0..<min($0 + lookupChunk, items.count)] }
+    }
+
+    /// Whether the devices that arrived are to be read now (`DeviceReadSchedule`).
+    private var devicesDue: Bool {
+        schedule.withLock { $0.isDue(oldestQueuedAt: devices.oldestQueuedAt, now: MonotonicClock.nanoseconds()) }
+    }
+
+    /// How long a caught-up monitor may wait for notifications (ms): not at all while lookups are
+    /// queued, until the devices queued are due, else a second (the schema's check).
+    private var longestWait: Int32 {
+        guard credentials.isEmpty else { return 0 }
+        let queued = devices.oldestQueuedAt
+        return min(1000, schedule.withLock { $0.millisecondsUntilDue(oldestQueuedAt: queued, now: MonotonicClock.nanoseconds()) } ?? 1000)
     }
 
     /// How many times the schema was read (for tests).

@@ -181,6 +181,46 @@ final class EventLog: @unchecked Sendable {
         #expect(log.all.filter { if case .pushChanged(followed, _) = $0 { return true } else { return false } }.count == 1)
     }
 
+    /// While lookups keep coming (a restarted node taking its clients back), a device that arrived
+    /// is read once they pause for `DeviceReadSchedule.quiet`, or after `latest` at the most —
+    /// and it is read: lookups every 10 ms here never pause that long. The times checked are
+    /// lower bounds, which a loaded machine only makes longer.
+    @Test func arrivedDevicesWaitForLookupsToPauseButAreRead() throws {
+        let database = try TestDatabase()
+        defer { database.drop() }
+        let device = DeviceID("arrived")!
+        try DeviceRepository(try database.connect()).add(device, name: "Rex", actor: "t")
+        let log = Locked<[(event: StoreEvent, at: UInt64)]>([])
+        let lookups = CredentialQueue(), devices = FollowedDevices()
+        let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
+                                   credentials: lookups, devices: devices) { event in
+            log.withLock { $0.append((event, MonotonicClock.nanoseconds())) }
+        }
+        monitor.start()
+        defer { monitor.stop() }
+        func answered() -> [UInt64] {
+            log.current.compactMap { if case .credentialsFound = $0.event { return $0.at } else { return nil } }
+        }
+        func readAt() -> UInt64? {
+            log.current.first { if case .devicesRead = $0.event { return true } else { return false } }?.at
+        }
+        var n = 0
+        func lookUpAnother() {
+            n += 1
+            _ = lookups.lookUp(BearerToken.digest("wimz_a_unknown\(n)"))
+            usleep(10_000)
+        }
+        while answered().isEmpty, n < 3_000 { lookUpAnother() }
+        let followedAt = MonotonicClock.nanoseconds()
+        devices.follow(device)
+        while readAt() == nil, n < 6_000 { lookUpAnother() }
+
+        let read = try #require(readAt(), "the device was never read while lookups kept coming")
+        let lastLookup = try #require(answered().last { $0 < read })
+        #expect(read - lastLookup >= DeviceReadSchedule.quiet || read - followedAt >= DeviceReadSchedule.latest,
+                "read \((read - lastLookup) / 1_000_000) ms after a lookup, \((read - followedAt) / 1_000_000) ms after arriving")
+    }
+
     /// The schema is read at most once a second, however many notifications wake the monitor
     /// (it was read on every wake: two transactions a node for every token or push change).
     @Test func notificationsDoNotEachReadTheSchema() throws {

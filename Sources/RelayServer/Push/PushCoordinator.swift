@@ -29,7 +29,8 @@ final class PushCoordinator {
     /// The registrations of each followed device (an empty list: it has none).
     private var registrations: [DeviceID: [PushRegistration]] = [:]
     /// Followed devices whose registrations are being read: their push-worthy events wait here,
-    /// in order, at most `waitingEventsPerDevice` each (the read takes milliseconds).
+    /// in order, at most `waitingEventsPerDevice` each (the read takes milliseconds; during a storm
+    /// of token lookups up to 2 s, `DeviceReadSchedule`).
     private var reading: [DeviceID: [WaitingEvent]] = [:]
     private struct WaitingEvent {
         let kind: PushKind
