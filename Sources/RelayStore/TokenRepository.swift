@@ -99,8 +99,8 @@ public struct TokenRepository {
         return try db.executePrepared(
             """
             SELECT t.id, t.device_id, t.role, t.digest, t.expires_at, t.revoked_at, t.access, t.control,
-                   d.disabled_at IS NOT NULL AS device_disabled
-            FROM tokens t JOIN devices d ON d.id = t.device_id WHERE t.digest = ANY ($1::bytea[])
+                   \(TokenRepository.deviceDisabled)
+            FROM tokens t WHERE t.digest = ANY ($1::bytea[])
             """, [.binary(PGBinaryArray.byteas(digests))]
         ).records.map { row in
             let token = TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
@@ -149,11 +149,17 @@ public struct TokenRepository {
     private func credentials(where condition: String, _ parameter: String) throws -> [CredentialEntry] {
         try db.execute(
             """
-            SELECT \(TokenRepository.columns), d.disabled_at IS NOT NULL AS device_disabled
-            FROM tokens t JOIN devices d ON d.id = t.device_id WHERE \(condition)
+            SELECT \(TokenRepository.columns), \(TokenRepository.deviceDisabled)
+            FROM tokens t WHERE \(condition)
             """, [parameter]
         ).records.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled")) }
     }
+
+    /// Whether a token's device is disabled (every token has its device: a foreign key). Asked of
+    /// the index of disabled devices only (migration 0015): for an enabled device a few pages,
+    /// where joining `devices` cost a third of a cold lookup.
+    private static let deviceDisabled =
+        "EXISTS (SELECT 1 FROM devices d WHERE d.id = t.device_id AND d.disabled_at IS NOT NULL) AS device_disabled"
 
     static func decode(_ row: PGRow) throws -> TokenRecord {
         TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
