@@ -60,6 +60,9 @@ printf '%-6s %5s %14s %10s %9s %24s\n' storm round handshakes_s p99_ms failed tr
 for round in $(seq 1 "$rounds"); do
     start_relay  # a fresh process: it holds no token
     for phase in cold warm; do
+        # A checkpoint due now (provisioning wrote gigabytes, each storm writes its audit rows)
+        # would land in whichever storm runs then: take it before either.
+        psql "$WIMZ_DATABASE_URL" -qtAc CHECKPOINT >/dev/null
         sleep 2  # PostgreSQL publishes a backend's counts at most once a second
         before=$(transactions)
         json=$("${in_netns[@]}" taskset -c 1 "$work/wsload/wsload" --mode connect --tokens "$work/tokens.csv" --port "$port" \
