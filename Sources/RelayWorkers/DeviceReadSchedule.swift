@@ -5,6 +5,12 @@
 /// once the longest-waiting has waited `latest`. Each step then reads at most `chunk` of them: a
 /// lookup asked meanwhile waits for one chunk at most. On a quiet node a device is read at once.
 ///
+/// The read also tells the hub that a device is sealed (v1.5): until it is in, a plain frame to
+/// or from a sealed device that has just arrived is forwarded rather than refused — as before,
+/// for the read's milliseconds, and now for up to `latest` during a storm. The ends never open a
+/// plain frame of a device they know is sealed; the relay's refusal is the clear error for one
+/// that does not know yet.
+///
 /// Measured (docs/performance.md, session 34): read with each batch of lookups, a storm's devices
 /// held the connection for most of its time and the cold storm ran at 0.61× the warm rate.
 struct DeviceReadSchedule: Sendable {

@@ -226,7 +226,8 @@ public final class StoreMonitor: DatabaseWork {
 
     /// Whether the devices that arrived are to be read now (`DeviceReadSchedule`).
     private var devicesDue: Bool {
-        schedule.withLock { $0.isDue(oldestQueuedAt: devices.oldestQueuedAt, now: MonotonicClock.nanoseconds()) }
+        let queued = devices.oldestQueuedAt
+        return schedule.withLock { $0.isDue(oldestQueuedAt: queued, now: MonotonicClock.nanoseconds()) }
     }
 
     /// How long a caught-up monitor may wait for notifications (ms): not at all while lookups are
