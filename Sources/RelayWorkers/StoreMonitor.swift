@@ -74,7 +74,7 @@ public final class StoreMonitor: DatabaseWork {
     private let devices: FollowedDevices
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
-    private let schedule = Locked(DeviceReadSchedule())
+    private let schedule: Locked<DeviceReadSchedule>
     private let state = Locked<(lastHealth: StoreHealth?, caughtUp: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
         (nil, false, nil, 0))
     /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
@@ -85,7 +85,9 @@ public final class StoreMonitor: DatabaseWork {
     static let lookupChunk = 1000
 
     public init(conninfo: String, node: String? = nil, migrator: Migrator, turnRealm: String, credentials: CredentialQueue,
-                devices: FollowedDevices = FollowedDevices(), onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+                devices: FollowedDevices = FollowedDevices(), deviceReads: DeviceReadSchedule = DeviceReadSchedule(),
+                onEvent: @escaping @Sendable (StoreEvent) -> Void) {
+        schedule = Locked(deviceReads)
         self.migrator = migrator
         self.turnRealm = turnRealm
         self.onEvent = onEvent
@@ -121,8 +123,8 @@ public final class StoreMonitor: DatabaseWork {
                 // A lone lookup waits 2 ms for company: in a storm of handshakes that makes batches
                 // of many (one statement each), and a single handshake hardly notices.
                 if credentials.waitingDigests < 64 { usleep(2_000) }
-                try answerCredentials(db)
-                schedule.withLock { $0.lookedUp(at: MonotonicClock.nanoseconds()) }
+                let answered = try answerCredentials(db)
+                schedule.withLock { $0.lookedUp(answered, at: MonotonicClock.nanoseconds()) }
             }
             if devicesDue {
                 if devices.waiting < 64 { usleep(2_000) }  // company, as for lookups
@@ -179,9 +181,10 @@ public final class StoreMonitor: DatabaseWork {
         }
     }
 
-    /// Answers what the relay asked about tokens (one statement a thousand).
-    private func answerCredentials(_ db: PGConnection) throws {
-        guard !credentials.isEmpty else { return }
+    /// Answers what the relay asked about tokens (one statement a thousand); returns how many
+    /// presented tokens it answered.
+    private func answerCredentials(_ db: PGConnection) throws -> Int {
+        guard !credentials.isEmpty else { return 0 }
         let batch = credentials.take()
         do {
             for digests in StoreMonitor.chunks(batch.digests) {
@@ -195,6 +198,7 @@ public final class StoreMonitor: DatabaseWork {
             credentials.putBack(batch)  // asked again after the reconnect
             throw error
         }
+        return batch.digests.count
     }
 
     /// Reads devices the relay began to follow (at most `DeviceReadSchedule.chunk`; the rest in

@@ -183,8 +183,9 @@ final class EventLog: @unchecked Sendable {
 
     /// While lookups keep coming (a restarted node taking its clients back), a device that arrived
     /// is read once they pause for `DeviceReadSchedule.quiet`, or after `latest` at the most —
-    /// and it is read: lookups every 10 ms here never pause that long. The times checked are
-    /// lower bounds, which a loaded machine only makes longer.
+    /// and it is read: lookups every 10 ms here never pause that long. Every lookup counts as a
+    /// storm here (`stormLookups: 1`), so how fast this machine looks up changes nothing; the
+    /// times checked are lower bounds, which a loaded machine only makes longer.
     @Test func arrivedDevicesWaitForLookupsToPauseButAreRead() throws {
         let database = try TestDatabase()
         defer { database.drop() }
@@ -193,7 +194,7 @@ final class EventLog: @unchecked Sendable {
         let log = Locked<[(event: StoreEvent, at: UInt64)]>([])
         let lookups = CredentialQueue(), devices = FollowedDevices()
         let monitor = StoreMonitor(conninfo: database.url, migrator: try TestEnvironment.migrator(), turnRealm: "wimz",
-                                   credentials: lookups, devices: devices) { event in
+                                   credentials: lookups, devices: devices, deviceReads: DeviceReadSchedule(stormLookups: 1)) { event in
             log.withLock { $0.append((event, MonotonicClock.nanoseconds())) }
         }
         monitor.start()

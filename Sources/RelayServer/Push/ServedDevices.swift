@@ -7,8 +7,8 @@ import RelayWorkers
 /// process holds what its own clients need, like their tokens.
 ///
 /// A device that arrives and is not held is followed: the store monitor reads it
-/// (`FollowedDevices`) at once on a quiet node, and during a storm of token lookups once they
-/// pause, 2 s at the most (`DeviceReadSchedule`: lookups hold handshakes); until then
+/// (`FollowedDevices`) at once, or during a storm of token lookups once they pause, 2 s at the
+/// most (`DeviceReadSchedule`: lookups hold handshakes); until then
 /// its push-worthy events and mission signals wait in `PushCoordinator` and `MissionRuns`, so
 /// none is lost to the read. While followed, the store's notifications keep it current; one
 /// pushed out of the recent is forgotten. `robot_offline` and the end of a dead node's run read
