@@ -25,7 +25,7 @@ public struct DeviceReadSchedule: Sendable {
     /// Tokens answered within `quiet` that make a storm (a lone handshake is not one).
     let stormLookups: Int
     /// When the last lookup was answered (nil: none yet).
-    private(set) var lastLookupAt: UInt64?
+    private var lastLookupAt: UInt64?
     /// Tokens answered since `windowStart`, and in the `quiet` before it.
     private var windowStart: UInt64 = 0
     private var inWindow = 0

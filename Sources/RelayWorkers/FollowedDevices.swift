@@ -17,9 +17,9 @@ public final class FollowedDevices: Sendable {
     public func follow(_ device: DeviceID) {
         let first = state.withLock { s -> Bool in
             s.followed.insert(device)
-            guard s.queued.insert(device).inserted, s.queued.count == 1 else { return false }
-            s.queuedSince = MonotonicClock.nanoseconds()
-            return true
+            let first = s.queued.insert(device).inserted && s.queued.count == 1
+            FollowedDevices.stamp(&s)
+            return first
         }
         if first { onQueued.current?() }  // the first of a batch wakes the monitor, as `CredentialQueue` does
     }
@@ -29,7 +29,7 @@ public final class FollowedDevices: Sendable {
         state.withLock {
             $0.followed.remove(device)
             $0.queued.remove(device)
-            if $0.queued.isEmpty { $0.queuedSince = nil }
+            FollowedDevices.stamp(&$0)
         }
     }
 
@@ -45,7 +45,7 @@ public final class FollowedDevices: Sendable {
         state.withLock { s in
             let taken = Array(s.queued.prefix(limit))
             s.queued.subtract(taken)
-            if s.queued.isEmpty { s.queuedSince = nil }
+            FollowedDevices.stamp(&s)
             return taken
         }
     }
@@ -54,7 +54,7 @@ public final class FollowedDevices: Sendable {
     func putBack(_ devices: [DeviceID]) {
         state.withLock { s in
             s.queued.formUnion(devices.filter { s.followed.contains($0) })
-            if !s.queued.isEmpty, s.queuedSince == nil { s.queuedSince = MonotonicClock.nanoseconds() }
+            FollowedDevices.stamp(&s)
         }
     }
 
@@ -62,8 +62,14 @@ public final class FollowedDevices: Sendable {
     func readAllAgain() {
         state.withLock { s in
             s.queued = s.followed
-            s.queuedSince = s.queued.isEmpty ? nil : s.queuedSince ?? MonotonicClock.nanoseconds()
+            FollowedDevices.stamp(&s)
         }
+    }
+
+    /// After any change of the queue: `queuedSince` is set when it goes from empty to not, kept
+    /// while it holds devices, and cleared when it empties.
+    private static func stamp(_ s: inout (followed: Set<DeviceID>, queued: Set<DeviceID>, queuedSince: UInt64?)) {
+        s.queuedSince = s.queued.isEmpty ? nil : s.queuedSince ?? MonotonicClock.nanoseconds()
     }
 
     /// When the longest-queued device was queued (nil: none is), for `DeviceReadSchedule`.
