@@ -13,7 +13,10 @@ public struct TokenRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, t.last_used_at, "
+    /// A token's columns, `t` being the token. Its last use is in a table of its own (migration
+    /// 0016); `tokens.last_used_at` is what releases before it wrote, during a roll or after a roll back.
+    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, "
+        + "GREATEST(t.last_used_at, (SELECT u.last_used_at FROM token_uses u WHERE u.token_id = t.id)) AS last_used_at, "
         + "t.access, t.control"
 
     /// Issues a token for an existing, enabled device. `expiresIn` is in seconds; `until` an
@@ -92,17 +95,12 @@ public struct TokenRepository {
     /// relay's batched lookup of presented tokens it does not hold (one statement for many). Only
     /// what a token's checks read: no label, creation or last-use time (the entries are `""`, the
     /// epoch and nil) — a cold storm reads one row a handshake, and each column is text to parse.
+    /// Every column it reads is in the digest's index (migration 0016): no heap page to read.
     public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {
         guard !digests.isEmpty else { return [] }
         // Prepared once per connection, the digests in binary: no text array to parse, no hex to
         // decode, no plan per batch — the storm's lookups are this statement again and again.
-        return try db.executePrepared(
-            """
-            SELECT t.id, t.device_id, t.role, t.digest, t.expires_at, t.revoked_at, t.access, t.control,
-                   \(TokenRepository.deviceDisabled)
-            FROM tokens t WHERE t.digest = ANY ($1::bytea[])
-            """, [.binary(PGBinaryArray.byteas(digests))]
-        ).records.map { row in
+        return try db.executePrepared(Self.lookupByDigests, [.binary(PGBinaryArray.byteas(digests))]).records.map { row in
             let token = TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
                                     label: "", digest: try row.bytes("digest"), createdAt: UnixTime(microseconds: 0),
                                     expiresAt: try row.optionalTime("expires_at"), revokedAt: try row.optionalTime("revoked_at"),
@@ -110,6 +108,13 @@ public struct TokenRepository {
             return CredentialEntry(token: token, deviceDisabled: try row.bool("device_disabled"))
         }
     }
+
+    /// `credentials(digests:)`'s statement: it reads only columns of the digest's index.
+    static let lookupByDigests = """
+        SELECT t.id, t.device_id, t.role, t.digest, t.expires_at, t.revoked_at, t.access, t.control,
+               \(TokenRepository.deviceDisabled)
+        FROM tokens t WHERE t.digest = ANY ($1::bytea[])
+        """
 
     /// The tokens with these ids (those that still exist), with their devices' states: what the
     /// relay holds, read again after its listener reconnected.
@@ -130,15 +135,17 @@ public struct TokenRepository {
     /// Records when tokens were last used (batched by the relay), to the minute: a row is
     /// rewritten only when its time moves on by a minute or more, so an app that reconnects every
     /// few seconds costs one row version a minute, not one per connection (`last_used_at` in
-    /// docs/openapi.json says so).
+    /// docs/openapi.json says so). In `token_uses`, not `tokens`: a token's row that is never
+    /// written stays on a page its lookups read from the index alone (migration 0016).
     public func touch(_ lastUsed: [Int64: UnixTime]) throws {
         guard !lastUsed.isEmpty else { return }
         let uses = Array(lastUsed)
         try db.executePrepared(
             """
-            UPDATE tokens t SET last_used_at = u.at
-            FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at)
-            WHERE t.id = u.id AND (t.last_used_at IS NULL OR t.last_used_at <= u.at - interval '1 minute')
+            INSERT INTO token_uses AS u (token_id, last_used_at)
+            SELECT t.id, n.at FROM unnest($1::bigint[], $2::timestamptz[]) AS n(id, at) JOIN tokens t ON t.id = n.id
+            ON CONFLICT (token_id) DO UPDATE SET last_used_at = excluded.last_used_at
+            WHERE u.last_used_at <= excluded.last_used_at - interval '1 minute'
             """, [PGValue.arrayLiteral(uses.map { String($0.key) }), PGValue.arrayLiteral(uses.map { PGValue.timeText($0.value) })])
     }
 

@@ -68,7 +68,7 @@ public final class AuditWriter: DatabaseWork {
         state.withLock { $0.issuances.append(issuance) }
     }
 
-    /// Notes that a token was used now (written in batches to `tokens.last_used_at`).
+    /// Notes that a token was used now (written in batches to `token_uses`).
     public func touch(tokenID: Int64, at time: UnixTime) {
         state.withLock { $0.lastUsed[tokenID] = time }
     }

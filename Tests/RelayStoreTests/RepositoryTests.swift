@@ -117,13 +117,36 @@ import RelayTestSupport
         let tokens = TokenRepository(db)
         let issued = try tokens.issue(device: DeviceID("dev1")!, role: .app, label: "", expiresIn: nil, actor: "t")
         let when = UnixTime(seconds: UnixTime.now().seconds)
-        try tokens.touch([issued.record.id: when])
+        let rowVersion = { try db.execute("SELECT xmin::text FROM tokens WHERE id = $1", [String(issued.record.id)]).first?[0] }
+        let issuedVersion = try rowVersion()
+        // An id that is not a token's (never the case from the relay) is passed over, not an error.
+        try tokens.touch([issued.record.id: when, 999_999: when])
         #expect(try tokens.list().first?.lastUsedAt == when)
+        // Its own table: the token's row, read by lookups from the index alone, is not written.
+        #expect(try rowVersion() == issuedVersion)
         // To the minute: a use 30 s later leaves the row alone, one a minute later moves it.
         try tokens.touch([issued.record.id: UnixTime(seconds: when.seconds + 30)])
         #expect(try tokens.list().first?.lastUsedAt == when)
         try tokens.touch([issued.record.id: UnixTime(seconds: when.seconds + 60)])
         #expect(try tokens.list().first?.lastUsedAt == UnixTime(seconds: when.seconds + 60))
+        // A release before migration 0016 (a rolling upgrade, a roll back) writes the token's row:
+        // the later of the two shows.
+        try db.execute("UPDATE tokens SET last_used_at = to_timestamp($1) WHERE id = $2",
+                       [String(when.seconds + 120), String(issued.record.id)])
+        #expect(try tokens.list().first?.lastUsedAt == UnixTime(seconds: when.seconds + 120))
+    }
+
+    /// A cold node's lookups read the digest's index and no heap page (migration 0016): every
+    /// column the lookup names is in that index. Scans that would hide the answer are switched off.
+    @Test func aLookupByDigestsReadsTheIndexAlone() throws {
+        let (database, db) = try setUp()
+        defer { database.drop() }
+        _ = try TokenRepository(db).issue(device: DeviceID("dev1")!, role: .app, label: "", expiresIn: nil, actor: "t")
+        try db.execute("VACUUM tokens")
+        try db.execute("SET enable_seqscan = off")
+        try db.execute("SET enable_bitmapscan = off")
+        let plan = try db.execute("EXPLAIN " + TokenRepository.lookupByDigests, ["{\\x00}"]).rows.compactMap(\.first).compactMap { $0 }
+        #expect(plan.first?.hasPrefix("Index Only Scan using tokens_digest_key on tokens t") == true, "\(plan)")
     }
 }
 
