@@ -168,6 +168,16 @@ pg_bindir() {
 # PostgreSQL refuses to run as root: run as the 'postgres' user when we are root.
 pg_as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# pg_shared_buffers: the private cluster's buffer pool, a quarter of the machine's memory (the
+# starting point PostgreSQL's manual gives for a database server) from 128 MB to 8 GB, or
+# WIMZ_PG_SHARED_BUFFERS. PostgreSQL's own default of 128 MB holds a few percent of a
+# million-device fleet's tokens: a restarted node's lookups then read most index pages from the
+# kernel (docs/performance.md, "Session 35"). The pool is taken from the kernel as it fills.
+pg_shared_buffers() {
+    if [ -n "${WIMZ_PG_SHARED_BUFFERS:-}" ]; then echo "$WIMZ_PG_SHARED_BUFFERS"; return; fi
+    awk '/^MemTotal:/ {mb = int($2 / 1024 / 4); if (mb < 128) mb = 128; if (mb > 8192) mb = 8192; print mb "MB"}' /proc/meminfo
+}
+
 # pg_start DIR: creates (first time) and starts a private cluster in DIR, listening only on a
 # Unix socket in DIR. Prints the libpq conninfo of its 'postgres' database.
 pg_start() {
@@ -182,7 +192,7 @@ pg_start() {
     fi
     if ! pg_as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         pg_as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-            -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c max_connections=300 -c fsync=${WIMZ_PG_FSYNC:-on}" \
+            -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c max_connections=300 -c fsync=${WIMZ_PG_FSYNC:-on} -c shared_buffers=$(pg_shared_buffers)" \
             start >/dev/null || { tail -20 "$dir/postgres.log" >&2; die "PostgreSQL did not start"; }
     fi
     echo "host=$dir port=5432 user=postgres dbname=postgres"
