@@ -29,7 +29,9 @@ import RelayTestSupport
     }
 
     /// The process's descriptor limit (and with it lws's table, which lws scans at every close)
-    /// is what `--max-descriptors` says, lowered as well as raised, and never past the hard limit.
+    /// is what `--max-descriptors` says, lowered as well as raised, and never past the hard limit;
+    /// the kernel's descriptor table is that size from the start (`FDSize`), so a storm of
+    /// sockets never waits for it to grow.
     @Test func descriptorLimitIsTheConfiguredOne() throws {
         let database = try TestDatabase()
         defer { database.drop() }
@@ -39,16 +41,22 @@ import RelayTestSupport
             let fields = line.split(separator: " ")
             return (String(fields[3]), String(fields[4]))
         }
+        func kernelTableSize(_ relay: RelayDaemon) throws -> Int? {
+            let status = try String(contentsOfFile: "/proc/\(relay.process.pid)/status", encoding: .utf8)
+            return status.split(separator: "\n").first { $0.hasPrefix("FDSize:") }.flatMap { Int($0.dropFirst(7).trimmingCharacters(in: .whitespaces)) }
+        }
         let small = try RelayDaemon(databaseURL: database.url, arguments: ["--max-descriptors", "2048"])
         try small.waitUntilReady()
         let limit = try #require(try openFilesLimit(small))
         #expect(limit.soft == "2048")
+        #expect(try #require(try kernelTableSize(small)) >= 2048)
         #expect(small.stop(signal: SIGTERM) == 0)
 
         let standard = try RelayDaemon(databaseURL: database.url)
         try standard.waitUntilReady()
         let defaults = try #require(try openFilesLimit(standard))
         #expect(Int(defaults.soft) == min(65_536, Int(defaults.hard) ?? Int.max))
+        #expect(try #require(try kernelTableSize(standard)) >= Int(defaults.soft) ?? .max)
         #expect(standard.stop(signal: SIGTERM) == 0)
     }
 

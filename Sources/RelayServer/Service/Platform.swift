@@ -31,6 +31,14 @@ enum HostName {
 /// hold (`WIMZ_MAX_DESCRIPTORS`, at most the hard limit) and lws is handed that value. Set, not
 /// only raised: lws 4.1.6 (Debian's build keeps its debug checks) scans the whole table at every
 /// close, so a table sized by a unit's LimitNOFILE=262144 would cost ~1.2 ms a close.
+///
+/// The kernel's own descriptor table is grown to that size at once, too. It starts at 64 and
+/// doubles as descriptors are opened, and in a process with threads each growth waits for an RCU
+/// grace period (`expand_fdtable` calls `synchronize_rcu`): 12–16 ms here with the service thread
+/// blocked in `accept4`, eight times over while a fresh process takes 16,000 sockets back —
+/// exactly when every client of a restarted node reconnects (docs/performance.md, session 36).
+/// The table never shrinks, so a process that has held its peak once never waits again; this
+/// makes a fresh one the same. It costs the kernel 8 bytes and two bits a descriptor.
 enum FileDescriptorLimit {
     static func set(wanted: Int) -> Int {
         var limit = rlimit()
@@ -41,7 +49,20 @@ enum FileDescriptorLimit {
             _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
-        return Int(min(limit.rlim_cur, 1 << 20))
+        let descriptors = Int(min(limit.rlim_cur, 1 << 20))
+        growKernelTable(to: descriptors)
+        return descriptors
+    }
+
+    /// Opens a descriptor numbered `count - 1` (the lowest free one from there) and closes it:
+    /// the kernel sizes the process's table to hold it, once.
+    private static func growKernelTable(to count: Int) {
+        guard count > 1 else { return }
+        let source = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard source >= 0 else { return }
+        let highest = fcntl(source, F_DUPFD_CLOEXEC, Int32(count - 1))
+        if highest >= 0 { close(highest) }
+        close(source)
     }
 }
 
