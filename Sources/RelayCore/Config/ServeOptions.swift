@@ -48,7 +48,7 @@ public enum ServeOptions {
             config.eventLoop = loop
         },
         .int("WIMZ_MAX_DESCRIPTORS", "max-descriptors", .service, \.maxDescriptors, .from(1024, to: 1_048_576),
-             "Descriptors (sockets and a few files) the relay may hold, at most the hard RLIMIT_NOFILE; every close costs ~4.5 ns per descriptor allowed (lws scans its table), so size it to the node's peak."),
+             "Descriptors (sockets and a few files) the relay may hold, at most the hard RLIMIT_NOFILE; every close costs ~4.5 ns per descriptor allowed (lws scans its table), so size it to the node's peak. The kernel's descriptor table is made this size at start (8 bytes a descriptor), so a storm of sockets never waits for it to grow."),
         .text("WIMZ_SPOOL_DIR", "spool-dir", .service, \.spoolDirectory,
               "Where audit events wait while the database is unreachable (and at a stop without it), and where rows the database refused are kept (`audit-rejected.jsonl`).",
               example: "/var/lib/wimz-relay/spool"),
