@@ -47,7 +47,8 @@ final class RelayComponents {
         self.reloadTLS = reloadTLS
         let gate = gateListener.map {
             HTTPGate(io: $0, clock: env.clock,
-                     deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
+                     deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)),
+                     lingering: HTTPGate.Lingering(largestBody: Route.BodyLimit.largest(env.configuration)))
         }
         self.gate = gate
         let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
@@ -76,7 +77,7 @@ final class RelayComponents {
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn,
                                                   robotHTTP, push, missionRuns, missionRuns.sender, served, store, stop, env.audit.writer,
-                                                  workers.turnCutter, workers.retention])
+                                                  workers.turnCutter, workers.retention] + (gate.map { [$0] } ?? []))
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),

@@ -92,19 +92,24 @@ final class ScriptedGateIO: GateIO {
         var bodyLimits: (HTTPRequestHead) -> Int = { _ in HTTPGate.bodyLimit }
         /// How the server holds a head for its token (nil: it holds none).
         var holdForCredential: ((HTTPRequestHead, @escaping () -> Void) -> CredentialWait)?
+        /// Tokens read off heads (each one hashed in the relay) and lookups asked for.
+        var credentialsRead = 0
+        var lookupsAsked = 0
         private var nextSocket = 1
 
-        init() {
-            gate = HTTPGate(io: io, clock: clock.clock)
+        init(lingering: HTTPGate.Lingering = .init(largestBody: HTTPGate.bodyLimit)) {
+            gate = HTTPGate(io: io, clock: clock.clock, lingering: lingering)
             gate.handler = self
         }
 
         func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? {
-            PresentedCredential.token(presentedIn: head).map { PresentedCredential(token: $0, digest: Array($0.utf8)) }
+            credentialsRead += 1
+            return PresentedCredential.token(presentedIn: head).map { PresentedCredential(token: $0, digest: Array($0.utf8)) }
         }
 
         func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait {
-            holdForCredential?(head, resume) ?? .ready
+            lookupsAsked += 1
+            return holdForCredential?(head, resume) ?? .ready
         }
 
         func admit(_ request: HTTPRequest, contentLength: Int) -> Router.Admission {
@@ -125,10 +130,19 @@ final class ScriptedGateIO: GateIO {
 
         /// A newly accepted connection.
         func connect() -> OpaquePointer {
-            defer { nextSocket += 1 }
-            let socket = OpaquePointer(bitPattern: nextSocket)!
-            gate.accepted(socket)
+            let socket = newSocket()
+            #expect(gate.accepted(socket) == 0)
             return socket
+        }
+
+        func newSocket() -> OpaquePointer {
+            defer { nextSocket += 1 }
+            return OpaquePointer(bitPattern: nextSocket)!
+        }
+
+        /// What accept makes of a connection whose socket holds `text`, and what it hands over later.
+        func arrival(_ text: String, whenReady: @escaping (HTTPRequestHead, Int) -> Void = { _, _ in }) -> HTTPGate.Arrival {
+            Array(text.utf8).withUnsafeBytes { gate.arrival(of: $0, peer: { "203.0.113.9" }, whenReady: whenReady) }
         }
 
         /// `text` arrives on `socket`; the gate reads (as lws calls it while the socket is
@@ -176,7 +190,7 @@ final class ScriptedGateIO: GateIO {
         func status(_ request: String) -> (Int, String?) {
             let socket = h.connect()
             #expect(h.send(request, on: socket), "lingering after the answer")
-            #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.lingerSeconds)
+            #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == h.gate.lingering.seconds)
             #expect(!h.send("", on: socket, thenHangUp: true), "closed once the client closed")
             let response = h.response(socket)
             return (response.status, response.body["error"] as? String)
@@ -204,7 +218,7 @@ final class ScriptedGateIO: GateIO {
         let socket = h.connect()
         #expect(h.send("POST /admin/devices HTTP/1.1\r\nContent-Length: 20000\r\n\r\n", on: socket))
         #expect(h.response(socket).status == 401)
-        #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == HTTPGate.lingerSeconds)
+        #expect(h.io.sockets[socket]?.writesShut == true && h.io.sockets[socket]?.closeAfter == h.gate.lingering.seconds)
         #expect(h.send(String(repeating: "x", count: 19_999), on: socket))  // read and dropped
         #expect(h.io.sockets[socket]?.incoming.isEmpty == true)
         #expect(!h.send("x", on: socket))  // the last byte: closed now
@@ -244,7 +258,7 @@ final class ScriptedGateIO: GateIO {
         #expect(h.send("GET /a\u{1}b HTTP/1.1\r\n\r\n", on: socket))  // malformed: nothing says how much follows
         #expect(h.response(socket).status == 400)
         let chunk = String(repeating: "z", count: 64 * 1024)
-        for _ in 0..<(HTTPGate.lingerBytes / chunk.utf8.count - 1) { #expect(h.send(chunk, on: socket)) }
+        for _ in 0..<(h.gate.lingering.bytes / chunk.utf8.count - 1) { #expect(h.send(chunk, on: socket)) }
         #expect(!h.send(chunk + "more", on: socket))
         #expect(h.io.sockets[socket]?.incoming == Array("more".utf8))
     }
@@ -294,23 +308,90 @@ final class ScriptedGateIO: GateIO {
     @Test func theBytesFoundAtAcceptAreReadOnce() {
         let h = Harness()
         let upgrade = "GET /ws/app?device_id=d1 HTTP/1.1\r\nHost: relay\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\n\r\n"
-        func onArrival(_ bytes: [UInt8]) -> (head: HTTPRequestHead, length: Int)? { bytes.withUnsafeBytes(h.gate.upgradeOnArrival) }
-        #expect(onArrival(Array(upgrade.utf8))?.head.path == "/ws/app")
-        #expect(onArrival(Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)) == nil)
-        #expect(onArrival(Array(upgrade.utf8.dropLast(2))) == nil)  // not whole yet
+        guard case .handOver(let head, let length) = h.arrival(upgrade + "FRAME") else { Issue.record("not handed over"); return }
+        #expect(head.path == "/ws/app" && length == upgrade.utf8.count)
+        for text in ["GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n", String(upgrade.dropLast(2)),  // not an upgrade; not whole yet
+                     upgrade.replacingOccurrences(of: "GET", with: "POST")] {  // not a GET: the gate's read refuses it
+            guard case .read = h.arrival(text) else { Issue.record("\(text.debugDescription) is not read"); return }
+        }
+        #expect(h.lookupsAsked == 1)
 
-        let whole = h.connect()
-        h.io.sockets[whole, default: .init()].incoming = Array("GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n".utf8)
-        #expect(h.gate.readable(whole, peeked: h.io.sockets[whole]!.incoming[...]) == -1)  // answered: close
+        func accept(peeked text: String) -> (OpaquePointer, Int32) {
+            let socket = h.newSocket()
+            h.io.sockets[socket, default: .init()].incoming = Array(text.utf8)
+            return (socket, Array(text.utf8).withUnsafeBytes { h.gate.accepted(socket, peeked: $0) })
+        }
+        let (whole, status) = accept(peeked: "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+        #expect(status == -1)  // answered: close
         #expect(h.served.map(\.head.path) == ["/healthz"] && h.response(whole).status == 200)
         #expect(h.io.sockets[whole]?.incoming.isEmpty == true)  // the head was read off the socket
 
-        let partial = h.connect()
-        h.io.sockets[partial, default: .init()].incoming = Array("GET /heal".utf8)
-        #expect(h.gate.readable(partial, peeked: h.io.sockets[partial]!.incoming[...]) == 0)
-        #expect(h.served.count == 1)
+        let (partial, waiting) = accept(peeked: "GET /heal")
+        #expect(waiting == 0 && h.served.count == 1)
         #expect(!h.send("thz HTTP/1.1\r\nHost: relay\r\n\r\n", on: partial))  // answered and closed
         #expect(h.served.map(\.head.path) == ["/healthz", "/healthz"] && h.response(partial).status == 200)
+    }
+
+    /// A whole upgrade at accept is decided there, once: its head parsed, its token read and its
+    /// lookup asked for one time, whether it goes to lws now, waits, or is refused — and a refused
+    /// one is answered from that decision (its head taken off the socket), not parsed, hashed and
+    /// counted again by the gate's own read.
+    @Test func aWholeUpgradeIsDecidedOnceAtAccept() {
+        let h = Harness()
+        let upgrade = "GET /ws/app?device_id=d1&token=t1 HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+        let busy = RelayError.authentication(.storeUnavailable, "too many tokens are being read from the store; retry shortly")
+        h.holdForCredential = { _, _ in .refused(busy) }
+        guard case .refuse(let error, let length) = h.arrival(upgrade) else { Issue.record("not refused"); return }
+        #expect(error == busy && length == upgrade.utf8.count)
+        let socket = h.newSocket()
+        h.io.sockets[socket, default: .init()].incoming = Array((upgrade + "FRAME").utf8)
+        #expect(h.gate.accepted(socket, refusing: error, headLength: length) == 0)  // answered; lingering
+        #expect(h.response(socket).status == 503 && h.response(socket).body["error"] as? String == "store_unavailable")
+        #expect(h.io.sockets[socket]?.incoming == Array("FRAME".utf8) && h.io.sockets[socket]?.writesShut == true)
+        #expect(h.credentialsRead == 1 && h.lookupsAsked == 1 && h.refused.isEmpty && h.io.sockets[socket]?.handedOver == nil)
+
+        // Waiting: handed over once its token is in, with the head and length found at accept.
+        var resume: (() -> Void)?
+        h.holdForCredential = { _, go in resume = go; return .waiting }
+        var ready: [(String, Int)] = []
+        guard case .waiting = h.arrival(upgrade, whenReady: { ready.append(($0.credential?.token ?? "", $1)) }) else {
+            Issue.record("not waiting"); return
+        }
+        #expect(ready.isEmpty)
+        resume?()
+        #expect(ready.map(\.0) == ["t1"] && ready.map(\.1) == [upgrade.utf8.count])
+        #expect(h.credentialsRead == 2 && h.lookupsAsked == 2)
+    }
+
+    /// At most `capacity` connections linger after an early answer; past it an early answer
+    /// closes once it is out, counted, and a place comes back when a lingering one closes.
+    @Test func lingeringConnectionsAreBounded() {
+        var lingering = HTTPGate.Lingering(largestBody: HTTPGate.bodyLimit)
+        lingering.capacity = 2
+        let h = Harness(lingering: lingering)
+        let malformed = "GET /a\u{1}b HTTP/1.1\r\n\r\n"
+        let (first, second) = (h.connect(), h.connect())
+        #expect(h.send(malformed, on: first) && h.send(malformed, on: second))  // both linger
+        #expect(h.gate.lingeringCount == 2 && h.gate.lingersRefused == 0)
+        let third = h.connect()
+        #expect(!h.send(malformed, on: third))  // answered, then closed at once
+        #expect(h.response(third).status == 400 && h.io.sockets[third]?.writesShut != true)
+        #expect(h.gate.lingeringCount == 2 && h.gate.lingersRefused == 1)
+        #expect(!h.send("", on: first, thenHangUp: true))  // the client closed: its place is free
+        #expect(h.gate.lingeringCount == 1)
+        let fourth = h.connect()
+        #expect(h.send(malformed, on: fourth) && h.gate.lingeringCount == 2)
+    }
+
+    /// The linger's byte budget covers the largest body any route takes (the robot's API, up to
+    /// `WIMZ_ROBOT_HTTP_MAX_BODY`), not only the admin API's 64 KiB.
+    @Test func theLingerBudgetCoversTheLargestBodyAnyRouteTakes() {
+        var configuration = RelayConfiguration(databaseURL: "", migrationsDirectory: "")
+        configuration.robotHTTPMaxBody = RelayConfiguration.robotHTTPMaxBodyLimit
+        let largest = Route.BodyLimit.largest(configuration)
+        #expect(Routes.table.allSatisfy { $0.bodyLimit.bytes(configuration) <= largest })
+        #expect(largest == RelayConfiguration.robotHTTPMaxBodyLimit)
+        #expect(HTTPGate.Lingering(largestBody: largest).bytes > RelayConfiguration.robotHTTPMaxBodyLimit)
     }
 
     @Test func aRequestMustArriveWithinTenSecondsOnTheRelaysClock() {

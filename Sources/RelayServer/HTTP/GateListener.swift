@@ -51,7 +51,7 @@ final class GateListener: GateIO {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         // Accept a connection once its first bytes are in (or after a few seconds): the request
         // head is then usually whole at accept, so an upgrade skips the raw descriptor (see
-        // `HTTPGate.upgradeOnArrival`), and a client that connects and says nothing costs no accept.
+        // `HTTPGate.arrival(of:peer:whenReady:)`), and a client that connects and says nothing costs no accept.
         var deferSeconds = GateListener.deferAcceptSeconds
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferSeconds, socklen_t(MemoryLayout<Int32>.size))
         // Every accepted connection inherits TCP_NODELAY from the listener (Linux copies it to
@@ -114,46 +114,56 @@ final class GateListener: GateIO {
     /// Seconds the kernel holds a connection that has sent nothing before accept sees it.
     static let deferAcceptSeconds: Int32 = 5
 
-    /// Accepts what is waiting (up to 256 a pass): an upgrade whose head is already whole goes
-    /// to lws directly; every other connection becomes a raw lws descriptor the gate reads.
+    /// Accepts what is waiting (up to 256 a pass), each connection top to bottom: its first bytes
+    /// peeked, the gate's decision on them (``HTTPGate/arrival(of:peer:whenReady:)``: head,
+    /// credential, lookup), then the upgrade handed to lws, or the connection adopted for the
+    /// gate to read or to refuse.
     func acceptPending(for gate: HTTPGate) {
-        guard let vhost else { return }
+        guard vhost != nil else { return }
         for _ in 0..<256 {
             let fd = CEpoll_acceptNonBlocking(listenFD)
             guard fd >= 0 else { return }  // EAGAIN: all taken; EMFILE: lws's table is full too (TCP_NODELAY: inherited)
             // With TCP_DEFER_ACCEPT the request is usually in the socket already: one peek serves
-            // both the upgrade fast path and the gate's first read.
-            let n = recv(fd, scratch.baseAddress, scratch.count, Int32(MSG_PEEK))
-            // Parsed where it lies; copied only for the gate's own read (an adoption may run callbacks).
-            if n > 0, handOverOnArrival(fd, UnsafeRawBufferPointer(rebasing: scratch[..<n]), gate) { continue }
-            let waiting = n > 0 ? Array(UnsafeRawBufferPointer(rebasing: scratch[..<n])) : []
-            var descriptor = lws_sock_file_fd_type()
-            descriptor.filefd = fd
-            guard let wsi = lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
-            else { continue }  // lws closed it
-            gate.accepted(wsi)
-            // Read what is there now rather than after a trip through the event loop.
-            if !waiting.isEmpty, gate.readable(wsi, peeked: waiting[...]) < 0 { closeSoon(wsi) }
+            // both the upgrade's way to lws and the gate's first read.
+            let n = max(0, recv(fd, scratch.baseAddress, scratch.count, Int32(MSG_PEEK)))
+            let peeked = UnsafeRawBufferPointer(rebasing: scratch[..<n])  // parsed where it lies
+            let arrival: HTTPGate.Arrival = isStopped ? .read
+                : gate.arrival(of: peeked, peer: { LWSHTTP.peerAddress(ofDescriptor: fd) }, whenReady: { [weak self] head, length in
+                    guard let self else { Glibc.close(fd); return }
+                    handOver(fd, head, headLength: length)
+                })
+            switch arrival {
+            case .handOver(let head, let length): handOver(fd, head, headLength: length)
+            case .waiting: continue  // `whenReady` hands it over
+            case .read:
+                // Copied for the gate's read: an adoption may run callbacks that use `scratch`.
+                let waiting = Array(peeked)
+                guard let wsi = adoptForGate(fd) else { continue }
+                if waiting.withUnsafeBytes({ gate.accepted(wsi, peeked: $0) }) < 0 { closeSoon(wsi) }
+            case .refuse(let error, let length):
+                guard let wsi = adoptForGate(fd) else { continue }
+                if gate.accepted(wsi, refusing: error, headLength: length) < 0 { closeSoon(wsi) }
+            }
         }
     }
 
-    /// Queues `fd` for lws if `waiting` (what is in its socket) holds a whole upgrade head that
-    /// may go on (its head read off, the client's first frames left behind); false when the gate
-    /// must read it — not an upgrade, or one whose token may not be waited for, which the gate
-    /// then answers.
-    private func handOverOnArrival(_ fd: Int32, _ waiting: UnsafeRawBufferPointer, _ gate: HTTPGate) -> Bool {
-        guard !isStopped, let context, let (head, length) = gate.upgradeOnArrival(waiting) else { return false }
-        // Its token read first if it is not in memory; the descriptor waits outside lws meanwhile,
-        // its head still in the socket.
-        return gate.whenCredentialReady(head, peer: { LWSHTTP.peerAddress(ofDescriptor: fd) }) { [weak self] in
-            guard let self, !isStopped else { Glibc.close(fd); return }
-            // The head was seen there at accept: read off into the scratch buffer (length <= its size).
-            guard Glibc.read(fd, scratch.baseAddress, length) == length else {  // only a failing socket
-                Glibc.close(fd)
-                return
-            }
-            queueHandover(fd, head, context: context)
+    /// `fd` as a raw lws descriptor of the gate's (nil: lws closed it).
+    private func adoptForGate(_ fd: Int32) -> OpaquePointer? {
+        guard let vhost else { Glibc.close(fd); return nil }
+        var descriptor = lws_sock_file_fd_type()
+        descriptor.filefd = fd
+        return lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_RAW_FILE_DESC, descriptor, GateListener.protocolName, nil)
+    }
+
+    /// An upgrade decided at accept goes to lws: its head, seen in the socket then, is read off
+    /// (the client's first frames stay), and the descriptor queued for `adoptHandovers()`.
+    private func handOver(_ fd: Int32, _ head: HTTPRequestHead, headLength: Int) {
+        // The head's length is at most the scratch buffer's, where it was peeked.
+        guard !isStopped, let context, Glibc.read(fd, scratch.baseAddress, headLength) == headLength else {
+            Glibc.close(fd)  // stopping, or a failing socket
+            return
         }
+        queueHandover(fd, head, context: context)
     }
 
     private func queueHandover(_ fd: Int32, _ head: HTTPRequestHead, context: OpaquePointer) {

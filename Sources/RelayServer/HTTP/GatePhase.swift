@@ -7,29 +7,38 @@ struct AdmittedRequest {
     let routed: Router.Routed
 }
 
-/// Where a gate connection is between accept and close (`HTTPGate`). It changes only through the
-/// transitions below, each of which returns what the gate does next; the gate does the reading
-/// and writing. A transition that cannot happen from the current phase trips an assertion in
-/// debug builds, and has the connection closed in release ones.
+/// Where a gate connection is between accept and close (`HTTPGate`), with the data of that phase
+/// and no other: the head's bytes while it is read, the body's while that is read, the answer's
+/// while it is written. It changes only through the transitions below, each of which returns
+/// what the gate does next; the gate does the reading and writing. A transition that cannot
+/// happen from the current phase trips an assertion in debug builds, and has the connection
+/// closed in release ones.
 enum GatePhase {
-    /// Reading the request head (its 10 s deadline runs).
-    case readingHead
+    /// Reading the request head: its bytes so far (its 10 s deadline runs).
+    case readingHead(received: [UInt8])
     /// A complete head waiting for its token (`HTTPGateHandler.awaitCredential`); the socket is
     /// not read.
     case awaitingCredential(HTTPRequestHead)
-    /// Admitted: reading the `length` bytes of its body (the request deadline still runs).
-    case readingBody(AdmittedRequest, length: Int)
+    /// A complete head, its token in memory, being routed and admitted: a step within one
+    /// callback, never seen by a read.
+    case routing
+    /// Admitted: reading the `length` bytes of its body, `received` so far (the request deadline
+    /// still runs).
+    case readingBody(AdmittedRequest, length: Int, received: [UInt8])
     /// Routed; the answer comes through `HTTPGate.respond(_:with:)` (its own, longer timeout).
     case deferred
-    /// Writing the answer, then closing or lingering.
-    case answering(then: AfterAnswer)
+    /// Writing the answer (`pending`: what is still to go), then closing or lingering.
+    case answering(pending: ArraySlice<UInt8>, then: AfterAnswer)
     /// The answer is out and writes are shut: what the client still sends is read and dropped
     /// until it closes, `budget` bytes are dropped or the linger's time is up.
     case lingering(budget: Int)
 
+    /// A connection just accepted.
+    static var accepted: GatePhase { .readingHead(received: []) }
+
     /// What follows a written answer.
     enum AfterAnswer: Equatable {
-        /// The request was read whole: close.
+        /// The request was read whole (or may not linger): close.
         case close
         /// The answer came early, with request bytes maybe still on their way: linger, dropping
         /// at most `budget` more bytes.
@@ -37,9 +46,10 @@ enum GatePhase {
     }
 
     /// What the gate does when the socket has bytes to read.
-    enum Read {
+    enum Read: Equatable {
         case readHead
-        case readBody(AdmittedRequest, length: Int)
+        /// Read at most `wanted` more bytes of the body (`bodyArrived(_:)` follows).
+        case readBody(wanted: Int)
         /// Nothing now: it waits for its token, or for its deferred answer.
         case leave
         /// Read and drop at most `budget` bytes (`dropped(_:)` follows).
@@ -52,11 +62,20 @@ enum GatePhase {
     var onReadable: Read {
         switch self {
         case .readingHead: .readHead
-        case .readingBody(let admitted, let length): .readBody(admitted, length: length)
-        case .awaitingCredential, .deferred: .leave
-        case .answering(.linger(let budget)), .lingering(let budget): budget > 0 ? .drop(budget: budget) : .pauseReading
-        case .answering(.close): .pauseReading
+        case .readingBody(_, let length, let received): .readBody(wanted: length - received.count)
+        case .awaitingCredential, .routing, .deferred: .leave
+        case .answering(_, .linger(let budget)), .lingering(let budget): budget > 0 ? .drop(budget: budget) : .pauseReading
+        case .answering(_, .close): .pauseReading
         }
+    }
+
+    /// More of the head arrived: all of it so far, to parse (empty outside `readingHead`).
+    mutating func headArrived(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        guard case .readingHead(var received) = self else { return illegal("head bytes", []) }
+        self = .routing  // `received` is the only reference now: the append does not copy it
+        received += bytes
+        self = .readingHead(received: received)
+        return received
     }
 
     /// What a complete head leads to, its token asked for (`wait`).
@@ -72,11 +91,15 @@ enum GatePhase {
     mutating func headRead(_ head: HTTPRequestHead, wait: CredentialWait) -> HeadRead {
         guard case .readingHead = self else { return illegal("a head read", .answerEarly(RelayError(.internalError, "gate state"))) }
         switch wait {
-        case .ready: return .proceed(head)
+        case .ready:
+            self = .routing
+            return .proceed(head)
         case .waiting:
             self = .awaitingCredential(head)
             return .pauseReading
-        case .refused(let error): return .answerEarly(error)
+        case .refused(let error):
+            self = .routing
+            return .answerEarly(error)
         }
     }
 
@@ -85,37 +108,58 @@ enum GatePhase {
     /// wake-up for a connection that moved on or closed).
     mutating func credentialArrived() -> HTTPRequestHead? {
         guard case .awaitingCredential(let head) = self else { return nil }
-        self = .readingHead
+        self = .routing
         return head
     }
 
     /// The route admitted the request with a body of `length` bytes (> 0) to read.
     mutating func admitted(_ request: AdmittedRequest, length: Int) {
-        guard case .readingHead = self else { return illegal("an admission", ()) }
-        self = .readingBody(request, length: length)
+        guard case .routing = self else { return illegal("an admission", ()) }
+        self = .readingBody(request, length: length, received: [])
+    }
+
+    /// Bytes of the body arrived: the request and its whole body once all of it is in (the phase
+    /// is then `routing` again), nil while more is to come.
+    mutating func bodyArrived(_ bytes: UnsafeRawBufferPointer) -> (AdmittedRequest, body: [UInt8])? {
+        guard case .readingBody(let admitted, let length, var received) = self else { return illegal("body bytes", nil) }
+        self = .routing  // as in `headArrived`: no copy
+        received += bytes
+        if received.count >= length { return (admitted, received) }
+        self = .readingBody(admitted, length: length, received: received)
+        return nil
     }
 
     /// The whole request is in and its answer comes later: the socket is not read meanwhile and
     /// closes after the deferred timeout.
     mutating func deferred() {
-        switch self {
-        case .readingHead, .readingBody: self = .deferred
-        default: illegal("a deferral", ())
-        }
+        guard case .routing = self else { return illegal("a deferral", ()) }
+        self = .deferred
     }
 
-    /// An answer is to be written. A deferred one comes only while deferred (nil otherwise: its
+    /// `answer` is to be written. A deferred one comes only while deferred (false otherwise: its
     /// connection moved on); any other from a phase that reads the request.
-    mutating func answer(then: AfterAnswer, deferred: Bool = false) -> AfterAnswer? {
+    mutating func answer(_ answer: [UInt8], then: AfterAnswer, deferred: Bool = false) -> Bool {
         switch self {
         case .deferred: break
-        case .readingHead, .awaitingCredential, .readingBody: guard !deferred else { return nil }
+        case .readingHead, .awaitingCredential, .routing, .readingBody: guard !deferred else { return false }
         case .answering, .lingering:
-            guard !deferred else { return nil }
-            return illegal("a second answer", nil)
+            guard !deferred else { return false }
+            return illegal("a second answer", false)
         }
-        self = .answering(then: then)
-        return then
+        self = .answering(pending: answer[...], then: then)
+        return true
+    }
+
+    /// What of the answer is still to be written (nil outside `answering`).
+    var pendingAnswer: ArraySlice<UInt8>? {
+        guard case .answering(let pending, _) = self else { return nil }
+        return pending
+    }
+
+    /// `count` bytes of the answer went out.
+    mutating func wrote(_ count: Int) {
+        guard case .answering(let pending, let then) = self else { return illegal("an answer's bytes written", ()) }
+        self = .answering(pending: pending.dropFirst(count), then: then)
     }
 
     /// What follows the last byte of the answer.
@@ -126,7 +170,7 @@ enum GatePhase {
     }
 
     mutating func answerWritten() -> Written {
-        guard case .answering(let then) = self else { return illegal("an answer written", .close) }
+        guard case .answering(_, let then) = self else { return illegal("an answer written", .close) }
         guard case .linger(let budget) = then, budget > 0 else { return .close }  // nothing (left) to arrive
         self = .lingering(budget: budget)
         return .linger
@@ -144,9 +188,9 @@ enum GatePhase {
     /// `count` bytes were read and dropped; nil: the client closed its side (it sends no more).
     mutating func dropped(_ count: Int?) -> Dropped {
         switch self {
-        case .answering(.linger(let budget)):
+        case .answering(let pending, .linger(let budget)):
             let left = count.map { max(0, budget - $0) } ?? 0
-            self = .answering(then: .linger(budget: left))
+            self = .answering(pending: pending, then: .linger(budget: left))
             return left > 0 ? .keepReading : .pauseReading
         case .lingering(let budget):
             let left = count.map { max(0, budget - $0) } ?? 0
@@ -162,7 +206,7 @@ enum GatePhase {
     var owesItsRequest: Bool {
         switch self {
         case .readingHead, .readingBody: true
-        case .awaitingCredential, .deferred, .answering, .lingering: false
+        case .awaitingCredential, .routing, .deferred, .answering, .lingering: false
         }
     }
 

@@ -28,6 +28,7 @@ final class HTTPGate {
     weak var handler: (any HTTPGateHandler)?
     /// Seconds a deferred request may wait for its answer before the connection is dropped.
     let deferredTimeoutSeconds: Int32
+    let lingering: Lingering
 
     private let io: GateIO
     /// The relay's clock: request deadlines follow it.
@@ -42,14 +43,18 @@ final class HTTPGate {
     /// How long a client has to send its request.
     static let requestTimeout: UInt64 = 10_000_000_000
 
+    /// Connections lingering now (each holds a descriptor for up to `lingering.seconds`), and
+    /// early answers that closed at once because `lingering.capacity` were.
+    private(set) var lingeringCount = 0
+    private(set) var lingersRefused = 0
+
     /// One connection, from accept to close: its phase (`GatePhase`, whose transitions say what
-    /// to do next) and the one buffer that phase fills or empties.
+    /// to do next, with the data of that phase).
     private final class GateConnection {
         let serial: UInt64
-        var phase: GatePhase = .readingHead
-        /// The head's bytes so far (`readingHead`), the body so far (`readingBody`), the answer
-        /// still to write (`answering`).
-        var buffer: [UInt8] = []
+        var phase = GatePhase.accepted
+        /// Whether it holds one of the lingering places (given back at close).
+        var lingers = false
         init(serial: UInt64) { self.serial = serial }
     }
 
@@ -57,58 +62,93 @@ final class HTTPGate {
     /// 400, 401, 403, 411, 413, 429, …). Closing a socket with unread input makes Linux send a
     /// reset, which destroys an answer the client has not read yet; and a client such as
     /// Python's urllib writes its whole body before it reads anything. So the answer goes out,
-    /// then a FIN, and the client's bytes are read and dropped until it closes — at most
-    /// `lingerBytes` of them (the largest body a route takes, with room to spare) and for at
-    /// most `lingerSeconds`. Past either the socket closes as it is (a reset, if the client is
-    /// still sending).
-    static let lingerBytes = 4 * 1024 * 1024
-    static let lingerSeconds: Int32 = 5
+    /// then a FIN, and the client's bytes are read and dropped until it closes — at most `bytes`
+    /// of them and for at most `seconds`. Past either the socket closes as it is (a reset, if
+    /// the client is still sending). At most `capacity` connections linger at once, as many as
+    /// closed WebSockets do (`LingeringCloser`): past it an early answer closes at once.
+    struct Lingering: Sendable {
+        var bytes: Int
+        var seconds: Int32 = 5
+        var capacity: Int = LingeringCloser.capacity
+
+        /// Room for the largest body any route takes (`largestBody`) and what may come with it.
+        init(largestBody: Int) { bytes = largestBody + HTTPGate.bodyLimit }
+    }
 
     /// Largest request body the gate reads unless the route says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
-    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30) {
+    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30,
+         lingering: Lingering = Lingering(largestBody: HTTPGate.bodyLimit)) {
         self.io = io
         self.clock = clock
         self.limits = limits
         self.deferredTimeoutSeconds = deferredTimeoutSeconds
+        self.lingering = lingering
     }
 
-    /// A connection accepted: its request must arrive within 10 s (slow-loris, see `expire(now:)`).
-    func accepted(_ wsi: OpaquePointer) {
-        nextSerial += 1
-        connections[wsi] = GateConnection(serial: nextSerial)
-        requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
+    // MARK: - Accept
+
+    /// What accept does with a new connection, from the bytes its socket already holds
+    /// (``arrival(of:peer:whenReady:)``).
+    enum Arrival {
+        /// Not a whole GET upgrade: the gate reads it as a raw connection (``accepted(_:peeked:)``).
+        case read
+        /// A whole upgrade, its token in memory (or none presented): to lws now, its head's
+        /// `length` bytes read off the socket first and the client's frames left behind.
+        case handOver(HTTPRequestHead, length: Int)
+        /// A whole upgrade whose token is being read: `whenReady` is called once it is in (or its
+        /// wait ended); the descriptor waits outside lws meanwhile, its head still in the socket.
+        case waiting
+        /// A whole upgrade that may not wait (an address over its failure limit, too many
+        /// waiting): the gate answers `error` on a raw connection, its head's `length` bytes read
+        /// off (``accepted(_:refusing:headLength:)``).
+        case refuse(RelayError, length: Int)
     }
 
-    /// An upgrade whose whole head came with the connection (`bytes`: what the socket holds at
-    /// accept): its head (its credential read) and length when it may go to lws at once, without
-    /// the gate reading it as a raw descriptor first (one lws descriptor and one close less per
-    /// WebSocket: lws 4.1.6 scans its whole descriptor table on every close); the caller hands it
-    /// over through `whenCredentialReady`. Nil for anything the gate must read as usual — an
-    /// incomplete or malformed head, a request that is not a GET upgrade — so every refusal still
-    /// happens where it always did.
-    func upgradeOnArrival(_ bytes: UnsafeRawBufferPointer) -> (head: HTTPRequestHead, length: Int)? {
-        guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: readable parses them
+    /// The accept path's one decision, from what the socket holds at accept: a whole upgrade's
+    /// head is parsed, its token hashed and its lookup asked for here, once, and the upgrade goes
+    /// to lws without the gate reading it as a raw descriptor first (one lws descriptor and one
+    /// close less per WebSocket: lws 4.1.6 scans its whole descriptor table on every close).
+    /// Anything else — an incomplete or malformed head, a request that is not a GET upgrade — is
+    /// read as usual, so its refusals happen where they always do.
+    func arrival(of bytes: UnsafeRawBufferPointer, peer: () -> String,
+                 whenReady: @escaping (HTTPRequestHead, _ length: Int) -> Void) -> Arrival {
+        guard let handler, HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: the gate's read parses them
               case .complete(var head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
-              head.isWebSocketUpgrade, head.method == "GET" else { return nil }
-        head.credential = handler?.presentedCredential(in: head)
-        return (head, length)
+              head.gateRoute == .upgrade else { return .read }
+        head.credential = handler.presentedCredential(in: head)
+        switch handler.awaitCredential(for: head, peer: peer, then: { [head] in whenReady(head, length) }) {
+        case .ready: return .handOver(head, length: length)
+        case .waiting: return .waiting
+        case .refused(let error): return .refuse(error, length: length)
+        }
     }
 
-    /// Calls `go` once `head`'s token is in memory: at once when it presents none or one that is
-    /// held, otherwise when its lookup answers or its wait ends (a cold client's upgrade waits
-    /// as a bare descriptor, not as an lws one); true. False, and `go` is never called, when it
-    /// may not wait (an address over its failure limit, too many waiting): the caller lets the
-    /// gate read it as any other connection, which answers that.
-    func whenCredentialReady(_ head: HTTPRequestHead, peer: () -> String, _ go: @escaping () -> Void) -> Bool {
-        switch handler?.awaitCredential(for: head, peer: peer, then: go) ?? .ready {
-        case .ready:
-            go()
-            return true
-        case .waiting: return true
-        case .refused: return false
-        }
+    /// A connection accepted as a raw descriptor (``Arrival/read``): its request must arrive within
+    /// 10 s (slow-loris, see `expire(now:)`). `peeked`, what a peek at accept found in the socket,
+    /// is read at once rather than after a trip through the event loop. Returns -1 to have lws
+    /// close that descriptor.
+    func accepted(_ wsi: OpaquePointer, peeked: UnsafeRawBufferPointer? = nil) -> Int32 {
+        let connection = track(wsi)
+        guard let peeked, !peeked.isEmpty else { return 0 }
+        return readHead(wsi, connection, peeked: peeked)
+    }
+
+    /// An upgrade refused at accept (``Arrival/refuse(_:length:)``): its head, parsed there, is
+    /// taken off the socket and `error` answered early.
+    func accepted(_ wsi: OpaquePointer, refusing error: RelayError, headLength: Int) -> Int32 {
+        let connection = track(wsi)
+        guard consume(wsi, headLength) else { return -1 }
+        return answerEarly(wsi, connection, .error(error), unread: nil)
+    }
+
+    private func track(_ wsi: OpaquePointer) -> GateConnection {
+        nextSerial += 1
+        let connection = GateConnection(serial: nextSerial)
+        connections[wsi] = connection
+        requestDeadlines.append((wsi, nextSerial), deadline: clock.monotonic() + HTTPGate.requestTimeout)
+        return connection
     }
 
     /// Whether `bytes` hold "websocket" in any case (an upgrade's `Upgrade` header must). Its
@@ -141,22 +181,15 @@ final class HTTPGate {
         }
     }
 
-    /// A waiting head's token is in memory (or its wait ended): the request goes on.
-    private func credentialArrived(_ wsi: OpaquePointer, serial: UInt64) {
-        guard let connection = connections[wsi], connection.serial == serial,
-              let head = connection.phase.credentialArrived() else { return }
-        if !head.isWebSocketUpgrade { io.resumeReading(wsi) }
-        if proceed(wsi, connection, head) < 0 { io.closeSoon(wsi) }
-    }
+    // MARK: - Reading a raw connection
 
-    /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read; or, with `peeked` (what
-    /// a peek at accept found in the socket), right after `accepted`, before any event.
-    /// Returns -1 to have lws close that descriptor.
-    func readable(_ wsi: OpaquePointer, peeked: ArraySlice<UInt8>? = nil) -> Int32 {
+    /// `LWS_CALLBACK_RAW_RX_FILE` of a connection: request bytes to read. Returns -1 to have lws
+    /// close that descriptor.
+    func readable(_ wsi: OpaquePointer) -> Int32 {
         guard let connection = connections[wsi] else { return -1 }
         switch connection.phase.onReadable {
-        case .readHead: return readHead(wsi, connection, peeked: peeked)
-        case .readBody(let admitted, let length): return readBody(wsi, connection, admitted, length: length)
+        case .readHead: return readHead(wsi, connection, peeked: nil)
+        case .readBody(let wanted): return readBody(wsi, connection, wanted: wanted)
         case .leave: return 0
         case .drop(let budget): return drop(wsi, connection, budget: budget)
         case .pauseReading:
@@ -166,28 +199,32 @@ final class HTTPGate {
         }
     }
 
-    /// Peeks, then consumes only the head's bytes: the body (or, for an upgrade, the first
-    /// frames) stays in the socket for whoever reads next.
-    private func readHead(_ wsi: OpaquePointer, _ connection: GateConnection, peeked: ArraySlice<UInt8>?) -> Int32 {
-        let n: Int
-        let before = connection.buffer.count
+    /// Peeks (unless `peeked` holds what a peek at accept found), then consumes only the head's
+    /// bytes: the body (or, for an upgrade, the first frames) stays in the socket for whoever
+    /// reads next.
+    private func readHead(_ wsi: OpaquePointer, _ connection: GateConnection, peeked: UnsafeRawBufferPointer?) -> Int32 {
+        let received: [UInt8], before: Int, n: Int
         if let peeked {
+            before = 0
             n = peeked.count
-            connection.buffer += peeked
+            received = connection.phase.headArrived(peeked)
         } else {
             // On the stack, not a zero-filled array (~4,000 instructions a read).
-            let peek = withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { chunk in
+            let peek = withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { chunk -> (GateIOResult, [UInt8]) in
                 let result = io.peek(wsi, into: chunk)
-                if case .bytes(let count) = result { connection.buffer += UnsafeRawBufferPointer(rebasing: chunk[..<count]) }
-                return result
+                guard case .bytes(let count) = result else { return (result, [UInt8]()) }
+                return (result, connection.phase.headArrived(UnsafeRawBufferPointer(rebasing: chunk[..<count])))
             }
-            switch peek {
-            case .bytes(let count): n = count
+            switch peek.0 {
+            case .bytes(let count):
+                n = count
+                received = peek.1
+                before = received.count - count
             case .wouldBlock: return 0
             case .ended, .failed: return -1  // closed before a whole head arrived
             }
         }
-        switch HTTPRequestHead.parse(connection.buffer, limits: limits) {
+        switch HTTPRequestHead.parse(received, limits: limits) {
         case .incomplete:
             return consume(wsi, n) ? 0 : -1
         case .invalid(let error):
@@ -196,7 +233,6 @@ final class HTTPGate {
             return refuse(wsi, connection, error, unread: nil)
         case .complete(var head, let length):
             guard consume(wsi, length - before) else { return -1 }
-            connection.buffer = []
             head.credential = handler?.presentedCredential(in: head)
             let serial = connection.serial
             let wait = handler?.awaitCredential(for: head, peer: { io.peerAddress(wsi) }, then: { [weak self] in
@@ -210,6 +246,14 @@ final class HTTPGate {
             case .answerEarly(let error): return answerEarly(wsi, connection, .error(error), unread: nil)
             }
         }
+    }
+
+    /// A waiting head's token is in memory (or its wait ended): the request goes on.
+    private func credentialArrived(_ wsi: OpaquePointer, serial: UInt64) {
+        guard let connection = connections[wsi], connection.serial == serial,
+              let head = connection.phase.credentialArrived() else { return }
+        if !head.isWebSocketUpgrade { io.resumeReading(wsi) }
+        if proceed(wsi, connection, head) < 0 { io.closeSoon(wsi) }
     }
 
     /// A complete head (its bytes consumed), its token in memory if it presented one: an upgrade
@@ -233,9 +277,9 @@ final class HTTPGate {
             return refuse(wsi, connection, RelayError(.tooLarge, "request bodies are limited to \(limit) bytes here"), unread: length)
         case .admitted(let routed):
             let admitted = AdmittedRequest(request: request, routed: routed)
-            guard length > 0 else { return serve(wsi, connection, admitted) }
+            guard length > 0 else { return serve(wsi, connection, admitted, body: []) }
             connection.phase.admitted(admitted, length: length)
-            return readBody(wsi, connection, admitted, length: length)
+            return readBody(wsi, connection, wanted: length)
         }
     }
 
@@ -247,25 +291,23 @@ final class HTTPGate {
         return n == count
     }
 
-    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest, length: Int) -> Int32 {
-        let wanted = length - connection.buffer.count
-        let outcome = withUnsafeTemporaryAllocation(byteCount: min(wanted, 16 * 1024), alignment: 8) { chunk in
+    private func readBody(_ wsi: OpaquePointer, _ connection: GateConnection, wanted: Int) -> Int32 {
+        let outcome = withUnsafeTemporaryAllocation(byteCount: min(wanted, 16 * 1024), alignment: 8) {
+            chunk -> (GateIOResult, (AdmittedRequest, body: [UInt8])?) in
             let result = io.read(wsi, into: chunk)
-            if case .bytes(let n) = result { connection.buffer += UnsafeRawBufferPointer(rebasing: chunk[..<n]) }
-            return result
+            guard case .bytes(let n) = result else { return (result, nil) }
+            return (result, connection.phase.bodyArrived(UnsafeRawBufferPointer(rebasing: chunk[..<n])))
         }
         switch outcome {
-        case .bytes: return connection.buffer.count == length ? serve(wsi, connection, admitted) : 0
-        case .wouldBlock: return 0
-        case .ended, .failed: return -1
+        case (.bytes, let whole?): return serve(wsi, connection, whole.0, body: whole.body)
+        case (.bytes, nil), (.wouldBlock, _): return 0
+        case (.ended, _), (.failed, _): return -1
         }
     }
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
-    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest) -> Int32 {
+    private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest, body: [UInt8]) -> Int32 {
         guard let handler else { return -1 }
-        let body = connection.buffer
-        connection.buffer = []
         guard let response = handler.serve(admitted.request, admitted.routed, bodyWasRead: !body.isEmpty, body: body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
@@ -276,6 +318,8 @@ final class HTTPGate {
         }
         return answer(wsi, connection, response, then: .close)
     }
+
+    // MARK: - Answering
 
     /// Sends a response that was deferred (from the service thread, outside the wsi's callbacks).
     func respond(_ wsi: OpaquePointer, with response: HTTPResponse) {
@@ -290,29 +334,34 @@ final class HTTPGate {
     }
 
     /// An answer given before the request was read whole (`unread`: the body bytes declared and
-    /// not read; nil when unknown): it goes out, then the connection lingers.
+    /// not read; nil when unknown): it goes out, then the connection lingers — unless
+    /// `lingering.capacity` connections already do, when it closes once the answer is out.
     private func answerEarly(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, unread: Int?) -> Int32 {
-        let budget = min(unread ?? HTTPGate.lingerBytes, HTTPGate.lingerBytes)
-        io.closeAfter(wsi, seconds: HTTPGate.lingerSeconds)
-        return answer(wsi, connection, response, then: .linger(budget: budget))
+        io.closeAfter(wsi, seconds: lingering.seconds)
+        guard lingeringCount < lingering.capacity else {
+            lingersRefused += 1
+            return answer(wsi, connection, response, then: .close)
+        }
+        lingeringCount += 1
+        connection.lingers = true
+        return answer(wsi, connection, response, then: .linger(budget: min(unread ?? lingering.bytes, lingering.bytes)))
     }
 
     /// Writes `response` (`deferred`: one that came later through ``respond(_:with:)``, dropped
     /// unless the connection still waits for it).
     private func answer(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, then: GatePhase.AfterAnswer,
                         deferred: Bool = false) -> Int32 {
-        guard connection.phase.answer(then: then, deferred: deferred) != nil else { return deferred ? 0 : -1 }
         var response = response
         response.headers.append(("Connection", "close"))
-        connection.buffer = response.serialized()
+        guard connection.phase.answer(response.serialized(), then: then, deferred: deferred) else { return deferred ? 0 : -1 }
         return flush(wsi, connection)
     }
 
     /// Writes what the socket takes now; once the answer is all out, closes (-1) or lingers.
     private func flush(_ wsi: OpaquePointer, _ connection: GateConnection) -> Int32 {
-        while !connection.buffer.isEmpty {
-            switch connection.buffer.withUnsafeBytes({ io.write(wsi, $0) }) {
-            case .bytes(let n): connection.buffer.removeFirst(n)
+        while let pending = connection.phase.pendingAnswer, !pending.isEmpty {
+            switch pending.withUnsafeBytes({ io.write(wsi, $0) }) {
+            case .bytes(let n): connection.phase.wrote(n)
             case .wouldBlock:
                 io.requestWritable(wsi)
                 return 0
@@ -357,6 +406,18 @@ final class HTTPGate {
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
     func closed(_ wsi: OpaquePointer) {
-        if connections.removeValue(forKey: wsi) != nil { handler?.gateConnectionClosed(wsi) }
+        guard let connection = connections.removeValue(forKey: wsi) else { return }
+        if connection.lingers { lingeringCount -= 1 }
+        handler?.gateConnectionClosed(wsi)
+    }
+}
+
+extension HTTPGate: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.gauge("wimz_gate_lingering",
+                      "Plain-HTTP connections lingering after an early answer (at most \(lingering.capacity) at once).", lingeringCount)
+        metrics.counter("wimz_gate_linger_refused_total",
+                        "Early answers closed at once, without lingering, because \(lingering.capacity) connections lingered.",
+                        lingersRefused)
     }
 }

@@ -56,17 +56,6 @@ final class Router {
         }
     }
 
-    /// The route's caller checked: the refusal, or nil to go on.
-    func refusal(_ request: HTTPRequest, _ route: Route, _ parameters: [String: String]) -> RelayError? {
-        switch route.kind {
-        case .open: return nil
-        case .admin: return handlers.authenticator.adminRefusal(request)
-        case .token(let access, let handler):
-            if case .failure(let refusal) = tokenEntry(request, access, handler, parameters) { return refusal }
-            return nil
-        }
-    }
-
     /// A token route's caller: the entry of a token of the path's device (where it names one) and
     /// of the route's access, or the refusal (401/403/429/503 in the contract's terms, counted
     /// toward the address's failure limit; 400 for a malformed device id in the path).
@@ -130,7 +119,7 @@ final class Router {
         case .answer(let response): return .answer(response)
         case .route(let found, let foundParameters): (route, parameters) = (found, foundParameters)
         }
-        let limit = bodyLimit(route)
+        let limit = route.bodyLimit.bytes(env.configuration)
         guard contentLength <= limit else { return .bodyTooLarge(limit: limit) }
         switch route.kind {
         case .open: return .admitted(Routed(route: route, parameters: parameters, entry: nil))
@@ -142,14 +131,6 @@ final class Router {
             case .failure(let refusal): return .answer(.error(refusal))
             case .success(let entry): return .admitted(Routed(route: route, parameters: parameters, entry: entry))
             }
-        }
-    }
-
-    /// The largest body `route` reads.
-    private func bodyLimit(_ route: Route) -> Int {
-        switch route.bodyLimit {
-        case .standard: return HTTPGate.bodyLimit
-        case .robotHTTP: return env.configuration.robotHTTPMaxBody
         }
     }
 

@@ -70,11 +70,25 @@ struct Route: Sendable {
     }
 
     /// The largest body a route reads.
-    enum BodyLimit: Sendable {
+    enum BodyLimit: Sendable, CaseIterable {
         /// 64 KiB (`HTTPGate.bodyLimit`).
         case standard
         /// `WIMZ_ROBOT_HTTP_MAX_BODY`.
         case robotHTTP
+
+        /// The limit in bytes under `configuration`.
+        func bytes(_ configuration: RelayConfiguration) -> Int {
+            switch self {
+            case .standard: HTTPGate.bodyLimit
+            case .robotHTTP: configuration.robotHTTPMaxBody
+            }
+        }
+
+        /// The largest body any route reads under `configuration` (what a lingering close must
+        /// be able to drop).
+        static func largest(_ configuration: RelayConfiguration) -> Int {
+            allCases.map { $0.bytes(configuration) }.max() ?? HTTPGate.bodyLimit
+        }
     }
 
     let methods: [String]
