@@ -69,12 +69,13 @@ import RelayWorkers
         #expect(lookups.wait(for: digest) { resumed.append("first") } == .waiting)
         #expect(lookups.wait(for: digest) { resumed.append("second") } == .waiting)
         #expect(lookups.wait(for: BearerToken.digest("wimz_a_2")) { resumed.append("other") } == .waiting)
-        #expect(lookups.asked == 2 && lookups.waitingCount == 2)
+        #expect(lookups.asked == 2 && lookups.tokensBeingRead == 2 && lookups.waitingRequests == 3)
         lookups.answered([digest])
         #expect(resumed == ["first", "second"])
         clock.advance(seconds: 2.5)
         lookups.expire(now: clock.monotonic)
-        #expect(resumed == ["first", "second", "other"] && lookups.timedOut == 1 && lookups.waitingCount == 0)
+        #expect(resumed == ["first", "second", "other"] && lookups.timedOut == 1 && lookups.tokensBeingRead == 0
+                && lookups.waitingRequests == 0)
     }
 
     /// At most `capacity` requests wait, and the monitor's queue is bounded too: past either a
@@ -93,6 +94,8 @@ import RelayWorkers
         #expect(lookups.wait(for: a) { resumed += 1 } == .waiting)  // the same lookup: no new digest queued
         #expect(lookups.wait(for: a) { resumed += 1 } == .full)  // three wait already
         #expect(lookups.refusedFull == 2 && lookups.refusedFailingAddress == 1 && lookups.asked == 2)
+        // The gauge's unit is the bound's: requests, not the tokens they wait for.
+        #expect(lookups.waitingRequests == 3 && lookups.failingWaiters == 1 && lookups.tokensBeingRead == 2)
         lookups.answered([b])
         #expect(resumed == 1)
         #expect(lookups.wait(for: b, failingAddress: true) { resumed += 1 } == .waiting)  // its place is free again

@@ -166,7 +166,13 @@ final class Authenticator {
 extension Authenticator: MetricsReporting {
     func report(to metrics: MetricsSink) {
         metrics.gauge("wimz_credentials_cached", "Tokens this relay holds in memory (its clients' and recent ones).", credentials.count)
-        metrics.gauge("wimz_credential_lookups_waiting", "Presented tokens being read from the store.", lookups.waitingCount)
+        metrics.gauge("wimz_credential_lookups_waiting",
+                      "Requests and upgrades waiting for their token to be read from the store; past "
+                      + "wimz_credential_lookups_waiting_capacity of them a request is refused (503).", lookups.waitingRequests)
+        metrics.gauge("wimz_credential_lookups_waiting_capacity", "The most requests and upgrades that may wait for their tokens' lookups at once.",
+                      lookups.capacity)
+        metrics.gauge("wimz_credential_lookups_in_flight", "Tokens being read from the store now (one lookup serves every request waiting for it).",
+                      lookups.tokensBeingRead)
         metrics.counter("wimz_credential_lookups_total", "Presented tokens read from the store (one statement serves many).",
                         lookups.asked)
         let refusedHelp = "Requests and upgrades refused rather than made to wait for their token's lookup: 503 past the bound "

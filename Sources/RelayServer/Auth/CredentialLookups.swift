@@ -40,9 +40,10 @@ final class CredentialLookups {
     /// The requests waiting for each digest, with when the first began.
     private var waiting: [DigestKey: (since: UInt64, waiters: [Waiter])] = [:]
     private var deadlines = DeadlineFIFO<(digest: DigestKey, since: UInt64)>()
-    /// Requests waiting now, over every digest, and those of them from failing addresses.
-    private var waiters = 0
-    private var failingWaiters = 0
+    /// Requests waiting now, over every digest (the unit of `capacity`), and those of them from
+    /// failing addresses (the unit of `failingShare`).
+    private(set) var waitingRequests = 0
+    private(set) var failingWaiters = 0
     /// Lookups asked, and waits that ended at the hold without an answer.
     private(set) var asked = 0
     private(set) var timedOut = 0
@@ -60,7 +61,8 @@ final class CredentialLookups {
         hold = UInt64(holdSeconds * 1e9)
     }
 
-    var waitingCount: Int { waiting.count }
+    /// Tokens being read now (one lookup serves every request waiting for it).
+    var tokensBeingRead: Int { waiting.count }
 
     /// Has `resume` called (on the service thread) once `digest`'s token is in the cache or the
     /// hold has passed — `.waiting` — unless there is no room (`resume` is then never called).
@@ -70,7 +72,7 @@ final class CredentialLookups {
             refusedFailingAddress += 1
             return .failingShareFull
         }
-        guard waiters < capacity else {
+        guard waitingRequests < capacity else {
             refusedFull += 1
             return .full
         }
@@ -86,7 +88,7 @@ final class CredentialLookups {
             waiting[key] = (now, [(failingAddress, resume)])
             deadlines.append((key, now), deadline: now + hold)
         }
-        waiters += 1
+        waitingRequests += 1
         if failingAddress { failingWaiters += 1 }
         return .waiting
     }
@@ -128,7 +130,7 @@ final class CredentialLookups {
     }
 
     private func resume(_ resumed: [Waiter]) {
-        waiters -= resumed.count
+        waitingRequests -= resumed.count
         failingWaiters -= resumed.count { $0.failing }
         for waiter in resumed { waiter.resume() }
     }
