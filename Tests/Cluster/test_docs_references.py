@@ -120,3 +120,51 @@ def missing_paths_under(page: Path) -> list[str]:
     """missing_paths for a page outside the repository (the checker's own test)."""
     return [path for span in code_spans(page.read_text()) for path in PATH.findall(span)
             if not PLACEHOLDER.search(path) and not (ROOT / path).exists()]
+
+
+def readme_layout() -> set[str]:
+    """The paths the README's layout block names, each from its place in the tree: an entry's
+    names stand before its description (two spaces or more), separated by commas or spaces, each
+    under the nearest folder above it that is indented less; deeper-indented lines continue a
+    description."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^### Layout\n+```\n(.*?)^```", text, flags=re.M | re.S)
+    assert block, "README.md has no layout block under ### Layout"
+    named: set[str] = set()
+    parents: list[tuple[int, str]] = []  # (indent, folder) of the entries above
+    for line in block[1].splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip() or indent > 8:
+            continue  # a description's next line
+        names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        base = parents[-1][1] if parents else ""
+        tokens = [t for t in re.split(r"[,\s]+", names) if t]
+        for token in tokens:
+            named.add(base + token.rstrip("/"))
+        if len(tokens) == 1 and tokens[0].endswith("/"):
+            parents.append((indent, base + tokens[0]))
+    return named
+
+
+def test_the_readmes_layout_names_what_exists_and_every_target_folder():
+    named = readme_layout()
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert missing == [], f"README's layout names what does not exist: {missing}"
+    # Every target's folder (the daemon's, the app libraries', the tests') and every feature
+    # folder of the server is in the tree.
+    folders = [p for pattern in ("Sources/*", "clients/swift/Sources/*", "Sources/RelayServer/*", "Tests/*")
+               for p in ROOT.glob(pattern) if p.is_dir() and any(tracked(str(p.relative_to(ROOT))))]
+    unnamed = sorted(str(p.relative_to(ROOT)) for p in folders if str(p.relative_to(ROOT)) not in named)
+    assert unnamed == [], f"README's layout leaves out: {unnamed}"
+
+
+def test_the_layout_reader_places_names_under_their_folders(monkeypatch, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("### Layout\n\n```\nSources/            the daemon\n  A, B               two targets\n"
+                      "                     A/ a continued description\n  Core/\n    X.swift        a file\n"
+                      "  Auth/ Turn/        folders\ndocs/                the docs\n```\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert readme_layout() == {"Sources", "Sources/A", "Sources/B", "Sources/Core", "Sources/Core/X.swift",
+                               "Sources/Auth", "Sources/Turn", "docs"}
