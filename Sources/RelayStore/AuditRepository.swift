@@ -29,17 +29,15 @@ public struct AuditRepository {
         var start = 0
         while start < events.count {
             let batch = events[start..<min(start + AuditRepository.maxBatch, events.count)]
+            let conflict: PGQuery = fresh ? "" : "ON CONFLICT (event_id) DO NOTHING"
             inserted += try db.executePrepared(
                 """
                 INSERT INTO audit_log (event_id, at, event, actor, device_id, token_id, remote_addr, details)
-                SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::bigint[],
-                                     $7::text[], $8::jsonb[])
-                """ + (fresh ? "" : " ON CONFLICT (event_id) DO NOTHING"),
-                [.binary(PGBinaryArray.uuids(batch.map(\.id))), .binary(PGBinaryArray.timestamps(batch.map(\.at))),
-                 .binary(PGBinaryArray.texts(batch.map(\.kind.rawValue))), .binary(PGBinaryArray.texts(batch.map(\.actor))),
-                 .binary(PGBinaryArray.texts(batch.map(\.deviceID))), .binary(PGBinaryArray.int8s(batch.map(\.tokenID))),
-                 .binary(PGBinaryArray.texts(batch.map(\.remoteAddress))),
-                 .binary(PGBinaryArray.jsonb(batch.map(\.details)))]).affected
+                SELECT * FROM unnest(\(batch.map(\.id))::uuid[], \(batch.map(\.at))::timestamptz[], \(batch.map(\.kind.rawValue))::text[],
+                                     \(batch.map(\.actor))::text[], \(batch.map(\.deviceID))::text[], \(batch.map(\.tokenID))::bigint[],
+                                     \(batch.map(\.remoteAddress))::text[], \(batch.map(\.details))::jsonb[])
+                \(conflict)
+                """).affected
             start += batch.count
         }
         return inserted
@@ -61,15 +59,13 @@ public struct AuditRepository {
             """
             SELECT id, event_id, at, event, actor, device_id, token_id, remote_addr, details::text AS details
             FROM audit_log
-            WHERE ($1::text IS NULL OR device_id = $1)
-              AND ($2::timestamptz IS NULL OR at >= $2)
-              AND ($3::timestamptz IS NULL OR at < $3)
-              AND ($4::text IS NULL OR event = $4)
-              AND id > $5
-            ORDER BY id LIMIT $6
-            """,
-            [deviceID, PGValue.timeText(from), PGValue.timeText(to), kind?.rawValue, String(afterSequence),
-             String(limit)])
+            WHERE (\(deviceID)::text IS NULL OR device_id = \(deviceID))
+              AND (\(from)::timestamptz IS NULL OR at >= \(from)::timestamptz)
+              AND (\(to)::timestamptz IS NULL OR at < \(to)::timestamptz)
+              AND (\(kind)::text IS NULL OR event = \(kind))
+              AND id > \(afterSequence)
+            ORDER BY id LIMIT \(limit)
+            """)
         return try rows.records.compactMap { row in
             // An event this build does not know (written by a newer one) is left out, as it always was.
             guard let kind = AuditKind(rawValue: try row.string("event")),

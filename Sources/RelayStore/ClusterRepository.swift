@@ -16,14 +16,14 @@ public struct ClusterRepository {
     /// its robots are recorded as gone offline now.
     public func register(node: String, incarnation: String, address: String, leaseSeconds: Double) throws {
         try db.transaction {
-            try recordRobotsLeft(whereNodes: "node_id = $1", [node], at: "now()")
-            try db.execute("DELETE FROM relay_nodes WHERE node_id = $1", [node])
+            try recordRobotsLeft(ofNodes: "node_id = \(node)", at: "now()")
+            try db.execute("DELETE FROM relay_nodes WHERE node_id = \(node)")
             try deletePresence(ofNodes: [node])
             try db.execute(
                 """
                 INSERT INTO relay_nodes (node_id, incarnation, address, started_at, renewed_at, lease_expires_at)
-                VALUES ($1, $2::uuid, $3, now(), now(), now() + $4::float8 * interval '1 second')
-                """, [node, incarnation, address, String(leaseSeconds)])
+                VALUES (\(node), \(incarnation)::uuid, \(address), now(), now(), now() + \(leaseSeconds)::float8 * interval '1 second')
+                """)
         }
     }
 
@@ -33,10 +33,10 @@ public struct ClusterRepository {
                       draining: Bool) throws -> Bool {
         try db.execute(
             """
-            UPDATE relay_nodes SET renewed_at = now(), lease_expires_at = now() + $3::float8 * interval '1 second',
-                   sockets = $4::int, devices = $5::int, draining = $6::boolean
-            WHERE node_id = $1 AND incarnation = $2::uuid
-            """, [node, incarnation, String(leaseSeconds), String(sockets), String(devices), draining ? "true" : "false"]
+            UPDATE relay_nodes SET renewed_at = now(), lease_expires_at = now() + \(leaseSeconds)::float8 * interval '1 second',
+                   sockets = \(sockets)::int, devices = \(devices)::int, draining = \(draining)::boolean
+            WHERE node_id = \(node) AND incarnation = \(incarnation)::uuid
+            """
         ).affected == 1
     }
 
@@ -45,7 +45,7 @@ public struct ClusterRepository {
     @discardableResult
     public func purgeExpired() throws -> [String] {
         try db.transaction {
-            try recordRobotsLeft(whereNodes: "lease_expires_at < now()", [], at: "n.lease_expires_at")
+            try recordRobotsLeft(ofNodes: "lease_expires_at < now()", at: "n.lease_expires_at")
             let gone = try db.execute("DELETE FROM relay_nodes WHERE lease_expires_at < now() RETURNING node_id")
                 .records.map { try $0.string("node_id") }
             try deletePresence(ofNodes: gone)
@@ -56,9 +56,9 @@ public struct ClusterRepository {
     /// Leaves the cluster (graceful stop): presence goes, robots are recorded offline now.
     public func deregister(node: String, incarnation: String) throws {
         try db.transaction {
-            try recordRobotsLeft(whereNodes: "node_id = $1 AND incarnation = $2::uuid", [node, incarnation], at: "now()")
-            let gone = try db.execute("DELETE FROM relay_nodes WHERE node_id = $1 AND incarnation = $2::uuid RETURNING node_id",
-                                      [node, incarnation]).records.map { try $0.string("node_id") }
+            let this: PGQuery = "node_id = \(node) AND incarnation = \(incarnation)::uuid"
+            try recordRobotsLeft(ofNodes: this, at: "now()")
+            let gone = try db.execute("DELETE FROM relay_nodes WHERE \(this) RETURNING node_id").records.map { try $0.string("node_id") }
             try deletePresence(ofNodes: gone)
         }
     }
@@ -69,17 +69,19 @@ public struct ClusterRepository {
     /// delete waited for, committed in between.
     private func deletePresence(ofNodes nodes: [String]) throws {
         guard !nodes.isEmpty else { return }
-        try db.execute("DELETE FROM device_presence WHERE node_id = ANY ($1::text[])", [PGValue.arrayLiteral(nodes)])
+        try db.execute("DELETE FROM device_presence WHERE node_id = ANY (\(nodes)::text[])")
     }
 
-    private func recordRobotsLeft(whereNodes condition: String, _ parameters: [String?], at time: String) throws {
+    /// Records the robots on the nodes `condition` selects (of `relay_nodes`) as gone at `time`
+    /// (an expression over `n`, the node's row).
+    private func recordRobotsLeft(ofNodes condition: PGQuery, at time: PGQuery) throws {
         try db.execute(
             """
             INSERT INTO device_robot_left (device_id, left_at)
             SELECT p.device_id, \(time) FROM device_presence p JOIN relay_nodes n USING (node_id)
             WHERE p.robot_since IS NOT NULL AND n.node_id IN (SELECT node_id FROM relay_nodes WHERE \(condition))
             ON CONFLICT (device_id) DO UPDATE SET left_at = GREATEST(device_robot_left.left_at, EXCLUDED.left_at)
-            """, parameters)
+            """)
     }
 
     /// Writes one batch of this node's presence: at most three statements whatever its size.
@@ -94,36 +96,32 @@ public struct ClusterRepository {
         try db.transaction {
             // The node's row is locked once for the batch (what the foreign key did per row): a
             // purge of this node waits for the batch and then deletes its rows with the rest.
-            guard try db.executePrepared("SELECT 1 FROM relay_nodes WHERE node_id = $1 FOR KEY SHARE", [node]).rows.count == 1 else {
+            guard try db.executePrepared("SELECT 1 FROM relay_nodes WHERE node_id = \(node) FOR KEY SHARE").rows.count == 1 else {
                 throw StoreError(.conflict, "node \(node) is not registered")
             }
             if !held.isEmpty {
                 try db.executePrepared(
                     """
                     INSERT INTO device_presence (device_id, node_id, robot_since, apps, updated_at)
-                    SELECT d, $1, to_timestamp(s / 1e6), a, now()
-                    FROM unnest($2::text[], $3::bigint[], $4::int[]) AS t (d, s, a)
+                    SELECT d, \(node), to_timestamp(s / 1e6), a, now()
+                    FROM unnest(\(held.map(\.deviceID))::text[], \(held.map { $0.robotSince?.microseconds })::bigint[],
+                                \(held.map { Int32(clamping: $0.apps) })::int[]) AS t (d, s, a)
                     ON CONFLICT (device_id, node_id) DO UPDATE
                     SET robot_since = EXCLUDED.robot_since, apps = EXCLUDED.apps, updated_at = now()
-                    """,
-                    [.text(node), .binary(PGBinaryArray.texts(held.map(\.deviceID.rawValue))),
-                     .binary(PGBinaryArray.int8s(held.map { $0.robotSince?.microseconds })),
-                     .binary(PGBinaryArray.int4s(held.map { Int32(clamping: $0.apps) }))])
+                    """)
                 statements += 1
             }
             if !gone.isEmpty {
-                try db.executePrepared("DELETE FROM device_presence WHERE node_id = $1 AND device_id = ANY ($2::text[])",
-                                       [.text(node), .binary(PGBinaryArray.texts(gone.map(\.deviceID.rawValue)))])
+                try db.executePrepared("DELETE FROM device_presence WHERE node_id = \(node) AND device_id = ANY (\(gone.map(\.deviceID))::text[])")
                 statements += 1
             }
             if !left.isEmpty {
                 try db.executePrepared(
                     """
                     INSERT INTO device_robot_left (device_id, left_at)
-                    SELECT d, to_timestamp(t / 1e6) FROM unnest($1::text[], $2::bigint[]) AS x (d, t)
+                    SELECT d, to_timestamp(t / 1e6) FROM unnest(\(left.map(\.0))::text[], \(left.map(\.1.microseconds))::bigint[]) AS x (d, t)
                     ON CONFLICT (device_id) DO UPDATE SET left_at = GREATEST(device_robot_left.left_at, EXCLUDED.left_at)
-                    """,
-                    [PGValue.arrayLiteral(left.map(\.0.rawValue)), PGValue.arrayLiteral(left.map { String($0.1.microseconds) })])
+                    """)
                 statements += 1
             }
         }
@@ -156,9 +154,9 @@ public struct ClusterRepository {
                 try db.execute(
                     """
                     INSERT INTO device_handoffs (to_node, device_id, status_since, robot_online, replay, history)
-                    VALUES ($1, $2, $3::timestamptz, $4::boolean, $5::jsonb, $6::jsonb)
-                    """, [h.toNode, h.deviceID.rawValue, PGValue.timeText(h.statusSince), h.robotOnline ? "true" : "false",
-                          replay.encoded, h.history?.json.encoded])
+                    VALUES (\(h.toNode), \(h.deviceID), \(h.statusSince)::timestamptz, \(h.robotOnline)::boolean, \(replay)::jsonb,
+                            \(h.history?.json)::jsonb)
+                    """)
             }
             for node in Set(handoffs.map(\.toNode)) { try notify(.handoff(toNode: node)) }
         }
@@ -168,9 +166,9 @@ public struct ClusterRepository {
     public func takeHandoffs(node: String) throws -> [DeviceHandoff] {
         try db.execute(
             """
-            DELETE FROM device_handoffs WHERE to_node = $1
+            DELETE FROM device_handoffs WHERE to_node = \(node)
             RETURNING device_id, status_since, robot_online, replay::text AS replay, history::text AS history
-            """, [node]
+            """
         ).records.map { row in
             let replay = try row.optionalString("replay") ?? "[]"
             let events = (try? JSONReader.parse(Array(replay.utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
@@ -187,7 +185,7 @@ public struct ClusterRepository {
     }
 
     private func notify(_ notification: StoreNotification) throws {
-        try db.execute("SELECT pg_notify($1, $2)", [notification.channel, notification.payload])
+        try db.execute("SELECT pg_notify(\(notification.channel), \(notification.payload))")
     }
 
     /// Every node row, live or not yet purged, oldest first.
@@ -215,11 +213,11 @@ public struct ClusterRepository {
                    max(l.left_at) AS left_at
             FROM device_presence p JOIN relay_nodes n USING (node_id)
             LEFT JOIN device_robot_left l USING (device_id)
-            WHERE n.lease_expires_at > now() AND ($1::text[] IS NULL OR p.device_id = ANY ($1::text[]))
+            WHERE n.lease_expires_at > now() AND (\(devices)::text[] IS NULL OR p.device_id = ANY (\(devices)::text[]))
             GROUP BY p.device_id
             UNION ALL
             SELECT l.device_id, NULL, 0, '', false, l.left_at FROM device_robot_left l
-            WHERE ($1::text[] IS NULL OR l.device_id = ANY ($1::text[]))
+            WHERE (\(devices)::text[] IS NULL OR l.device_id = ANY (\(devices)::text[]))
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = l.device_id AND n.lease_expires_at > now())
             UNION ALL
@@ -228,11 +226,11 @@ public struct ClusterRepository {
             SELECT p.device_id, NULL, 0, '', false, max(n.lease_expires_at)
             FROM device_presence p JOIN relay_nodes n USING (node_id)
             WHERE n.lease_expires_at <= now() AND p.robot_since IS NOT NULL
-              AND ($1::text[] IS NULL OR p.device_id = ANY ($1::text[]))
+              AND (\(devices)::text[] IS NULL OR p.device_id = ANY (\(devices)::text[]))
               AND NOT EXISTS (SELECT 1 FROM device_presence q JOIN relay_nodes m USING (node_id)
                               WHERE q.device_id = p.device_id AND m.lease_expires_at > now())
             GROUP BY p.device_id
-            """, [devices.map { PGValue.arrayLiteral($0.map(\.rawValue)) }])
+            """)
         var out: [DeviceID: ClusterPresence] = [:]
         for row in rows.records {
             let device = try row.deviceID("device_id"), online = try row.bool("online")

@@ -6,7 +6,7 @@ public struct DeviceRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    static let columns = "id, name, created_at, disabled_at"
+    static let columns: PGQuery = "id, name, created_at, disabled_at"
 
     /// Creates a device; a duplicate id is a `.conflict` error.
     @discardableResult
@@ -14,9 +14,7 @@ public struct DeviceRepository {
         try db.transaction {
             let rows: PGRows
             do {
-                rows = try db.execute(
-                    "INSERT INTO devices (id, name) VALUES ($1, $2) RETURNING \(DeviceRepository.columns)",
-                    [id.rawValue, name])
+                rows = try db.execute("INSERT INTO devices (id, name) VALUES (\(id), \(name)) RETURNING \(DeviceRepository.columns)")
             } catch let error as StoreError where error.isUniqueViolation {
                 throw StoreError(.conflict, "device \(id) already exists")
             }
@@ -34,21 +32,28 @@ public struct DeviceRepository {
     }
 
     public func get(_ id: DeviceID) throws -> DeviceRecord? {
-        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1", [id.rawValue])
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = \(id)")
             .firstRecord.map(DeviceRepository.decode)
     }
 
     /// How a transaction holds a device's row until it ends.
-    public enum Lock: String {
+    public enum Lock {
         /// Against a concurrent disable (what is issued for the device is issued for an enabled one).
-        case share = "FOR SHARE"
+        case share
         /// Changes to the device's household go one at a time.
-        case update = "FOR UPDATE"
+        case update
+
+        var clause: PGQuery {
+            switch self {
+            case .share: "FOR SHARE"
+            case .update: "FOR UPDATE"
+            }
+        }
     }
 
     /// `id`'s row, locked in the caller's transaction; nil if there is no such device.
     public func lock(_ id: DeviceID, _ lock: Lock) throws -> DeviceRecord? {
-        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = $1 \(lock.rawValue)", [id.rawValue])
+        try db.execute("SELECT \(DeviceRepository.columns) FROM devices WHERE id = \(id) \(lock.clause)")
             .firstRecord.map(DeviceRepository.decode)
     }
 
@@ -58,13 +63,13 @@ public struct DeviceRepository {
     @discardableResult
     public func setDisabled(_ id: DeviceID, _ disabled: Bool, actor: String) throws -> (device: DeviceRecord, changed: Bool) {
         try db.transaction {
-            guard let current = try lock(id, .update) else { throw StoreError(.conflict, "unknown device \(id)") }
+            guard let current = try lock(id, .update) else { throw StoreError(.notFound, "unknown device \(id)") }
             guard current.isDisabled != disabled else { return (current, false) }
             let updated = try db.execute(
                 """
-                UPDATE devices SET disabled_at = CASE WHEN $2::boolean THEN now() ELSE NULL END
-                WHERE id = $1 RETURNING \(DeviceRepository.columns)
-                """, [id.rawValue, disabled ? "true" : "false"])
+                UPDATE devices SET disabled_at = CASE WHEN \(disabled)::boolean THEN now() ELSE NULL END
+                WHERE id = \(id) RETURNING \(DeviceRepository.columns)
+                """)
             try AuditRepository(db).append([
                 AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, at: db.clock.wall(),
                                       actor: actor, deviceID: id.rawValue),

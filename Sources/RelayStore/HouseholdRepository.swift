@@ -55,11 +55,11 @@ public struct HouseholdRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    static let inviteColumns = "id, access, control, until, label, created_at, expires_at"
+    static let inviteColumns: PGQuery = "id, access, control, until, label, created_at, expires_at"
     /// A pairing code that is an invitation nobody redeemed or cancelled yet.
-    static let pendingInviteCondition = "access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()"
+    static let pendingInviteCondition: PGQuery = "access IS NOT NULL AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()"
     /// An app token that is a member now (`tokens t`): neither revoked nor expired.
-    static let liveMemberCondition = "t.role = 'app' AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
+    static let liveMemberCondition: PGQuery = "t.role = 'app' AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
 
     public func createInvite(device: DeviceID, _ invite: HouseholdRules.Invite, by actor: HouseholdActor,
                              address: String?) throws -> (invite: InviteRecord, code: String) {
@@ -73,11 +73,11 @@ public struct HouseholdRepository {
             let rows = try db.execute(
                 """
                 INSERT INTO pairing_codes (device_id, digest, expires_at, created_by, access, control, until, label, invited_by)
-                VALUES ($1, $2::bytea, now() + make_interval(secs => $3::bigint), $4, $5, $6, $7::timestamptz, $8, $9)
+                VALUES (\(device), \(digest)::bytea, now() + make_interval(secs => \(invite.expiresIn)::bigint), \(actor.name),
+                        \(invite.rights.access), \(invite.rights.control), \(invite.until)::timestamptz, \(invite.label),
+                        \(invitedBy(actor))::bigint)
                 RETURNING \(HouseholdRepository.inviteColumns)
-                """,
-                [device.rawValue, PGValue.byteaText(digest), String(invite.expiresIn), actor.name, invite.rights.access.rawValue,
-                 invite.rights.control ? "t" : "f", PGValue.timeText(invite.until), invite.label, invitedBy(actor)])
+                """)
             let record = try HouseholdRepository.decodeInvite(rows.single())
             try audit(.inviteCreated, device: device, tokenID: nil, actor: actor, address: address,
                       details: record.fields)
@@ -90,9 +90,9 @@ public struct HouseholdRepository {
         try db.execute(
             """
             SELECT \(HouseholdRepository.inviteColumns) FROM pairing_codes
-            WHERE device_id = $1 AND \(HouseholdRepository.pendingInviteCondition)
+            WHERE device_id = \(device) AND \(HouseholdRepository.pendingInviteCondition)
             ORDER BY id
-            """, [device.rawValue]).records.map(HouseholdRepository.decodeInvite)
+            """).records.map(HouseholdRepository.decodeInvite)
     }
 
     /// Cancels a pending invite of `device`: its code stops working. False: no such pending invite.
@@ -102,9 +102,9 @@ public struct HouseholdRepository {
             let rows = try db.execute(
                 """
                 UPDATE pairing_codes SET cancelled_at = now()
-                WHERE id = $1 AND device_id = $2 AND \(HouseholdRepository.pendingInviteCondition)
+                WHERE id = \(id) AND device_id = \(device) AND \(HouseholdRepository.pendingInviteCondition)
                 RETURNING \(HouseholdRepository.inviteColumns)
-                """, [String(id), device.rawValue])
+                """)
             guard let row = rows.firstRecord else { return false }
             try audit(.inviteCancelled, device: device, tokenID: nil, actor: actor, address: address,
                       details: try HouseholdRepository.decodeInvite(row).fields)
@@ -117,9 +117,9 @@ public struct HouseholdRepository {
         try db.execute(
             """
             SELECT \(TokenRepository.columns) FROM tokens t
-            WHERE t.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
+            WHERE t.device_id = \(device) AND \(HouseholdRepository.liveMemberCondition)
             ORDER BY t.id
-            """, [device.rawValue]).records.map(TokenRepository.decode)
+            """).records.map(TokenRepository.decode)
     }
 
     /// Applies `change` to member `tokenID` of `device`: the member after it. The last owner
@@ -136,9 +136,10 @@ public struct HouseholdRepository {
             }
             let rows = try db.execute(
                 """
-                UPDATE tokens t SET access = $2, control = $3, expires_at = $4::timestamptz WHERE t.id = $1
+                UPDATE tokens t SET access = \(after.rights.access), control = \(after.rights.control), expires_at = \(after.until)::timestamptz
+                WHERE t.id = \(tokenID)
                 RETURNING \(TokenRepository.columns)
-                """, [String(tokenID), after.rights.access.rawValue, after.rights.control ? "t" : "f", PGValue.timeText(after.until)])
+                """)
             let updated = try TokenRepository.decode(rows.single())
             try audit(.memberChanged, device: device, tokenID: tokenID, actor: actor, address: address,
                       details: [("before", .object(current.memberFields(labelled: true))),
@@ -157,7 +158,7 @@ public struct HouseholdRepository {
             if current.access == .owner, try otherOwners(device: device, than: tokenID) == 0 {
                 throw RelayError(.lastOwner, "the device's last owner can't be removed; make someone else owner first")
             }
-            try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = $1", [String(tokenID)])
+            try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = \(tokenID)")
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
                       details: [("member", .object(current.memberFields(labelled: true)))])
         }
@@ -176,8 +177,9 @@ public struct HouseholdRepository {
         guard case .owner(let tokenID) = actor else { return }
         let owner = try db.execute(
             """
-            SELECT 1 FROM tokens t WHERE t.id = $1 AND t.device_id = $2 AND t.access = 'owner' AND \(HouseholdRepository.liveMemberCondition)
-            """, [String(tokenID), device.rawValue])
+            SELECT 1 FROM tokens t
+            WHERE t.id = \(tokenID) AND t.device_id = \(device) AND t.access = 'owner' AND \(HouseholdRepository.liveMemberCondition)
+            """)
         if owner.rows.isEmpty { throw RelayError(.forbidden, "this token is no longer an owner of the device") }
     }
 
@@ -185,9 +187,9 @@ public struct HouseholdRepository {
         guard let row = try db.execute(
             """
             SELECT \(TokenRepository.columns) FROM tokens t
-            WHERE t.id = $1 AND t.device_id = $2 AND \(HouseholdRepository.liveMemberCondition)
+            WHERE t.id = \(tokenID) AND t.device_id = \(device) AND \(HouseholdRepository.liveMemberCondition)
             FOR UPDATE
-            """, [String(tokenID), device.rawValue]).firstRecord
+            """).firstRecord
         else { throw RelayError(.notFound, "no member \(tokenID) on this device") }
         return try TokenRepository.decode(row)
     }
@@ -195,14 +197,14 @@ public struct HouseholdRepository {
     private func otherOwners(device: DeviceID, than tokenID: Int64) throws -> Int {
         let rows = try db.execute(
             """
-            SELECT count(*) AS owners FROM tokens t WHERE t.device_id = $1 AND t.access = 'owner' AND t.id <> $2
+            SELECT count(*) AS owners FROM tokens t WHERE t.device_id = \(device) AND t.access = 'owner' AND t.id <> \(tokenID)
               AND \(HouseholdRepository.liveMemberCondition)
-            """, [device.rawValue, String(tokenID)])
+            """)
         return try rows.single().int("owners")
     }
 
-    private func invitedBy(_ actor: HouseholdActor) -> String? {
-        if case .owner(let id) = actor { return String(id) }
+    private func invitedBy(_ actor: HouseholdActor) -> Int64? {
+        if case .owner(let id) = actor { return id }
         return nil
     }
 

@@ -19,35 +19,35 @@ public struct LiveActivityRepository {
     /// limit is refused. Audited as `live_activity_registered`.
     public func save(_ registration: LiveActivityRegistration, address: String?) throws -> Saved {
         try db.transaction {
-            let device = registration.device.rawValue, appToken = String(registration.appTokenID)
+            let device = registration.device, appToken = registration.appTokenID
             let row: PGRows
             switch registration.kind {
             case .startToken:
                 row = try db.execute(
                     """
                     INSERT INTO live_activity_start_tokens (device_id, app_token_id, token, environment)
-                    VALUES ($1, $2::bigint, $3, $4)
+                    VALUES (\(device), \(appToken)::bigint, \(registration.token), \(registration.environment))
                     ON CONFLICT (device_id, app_token_id) DO UPDATE
                     SET token = EXCLUDED.token, environment = EXCLUDED.environment, created_at = now()
                     RETURNING created_at
-                    """, [device, appToken, registration.token, registration.environment.rawValue])
+                    """)
             case .activity(let id):
                 // Counted under the app token's row lock: two nodes cannot both add the fifth.
-                _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [appToken])
+                _ = try db.execute("SELECT 1 FROM tokens WHERE id = \(appToken) FOR UPDATE")
                 let others = try db.execute(
                     """
                     SELECT count(*) AS others FROM live_activities
-                    WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id <> $3
-                    """, [device, appToken, id.rawValue]).single().int("others")
+                    WHERE device_id = \(device) AND app_token_id = \(appToken)::bigint AND activity_id <> \(id.rawValue)
+                    """).single().int("others")
                 if others >= LiveActivityRegistration.activitiesPerAppToken { return .tooMany }
                 row = try db.execute(
                     """
                     INSERT INTO live_activities (device_id, app_token_id, activity_id, token, environment)
-                    VALUES ($1, $2::bigint, $3, $4, $5)
+                    VALUES (\(device), \(appToken)::bigint, \(id.rawValue), \(registration.token), \(registration.environment))
                     ON CONFLICT (device_id, app_token_id, activity_id) DO UPDATE
                     SET token = EXCLUDED.token, environment = EXCLUDED.environment
                     RETURNING created_at
-                    """, [device, appToken, id.rawValue, registration.token, registration.environment.rawValue])
+                    """)
             }
             var details: [(String, JSONValue)] = [("kind", .string(registration.activityID == nil ? "start_token" : "activity")),
                                                  ("token_suffix", .string(String(registration.token.suffix(8)))),
@@ -55,7 +55,7 @@ public struct LiveActivityRepository {
             if let id = registration.activityID { details.append(("activity_id", .string(id.rawValue))) }
             try AuditRepository(db).append([
                 AuditRepository.event(.liveActivityRegistered, at: db.clock.wall(),
-                                      actor: "app", deviceID: device, tokenID: registration.appTokenID,
+                                      actor: "app", deviceID: device.rawValue, tokenID: registration.appTokenID,
                                       remoteAddress: address, details: .object(details)),
             ])
             var saved = registration
@@ -69,13 +69,15 @@ public struct LiveActivityRepository {
     @discardableResult
     public func remove(device: DeviceID, appTokenID: Int64, activity: LiveActivityID?, reason: String) throws -> Bool {
         try db.transaction {
-            try db.execute("SELECT set_config('wimz.live_activity_removal_reason', $1, true)", [reason])
+            try db.execute("SELECT set_config('wimz.live_activity_removal_reason', \(reason), true)")
             let rows = if let activity {
-                try db.execute("DELETE FROM live_activities WHERE device_id = $1 AND app_token_id = $2::bigint AND activity_id = $3 RETURNING 1",
-                               [device.rawValue, String(appTokenID), activity.rawValue])
+                try db.execute("""
+                    DELETE FROM live_activities
+                    WHERE device_id = \(device) AND app_token_id = \(appTokenID)::bigint AND activity_id = \(activity.rawValue) RETURNING 1
+                    """)
             } else {
-                try db.execute("DELETE FROM live_activity_start_tokens WHERE device_id = $1 AND app_token_id = $2::bigint RETURNING 1",
-                               [device.rawValue, String(appTokenID)])
+                try db.execute(
+                    "DELETE FROM live_activity_start_tokens WHERE device_id = \(device) AND app_token_id = \(appTokenID)::bigint RETURNING 1")
             }
             return !rows.rows.isEmpty
         }
@@ -84,24 +86,24 @@ public struct LiveActivityRepository {
     /// The start tokens and activities of one device (nil: of every device), start tokens first,
     /// then by app token and activity id.
     public func registrations(device: DeviceID?) throws -> [LiveActivityRegistration] {
-        try db.execute(Self.registrations(where: "$1::text IS NULL OR device_id = $1"), [device?.rawValue]).records.map(Self.decode)
+        try db.execute(Self.registrations(where: { "\(device)::text IS NULL OR device_id = \(device)" })).records.map(Self.decode)
     }
 
     /// The start tokens and activities of these devices, ordered as `registrations(device:)`.
     public func registrations(devices: [DeviceID]) throws -> [LiveActivityRegistration] {
         guard !devices.isEmpty else { return [] }
-        return try db.executePrepared(Self.registrations(where: "device_id = ANY ($1::text[])"),
-                                      [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+        return try db.executePrepared(Self.registrations(where: { "device_id = ANY (\(devices)::text[])" })).records.map(Self.decode)
     }
 
-    /// Both tables' rows that meet `condition`, start tokens first, then by app token and activity.
-    private static func registrations(where condition: String) -> String {
+    /// Both tables' rows that meet `condition` (asked once for each table), start tokens first,
+    /// then by app token and activity.
+    private static func registrations(where condition: () -> PGQuery) -> PGQuery {
         """
         SELECT device_id, app_token_id, NULL::text AS activity_id, token, environment, created_at
-        FROM live_activity_start_tokens WHERE \(condition)
+        FROM live_activity_start_tokens WHERE \(condition())
         UNION ALL
         SELECT device_id, app_token_id, activity_id, token, environment, created_at
-        FROM live_activities WHERE \(condition)
+        FROM live_activities WHERE \(condition())
         ORDER BY device_id, app_token_id, activity_id NULLS FIRST
         """
     }

@@ -93,8 +93,8 @@ public struct Migrator: Sendable {
     /// Throws if an applied file's checksum differs from the file on disk.
     @discardableResult
     public func migrate(_ db: PGConnection) throws -> [Migration] {
-        try db.execute("SELECT pg_advisory_lock($1)", [String(Migrator.advisoryLockKey)])
-        defer { _ = try? db.execute("SELECT pg_advisory_unlock($1)", [String(Migrator.advisoryLockKey)]) }
+        try db.execute("SELECT pg_advisory_lock(\(Migrator.advisoryLockKey))")
+        defer { _ = try? db.execute("SELECT pg_advisory_unlock(\(Migrator.advisoryLockKey))") }
         try db.execute("""
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version    integer PRIMARY KEY,
@@ -109,8 +109,8 @@ public struct Migrator: Sendable {
         for migration in migrations where applied[migration.version] == nil {
             try db.transaction {
                 try db.executeScript(migration.sql)
-                try db.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                               [String(migration.version), migration.name, migration.checksum])
+                try db.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))")
             }
             done.append(migration)
         }

@@ -24,8 +24,8 @@ public struct MissionRunRepository {
             SELECT d.id, r.opened_at, r.state::text AS state, d.name,
                    (SELECT max(e.epoch) FROM sealed_epochs e WHERE e.device_id = d.id) AS sealed_epoch
             FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
-            WHERE d.id = ANY ($1::text[])
-            """, [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records {
+            WHERE d.id = ANY (\(devices)::text[])
+            """).records {
             found[try row.deviceID("id")] = (try Self.decode(row), try row.string("name"), try row.optionalInt64("sealed_epoch").map { Int($0) })
         }
         return found
@@ -37,18 +37,16 @@ public struct MissionRunRepository {
         guard !open.isEmpty || !ended.isEmpty else { return }
         try db.transaction {
             if !ended.isEmpty {
-                try db.executePrepared("DELETE FROM device_mission_runs WHERE device_id = ANY ($1::text[])",
-                                       [.binary(PGBinaryArray.texts(ended.map(\.rawValue)))])
+                try db.executePrepared("DELETE FROM device_mission_runs WHERE device_id = ANY (\(ended)::text[])")
             }
             if !open.isEmpty {
                 try db.executePrepared(
                     """
                     INSERT INTO device_mission_runs (device_id, opened_at, state)
-                    SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::jsonb[])
+                    SELECT * FROM unnest(\(open.map(\.0))::text[], \(open.map(\.1.openedAt))::timestamptz[],
+                                         \(open.map(\.1.state.contentState))::jsonb[])
                     ON CONFLICT (device_id) DO UPDATE SET state = EXCLUDED.state, opened_at = EXCLUDED.opened_at, updated_at = now()
-                    """,
-                    [.binary(PGBinaryArray.texts(open.map(\.0.rawValue))), .binary(PGBinaryArray.timestamps(open.map(\.1.openedAt))),
-                     .binary(PGBinaryArray.jsonb(open.map(\.1.state.contentState)))])
+                    """)
             }
         }
     }
@@ -60,11 +58,11 @@ public struct MissionRunRepository {
         try db.execute(
             """
             DELETE FROM device_mission_runs r USING device_robot_left l
-            WHERE r.device_id = l.device_id AND l.left_at <= now() - make_interval(secs => $1::double precision)
+            WHERE r.device_id = l.device_id AND l.left_at <= now() - make_interval(secs => \(seconds)::double precision)
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = r.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
             RETURNING r.device_id, r.opened_at, r.state::text AS state
-            """, [String(seconds)]).records.compactMap { row -> (DeviceID, MissionRun)? in
+            """).records.compactMap { row -> (DeviceID, MissionRun)? in
                 guard var run = try Self.decode(row) else { return nil }
                 run.state.robotOnline = false
                 return (try row.deviceID("device_id"), run)

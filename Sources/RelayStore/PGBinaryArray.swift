@@ -43,7 +43,7 @@ enum PGBinaryArray {
     }
 
     /// bytea's binary form is its bytes: a token lookup's digests, 32 bytes each, as they are.
-    static func byteas(_ values: [[UInt8]]) -> [UInt8] {
+    static func byteas(_ values: [[UInt8]?]) -> [UInt8] {
         encode(values, as: .bytea) { $1.append(contentsOf: $0) }
     }
 
@@ -70,7 +70,7 @@ enum PGBinaryArray {
     }
 
     /// UUIDs as their 16 bytes each. Every audit event's id passes here.
-    static func uuids(_ values: [UUIDValue]) -> [UInt8] {
+    static func uuids(_ values: [UUIDValue?]) -> [UInt8] {
         encode(values, as: .uuid) { $0.append(to: &$1) }
     }
 

@@ -13,7 +13,9 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         case unavailable
         /// The server rejected a statement.
         case query
-        /// Something the caller asked for does not hold (not found, duplicate, …).
+        /// What the caller named does not exist (a device, a token, a secret).
+        case notFound
+        /// Something the caller asked for does not hold (a duplicate, a disabled device, …).
         case conflict
         /// Schema/migration problem.
         case schema
@@ -150,37 +152,33 @@ public final class PGConnection {
     /// The socket, for waiting on notifications with poll(2).
     public var socket: Int32 { conn.map { PQsocket($0) } ?? -1 }
 
-    /// Runs one statement with text parameters `$1…`; nil parameters are SQL NULL.
+    /// Runs one statement, its values bound (``PGQuery``). One without values may hold several
+    /// statements separated by `;`.
     @discardableResult
-    public func execute(_ sql: String, _ parameters: [String?] = []) throws -> PGRows {
+    public func execute(_ query: PGQuery) throws -> PGRows {
         guard let conn else { throw StoreError(.unavailable, "connection closed") }
-        if parameters.isEmpty { return try consume(PQexec(conn, sql)) }
-        return try consume(withParameters(parameters.map(PGParameter.text)) {
-            PQexecParams(conn, sql, Int32(parameters.count), nil, $0, $1, $2, 0)
+        let sql = query.sql
+        if query.parameters.isEmpty { return try consume(PQexec(conn, sql)) }
+        return try consume(withParameters(query.parameters) {
+            PQexecParams(conn, sql, Int32(query.parameters.count), nil, $0, $1, $2, 0)
         })
     }
 
     /// Like `execute`, for a statement this connection runs again and again (the writers'
-    /// batches): it is parsed and analysed once, on first use, and from then on only bound
-    /// and run. PostgreSQL re-plans it by itself after a schema change.
+    /// batches, the token lookups): it is parsed and analysed once, on first use, and from then
+    /// on only bound and run. PostgreSQL re-plans it by itself after a schema change.
     @discardableResult
-    public func executePrepared(_ sql: String, _ parameters: [String?]) throws -> PGRows {
-        try executePrepared(sql, parameters.map(PGParameter.text))
-    }
-
-    /// Like `executePrepared` with text parameters, where some may be in binary format.
-    @discardableResult
-    func executePrepared(_ sql: String, _ parameters: [PGParameter]) throws -> PGRows {
+    public func executePrepared(_ query: PGQuery) throws -> PGRows {
         guard let conn else { throw StoreError(.unavailable, "connection closed") }
-        let name: String
+        let sql = query.sql, name: String
         if let known = preparedNames[sql] {
             name = known
         } else {
             name = "wimz_\(preparedNames.count)"
-            _ = try consume(PQprepare(conn, name, sql, Int32(parameters.count), nil))
+            _ = try consume(PQprepare(conn, name, sql, Int32(query.parameters.count), nil))
             preparedNames[sql] = name
         }
-        return try consume(withParameters(parameters) { PQexecPrepared(conn, name, Int32(parameters.count), $0, $1, $2, 0) })
+        return try consume(withParameters(query.parameters) { PQexecPrepared(conn, name, Int32(query.parameters.count), $0, $1, $2, 0) })
     }
 
     /// Statements prepared on this connection (a session's objects: a rollback keeps them).
@@ -196,9 +194,13 @@ public final class PGConnection {
         var lengths: [Int32] = []
         var formats: [Int32] = []
         for parameter in parameters {
-            switch parameter {
+            switch parameter.value {
+            case .null:
+                values.append(nil)
+                lengths.append(0)
+                formats.append(0)
             case .text(let text):
-                values.append(text.flatMap { strdup($0) })
+                values.append(strdup(text))
                 lengths.append(0)
                 formats.append(0)
             case .binary(let bytes):
@@ -308,41 +310,8 @@ extension StringProtocol {
     }
 }
 
-/// One bound parameter: text (what `execute` sends) or PostgreSQL's binary format
-/// (`PGBinaryArray`).
-enum PGParameter {
-    case text(String?)
-    case binary([UInt8])
-}
-
-/// Conversions between store text and domain values.
+/// bytea's text forms: what a value binds as (``PGQuery``) and what a row reads (``PGRow``).
 enum PGValue {
-    static func time(_ text: String?) -> UnixTime? { text.flatMap { UnixTime(iso8601: $0) } }
-
-    static func timeText(_ t: UnixTime?) -> String? {
-        t?.iso8601Microseconds
-    }
-
-    /// A PostgreSQL array literal (`{"a","b",NULL}`): every element quoted, `"` and `\` inside
-    /// escaped with a backslash, `nil` as NULL. Any text, JSON included, fits one `$n::type[]`
-    /// parameter this way: one statement text whatever the batch size, so the server parses it
-    /// once (a `VALUES` list of 8 × 500 parameters cost more to plan than to insert).
-    static func arrayLiteral(_ elements: [String?]) -> String {
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        for (index, element) in elements.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            guard let element else { out += "NULL".utf8; continue }
-            out.append(UInt8(ascii: "\""))
-            for byte in element.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                out.append(byte)
-            }
-            out.append(UInt8(ascii: "\""))
-        }
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// `\x…` hex form of bytea.
     static func byteaText(_ bytes: [UInt8]) -> String { "\\x" + Hex.encode(bytes) }
 

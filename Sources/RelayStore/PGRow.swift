@@ -34,11 +34,15 @@ public struct PGRow: Sendable {
     public func double(_ column: String) throws -> Double { try parsed(column, Double(try string(column)), "a number") }
 
     /// PostgreSQL's `t`/`f`.
-    public func bool(_ column: String) throws -> Bool {
-        switch try string(column) {
-        case "t": return true
-        case "f": return false
-        default: throw StoreError(.schema, "column \(column) is not a boolean")
+    public func bool(_ column: String) throws -> Bool { try required(column, optionalBool(column)) }
+
+    public func optionalBool(_ column: String) throws -> Bool? {
+        try optionalString(column).map { text in
+            switch text {
+            case "t": return true
+            case "f": return false
+            default: throw StoreError(.schema, "column \(column) is not a boolean")
+            }
         }
     }
 

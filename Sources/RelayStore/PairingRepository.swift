@@ -32,14 +32,14 @@ public struct PairingRepository {
         let digest = PairingCode.digest(PairingCode.normalize(code)!)
         return try db.transaction {
             guard let record = try DeviceRepository(db).lock(device, .share) else {
-                throw StoreError(.conflict, "unknown device \(device)")
+                throw StoreError(.notFound, "unknown device \(device)")
             }
             if record.isDisabled { throw StoreError(.conflict, "device \(device) is disabled") }
             let rows = try db.execute(
                 """
                 INSERT INTO pairing_codes (device_id, digest, expires_at, created_by)
-                VALUES ($1, $2::bytea, now() + make_interval(secs => $3::bigint), $4) RETURNING id, expires_at
-                """, [device.rawValue, PGValue.byteaText(digest), String(ttl), actor])
+                VALUES (\(device), \(digest)::bytea, now() + make_interval(secs => \(ttl)::bigint), \(actor)) RETURNING id, expires_at
+                """)
             let minted = try rows.single()
             let expires = try minted.time("expires_at")
             try AuditRepository(db).append([
@@ -57,8 +57,7 @@ public struct PairingRepository {
     public func redeem(_ typed: String, label: String, address: String) throws -> Redemption {
         try db.transaction {
             let failures = try db.execute(
-                "SELECT count(*) AS failures FROM pairing_failures WHERE address = $1 AND at > now() - interval '1 minute'",
-                [address])
+                "SELECT count(*) AS failures FROM pairing_failures WHERE address = \(address) AND at > now() - interval '1 minute'")
             if try failures.single().int("failures") >= PairingRepository.failuresPerMinute {
                 try AuditRepository(db).append([
                     AuditRepository.event(.pairingRateLimited, at: db.clock.wall(), actor: "relay", remoteAddress: address),
@@ -73,13 +72,13 @@ public struct PairingRepository {
                 try db.execute(
                     """
                     SELECT id, device_id, digest, access, control, until, label FROM pairing_codes
-                    WHERE digest = $1::bytea AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
+                    WHERE digest = \(digest)::bytea AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > now()
                       AND (until IS NULL OR until > now()) FOR UPDATE
-                    """, [PGValue.byteaText(digest)]).firstRecord
+                    """).firstRecord
             }
             guard let row, let digest, Crypto.constantTimeEquals(try row.bytes("digest"), digest) else {
                 try db.execute("DELETE FROM pairing_failures WHERE at < now() - interval '1 hour'")
-                try db.execute("INSERT INTO pairing_failures (address) VALUES ($1)", [address])
+                try db.execute("INSERT INTO pairing_failures (address) VALUES (\(address))")
                 try AuditRepository(db).append([
                     AuditRepository.event(.pairingFailed, at: db.clock.wall(), actor: "relay", remoteAddress: address),
                 ])
@@ -88,13 +87,12 @@ public struct PairingRepository {
             let codeID = try row.int64("id"), device = try row.deviceID("device_id")
             // An invite (v1.3) grants its access, until its `until`; a plain pairing code makes an owner.
             let invited: Access? = try row.optionalValue("access")
-            let rights = MemberRights(access: invited ?? .owner, control: try row.optionalString("control") == "t")
+            let rights = MemberRights(access: invited ?? .owner, control: try row.optionalBool("control") ?? false)
             let name = invited != nil && label.isEmpty ? try row.optionalString("label") ?? "" : label
             let issued = try TokenRepository(db).issue(device: device, role: .app, label: name, expiresIn: nil,
                                                        until: invited != nil ? try row.optionalTime("until") : nil, rights: rights,
                                                        actor: "pairing")
-            try db.execute("UPDATE pairing_codes SET used_at = now(), token_id = $2 WHERE id = $1",
-                           [String(codeID), String(issued.record.id)])
+            try db.execute("UPDATE pairing_codes SET used_at = now(), token_id = \(issued.record.id) WHERE id = \(codeID)")
             var details: [(String, JSONValue)] = [("code_id", .int(codeID)), ("label", .string(name))]
             if invited != nil { details += [("invite_id", .int(codeID)), ("access", .string(rights.access.rawValue))] }
             try AuditRepository(db).append([

@@ -16,7 +16,7 @@ public struct PushRepository {
         case tooMany
     }
 
-    static let columns = "device_id, token, environment, app_token_id, array_to_string(events, ',') AS events"
+    static let columns: PGQuery = "device_id, token, environment, app_token_id, array_to_string(events, ',') AS events"
 
     static func decode(_ row: PGRow) throws -> PushRegistration {
         // A kind this build does not know (stored by a newer one) is left out.
@@ -30,23 +30,24 @@ public struct PushRepository {
     public func save(_ registration: PushRegistration, address: String?) throws -> Saved {
         try db.transaction {
             // One app token's registrations are counted under its row's lock: two nodes cannot both add the eleventh.
-            _ = try db.execute("SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE", [String(registration.appTokenID)])
-            let existing = try db.execute("SELECT app_token_id FROM push_registrations WHERE device_id = $1 AND token = $2",
-                                          [registration.device.rawValue, registration.token]).firstRecord
-            let count = try db.execute("SELECT count(*) AS registrations FROM push_registrations WHERE app_token_id = $1",
-                                       [String(registration.appTokenID)]).single().int("registrations")
+            _ = try db.execute("SELECT 1 FROM tokens WHERE id = \(registration.appTokenID) FOR UPDATE")
+            let existing = try db.execute(
+                "SELECT app_token_id FROM push_registrations WHERE device_id = \(registration.device) AND token = \(registration.token)"
+            ).firstRecord
+            let count = try db.execute("SELECT count(*) AS registrations FROM push_registrations WHERE app_token_id = \(registration.appTokenID)")
+                .single().int("registrations")
             let isNewHere = try existing?.int64("app_token_id") != registration.appTokenID
             if isNewHere, count >= Self.perAppToken { return .tooMany }
-            let events = "{" + registration.kinds.map(\.rawValue).sorted().joined(separator: ",") + "}"
+            let events = registration.kinds.map(\.rawValue).sorted()
             try db.execute(
                 """
                 INSERT INTO push_registrations (device_id, token, environment, app_token_id, events)
-                VALUES ($1, $2, $3, $4::bigint, $5::text[])
+                VALUES (\(registration.device), \(registration.token), \(registration.environment), \(registration.appTokenID)::bigint,
+                        \(events)::text[])
                 ON CONFLICT (device_id, token) DO UPDATE
                 SET environment = EXCLUDED.environment, app_token_id = EXCLUDED.app_token_id, events = EXCLUDED.events,
                     updated_at = now()
-                """, [registration.device.rawValue, registration.token, registration.environment.rawValue,
-                      String(registration.appTokenID), events])
+                """)
             try AuditRepository(db).append([
                 AuditRepository.event(.pushRegistered, at: db.clock.wall(), actor: "app", deviceID: registration.device.rawValue,
                                       tokenID: registration.appTokenID, remoteAddress: address,
@@ -63,26 +64,30 @@ public struct PushRepository {
     @discardableResult
     public func remove(device: DeviceID, token: String, appTokenID: Int64?, reason: String) throws -> Bool {
         try db.transaction {
-            try db.execute("SELECT set_config('wimz.push_removal_reason', $1, true)", [reason])
-            let rows = try db.execute(
-                "DELETE FROM push_registrations WHERE device_id = $1 AND token = $2 AND ($3::bigint IS NULL OR app_token_id = $3::bigint) RETURNING 1",
-                [device.rawValue, token, appTokenID.map { String($0) }])
+            try db.execute("SELECT set_config('wimz.push_removal_reason', \(reason), true)")
+            let rows = try db.execute("""
+                DELETE FROM push_registrations
+                WHERE device_id = \(device) AND token = \(token) AND (\(appTokenID)::bigint IS NULL OR app_token_id = \(appTokenID)::bigint)
+                RETURNING 1
+                """)
             return !rows.rows.isEmpty
         }
     }
 
     /// The registrations of one device (nil: of every device).
     public func registrations(device: DeviceID?) throws -> [PushRegistration] {
-        try db.execute("SELECT \(Self.columns) FROM push_registrations WHERE $1::text IS NULL OR device_id = $1 ORDER BY device_id, token",
-                       [device?.rawValue]).records.map(Self.decode)
+        try db.execute(
+            "SELECT \(Self.columns) FROM push_registrations WHERE \(device)::text IS NULL OR device_id = \(device) ORDER BY device_id, token"
+        ).records.map(Self.decode)
     }
 
     /// The registrations of these devices (the devices a node begins to serve, read in one
     /// statement: the storm after a restart asks for many at once).
     public func registrations(devices: [DeviceID]) throws -> [PushRegistration] {
         guard !devices.isEmpty else { return [] }
-        return try db.executePrepared("SELECT \(Self.columns) FROM push_registrations WHERE device_id = ANY ($1::text[]) ORDER BY device_id, token",
-                                      [.binary(PGBinaryArray.texts(devices.map(\.rawValue)))]).records.map(Self.decode)
+        return try db.executePrepared(
+            "SELECT \(Self.columns) FROM push_registrations WHERE device_id = ANY (\(devices)::text[]) ORDER BY device_id, token"
+        ).records.map(Self.decode)
     }
 
     /// Registrations whose app token expired (time passed; nothing updated the token row).
@@ -100,13 +105,13 @@ public struct PushRepository {
         try db.execute(
             """
             UPDATE device_robot_left l SET offline_pushed_at = now()
-            WHERE l.left_at <= now() - make_interval(secs => $1::double precision)
+            WHERE l.left_at <= now() - make_interval(secs => \(seconds)::double precision)
               AND (l.offline_pushed_at IS NULL OR l.offline_pushed_at < l.left_at)
               AND EXISTS (SELECT 1 FROM push_registrations r
                           WHERE r.device_id = l.device_id AND 'robot_offline' = ANY (r.events) AND r.created_at <= l.left_at)
               AND NOT EXISTS (SELECT 1 FROM device_presence p JOIN relay_nodes n USING (node_id)
                               WHERE p.device_id = l.device_id AND p.robot_since IS NOT NULL AND n.lease_expires_at > now())
             RETURNING l.device_id
-            """, [String(seconds)]).records.map { try $0.deviceID("device_id") }
+            """).records.map { try $0.deviceID("device_id") }
     }
 }

@@ -20,10 +20,10 @@ public struct RetentionRepository {
         /// Removals' TURN cuts, once done.
         case turnCuts = "turn_cuts"
 
-        /// The condition on rows older than `$1` days, each served by an index (a BRIN on time
+        /// The condition on rows older than `days` days, each served by an index (a BRIN on time
         /// for the two large tables, which arrive in time order).
-        var oldRows: String {
-            let cutoff = "now() - make_interval(days => $1::int)"
+        func rows(olderThanDays days: Int) -> PGQuery {
+            let cutoff: PGQuery = "now() - make_interval(days => \(days)::int)"
             switch self {
             case .auditLog: return "at < \(cutoff)"
             case .turnIssuances: return "issued_at < \(cutoff) AND expires_at < \(cutoff)"
@@ -35,16 +35,15 @@ public struct RetentionRepository {
 
     /// Deletes up to `limit` rows of `table` older than `days` days, in one statement; how many.
     public func pruneBatch(_ table: Table, olderThanDays days: Int, limit: Int) throws -> Int {
-        let sql = """
-            DELETE FROM \(table.rawValue) WHERE ctid = ANY(ARRAY(
-                SELECT ctid FROM \(table.rawValue) WHERE \(table.oldRows) LIMIT $2))
+        let batch: PGQuery = """
+            DELETE FROM \(identifier: table.rawValue) WHERE ctid = ANY(ARRAY(
+                SELECT ctid FROM \(identifier: table.rawValue) WHERE \(table.rows(olderThanDays: days)) LIMIT \(limit)))
             """
-        let parameters = [String(days), String(limit)]
-        guard table == .auditLog else { return try db.execute(sql, parameters).affected }
+        guard table == .auditLog else { return try db.execute(batch).affected }
         // The audit log is append-only (migrations/0011) except for a transaction that says it prunes.
         return try db.transaction {
             try db.execute("SET LOCAL wimz.audit_prune = 'on'")
-            return try db.execute(sql, parameters).affected
+            return try db.execute(batch).affected
         }
     }
 
@@ -53,12 +52,12 @@ public struct RetentionRepository {
 
     /// Takes the cluster's pruning lock for this connection's session, if no other holds it.
     public func tryLock() throws -> Bool {
-        try db.execute("SELECT pg_try_advisory_lock($1) AS locked", [String(RetentionRepository.lockKey)]).single().bool("locked")
+        try db.execute("SELECT pg_try_advisory_lock(\(RetentionRepository.lockKey)) AS locked").single().bool("locked")
     }
 
     /// Gives the pruning lock back.
     public func unlock() throws {
-        _ = try db.execute("SELECT pg_advisory_unlock($1)", [String(RetentionRepository.lockKey)])
+        _ = try db.execute("SELECT pg_advisory_unlock(\(RetentionRepository.lockKey))")
     }
 
     /// One table's footprint, for `/metrics`.

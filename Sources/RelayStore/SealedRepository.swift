@@ -67,12 +67,13 @@ public struct SealedRepository {
     /// before (an app that paired again brings its key to its new token). Audited.
     public func setMemberKey(device: DeviceID, _ key: MemberKey, address: String?) throws {
         try db.transaction {
-            try db.execute("DELETE FROM sealed_member_keys WHERE device_id = $1 AND (app_token_id = $2::bigint OR kid = $3)",
-                           [device.rawValue, String(key.appTokenID), key.kid])
+            try db.execute(
+                "DELETE FROM sealed_member_keys WHERE device_id = \(device) AND (app_token_id = \(key.appTokenID)::bigint OR kid = \(key.kid))")
             try db.execute(
                 """
-                INSERT INTO sealed_member_keys (device_id, app_token_id, kid, sign_key, hpke_key) VALUES ($1, $2::bigint, $3, $4, $5)
-                """, [device.rawValue, String(key.appTokenID), key.kid, key.sign, key.hpke])
+                INSERT INTO sealed_member_keys (device_id, app_token_id, kid, sign_key, hpke_key)
+                VALUES (\(device), \(key.appTokenID)::bigint, \(key.kid), \(key.sign), \(key.hpke))
+                """)
             try AuditRepository(db).append([
                 AuditRepository.event(.sealedMemberKeySet, at: db.clock.wall(), actor: "app", deviceID: device.rawValue,
                                       tokenID: key.appTokenID, remoteAddress: address, details: .object([("kid", .string(key.kid))])),
@@ -93,15 +94,16 @@ public struct SealedRepository {
     }
 
     private func liveMembers(device: DeviceID, inCurrentEpoch: Bool) throws -> [(key: MemberKey, member: TokenRecord)] {
-        try db.execute(
+        let inEpoch: PGQuery = inCurrentEpoch ? "EXISTS" : "NOT EXISTS"
+        return try db.execute(
             """
             SELECT k.kid, k.sign_key, k.hpke_key, \(TokenRepository.columns)
             FROM sealed_member_keys k JOIN tokens t ON t.id = k.app_token_id
-            WHERE k.device_id = $1 AND \(HouseholdRepository.liveMemberCondition)
-              AND \(inCurrentEpoch ? "" : "NOT ")EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.kid = k.kid
+            WHERE k.device_id = \(device) AND \(HouseholdRepository.liveMemberCondition)
+              AND \(inEpoch) (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.kid = k.kid
                               AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = k.device_id))
             ORDER BY t.id
-            """, [device.rawValue]).records.map { row in
+            """).records.map { row in
             let member = try TokenRepository.decode(row)
             return (MemberKey(appTokenID: member.id, kid: try row.string("kid"), sign: try row.string("sign_key"),
                               hpke: try row.string("hpke_key")), member)
@@ -114,16 +116,16 @@ public struct SealedRepository {
         try db.execute(
             """
             SELECT p.kid FROM sealed_packages p
-            WHERE p.device_id = $1 AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = $1)
+            WHERE p.device_id = \(device) AND p.epoch = (SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = p.device_id)
               AND NOT EXISTS (SELECT 1 FROM sealed_member_keys k JOIN tokens t ON t.id = k.app_token_id
                               WHERE k.device_id = p.device_id AND k.kid = p.kid AND \(HouseholdRepository.liveMemberCondition))
             ORDER BY p.kid
-            """, [device.rawValue]).records.map { try $0.string("kid") }
+            """).records.map { try $0.string("kid") }
     }
 
     /// The device's current epoch (nil: not sealed).
     public func currentEpoch(device: DeviceID) throws -> Int? {
-        try db.execute("SELECT max(epoch) AS epoch FROM sealed_epochs WHERE device_id = $1", [device.rawValue])
+        try db.execute("SELECT max(epoch) AS epoch FROM sealed_epochs WHERE device_id = \(device)")
             .single().optionalInt64("epoch").map { Int($0) }
     }
 
@@ -143,21 +145,24 @@ public struct SealedRepository {
             }
             try db.execute(
                 """
-                INSERT INTO sealed_epochs (device_id, epoch, roster, signed_by, signature, robot_sig) VALUES ($1, $2::int, $3, $4, $5, $6)
-                """, [device.rawValue, String(upload.epoch), upload.roster, upload.signedBy, upload.signature, upload.robotSignature])
+                INSERT INTO sealed_epochs (device_id, epoch, roster, signed_by, signature, robot_sig)
+                VALUES (\(device), \(upload.epoch)::int, \(upload.roster), \(upload.signedBy), \(upload.signature), \(upload.robotSignature))
+                """)
             for package in upload.packages {
-                try db.execute("INSERT INTO sealed_packages (device_id, epoch, kid, sealed) VALUES ($1, $2::int, $3, $4)",
-                               [device.rawValue, String(upload.epoch), package.kid, package.sealed])
+                try db.execute(
+                    "INSERT INTO sealed_packages (device_id, epoch, kid, sealed) VALUES (\(device), \(upload.epoch)::int, \(package.kid), \(package.sealed))")
             }
             let removed = try db.execute(
                 """
                 UPDATE tokens t SET revoked_at = now()
                 FROM sealed_member_keys k
-                WHERE k.device_id = $1 AND k.app_token_id = t.id AND \(HouseholdRepository.liveMemberCondition)
-                  AND EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = $1 AND p.epoch = $2::int - 1 AND p.kid = k.kid)
-                  AND NOT EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = $1 AND p.epoch = $2::int AND p.kid = k.kid)
+                WHERE k.device_id = \(device) AND k.app_token_id = t.id AND \(HouseholdRepository.liveMemberCondition)
+                  AND EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.epoch = \(upload.epoch)::int - 1
+                              AND p.kid = k.kid)
+                  AND NOT EXISTS (SELECT 1 FROM sealed_packages p WHERE p.device_id = k.device_id AND p.epoch = \(upload.epoch)::int
+                                  AND p.kid = k.kid)
                 RETURNING t.id, k.kid
-                """, [device.rawValue, String(upload.epoch)]).records.map { row in (try row.int64("id"), try row.string("kid")) }
+                """).records.map { row in (try row.int64("id"), try row.string("kid")) }
             let now = db.clock.wall()
             try AuditRepository(db).append([
                 AuditRepository.event(.sealedEpochAdded, at: now, actor: "robot", deviceID: device.rawValue, tokenID: nil,
@@ -182,8 +187,7 @@ public struct SealedRepository {
             guard epoch == current + 1 else {
                 throw RelayError(.conflict, "the device's current epoch is \(current): a roster for \(current + 1) is next")
             }
-            try db.execute("INSERT INTO sealed_rosters (device_id, epoch, signed) VALUES ($1, $2::int, $3)",
-                           [device.rawValue, String(epoch), signed])
+            try db.execute("INSERT INTO sealed_rosters (device_id, epoch, signed) VALUES (\(device), \(epoch)::int, \(signed))")
             try AuditRepository(db).append([
                 AuditRepository.event(.sealedRosterProposed, at: db.clock.wall(), actor: "app", deviceID: device.rawValue,
                                       tokenID: ownerToken, remoteAddress: address, details: .object([("epoch", .int(Int64(epoch)))])),
@@ -193,7 +197,7 @@ public struct SealedRepository {
 
     /// One proposed roster's envelope, as sent.
     public func proposedRoster(id: Int64) throws -> String? {
-        try db.execute("SELECT signed FROM sealed_rosters WHERE id = $1", [String(id)]).firstRecord?.string("signed")
+        try db.execute("SELECT signed FROM sealed_rosters WHERE id = \(id)").firstRecord?.string("signed")
     }
 
     /// The proposed rosters above the device's current epoch, oldest first: what a robot that was
@@ -202,9 +206,9 @@ public struct SealedRepository {
         try db.execute(
             """
             SELECT signed FROM sealed_rosters
-            WHERE device_id = $1 AND epoch > COALESCE((SELECT max(epoch) FROM sealed_epochs WHERE device_id = $1), 0)
+            WHERE device_id = \(device) AND epoch > COALESCE((SELECT max(epoch) FROM sealed_epochs e WHERE e.device_id = \(device)), 0)
             ORDER BY id
-            """, [device.rawValue]).records.map { try $0.string("signed") }
+            """).records.map { try $0.string("signed") }
     }
 
     /// Epoch `epoch` (nil: the current one) as app token `appTokenID` may see it: with its own package only.
@@ -213,10 +217,11 @@ public struct SealedRepository {
             """
             SELECT e.epoch, e.roster, e.signed_by, e.signature, e.robot_sig, p.kid, p.sealed
             FROM sealed_epochs e
-            LEFT JOIN sealed_member_keys k ON k.device_id = e.device_id AND k.app_token_id = $3::bigint
+            LEFT JOIN sealed_member_keys k ON k.device_id = e.device_id AND k.app_token_id = \(appTokenID)::bigint
             LEFT JOIN sealed_packages p ON p.device_id = e.device_id AND p.epoch = e.epoch AND p.kid = k.kid
-            WHERE e.device_id = $1 AND e.epoch = COALESCE($2::int, (SELECT max(epoch) FROM sealed_epochs WHERE device_id = $1))
-            """, [device.rawValue, epoch.map(String.init), String(appTokenID)]).firstRecord
+            WHERE e.device_id = \(device)
+              AND e.epoch = COALESCE(\(epoch)::int, (SELECT max(epoch) FROM sealed_epochs c WHERE c.device_id = e.device_id))
+            """).firstRecord
         else { return .noEpoch }
         guard let kid = try row.optionalString("kid"), let sealed = try row.optionalString("sealed") else { return .notInRoster }
         return .found(EpochForMember(epoch: Int(try row.int64("epoch")), roster: try row.string("roster"), signedBy: try row.string("signed_by"),

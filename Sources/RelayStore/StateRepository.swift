@@ -23,17 +23,16 @@ public struct StateRepository {
             """
             INSERT INTO device_state_events (device_id, name, message, received_at)
             SELECT r.d, r.n, r.m, to_timestamp(r.t / 1e6)
-            FROM jsonb_to_recordset($1::jsonb) AS r (d text, n text, m text, t bigint)
+            FROM jsonb_to_recordset(\(JSONValue.array(rows))::jsonb) AS r (d text, n text, m text, t bigint)
             WHERE EXISTS (SELECT 1 FROM devices WHERE id = r.d)
             ON CONFLICT (device_id, name) DO UPDATE SET message = EXCLUDED.message, received_at = EXCLUDED.received_at
             WHERE EXCLUDED.received_at >= device_state_events.received_at
-            """, [JSONValue.array(rows).encoded])
+            """)
     }
 
     /// `device`'s stored events, by name.
     public func events(of device: DeviceID) throws -> [DeviceHub.KnownEvent] {
-        try db.execute("SELECT name, message, received_at FROM device_state_events WHERE device_id = $1 ORDER BY name",
-                       [device.rawValue]).records.map { row in
+        try db.execute("SELECT name, message, received_at FROM device_state_events WHERE device_id = \(device) ORDER BY name").records.map { row in
             DeviceHub.KnownEvent(name: try row.string("name"), message: Array(try row.string("message").utf8),
                                  receivedAt: try row.time("received_at"))
         }

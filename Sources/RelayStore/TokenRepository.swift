@@ -15,9 +15,11 @@ public struct TokenRepository {
 
     /// A token's columns, `t` being the token. Its last use is in a table of its own (migration
     /// 0016); `tokens.last_used_at` is what releases before it wrote, during a roll or after a roll back.
-    static let columns = "t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, "
-        + "GREATEST(t.last_used_at, (SELECT u.last_used_at FROM token_uses u WHERE u.token_id = t.id)) AS last_used_at, "
-        + "t.access, t.control"
+    static let columns: PGQuery = """
+        t.id, t.device_id, t.role, t.label, t.digest, t.created_at, t.expires_at, t.revoked_at, \
+        GREATEST(t.last_used_at, (SELECT u.last_used_at FROM token_uses u WHERE u.token_id = t.id)) AS last_used_at, \
+        t.access, t.control
+        """
 
     /// Issues a token for an existing, enabled device. `expiresIn` is in seconds; `until` an
     /// absolute end (a member's, docs/protocol.md v1.3) — at most one of them. `rights` only for app
@@ -31,7 +33,7 @@ public struct TokenRepository {
         let secret = try BearerToken.generate(prefix: role.tokenPrefix)
         return try db.transaction {
             guard let target = try DeviceRepository(db).lock(device, .share) else {
-                throw StoreError(.conflict, "unknown device \(device)")
+                throw StoreError(.notFound, "unknown device \(device)")
             }
             if target.isDisabled {
                 throw StoreError(.conflict, "device \(device) is disabled; enable it before issuing tokens")
@@ -39,12 +41,11 @@ public struct TokenRepository {
             let rows = try db.execute(
                 """
                 INSERT INTO tokens AS t (device_id, role, digest, label, expires_at, access, control)
-                VALUES ($1, $2, $3::bytea, $4, CASE WHEN $5::bigint IS NOT NULL THEN now() + make_interval(secs => $5::bigint)
-                                                   ELSE $6::timestamptz END, $7, $8)
+                VALUES (\(device), \(role), \(BearerToken.digest(secret))::bytea, \(label),
+                        CASE WHEN \(expiresIn)::bigint IS NOT NULL THEN now() + make_interval(secs => \(expiresIn)::bigint)
+                             ELSE \(until)::timestamptz END, \(rights.access), \(control))
                 RETURNING \(TokenRepository.columns)
-                """,
-                [device.rawValue, role.rawValue, PGValue.byteaText(BearerToken.digest(secret)), label,
-                 expiresIn.map { String($0) }, PGValue.timeText(until), rights.access.rawValue, control ? "t" : "f"])
+                """)
             let record = try TokenRepository.decode(rows.single())
             var details: [(String, JSONValue)] = [("role", .string(role.rawValue)), ("label", .string(label)),
                                                   ("expires_at", .optional(record.expiresAt?.iso8601))]
@@ -60,8 +61,7 @@ public struct TokenRepository {
     /// Tokens, newest first; never their secrets.
     public func list(device: DeviceID? = nil) throws -> [TokenRecord] {
         try db.execute(
-            "SELECT \(TokenRepository.columns) FROM tokens t WHERE ($1::text IS NULL OR t.device_id = $1) ORDER BY t.id",
-            [device?.rawValue]
+            "SELECT \(TokenRepository.columns) FROM tokens t WHERE (\(device)::text IS NULL OR t.device_id = \(device)) ORDER BY t.id"
         ).records.map(TokenRepository.decode)
     }
 
@@ -69,13 +69,11 @@ public struct TokenRepository {
     @discardableResult
     public func revoke(id: Int64, actor: String) throws -> (token: TokenRecord, changed: Bool) {
         try db.transaction {
-            guard let row = try db.execute(
-                "SELECT \(TokenRepository.columns) FROM tokens t WHERE t.id = $1 FOR UPDATE", [String(id)]).firstRecord
-            else { throw StoreError(.conflict, "unknown token \(id)") }
+            guard let row = try db.execute("SELECT \(TokenRepository.columns) FROM tokens t WHERE t.id = \(id) FOR UPDATE").firstRecord
+            else { throw StoreError(.notFound, "unknown token \(id)") }
             let current = try TokenRepository.decode(row)
             guard current.revokedAt == nil else { return (current, false) }
-            let updated = try db.execute(
-                "UPDATE tokens t SET revoked_at = now() WHERE t.id = $1 RETURNING \(TokenRepository.columns)", [String(id)])
+            let updated = try db.execute("UPDATE tokens t SET revoked_at = now() WHERE t.id = \(id) RETURNING \(TokenRepository.columns)")
             try AuditRepository(db).append([
                 AuditRepository.event(.tokenRevoked, at: db.clock.wall(),
                                       actor: actor, deviceID: current.deviceID.rawValue, tokenID: id),
@@ -100,7 +98,7 @@ public struct TokenRepository {
         guard !digests.isEmpty else { return [] }
         // Prepared once per connection, the digests in binary: no text array to parse, no hex to
         // decode, no plan per batch — the storm's lookups are this statement again and again.
-        return try db.executePrepared(Self.lookupByDigests, [.binary(PGBinaryArray.byteas(digests))]).records.map { row in
+        return try db.executePrepared(Self.lookup(byDigests: digests)).records.map { row in
             let token = TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
                                     label: "", digest: try row.bytes("digest"), createdAt: UnixTime(microseconds: 0),
                                     expiresAt: try row.optionalTime("expires_at"), revokedAt: try row.optionalTime("revoked_at"),
@@ -110,26 +108,32 @@ public struct TokenRepository {
     }
 
     /// `credentials(digests:)`'s statement: it reads only columns of the digest's index.
-    static let lookupByDigests = """
+    static func lookup(byDigests digests: [[UInt8]]) -> PGQuery {
+        """
         SELECT t.id, t.device_id, t.role, t.digest, t.expires_at, t.revoked_at, t.access, t.control,
                \(TokenRepository.deviceDisabled)
-        FROM tokens t WHERE t.digest = ANY ($1::bytea[])
+        FROM tokens t WHERE t.digest = ANY (\(digests)::bytea[])
         """
+    }
 
     /// The tokens with these ids (those that still exist), with their devices' states: what the
     /// relay holds, read again after its listener reconnected.
     public func credentials(ids: [Int64]) throws -> [CredentialEntry] {
         guard !ids.isEmpty else { return [] }
-        return try credentials(where: "t.id = ANY ($1::bigint[])", PGValue.arrayLiteral(ids.map { String($0) }))
+        return try credentials(
+            "SELECT \(TokenRepository.columns), \(TokenRepository.deviceDisabled) FROM tokens t WHERE t.id = ANY (\(ids)::bigint[])")
     }
 
     /// One token with its device's state, whatever its state.
     public func credential(id: Int64) throws -> CredentialEntry? {
-        try credential(where: "t.id = $1", String(id))
+        try credentials("SELECT \(TokenRepository.columns), \(TokenRepository.deviceDisabled) FROM tokens t WHERE t.id = \(id)")
+            .first
     }
 
     public func credential(digest: [UInt8]) throws -> CredentialEntry? {
-        try credential(where: "t.digest = $1::bytea", PGValue.byteaText(digest))
+        try credentials(
+            "SELECT \(TokenRepository.columns), \(TokenRepository.deviceDisabled) FROM tokens t WHERE t.digest = \(digest)::bytea"
+        ).first
     }
 
     /// Records when tokens were last used (batched by the relay), to the minute: a row is
@@ -143,29 +147,24 @@ public struct TokenRepository {
         try db.executePrepared(
             """
             INSERT INTO token_uses AS u (token_id, last_used_at)
-            SELECT t.id, n.at FROM unnest($1::bigint[], $2::timestamptz[]) AS n(id, at) JOIN tokens t ON t.id = n.id
+            SELECT t.id, n.at FROM unnest(\(uses.map(\.key))::bigint[], \(uses.map(\.value))::timestamptz[]) AS n(id, at)
+            JOIN tokens t ON t.id = n.id
             ON CONFLICT (token_id) DO UPDATE SET last_used_at = excluded.last_used_at
             WHERE u.last_used_at <= excluded.last_used_at - interval '1 minute'
-            """, [PGValue.arrayLiteral(uses.map { String($0.key) }), PGValue.arrayLiteral(uses.map { PGValue.timeText($0.value) })])
+            """)
     }
 
-    private func credential(where condition: String, _ parameter: String) throws -> CredentialEntry? {
-        try credentials(where: condition, parameter).first
-    }
-
-    private func credentials(where condition: String, _ parameter: String) throws -> [CredentialEntry] {
-        try db.execute(
-            """
-            SELECT \(TokenRepository.columns), \(TokenRepository.deviceDisabled)
-            FROM tokens t WHERE \(condition)
-            """, [parameter]
-        ).records.map { CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled")) }
+    /// The entries `query` reads (a token's columns and `deviceDisabled`).
+    private func credentials(_ query: PGQuery) throws -> [CredentialEntry] {
+        try db.execute(query).records.map {
+            CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled"))
+        }
     }
 
     /// Whether a token's device is disabled (every token has its device: a foreign key). Asked of
     /// the index of disabled devices only (migration 0015): for an enabled device a few pages,
     /// where joining `devices` cost a third of a cold lookup.
-    private static let deviceDisabled =
+    private static let deviceDisabled: PGQuery =
         "EXISTS (SELECT 1 FROM devices d WHERE d.id = t.device_id AND d.disabled_at IS NOT NULL) AS device_disabled"
 
     static func decode(_ row: PGRow) throws -> TokenRecord {

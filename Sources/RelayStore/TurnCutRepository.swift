@@ -34,11 +34,11 @@ public struct TurnCutRepository {
                 INSERT INTO turn_cuts (token_id, device_id, reason)
                 SELECT t.id, t.device_id, 'expired' FROM tokens t
                 WHERE t.role = 'app' AND t.revoked_at IS NULL AND t.expires_at <= now()
-                  AND t.expires_at > now() - make_interval(secs => $1::bigint)
+                  AND t.expires_at > now() - make_interval(secs => \(window)::bigint)
                   AND NOT EXISTS (SELECT 1 FROM turn_cuts c WHERE c.token_id = t.id)
                 ON CONFLICT (token_id) DO NOTHING
                 RETURNING token_id, device_id
-                """, [String(window)])
+                """)
             let expired = rows.records
             guard !expired.isEmpty else { return 0 }
             try AuditRepository(db).append(try expired.map { row in
@@ -54,21 +54,21 @@ public struct TurnCutRepository {
     public func claim(node: String, limit: Int = 20, lease: Int = 30, allocationLifetime: Int) throws -> [Cut] {
         let claimed = try db.execute(
             """
-            UPDATE turn_cuts c SET claimed_by = $1, claimed_until = now() + make_interval(secs => $2::bigint),
+            UPDATE turn_cuts c SET claimed_by = \(node), claimed_until = now() + make_interval(secs => \(lease)::bigint),
                                    attempts = c.attempts + 1
             WHERE c.id IN (SELECT id FROM turn_cuts WHERE done_at IS NULL AND next_attempt_at <= now()
                              AND (claimed_until IS NULL OR claimed_until < now())
-                           ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                           ORDER BY id LIMIT \(limit) FOR UPDATE SKIP LOCKED)
             RETURNING c.id, c.token_id, c.device_id, c.reason, array_to_string(c.servers_done, ' ') AS servers_done, c.attempts,
                       extract(epoch FROM now() - c.requested_at)::float8 AS age
-            """, [node, String(lease), String(limit)])
+            """)
         return try claimed.records.map { row in
             let token = try row.int64("token_id")
             let names = try db.execute(
                 """
                 SELECT DISTINCT username FROM turn_issuances
-                WHERE token_id = $1 AND expires_at > now() - make_interval(secs => $2::bigint) ORDER BY username
-                """, [String(token), String(allocationLifetime)]).records.map { try $0.string("username") }
+                WHERE token_id = \(token) AND expires_at > now() - make_interval(secs => \(allocationLifetime)::bigint) ORDER BY username
+                """).records.map { try $0.string("username") }
             return Cut(id: try row.int64("id"), tokenID: token, deviceID: try row.string("device_id"), reason: try row.string("reason"),
                        serversDone: (try row.optionalString("servers_done") ?? "").split(separator: " ").map(String.init),
                        attempts: try row.int("attempts"), age: try row.double("age"), usernames: names)
@@ -82,13 +82,12 @@ public struct TurnCutRepository {
         try db.transaction {
             let rows = try db.execute(
                 """
-                UPDATE turn_cuts SET servers_done = $2::text[], sessions_cut = sessions_cut + $3, last_error = $4,
+                UPDATE turn_cuts SET servers_done = \(serversDone)::text[], sessions_cut = sessions_cut + \(sessionsCut), last_error = \(error),
                        claimed_by = NULL, claimed_until = NULL,
-                       done_at = CASE WHEN $5 THEN now() END,
-                       next_attempt_at = now() + make_interval(secs => $6::bigint)
-                WHERE id = $1 RETURNING sessions_cut
-                """, [String(cut.id), PGValue.arrayLiteral(serversDone), String(sessionsCut), error, finished ? "t" : "f",
-                      String(retryIn)])
+                       done_at = CASE WHEN \(finished)::boolean THEN now() END,
+                       next_attempt_at = now() + make_interval(secs => \(retryIn)::bigint)
+                WHERE id = \(cut.id) RETURNING sessions_cut
+                """)
             guard finished else { return }
             let total = try rows.single().int64("sessions_cut")
             try AuditRepository(db).append([

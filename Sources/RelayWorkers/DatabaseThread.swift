@@ -192,7 +192,7 @@ public final class DatabaseThread: Sendable {
                     db = nil
                     let connection = try PGConnection(conninfo: conninfo, connectTimeout: 2, applicationName: applicationName,
                                                       clock: clock)
-                    for channel in work.channels { try connection.execute("LISTEN \(channel)") }
+                    for channel in work.channels { try connection.execute("LISTEN \(identifier: channel)") }
                     try work.connected(connection)
                     db = connection
                 }

@@ -67,7 +67,7 @@ import RelayTestSupport
     }
 
     private func presenceRows(_ db: PGConnection, node: String) throws -> Int {
-        Int(try db.execute("SELECT count(*) FROM device_presence WHERE node_id = $1", [node]).rows.first?[0] ?? "") ?? -1
+        Int(try db.execute("SELECT count(*) FROM device_presence WHERE node_id = \(node)").rows.first?[0] ?? "") ?? -1
     }
 
     @Test func handoffsAreTakenOnceByTheirNode() throws {

@@ -41,7 +41,7 @@ import RelayTestSupport
     }
 
     func count(_ db: PGConnection, _ table: String, _ condition: String = "true") throws -> Int {
-        Int(try db.execute("SELECT count(*) FROM \(table) WHERE \(condition)").first?[0] ?? "") ?? -1
+        Int(try db.execute(PGQuery(unsafeSQL: "SELECT count(*) FROM \(table) WHERE \(condition)")).first?[0] ?? "") ?? -1
     }
 
     @Test func batchesDeleteOnlyRowsPastTheRetention() throws {
@@ -71,7 +71,7 @@ import RelayTestSupport
         defer { database.drop() }
         for statement in ["DELETE FROM audit_log WHERE at < now() - interval '30 days'", "UPDATE audit_log SET actor = 'x'",
                           "TRUNCATE audit_log"] {
-            let refused = #expect(throws: StoreError.self) { try db.execute(statement) }
+            let refused = #expect(throws: StoreError.self) { try db.execute(PGQuery(unsafeSQL: statement)) }
             #expect(refused?.description.contains("append-only") == true, "\(statement)")
         }
         // The pruner's setting lasts for its own transaction only.

@@ -60,7 +60,7 @@ public final class TestDatabase: @unchecked Sendable {
         adminURL = try TestEnvironment.adminURL()
         name = "wimz_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = try PGConnection(conninfo: adminURL)
-        try admin.execute("CREATE DATABASE \(name)")
+        try admin.execute("CREATE DATABASE \(identifier: name)")
         url = TestDatabase.replacingDatabase(in: adminURL, with: name)
         if migrated { try TestEnvironment.migrator().migrate(try connect()) }
     }
@@ -69,7 +69,7 @@ public final class TestDatabase: @unchecked Sendable {
 
     public func drop() {
         guard let admin = try? PGConnection(conninfo: adminURL) else { return }
-        _ = try? admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        _ = try? admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
     }
 
     static func replacingDatabase(in conninfo: String, with name: String) -> String {

@@ -48,8 +48,8 @@ final class CountingWork: DatabaseWork {
         // Another session ends the thread's backend: the next step fails, and the thread
         // replaces the lost connection at once, before the work hears of any outage.
         let admin = try database.connect()
-        _ = try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-                              [database.name])
+        _ = try admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(database.name) AND pid <> pg_backend_pid()")
         #expect(work.wait { $0.connects >= 2 && $0.steps >= 4 })
         #expect(work.counts.withLock { $0.failures } == 0)
 

@@ -237,7 +237,7 @@ final class EventLog: @unchecked Sendable {
         let before = monitor.statusChecks
         let started = Date()
         for i in 0..<30 {
-            _ = try db.execute("NOTIFY \(StoreNotification.credentialsChannel), 'test:\(i)'")  // each its own wake
+            _ = try db.execute("SELECT pg_notify(\(StoreNotification.credentialsChannel), \("test:\(i)"))")  // each its own wake
             usleep(5_000)
         }
         usleep(100_000)

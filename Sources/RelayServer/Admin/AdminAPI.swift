@@ -85,9 +85,10 @@ enum AdminAPI {
             case .clusterNodes:
                 return (200, .object([("nodes", .array(try ClusterRepository(db).nodes().map(node)))]))
             }
+        } catch let error as StoreError where error.kind == .notFound {
+            throw RelayError(.notFound, error.message)
         } catch let error as StoreError where error.kind == .conflict {
-            let notFound = error.message.hasPrefix("unknown")
-            throw RelayError(notFound ? .notFound : .conflict, error.message)
+            throw RelayError(.conflict, error.message)
         }
     }
 
