@@ -91,18 +91,19 @@ public struct TokenRepository {
 
     /// The tokens with these digests, with their devices' states, whatever their state: the
     /// relay's batched lookup of presented tokens it does not hold (one statement for many). Only
-    /// what a token's checks read: no label, creation or last-use time (the entries are `""`, the
-    /// epoch and nil) — a cold storm reads one row a handshake, and each column is text to parse.
-    /// Every column it reads is in the digest's index (migration 0016): no heap page to read.
+    /// what a token's checks read (`TokenCredential`) — a cold storm reads one row a handshake, and
+    /// each column is text to parse. Every column it reads is in the digest's index (migration
+    /// 0016): no heap page to read.
     public func credentials(digests: [[UInt8]]) throws -> [CredentialEntry] {
         guard !digests.isEmpty else { return [] }
         // Prepared once per connection, the digests in binary: no text array to parse, no hex to
         // decode, no plan per batch — the storm's lookups are this statement again and again.
-        return try db.executePrepared(Self.lookup(byDigests: digests)).records.map { row in
-            let token = TokenRecord(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
-                                    label: "", digest: try row.bytes("digest"), createdAt: UnixTime(microseconds: 0),
-                                    expiresAt: try row.optionalTime("expires_at"), revokedAt: try row.optionalTime("revoked_at"),
-                                    lastUsedAt: nil, access: try row.value("access"), control: try row.bool("control"))
+        return try db.executePrepared(Self.lookup(byDigests: digests)).records.compactMap { row in
+            guard let digest = DigestKey(exactly: try row.bytes("digest")) else { return nil }  // no token's
+            let token = TokenCredential(id: try row.int64("id"), deviceID: try row.deviceID("device_id"), role: try row.value("role"),
+                                        digest: digest, expiresAt: try row.optionalTime("expires_at"),
+                                        revokedAt: try row.optionalTime("revoked_at"), access: try row.value("access"),
+                                        control: try row.bool("control"))
             return CredentialEntry(token: token, deviceDisabled: try row.bool("device_disabled"))
         }
     }
@@ -156,8 +157,8 @@ public struct TokenRepository {
 
     /// The entries `query` reads (a token's columns and `deviceDisabled`).
     private func credentials(_ query: PGQuery) throws -> [CredentialEntry] {
-        try db.execute(query).records.map {
-            CredentialEntry(token: try TokenRepository.decode($0), deviceDisabled: try $0.bool("device_disabled"))
+        try db.execute(query).records.compactMap { row in
+            try TokenRepository.decode(row).credential.map { CredentialEntry(token: $0, deviceDisabled: try row.bool("device_disabled")) }
         }
     }
 
@@ -176,9 +177,3 @@ public struct TokenRepository {
     }
 }
 
-extension CredentialEntry: CredentialState {
-    public var deviceID: DeviceID { token.deviceID }
-    public var role: Role { token.role }
-    public var expiresAt: UnixTime? { token.expiresAt }
-    public var revokedAt: UnixTime? { token.revokedAt }
-}

@@ -8,10 +8,9 @@ import RelayWorkers
 /// changes; and the waits for the ones it does not hold yet.
 @Suite struct CredentialCacheTests {
     private func entry(_ id: Int64, device: String = "d1", secret: String? = nil) -> CredentialEntry {
-        let record = TokenRecord(id: id, deviceID: DeviceID(device)!, role: .app, label: "",
-                                 digest: BearerToken.digest(secret ?? "wimz_a_\(id)"), createdAt: UnixTime(microseconds: 0),
-                                 expiresAt: nil, revokedAt: nil, lastUsedAt: nil)
-        return CredentialEntry(token: record, deviceDisabled: false)
+        let token = TokenCredential(id: id, deviceID: DeviceID(device)!, role: .app, digest: DigestKey(BearerToken.digest(secret ?? "wimz_a_\(id)")),
+                                    expiresAt: nil, revokedAt: nil, access: .owner, control: false)
+        return CredentialEntry(token: token, deviceDisabled: false)
     }
 
     private func held(_ cache: CredentialCache, _ secret: String) -> Int64? {
@@ -51,6 +50,20 @@ import RelayWorkers
         #expect(held(cache, "wimz_a_1") == 1 && held(cache, "wimz_a_1001") == 1001)
         #expect({ if case .notHeld = cache.lookup(token: "wimz_a_2") { true } else { false } }())
         #expect(cache.entry(id: 2) == nil && !cache.ids.contains(2) && cache.ids.count == 1000)
+    }
+
+    /// A listed token becomes what its checks read — its digest as the cache's key, no label or
+    /// times of use; a digest that is not SHA-256's 32 bytes is no token's.
+    @Test func aStoredTokenBecomesWhatItsChecksRead() {
+        let digest = BearerToken.digest("wimz_a_1"), until = UnixTime(seconds: 2_000_000_000)
+        var record = TokenRecord(id: 7, deviceID: DeviceID("d1")!, role: .app, label: "Ana's phone", digest: digest,
+                                 createdAt: UnixTime(seconds: 1), expiresAt: until, revokedAt: nil, lastUsedAt: UnixTime(seconds: 2),
+                                 access: .guest, control: true)
+        #expect(record.credential == TokenCredential(id: 7, deviceID: DeviceID("d1")!, role: .app, digest: DigestKey(digest),
+                                                     expiresAt: until, revokedAt: nil, access: .guest, control: true))
+        #expect(record.credential?.memberFields.map(\.0) == ["token_id", "access", "control", "until"])
+        record.digest = Array(digest.prefix(16))
+        #expect(record.credential == nil)
     }
 
     @Test func aDisabledDeviceIsSeenInEveryTokenHeldForIt() {

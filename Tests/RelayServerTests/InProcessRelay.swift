@@ -68,7 +68,7 @@ final class InProcessRelay {
         case .refused(let error): return (head, .error(error))
         case .waiting:
             guard storeAnswers, let digest = head.credential?.digest else { return (head, nil) }
-            components.store.handle(.credentialsFound(digests: [digest], entries: stored.filter { $0.token.digest == digest }))
+            components.store.handle(.credentialsFound(digests: [digest], entries: stored.filter { $0.token.digest == DigestKey(digest) }))
             precondition(resumed, "the lookup's answer did not resume its request")
             return (head, nil)
         }
@@ -77,11 +77,10 @@ final class InProcessRelay {
     /// A token of `device`, as the store would report it.
     func token(_ device: String, _ role: Role, expiresIn seconds: Int64? = nil) -> (secret: String, entry: CredentialEntry) {
         let secret = "wimz_\(role == .robot ? "r" : "a")_test\(nextTokenID)"
-        let record = TokenRecord(id: nextTokenID, deviceID: DeviceID(device)!, role: role, label: "", digest: BearerToken.digest(secret),
-                                 createdAt: clock.wall, expiresAt: seconds.map { clock.wall.adding(seconds: $0) },
-                                 revokedAt: nil, lastUsedAt: nil)
+        let token = TokenCredential(id: nextTokenID, deviceID: DeviceID(device)!, role: role, digest: DigestKey(BearerToken.digest(secret)),
+                                    expiresAt: seconds.map { clock.wall.adding(seconds: $0) }, revokedAt: nil, access: .owner, control: false)
         nextTokenID += 1
-        return (secret, CredentialEntry(token: record, deviceDisabled: false))
+        return (secret, CredentialEntry(token: token, deviceDisabled: false))
     }
 
     /// Sends `method path` through the router from a new client; nil: answered later.

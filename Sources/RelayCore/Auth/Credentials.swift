@@ -3,12 +3,65 @@
 
 /// What the relay needs to decide on a presented token, without the database in the loop.
 public struct CredentialEntry: Sendable, Equatable {
-    public var token: TokenRecord
+    public var token: TokenCredential
     public var deviceDisabled: Bool
 
-    public init(token: TokenRecord, deviceDisabled: Bool) {
+    public init(token: TokenCredential, deviceDisabled: Bool) {
         self.token = token
         self.deviceDisabled = deviceDisabled
+    }
+}
+
+/// A token as its checks read it: whose it is, what it allows and until when — no label, no
+/// creation or last-use time (a listing's `TokenRecord` has those). What a cold node's lookup
+/// reads from the store and what the relay's cache gives back.
+public struct TokenCredential: Sendable, Equatable {
+    public var id: Int64
+    public var deviceID: DeviceID
+    public var role: Role
+    /// SHA-256 of the secret: the cache's key.
+    public var digest: DigestKey
+    public var expiresAt: UnixTime?
+    public var revokedAt: UnixTime?
+    public var access: Access
+    public var control: Bool
+
+    public init(id: Int64, deviceID: DeviceID, role: Role, digest: DigestKey, expiresAt: UnixTime?, revokedAt: UnixTime?,
+                access: Access, control: Bool) {
+        self.id = id
+        self.deviceID = deviceID
+        self.role = role
+        self.digest = digest
+        self.expiresAt = expiresAt
+        self.revokedAt = revokedAt
+        self.access = access
+        self.control = control
+    }
+
+    /// What the token's holder may do.
+    public var rights: MemberRights { MemberRights(access: access, control: control) }
+
+    /// A member's `until` (docs/protocol.md v1.3): the token's expiry.
+    public var until: UnixTime? { expiresAt }
+
+    /// `"token_id"`, `"access"`, `"control"`, `"until"`: how an answer states the caller's own access.
+    public var memberFields: [(String, JSONValue)] { [("token_id", .int(id))] + rights.fields(until: until) }
+}
+
+extension CredentialEntry: CredentialState {
+    public var deviceID: DeviceID { token.deviceID }
+    public var role: Role { token.role }
+    public var expiresAt: UnixTime? { token.expiresAt }
+    public var revokedAt: UnixTime? { token.revokedAt }
+}
+
+extension TokenRecord {
+    /// What the checks read of it; nil when its digest is not a SHA-256 digest (no token's).
+    public var credential: TokenCredential? {
+        DigestKey(exactly: digest).map {
+            TokenCredential(id: id, deviceID: deviceID, role: role, digest: $0, expiresAt: expiresAt, revokedAt: revokedAt,
+                            access: access, control: control)
+        }
     }
 }
 

@@ -17,6 +17,12 @@ public struct DigestKey: Hashable, Sendable {
         self.words = words
     }
 
+    /// The key of a SHA-256 digest; nil for bytes of any other length.
+    public init?(exactly bytes: [UInt8]) {
+        guard bytes.count == 32 else { return nil }
+        self.init(bytes)
+    }
+
     /// The digest's bytes again.
     public var bytes: [UInt8] {
         withUnsafeBytes(of: words) { Array($0) }

@@ -36,17 +36,19 @@ final class CredentialCache {
 
     func lookup(digest: [UInt8]) -> Lookup {
         let key = DigestKey(digest)
-        if let held = known.use(key) { return .found(held.entry) }
+        if let held = known.use(key) { return .found(held.entry(key)) }
         return unknown.peek(key) != nil ? .unknown : .notHeld
     }
 
     /// The token with `id`, when held (not marked as used).
-    func entry(id: Int64) -> CredentialEntry? { digestByID[id].flatMap { known.peek($0)?.entry } }
+    func entry(id: Int64) -> CredentialEntry? {
+        digestByID[id].flatMap { key in known.peek(key)?.entry(key) }
+    }
 
     /// A lookup's answer: the tokens found among `digests`; the others are no token's.
     func found(digests: [[UInt8]], entries: [CredentialEntry]) {
         for entry in entries { remember(entry) }
-        let found = Set(entries.map { DigestKey($0.token.digest) })
+        let found = Set(entries.map(\.token.digest))
         for digest in digests where !found.contains(DigestKey(digest)) { unknown.set(DigestKey(digest), true) }
     }
 
@@ -61,7 +63,7 @@ final class CredentialCache {
             unknown.set(key, true)  // deleted: no token now
             return true
         }
-        guard digestByID[id] != nil || unknown.peek(DigestKey(entry.token.digest)) != nil else { return false }
+        guard digestByID[id] != nil || unknown.peek(entry.token.digest) != nil else { return false }
         remember(entry)
         return true
     }
@@ -82,9 +84,7 @@ final class CredentialCache {
 
     /// Takes a token as the store has it: a revoked one is no token (as if deleted).
     func remember(_ entry: CredentialEntry) {
-        // Stored digests are SHA-256's 32 bytes (the store's column); any other is no token's.
-        guard entry.token.digest.count == 32 else { return }
-        let key = DigestKey(entry.token.digest)
+        let key = entry.token.digest
         guard entry.token.revokedAt == nil else {
             forget(id: entry.token.id)
             unknown.set(key, true)
@@ -125,11 +125,10 @@ private struct HeldToken {
         deviceDisabled = entry.deviceDisabled
     }
 
-    /// As the checks take it (a held token is never revoked: a revoked one is forgotten).
-    var entry: CredentialEntry {
-        CredentialEntry(token: TokenRecord(id: id, deviceID: device, role: role, label: "", digest: [],
-                                           createdAt: UnixTime(microseconds: 0), expiresAt: expiresAt, revokedAt: nil,
-                                           lastUsedAt: nil, access: access, control: control),
+    /// As the checks take it, with its key (a held token is never revoked: a revoked one is forgotten).
+    func entry(_ digest: DigestKey) -> CredentialEntry {
+        CredentialEntry(token: TokenCredential(id: id, deviceID: device, role: role, digest: digest, expiresAt: expiresAt,
+                                               revokedAt: nil, access: access, control: control),
                         deviceDisabled: deviceDisabled)
     }
 }

@@ -175,7 +175,7 @@ final class Router {
         case .turnCredentials: return h.turn.credentials(request, entry: entry)
         case .deviceStatus:
             return h.cluster.presence(of: device, request,
-                                      member: entry.token.role == .app ? .object(entry.token.memberFields(labelled: false)) : nil)
+                                      member: entry.token.role == .app ? .object(entry.token.memberFields) : nil)
         case .deviceState: return h.state.state(request, device: device)
         case .robotHTTP: return h.robotHTTP.request(request, entry: entry, path: parameters["path+"] ?? "/", body: body)
         case .registerPush: return h.push.register(request, entry: entry, body: body)

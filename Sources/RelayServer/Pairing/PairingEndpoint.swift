@@ -100,8 +100,9 @@ final class PairingEndpoint {
             case .paired(let device, let issued):
                 // The new token works on this node at once (ahead of its NOTIFY): the mailbox
                 // delivers this before the answer.
-                mailbox.post(.store(.tokenChanged(id: issued.record.id, entry: CredentialEntry(token: issued.record,
-                                                                                              deviceDisabled: false))))
+                if let credential = issued.record.credential {
+                    mailbox.post(.store(.tokenChanged(id: issued.record.id, entry: CredentialEntry(token: credential, deviceDisabled: false))))
+                }
                 let token = issued.record
                 return .json(201, .object([("device_id", .string(device.rawValue)), ("token", .string(issued.secret)),
                                            ("token_id", .int(token.id))] + token.rights.fields(until: token.until)))
