@@ -68,10 +68,10 @@ let package = Package(
         // swift-log's handler for the relay's JSON lines (token redaction included).
         .target(name: "RelayLogging", dependencies: ["RelayCore", .product(name: "Logging", package: "swift-log")]),
         // The database and nothing else: connection, repositories, migrations, notification grammar.
-        .target(name: "RelayStore", dependencies: ["CLibPQ", "RelayCore", "RelayCrypto"]),
+        .target(name: "RelayStore", dependencies: ["CLibPQ", wimzProtocol, "RelayCore", "RelayCrypto"]),
         // The threads that talk to the database for the relay (store monitor, cluster agent, audit
         // writer, admin jobs), all on one `DatabaseThread` with one reconnect policy.
-        .target(name: "RelayWorkers", dependencies: ["RelayCore", "RelayStore", "RelayLogging",
+        .target(name: "RelayWorkers", dependencies: [wimzProtocol, "RelayCore", "RelayStore", "RelayLogging",
                                                       .product(name: "Logging", package: "swift-log")]),
         // APNs (docs/protocol.md v1.2 push): the provider token and the HTTP/2 sender, on a worker of its
         // own fed through a bounded queue. The only target that uses SwiftNIO in the daemon.

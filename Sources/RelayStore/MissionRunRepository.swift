@@ -1,4 +1,5 @@
 import RelayCore
+import WimzProtocol
 
 /// Open mission runs (docs/protocol.md v1.4 "A mission run"; migrations/0013_live_activities.sql):
 /// one row per device with a run open, its state kept as the content state's JSON. Deleting a

@@ -1,4 +1,5 @@
 import RelayCore
+import WimzProtocol
 
 /// The devices whose push registrations, Live Activity tokens and mission run the relay holds
 /// (those it serves, and a bounded number it served lately), and those of them still to be read.

@@ -1,5 +1,6 @@
 import Testing
 import RelayCore
+import WimzProtocol
 
 /// docs/protocol.md v1.4 "Update": each rule of `LiveActivityPlanner` with its case.
 @Suite struct LiveActivityPlannerTests {

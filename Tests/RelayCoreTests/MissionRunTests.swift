@@ -1,5 +1,6 @@
 import Testing
 import RelayCore
+import WimzProtocol
 
 /// A device's mission run (docs/protocol.md v1.4 "A mission run"): each rule with its case.
 @Suite struct MissionRunTests {

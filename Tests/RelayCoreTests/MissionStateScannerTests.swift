@@ -1,5 +1,6 @@
 import Testing
 @testable import RelayCore
+import WimzProtocol
 
 /// The hub's one-pass reader of a `mission_progress` frame agrees with `JSONReader` and
 /// `MissionState(data:)` on every frame, plain or odd.

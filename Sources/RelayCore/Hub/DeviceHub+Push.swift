@@ -2,6 +2,7 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import WimzProtocol
 #endif
 
 /// Which robot events reach the push logic, as which push (docs/protocol.md v1.2 "Push

@@ -2,6 +2,7 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import WimzProtocol
 #endif
 
 /// Pairing and routing (docs/protocol.md "Frames on the sockets"): the device table and every rule about who

@@ -1,3 +1,4 @@
+import WimzProtocol
 /// One Live Activity request to APNs (docs/protocol.md v1.4 "What the relay sends"): to which
 /// token, which event, at which priority, for which state.
 public struct LiveActivityRequest: Sendable, Equatable {

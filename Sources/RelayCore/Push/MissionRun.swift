@@ -1,43 +1,8 @@
-/// A mission run's state (docs/protocol.md v1.4 "A mission run"): the latest `mission_progress`
-/// data, each member of the type the app's `ContentState` decodes (a member the robot did not
-/// send, or sent as another type, is nil; strings are cut to 64 characters), and whether the
-/// robot is connected.
-public struct MissionState: Sendable, Equatable {
-    public static let maxStringLength = 64
+import WimzProtocol
 
-    public var status: String?
-    public var trick: String?
-    public var stage: Int64?
-    public var totalStages: Int64?
-    public var dogName: String?
-    public var rewards: Int64?
-    public var progress: Double?
-    public var targetSec: Double?
-    public var robotOnline: Bool
-
-    public init(status: String? = nil, trick: String? = nil, stage: Int64? = nil, totalStages: Int64? = nil, dogName: String? = nil,
-                rewards: Int64? = nil, progress: Double? = nil, targetSec: Double? = nil, robotOnline: Bool = true) {
-        self.status = status
-        self.trick = trick
-        self.stage = stage
-        self.totalStages = totalStages
-        self.dogName = dogName
-        self.rewards = rewards
-        self.progress = progress
-        self.targetSec = targetSec
-        self.robotOnline = robotOnline
-    }
-
-    /// The state's members as the robot's `mission_progress` data and `aps.content-state` name
-    /// them, in the contract's order (`robot_online` is the relay's own).
-    public enum Member: String, CaseIterable, Sendable {
-        case status, trick, stage
-        case totalStages = "total_stages"
-        case dogName = "dog_name"
-        case rewards, progress
-        case targetSec = "target_sec"
-    }
-
+/// How the relay reads a mission's state (``MissionState``, WimzProtocol) from the robot's JSON and
+/// writes it as `aps.content-state`: each member by the type the app's `ContentState` decodes.
+extension MissionState {
     /// A member's value as read from JSON, before the member's type is applied.
     public enum Scalar: Sendable {
         case text(String)
@@ -61,10 +26,10 @@ public struct MissionState: Sendable, Equatable {
     /// number; anything else nil.
     public mutating func set(_ member: Member, _ value: Scalar) {
         var text: String? { if case .text(let s) = value { String(s.prefix(Self.maxStringLength)) } else { nil } }
-        var integer: Int64? {
+        var integer: Int? {
             switch value {
-            case .integer(let n): n
-            case .number(let d) where d == d.rounded() && abs(d) < 9e15: Int64(d)
+            case .integer(let n): Int(n)
+            case .number(let d) where d == d.rounded() && abs(d) < 9e15: Int(d)
             default: nil
             }
         }
@@ -92,10 +57,10 @@ public struct MissionState: Sendable, Equatable {
         switch member {
         case .status: .optional(status)
         case .trick: .optional(trick)
-        case .stage: stage.map(JSONValue.int) ?? .null
-        case .totalStages: totalStages.map(JSONValue.int) ?? .null
+        case .stage: stage.map { .int(Int64($0)) } ?? .null
+        case .totalStages: totalStages.map { .int(Int64($0)) } ?? .null
         case .dogName: .optional(dogName)
-        case .rewards: rewards.map(JSONValue.int) ?? .null
+        case .rewards: rewards.map { .int(Int64($0)) } ?? .null
         case .progress: progress.map(JSONValue.double) ?? .null
         case .targetSec: targetSec.map(JSONValue.double) ?? .null
         }

@@ -1,3 +1,4 @@
+import WimzProtocol
 /// Reads a `mission_progress` frame's state in one pass over its bytes, building no tree: the
 /// hub does it for every such frame of a device with Live Activities, on the forwarding path,
 /// where `JSONReader` (a tree of strings) cost ~30,000 instructions a 250-byte frame. It reads

@@ -1,6 +1,7 @@
 import RelayCore
 import RelayPush
 import RelayStore
+import WimzProtocol
 
 /// What the relay sends for mission runs (docs/protocol.md v1.4 "What the relay sends"), on the
 /// service thread: which token gets a start, an update or an end, at which priority and

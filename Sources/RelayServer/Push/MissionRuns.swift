@@ -1,6 +1,7 @@
 import RelayCore
 import RelayStore
 import RelayWorkers
+import WimzProtocol
 
 /// What the database tells the service thread about mission runs.
 enum MissionRunEvent: Sendable {

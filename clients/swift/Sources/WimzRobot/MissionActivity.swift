@@ -1,4 +1,5 @@
 import Foundation
+import WimzProtocol
 #if canImport(ActivityKit)
 import ActivityKit
 #endif
@@ -19,51 +20,8 @@ import ActivityKit
 public struct MissionActivityAttributes: Codable, Hashable, Sendable {
     /// What a start or update carries (`aps.content-state`), member for member as the relay sends
     /// it: the run's latest `mission_progress` data (a member the robot did not send is nil) and
-    /// whether the robot is connected.
-    public struct ContentState: Codable, Hashable, Sendable {
-        /// The guide's mission states: `waiting_for_dog`, `watching`, `success`, `completed`, …
-        public var status: String?
-        public var trick: String?
-        public var stage: Int?
-        public var totalStages: Int?
-        public var dogName: String?
-        public var rewards: Int?
-        /// 0…1 of the current hold.
-        public var progress: Double?
-        public var targetSec: Double?
-        /// False while the robot is away (the relay noticed; the state is the last it had).
-        public var robotOnline: Bool
-
-        /// ActivityKit decodes the content state with plain `Codable`: the keys are written out.
-        enum CodingKeys: String, CodingKey {
-            case status, trick, stage, rewards, progress
-            case totalStages = "total_stages"
-            case dogName = "dog_name"
-            case targetSec = "target_sec"
-            case robotOnline = "robot_online"
-        }
-
-        public init(status: String? = nil, trick: String? = nil, stage: Int? = nil, totalStages: Int? = nil, dogName: String? = nil,
-                    rewards: Int? = nil, progress: Double? = nil, targetSec: Double? = nil, robotOnline: Bool = true) {
-            self.status = status
-            self.trick = trick
-            self.stage = stage
-            self.totalStages = totalStages
-            self.dogName = dogName
-            self.rewards = rewards
-            self.progress = progress
-            self.targetSec = targetSec
-            self.robotOnline = robotOnline
-        }
-
-        /// The state an app shows for a `mission_progress` it received itself (while it is open,
-        /// it updates its own activity: the relay sends none to an app with a socket).
-        public init(_ progress: MissionProgress, robotOnline: Bool = true) {
-            self.init(status: progress.status, trick: progress.trick, stage: progress.stage, totalStages: progress.totalStages,
-                      dogName: progress.dogName, rewards: progress.rewards, progress: progress.progress,
-                      targetSec: progress.targetSec, robotOnline: robotOnline)
-        }
-    }
+    /// whether the robot is connected — the relay's own definition (WimzProtocol).
+    public typealias ContentState = MissionState
 
     public var deviceID: String
     /// The device's name as the relay knows it.
@@ -77,6 +35,16 @@ public struct MissionActivityAttributes: Codable, Hashable, Sendable {
     public init(deviceID: String, robotName: String) {
         self.deviceID = deviceID
         self.robotName = robotName
+    }
+}
+
+extension MissionState {
+    /// The state an app shows for a `mission_progress` it received itself (while it is open,
+    /// it updates its own activity: the relay sends none to an app with a socket).
+    public init(_ progress: MissionProgress, robotOnline: Bool = true) {
+        self.init(status: progress.status, trick: progress.trick, stage: progress.stage, totalStages: progress.totalStages,
+                  dogName: progress.dogName, rewards: progress.rewards, progress: progress.progress,
+                  targetSec: progress.targetSec, robotOnline: robotOnline)
     }
 }
 
