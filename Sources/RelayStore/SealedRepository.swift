@@ -8,42 +8,10 @@ public struct SealedRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// An app's public keys for one device (B64 text, checked by the caller: 32 bytes each, `kid` theirs).
-    public struct MemberKey: Sendable, Equatable {
-        public var appTokenID: Int64
-        public var kid: String
-        public var sign: String
-        public var hpke: String
-
-        public init(appTokenID: Int64, kid: String, sign: String, hpke: String) {
-            (self.appTokenID, self.kid, self.sign, self.hpke) = (appTokenID, kid, sign, hpke)
-        }
-    }
-
-    /// A member's epoch secret, sealed to its key: `kid` and B64 of the encapsulated key and ciphertext.
-    public struct Package: Sendable, Equatable {
-        public var kid: String
-        public var sealed: String
-
-        public init(kid: String, sealed: String) { (self.kid, self.sealed) = (kid, sealed) }
-    }
-
-    /// An epoch as the robot uploads it (checked by the caller against the path and the roster).
-    public struct EpochUpload: Sendable, Equatable {
-        public var epoch: Int
-        /// B64 of the roster's exact bytes, the owner's `kid`, the owner's signature.
-        public var roster: String
-        public var signedBy: String
-        public var signature: String
-        public var robotSignature: String
-        /// One package per member of the roster.
-        public var packages: [Package]
-
-        public init(epoch: Int, roster: String, signedBy: String, signature: String, robotSignature: String, packages: [Package]) {
-            (self.epoch, self.roster, self.signedBy, self.signature) = (epoch, roster, signedBy, signature)
-            (self.robotSignature, self.packages) = (robotSignature, packages)
-        }
-    }
+    // The values the rules read from request bodies (`SealedRules`, RelayCore), by their names here.
+    public typealias MemberKey = SealedRules.MemberKey
+    public typealias Package = SealedRules.Package
+    public typealias EpochUpload = SealedRules.EpochUpload
 
     /// What an app is handed for one epoch: the signed roster, the robot's acceptance, its own package.
     public struct EpochForMember: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import RelayCore
+import RelayCrypto
 import RelayStore
 
 /// The sealed household's keys and epochs (docs/protocol.md "The sealed household (v1.5)"):
@@ -50,7 +51,7 @@ final class SealedEndpoint {
                 }
             case .putMemberKey:
                 guard let body else { return .error(.notSupported, "member keys need the relay's own HTTP front") }
-                let key = try SealedRules.memberKey(body, appTokenID: token)
+                let key = try SealedRules.memberKey(body, appTokenID: token, sha256: Crypto.sha256)
                 return database.answer(request) { db in
                     try SealedRepository(db).setMemberKey(device: device, key, address: address)
                     return .json(200, .object([("kid", .string(key.kid))]))

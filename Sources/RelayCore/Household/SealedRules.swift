@@ -1,41 +1,77 @@
-import RelayCore
-import RelayCrypto
-import RelayStore
 import WimzProtocol
 
 /// The sealed household's request bodies, read strictly (docs/protocol.md "The sealed household
 /// (v1.5)"). The relay checks what it can without a secret: shapes, sizes, that a `kid` is its
 /// keys', and that an uploaded roster is this device's, of this epoch, with one package per
-/// member. Signatures are the ends' business: they verify everything the relay hands them.
-enum SealedRules {
-    /// `{"sign":B64,"hpke":B64}`, 32 bytes each: the app's keys and their `kid`.
-    static func memberKey(_ body: [UInt8], appTokenID: Int64) throws(RelayError) -> SealedRepository.MemberKey {
+/// member. Signatures are the ends' business: they verify everything the relay hands them. Pure,
+/// beside the household's rules (`HouseholdRules`); the one digest it needs is handed in.
+public enum SealedRules {
+    /// An app's public keys for one device (B64 text, checked by the caller: 32 bytes each, `kid` theirs).
+    public struct MemberKey: Sendable, Equatable {
+        public var appTokenID: Int64
+        public var kid: String
+        public var sign: String
+        public var hpke: String
+
+        public init(appTokenID: Int64, kid: String, sign: String, hpke: String) {
+            (self.appTokenID, self.kid, self.sign, self.hpke) = (appTokenID, kid, sign, hpke)
+        }
+    }
+
+    /// A member's epoch secret, sealed to its key: `kid` and B64 of the encapsulated key and ciphertext.
+    public struct Package: Sendable, Equatable {
+        public var kid: String
+        public var sealed: String
+
+        public init(kid: String, sealed: String) { (self.kid, self.sealed) = (kid, sealed) }
+    }
+
+    /// An epoch as the robot uploads it (checked by the caller against the path and the roster).
+    public struct EpochUpload: Sendable, Equatable {
+        public var epoch: Int
+        /// B64 of the roster's exact bytes, the owner's `kid`, the owner's signature.
+        public var roster: String
+        public var signedBy: String
+        public var signature: String
+        public var robotSignature: String
+        /// One package per member of the roster.
+        public var packages: [Package]
+
+        public init(epoch: Int, roster: String, signedBy: String, signature: String, robotSignature: String, packages: [Package]) {
+            (self.epoch, self.roster, self.signedBy, self.signature) = (epoch, roster, signedBy, signature)
+            (self.robotSignature, self.packages) = (robotSignature, packages)
+        }
+    }
+
+    /// `{"sign":B64,"hpke":B64}`, 32 bytes each: the app's keys and their `kid` (`sha256`: the
+    /// relay's SHA-256, RelayCrypto's).
+    public static func memberKey(_ body: [UInt8], appTokenID: Int64, sha256: ([UInt8]) -> [UInt8]) throws(RelayError) -> MemberKey {
         let usage = #"send {"sign":B64,"hpke":B64}: both raw 32-byte public keys, base64url without padding"#
         guard let json = try? JSONReader.parse(body), case .object = json,
               let sign = json.member("sign")?.stringValue, let signKey = Base64.decodeURLSafe(sign), signKey.count == 32,
               let hpke = json.member("hpke")?.stringValue, let hpkeKey = Base64.decodeURLSafe(hpke), hpkeKey.count == 32
         else { throw RelayError(.badRequest, usage) }
-        return .init(appTokenID: appTokenID, kid: kid(sign: signKey, hpke: hpkeKey), sign: sign, hpke: hpke)
+        return .init(appTokenID: appTokenID, kid: kid(sign: signKey, hpke: hpkeKey, sha256: sha256), sign: sign, hpke: hpke)
     }
 
     /// The lower-case hex of the first 16 bytes of SHA-256(Ed25519 public ‖ X25519 public).
-    static func kid(sign: [UInt8], hpke: [UInt8]) -> String {
-        Hex.encode(Array(Crypto.sha256(sign + hpke).prefix(16)))
+    public static func kid(sign: [UInt8], hpke: [UInt8], sha256: ([UInt8]) -> [UInt8]) -> String {
+        Hex.encode(Array(sha256(sign + hpke).prefix(16)))
     }
 
     /// An owner's signed roster as the relay reads it: the envelope's fields, and the epoch and
     /// members' `kid`s of the roster inside (which names this device).
-    struct SignedRoster {
-        var roster: String, by: String, signature: String
-        var epoch: Int
-        var members: Set<String>
+    public struct SignedRoster: Sendable, Equatable {
+        public var roster: String, by: String, signature: String
+        public var epoch: Int
+        public var members: Set<String>
 
         /// The envelope as stored and handed to the robot (every value base64url or hex: nothing to escape).
-        var json: String { #"{"roster":"\#(roster)","by":"\#(by)","sig":"\#(signature)"}"# }
+        public var json: String { #"{"roster":"\#(roster)","by":"\#(by)","sig":"\#(signature)"}"# }
     }
 
     /// `{"roster":B64,"by":KID,"sig":B64}` of `device`.
-    static func signedRoster(_ json: JSONValue?, device: DeviceID) throws(RelayError) -> SignedRoster {
+    public static func signedRoster(_ json: JSONValue?, device: DeviceID) throws(RelayError) -> SignedRoster {
         guard let json, case .object = json, let roster = json.member("roster")?.stringValue, let bytes = Base64.decodeURLSafe(roster),
               let by = json.member("by")?.stringValue, isKid(by),
               let signature = json.member("sig")?.stringValue, Base64.decodeURLSafe(signature)?.count == 64
@@ -48,7 +84,7 @@ enum SealedRules {
     /// `"departures"`, the rosters that follow it at its guests' ends, signed ahead (epochs E + 1,
     /// E + 2, …, at most 32). Returned as stored and handed to the robot: the envelope, with the
     /// departures when there are any. The robot verifies the chain; the relay checks its shape.
-    static func proposal(_ body: [UInt8], device: DeviceID) throws(RelayError) -> (epoch: Int, json: String) {
+    public static func proposal(_ body: [UInt8], device: DeviceID) throws(RelayError) -> (epoch: Int, json: String) {
         guard let json = try? JSONReader.parse(body), case .object = json else { throw RelayError(.badRequest, "the body is not JSON") }
         let signed = try signedRoster(json, device: device)
         let most = WimzProtocol.maxScheduledDepartures
@@ -70,7 +106,7 @@ enum SealedRules {
 
     /// `{"roster":{"roster":B64,"by":KID,"sig":B64},"robot_sig":B64,"packages":[{"kid","sealed"}…]}`
     /// for epoch `epoch` of `device`.
-    static func epochUpload(_ body: [UInt8], device: DeviceID, epoch: Int) throws(RelayError) -> SealedRepository.EpochUpload {
+    public static func epochUpload(_ body: [UInt8], device: DeviceID, epoch: Int) throws(RelayError) -> EpochUpload {
         let usage = #"send {"roster":{"roster":B64,"by":KID,"sig":B64},"robot_sig":B64,"packages":[{"kid":KID,"sealed":B64},…]}"#
         guard let json = try? JSONReader.parse(body), case .object = json,
               let robotSignature = json.member("robot_sig")?.stringValue, Base64.decodeURLSafe(robotSignature)?.count == 64,
@@ -78,7 +114,7 @@ enum SealedRules {
         else { throw RelayError(.badRequest, usage) }
         let signed = try signedRoster(json.member("roster"), device: device)
         guard signed.epoch == epoch else { throw RelayError(.badRequest, "the roster is of epoch \(signed.epoch), not \(epoch)") }
-        var packages: [SealedRepository.Package] = []
+        var packages: [Package] = []
         for item in items {
             // The encapsulated key (32 bytes), then the secret (32) and its tag (16).
             guard let kid = item.member("kid")?.stringValue, isKid(kid), let sealed = item.member("sealed")?.stringValue,
