@@ -20,7 +20,6 @@ import asyncio
 import inspect
 import json
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
@@ -34,7 +33,7 @@ from .household import AppToken, Sender, list_app_tokens
 from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH, CloseCode, device_path
 from .sealed.device import SealedDevice
 from .sealed.frames import Sender as FrameSender
-from .sealed.roster import RosterRejected, SignedRoster
+from .sealed.keeper import RosterKeeper
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials, get_json
 
 log = logging.getLogger("wimz_robot")
@@ -151,7 +150,9 @@ class RobotClient:
         #: sealed, and an unsealed one from an app is dropped unread.
         self.sealed = sealed
         self._sealer: FrameSender | None = None
-        self._departures_changed = asyncio.Event()
+        #: Its rosters over time: accepted, caught up on connect, departures applied.
+        self._rosters = None if sealed is None else RosterKeeper(sealed, store_epoch=self._store_epoch,
+                                                                 pending_rosters=self._pending_rosters, relay_failure=TurnFetchError)
 
         #: App sockets the relay last reported for this device (``app_presence``).
         self.apps: int = 0
@@ -174,8 +175,8 @@ class RobotClient:
         if self._runner is None:
             self._runner = asyncio.create_task(self._run(), name=f"wimz-robot {self.device_id}")
             self._refresher = asyncio.create_task(self._refresh_turn(), name="wimz-robot turn refresher")
-            if self.sealed is not None:
-                self._spawn(self._apply_departures())
+            if self._rosters is not None:
+                self._spawn(self._rosters.apply_departures())
 
     async def close(self) -> None:
         """Closes the socket (1000) and stops reconnecting."""
@@ -293,88 +294,25 @@ class RobotClient:
     async def accept_roster(self, signed: dict[str, Any]) -> int:
         """Accepts the household's next roster (v1.5): verified against the pinned first owner
         or the current roster, a new epoch secret sealed to every member and stored on the
-        relay. The departures its owner signed ahead with it (``"departures"``) are scheduled
-        (refused ones logged: the roster stands). Returns the new epoch; raises RosterRejected
-        or TurnFetchError."""
-        if self.sealed is None:
+        relay; the departures signed ahead with it are scheduled. Returns the new epoch; raises
+        RosterRejected or TurnFetchError."""
+        if self._rosters is None:
             raise RuntimeError("this client has no SealedDevice")
-        roster = SignedRoster.from_json(signed)
-        body = self.sealed.accept(roster)
-        if signed.get("departures") is not None:
-            self._take_departures(signed["departures"])
-        epoch = roster.roster.epoch
+        return await self._rosters.accept(signed)
+
+    async def _store_epoch(self, epoch: int, body: dict[str, Any]) -> None:
         url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'epochs', str(epoch))}"
         try:
             await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl, "PUT", body)
         except TurnFetchError as error:
             if error.status != 409:  # 409: the relay holds this epoch already
                 raise
-        return epoch
 
-    async def _accept_roster_frame(self, frame: dict[str, Any]) -> None:
-        """A roster an owner signed, handed over by the relay: accepted if it verifies, else logged."""
-        try:
-            await self.accept_roster({key: frame.get(key) for key in ("roster", "by", "sig", "departures")})
-        except RosterRejected as refusal:
-            log.warning("roster refused: %s", refusal)
-        except TurnFetchError as error:
-            log.warning("epoch not stored on the relay: %s", error)
-
-    async def _catch_up_rosters(self) -> None:
-        """The rosters owners signed while this robot was away, oldest first; then the current
-        epoch once more, in case it was accepted while the relay could not be told (a scheduled
-        departure; the relay answers 409 when it holds it)."""
+    async def _pending_rosters(self) -> list[Any]:
         url = f"{self._http_base}{device_path(self.device_id, 'sealed', 'rosters')}"
-        try:
-            pending = await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl)
-        except TurnFetchError as error:
-            log.warning("pending rosters not read: %s", error)
-            return
-        for signed in pending.get("rosters", []) if isinstance(pending, dict) else []:
-            await self._accept_roster_frame(signed)
-        if self.sealed is not None and self.sealed.signed is not None:
-            await self._accept_roster_frame(self.sealed.signed.to_json())
-
-    def _schedule_departures(self, message: dict[str, Any], sender: Sender | None) -> None:
-        """An owner's chain of departures (``roster_schedule``, sealed): kept, and the
-        scheduler woken; refused (logged) from anyone else or when it does not verify."""
-        if self.sealed is None or sender is None or sender.access != "owner":
-            log.warning("roster_schedule from a member who is not an owner: ignored")
-            return
-        self._take_departures(message.get("rosters"))
-
-    def _take_departures(self, rosters: Any) -> None:
-        """A chain of departures from the current roster, each signed by an owner of the one
-        before (``verify_chain``): kept, and the scheduler woken; logged when it is refused."""
-        assert self.sealed is not None
-        try:
-            if not isinstance(rosters, list):
-                raise RosterRejected("departures: no list of rosters")
-            self.sealed.schedule_departures([SignedRoster.from_json(item) for item in rosters])
-        except RosterRejected as refusal:
-            log.warning("departures refused: %s", refusal)
-            return
-        self._departures_changed.set()
-
-    async def _apply_departures(self) -> None:
-        """Accepts each scheduled departure when this robot's clock reaches its ``made``: a
-        guest's end is a new epoch without any owner's app running. Checks at least once a
-        minute, so a clock set forward is noticed."""
-        assert self.sealed is not None
-        while True:
-            self._departures_changed.clear()
-            due = self.sealed.next_departure()
-            wait = 60.0 if due is None else min(60.0, due.roster.made / 1000 - time.time())
-            if due is not None and wait <= 0:
-                log.info("a guest's end: epoch %d", due.roster.epoch)
-                await _guarded(self._accept_roster_frame(due.to_json()))
-                if self.sealed.next_departure() is not due:
-                    continue
-                wait = 60.0  # not taken (say, the state file could not be written; logged): again in a minute
-            try:
-                await asyncio.wait_for(self._departures_changed.wait(), timeout=wait)
-            except TimeoutError:
-                pass
+        pending = await asyncio.to_thread(get_json, url, self._token, 10.0, self._ssl)
+        rosters = pending.get("rosters", []) if isinstance(pending, dict) else []
+        return rosters if isinstance(rosters, list) else []
 
     async def _send_text(self, message: str | bytes) -> bool:
         ws = self._ws
@@ -477,8 +415,8 @@ class RobotClient:
                         await ws.send(self._outgoing(event))
                     self._connected.set()
                     self._state("connected")
-                    if self.sealed is not None:
-                        self._spawn(self._catch_up_rosters())
+                    if self._rosters is not None:
+                        self._spawn(self._rosters.catch_up())
                     log.info("connected to %s", self._ws_url)
                     # This connection's messages, in order, to one worker that runs the handlers.
                     inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue(self._inbox_size)
@@ -567,8 +505,8 @@ class RobotClient:
             if parsed is None:
                 continue
             sender = None
-            if self.sealed is not None and parsed.get("type") == "roster":
-                await _guarded(self._accept_roster_frame(parsed))
+            if self._rosters is not None and parsed.get("type") == "roster":
+                await _guarded(self._rosters.accept_frame(parsed))
                 continue
             if self.sealed is not None and self.is_sealed:
                 if parsed.get("type") == "sealed":
@@ -577,8 +515,8 @@ class RobotClient:
                         continue
                     member = inner.opened.member
                     parsed, sender = inner.message, Sender(None, member.role, member.may_control, member.kid)
-                    if parsed.get("type") == "roster_schedule":
-                        self._schedule_departures(parsed, sender)
+                    if parsed.get("type") == "roster_schedule" and self._rosters is not None:
+                        self._rosters.schedule(parsed, sender)
                         continue
                 elif not self.sealed.reads_unsealed(parsed):
                     continue
