@@ -158,6 +158,7 @@ import RelayTestSupport
         #expect(try Subprocess.cli(["device", "add", "dev1"], databaseURL: cluster.url).status == 0)
         let token = try Subprocess.cli(["token", "issue", "--device", "dev1", "--role", "app"], databaseURL: cluster.url).lastLine
         try cluster.stop()
+        // The setting by its old name, as an env file from an earlier release says it (still read).
         let relay = try RelayDaemon(databaseURL: cluster.url, environment: ["WIMZ_UPGRADE_HOLD": "20"])
         defer { relay.stop() }
         let outcome = LockedLines()

@@ -30,7 +30,7 @@ public final class RelayFixture: @unchecked Sendable {
         // loaded machine a read can take longer than 2 s, and a test of anything else must not
         // fail on it. Tests of the store going away start a RelayDaemon of their own.
         relay = try RelayDaemon(databaseURL: database.url, arguments: arguments,
-                                environment: ["WIMZ_UPGRADE_HOLD": "15"].merging(environment) { _, given in given })
+                                environment: ["WIMZ_CREDENTIAL_HOLD": "15"].merging(environment) { _, given in given })
         try relay.waitUntilReady()
         guard relay.waitForLog(containing: "credentials_loaded") != nil else {
             throw TestSetupError("credentials never loaded")

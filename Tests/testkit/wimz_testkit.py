@@ -217,7 +217,7 @@ class RelayNode:
                            WIMZ_LISTEN=f"127.0.0.1:{self.port}", WIMZ_SPOOL_DIR=self.spool,
                            # A first token read may wait this long for the store (2 s in production):
                            # on a loaded machine it can take longer, and a test must not fail on it.
-                           **{"WIMZ_UPGRADE_HOLD": "15", **self.env})
+                           **{"WIMZ_CREDENTIAL_HOLD": "15", **self.env})
         if self.name != "relay":
             environment["WIMZ_NODE_ID"] = self.name
         self.process = subprocess.Popen([self.database.relay_bin, "serve"], env=environment, stdout=subprocess.PIPE,

@@ -118,8 +118,8 @@ public struct RelayConfiguration: Sendable {
     public var pushEnabled: Bool { apnsKeyFile != nil }
 
     /// How long a request or upgrade waits for its token to be read from the store before it gets
-    /// 503 (`WIMZ_UPGRADE_HOLD`; the store unreachable).
-    public var upgradeHoldSeconds = 2.0
+    /// 503 (`WIMZ_CREDENTIAL_HOLD`; the store unreachable).
+    public var credentialHoldSeconds = 2.0
     /// Tokens kept in memory (`WIMZ_CREDENTIAL_CACHE`): more than the node's sockets, or
     /// reconnects read tokens from the store again.
     public var credentialCacheSize = 200_000

@@ -110,8 +110,8 @@ public enum ServeOptions {
     static let websocket: [ServeOption] = [
         .int("WIMZ_PING_INTERVAL", "ping-interval", .websocket, \.pingIntervalSeconds, .atLeast(1),
              "Seconds between pings; silent for two intervals: closed."),
-        .number("WIMZ_UPGRADE_HOLD", "upgrade-hold", .websocket, \.upgradeHoldSeconds, .from(0, to: 60),
-                "Seconds a request or upgrade waits for its token to be read from the store before it gets 503."),
+        .number("WIMZ_CREDENTIAL_HOLD", "credential-hold", .websocket, \.credentialHoldSeconds, .from(0, to: 60),
+                "Seconds a request or upgrade waits for its token to be read from the store before it gets 503 (was WIMZ_UPGRADE_HOLD, still read)."),
         .int("WIMZ_CREDENTIAL_CACHE", "credential-cache", .websocket, \.credentialCacheSize, .from(1000, to: 10_000_000),
              "Tokens kept in memory, least recently used forgotten first (more than the node's sockets)."),
         .int("WIMZ_MAX_MESSAGE_BYTES", "max-message-bytes", .websocket, \.maxMessageBytes,
@@ -205,6 +205,10 @@ public enum ServeOptions {
     /// The option named `env`.
     public static func option(_ env: String) -> ServeOption? { all.first { $0.env == env } }
 
+    /// Settings renamed, by their old names: an old name is still read (its new one wins) so
+    /// that an env file written for an earlier release keeps working.
+    public static let renamed: [String: String] = ["WIMZ_UPGRADE_HOLD": "WIMZ_CREDENTIAL_HOLD"]
+
     /// The defaults with just the settings `names` taken from `environment` and range-checked:
     /// for commands that act for the relay (the TURN realm, the pairing TTL) without serving.
     public static func configuration(reading names: [String], environment: [String: String]) throws(ConfigurationError)
@@ -247,6 +251,8 @@ public enum ServeOptions {
             guard let text = value ?? rest.popFirst() else { throw ConfigurationError("--\(name) needs a value") }
             given[option.env] = text
         }
+        var environment = environment
+        for (old, new) in renamed where (environment[new] ?? "").isEmpty { environment[new] = environment[old] }
         var config = RelayConfiguration.defaults
         for option in all {
             guard let text = given[option.env] ?? environment[option.env].flatMap({ $0.isEmpty ? nil : $0 }) else { continue }

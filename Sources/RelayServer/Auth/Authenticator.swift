@@ -26,7 +26,7 @@ final class Authenticator {
         self.configuration = configuration
         self.clock = clock
         credentials = CredentialCache(capacity: configuration.credentialCacheSize)
-        lookups = CredentialLookups(queue: queue, clock: clock, holdSeconds: configuration.upgradeHoldSeconds)
+        lookups = CredentialLookups(queue: queue, clock: clock, holdSeconds: configuration.credentialHoldSeconds)
         failures = AuthFailureLimiter(rate: configuration.authFailureRate, burst: configuration.authFailureBurst)
     }
 
@@ -180,7 +180,7 @@ extension Authenticator: MetricsReporting {
         metrics.counter("wimz_credential_lookups_refused_total", refusedHelp, [("reason", "full")], lookups.refusedFull)
         metrics.counter("wimz_credential_lookups_refused_total", refusedHelp, [("reason", "failing_address")], lookups.refusedFailingAddress)
         metrics.counter("wimz_credential_lookups_timed_out_total",
-                        "Waits for a token's lookup that ended at WIMZ_UPGRADE_HOLD without an answer (answered 503).",
+                        "Waits for a token's lookup that ended at WIMZ_CREDENTIAL_HOLD without an answer (answered 503).",
                         lookups.timedOut)
     }
 }
