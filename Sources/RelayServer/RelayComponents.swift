@@ -26,38 +26,37 @@ final class RelayComponents {
     let router: Router
     /// How a request's head is read on an lws connection (the gate's parse, or lws's).
     let heads: RequestHeads
+    /// What the gate hands the requests it reads to (the router, the caller's checks, the log).
+    let gateRequests: GateRequests
     /// The plain-HTTP front door on `gateListener`'s sockets (nil with TLS served by lws).
     let gate: HTTPGate?
+    /// Where the hub's reports go.
+    let hubReports: HubReports
     /// Events from other threads, drained on the service thread (`drainMailbox`).
     private let mailbox: Mailbox<ServiceEvent>
     /// Re-reads the TLS certificate and key (SIGHUP; the loop's).
     private let reloadTLS: () -> Void
 
-    /// A deferred answer is written on its client's connection by the gate (`gateListener`'s
-    /// sockets), by `respond` in tests that have no gate, and with TLS served by lws (neither)
-    /// when the connection turns writeable. `webSocketIO` is the WebSocket connections' socket
-    /// layer (lws's, unless a test records).
+    /// Every component, built in the order they depend on each other, each given what it needs.
+    /// A deferred answer is written on its client's connection by whoever reads it (its
+    /// `HTTPClient`'s answerer: the gate, or a test's recorder), and with TLS served by lws (no
+    /// gate) when the connection turns writeable. `webSocketIO` is the WebSocket connections'
+    /// socket layer (lws's, unless a test records).
     init(env: RelayEnvironment, workers: Workers, mailbox: Mailbox<ServiceEvent>, loop: LoopControl,
-         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {},
-         respond testResponder: ((HTTPClient, HTTPResponse) -> Void)? = nil) {
+         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {}) {
         self.env = env
         let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
         self.hub = hub
         self.mailbox = mailbox
         self.reloadTLS = reloadTLS
-        let gate = gateListener.map {
-            HTTPGate(io: $0, clock: env.clock,
-                     deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)),
-                     lingering: HTTPGate.Lingering(largestBody: Route.BodyLimit.largest(env.configuration)))
-        }
-        self.gate = gate
-        let respond = gate.map { gate in { [unowned gate] (client: HTTPClient, response: HTTPResponse) in gate.respond(client.handle, with: response) } }
-            ?? testResponder
         authenticator = Authenticator(configuration: env.configuration, clock: env.clock, lookups: workers.credentials)
-        database = DatabaseExchanges(env: env, worker: workers.database, authenticator: authenticator, mailbox: mailbox, respond: respond)
-        cluster = ClusterCoordinator(env: env, hub: hub, agent: workers.cluster, database: database)
+        database = DatabaseExchanges(env: env, worker: workers.database, authenticator: authenticator, mailbox: mailbox)
+        // The cluster's view, written by its coordinator and read by the stop sequence.
+        let membership = ClusterMembership()
+        stop = StopSequence(env: env, hub: hub, loop: loop, agent: workers.cluster, membership: membership)
+        cluster = ClusterCoordinator(env: env, hub: hub, agent: workers.cluster, membership: membership, database: database, stop: stop)
         turn = TurnEndpoint(env: env, hub: hub, authenticator: authenticator)
-        robotHTTP = RobotHTTPEndpoint(env: env, hub: hub, cluster: cluster, respond: respond ?? { _, _ in })
+        robotHTTP = RobotHTTPEndpoint(env: env, hub: hub, cluster: cluster)
         pairing = PairingEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         state = StateEndpoint(env: env, hub: hub, database: database)
         push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox,
@@ -68,25 +67,31 @@ final class RelayComponents {
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(listener: gateListener)
-        stop = StopSequence(env: env, hub: hub, loop: loop, cluster: cluster)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
                           missionRuns: missionRuns, served: served)
+        let lingering = GateLingering(largestBody: Route.BodyLimit.largest(env.configuration))
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
-                                      reporters: [env, hub, authenticator, database, cluster, turn,
+                                      reporters: [env, hub, authenticator, database, cluster, turn, lingering,
                                                   robotHTTP, push, missionRuns, missionRuns.sender, served, store, stop, env.audit.writer,
-                                                  workers.turnCutter, workers.retention] + (gate.map { [$0] } ?? []))
+                                                  workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
                                                   liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
                                                   household: household, sealed: sealed, database: database, cluster: cluster))
-        // Circular, so set here: the stop sequence is built on the cluster's coordinator.
-        cluster.isStopping = { [unowned stop] in stop.stopping }
-        hub.observer = self
-        gate?.handler = self
+        let gateRequests = GateRequests(env: env, router: router, authenticator: authenticator, database: database, robotHTTP: robotHTTP)
+        self.gateRequests = gateRequests
+        gate = gateListener.map {
+            HTTPGate(io: $0, clock: env.clock, handler: gateRequests, lingering: lingering,
+                     deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
+        }
+        hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push)
+        // The one link made after construction: the hub reports to components that are built on
+        // the hub (each of them holds it), so one of the two must be told of the other later.
+        hub.observer = hubReports
     }
 
     /// Once a second: housekeeping that is not per session.
@@ -148,7 +153,19 @@ final class RelayComponents {
 }
 
 /// The hub's reports, each handed to the component it concerns: the one place the hub is wired.
-extension RelayComponents: DeviceHubObserver {
+final class HubReports: DeviceHubObserver {
+    private let env: RelayEnvironment
+    private let cluster: ClusterCoordinator
+    private let served: ServedDevices
+    private let missionRuns: MissionRuns
+    private let robotHTTP: RobotHTTPEndpoint
+    private let push: PushCoordinator
+
+    init(env: RelayEnvironment, cluster: ClusterCoordinator, served: ServedDevices, missionRuns: MissionRuns,
+         robotHTTP: RobotHTTPEndpoint, push: PushCoordinator) {
+        (self.env, self.cluster, self.served, self.missionRuns, self.robotHTTP, self.push) = (env, cluster, served, missionRuns, robotHTTP, push)
+    }
+
     func hubDropped(_ reason: DropReason) { env.counters.drops[reason, default: 0] += 1 }
     func hubReplacedRobot(_ old: Session, with new: Session) { env.robotReplaced(old, by: new) }
     func hubDeviceArrived(_ device: DeviceID) {
@@ -167,8 +184,18 @@ extension RelayComponents: DeviceHubObserver {
     }
 }
 
-/// The plain-HTTP front door's requests: every one through the router, answers logged.
-extension RelayComponents: HTTPGateHandler {
+/// The plain-HTTP front door's requests (`HTTPGate`): every one through the router, answers logged.
+final class GateRequests: HTTPGateHandler {
+    private let env: RelayEnvironment
+    private let router: Router
+    private let authenticator: Authenticator
+    private let database: DatabaseExchanges
+    private let robotHTTP: RobotHTTPEndpoint
+
+    init(env: RelayEnvironment, router: Router, authenticator: Authenticator, database: DatabaseExchanges, robotHTTP: RobotHTTPEndpoint) {
+        (self.env, self.router, self.authenticator, self.database, self.robotHTTP) = (env, router, authenticator, database, robotHTTP)
+    }
+
     func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? { authenticator.presentedCredential(in: head) }
 
     func awaitCredential(for head: HTTPRequestHead, peer: () -> String, then resume: @escaping () -> Void) -> CredentialWait {

@@ -79,7 +79,9 @@ final class ScriptedGateIO: GateIO {
     final class Harness: HTTPGateHandler {
         let io = ScriptedGateIO()
         let clock = ManualClock()
-        let gate: HTTPGate
+        let lingering: GateLingering
+        /// Made at the end of init: the gate is given its handler, this harness.
+        private(set) var gate: HTTPGate!
         /// Requests the gate handed to the server: head and body.
         var served: [(head: HTTPRequestHead, body: [UInt8])] = []
         var refused: [(RelayError, String)] = []
@@ -97,9 +99,9 @@ final class ScriptedGateIO: GateIO {
         var lookupsAsked = 0
         private var nextSocket = 1
 
-        init(lingering: HTTPGate.Lingering = .init(largestBody: HTTPGate.bodyLimit)) {
-            gate = HTTPGate(io: io, clock: clock.clock, lingering: lingering)
-            gate.handler = self
+        init(lingering: GateLingering = GateLingering(largestBody: HTTPGate.bodyLimit)) {
+            self.lingering = lingering
+            gate = HTTPGate(io: io, clock: clock.clock, handler: self, lingering: lingering)
         }
 
         func presentedCredential(in head: HTTPRequestHead) -> PresentedCredential? {
@@ -366,21 +368,19 @@ final class ScriptedGateIO: GateIO {
     /// At most `capacity` connections linger after an early answer; past it an early answer
     /// closes once it is out, counted, and a place comes back when a lingering one closes.
     @Test func lingeringConnectionsAreBounded() {
-        var lingering = HTTPGate.Lingering(largestBody: HTTPGate.bodyLimit)
-        lingering.capacity = 2
-        let h = Harness(lingering: lingering)
+        let h = Harness(lingering: GateLingering(largestBody: HTTPGate.bodyLimit, capacity: 2))
         let malformed = "GET /a\u{1}b HTTP/1.1\r\n\r\n"
         let (first, second) = (h.connect(), h.connect())
         #expect(h.send(malformed, on: first) && h.send(malformed, on: second))  // both linger
-        #expect(h.gate.lingeringCount == 2 && h.gate.lingersRefused == 0)
+        #expect(h.lingering.count == 2 && h.lingering.refused == 0)
         let third = h.connect()
         #expect(!h.send(malformed, on: third))  // answered, then closed at once
         #expect(h.response(third).status == 400 && h.io.sockets[third]?.writesShut != true)
-        #expect(h.gate.lingeringCount == 2 && h.gate.lingersRefused == 1)
+        #expect(h.lingering.count == 2 && h.lingering.refused == 1)
         #expect(!h.send("", on: first, thenHangUp: true))  // the client closed: its place is free
-        #expect(h.gate.lingeringCount == 1)
+        #expect(h.lingering.count == 1)
         let fourth = h.connect()
-        #expect(h.send(malformed, on: fourth) && h.gate.lingeringCount == 2)
+        #expect(h.send(malformed, on: fourth) && h.lingering.count == 2)
     }
 
     /// The linger's byte budget covers the largest body any route takes (the robot's API, up to
@@ -391,7 +391,7 @@ final class ScriptedGateIO: GateIO {
         let largest = Route.BodyLimit.largest(configuration)
         #expect(Routes.table.allSatisfy { $0.bodyLimit.bytes(configuration) <= largest })
         #expect(largest == RelayConfiguration.robotHTTPMaxBodyLimit)
-        #expect(HTTPGate.Lingering(largestBody: largest).bytes > RelayConfiguration.robotHTTPMaxBodyLimit)
+        #expect(GateLingering(largestBody: largest).bytes > RelayConfiguration.robotHTTPMaxBodyLimit)
     }
 
     @Test func aRequestMustArriveWithinTenSecondsOnTheRelaysClock() {

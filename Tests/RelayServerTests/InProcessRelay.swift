@@ -41,11 +41,8 @@ final class InProcessRelay {
                               migrator: Migrator(migrations: []), mailbox: mailbox, clock: clock.clock)
         let env = RelayEnvironment(configuration: configuration, clock: clock.clock, thread: ServiceThread(),
                                    audit: AuditTrail(writer: workers.audit, node: "test-node", clock: clock.clock))
-        var recorded: (HTTPClient, HTTPResponse) -> Void = { _, _ in }
         components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop,
-                                     gateListener: nil, webSocketIO: webSocketIO,
-                                     respond: { recorded($0, $1) })
-        recorded = { [unowned self] in deferred.append(($0, $1)) }
+                                     gateListener: nil, webSocketIO: webSocketIO)
     }
 
     /// The store monitor's first report: ready, with these tokens in the store (read when a
@@ -89,11 +86,16 @@ final class InProcessRelay {
         let lines = [("Host", "relay")] + (token.map { [("Authorization", "Bearer \($0)")] } ?? []) + headers
         let text = "\(method) \(target) HTTP/1.1\r\n" + lines.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
         guard case .complete(let parsed, _) = HTTPRequestHead.parse(Array(text.utf8)) else { fatalError("bad test request \(text)") }
-        let client = HTTPClient(newHandle())
+        let client = HTTPClient(newHandle(), answeredBy: self)
         let (head, refusal) = present(parsed, peer: peer)
         if let refusal { return refusal }
         return components.router.route(HTTPRequest(client: client, head: head, peerAddress: peer), body: body)
     }
+}
+
+/// Deferred answers are recorded, as the gate would write them.
+extension InProcessRelay: DeferredAnswering {
+    func respond(_ client: HTTPClient, with response: HTTPResponse) { deferred.append((client, response)) }
 }
 
 extension InProcessRelay {

@@ -3,26 +3,36 @@ import RelayCore
 import RelayStore
 import RelayWorkers
 
+/// The cluster as this node last read it: written by ``ClusterCoordinator`` (the agent's view),
+/// read by the stop sequence (whether peers can take this node's sockets). Service thread only.
+final class ClusterMembership {
+    /// Live nodes, this one included, and devices with sockets on several nodes.
+    fileprivate(set) var liveNodes = 1
+    fileprivate(set) var splitDevices = 0
+}
+
 /// Several nodes (docs/cluster.md): presence batches and claims out, claims and handoffs in,
 /// and the cluster's view of a device for the status routes. Everything here runs on the
 /// service thread; its `ClusterAgent` does the database work on its own thread.
 final class ClusterCoordinator {
     let agent: ClusterAgent
-    /// Live nodes, this one included, and devices with sockets on several nodes (as last read).
-    private(set) var liveNodes = 1
-    private(set) var splitDevices = 0
-    /// Set by the stop sequence: a stopping node yields nothing more.
-    var isStopping: () -> Bool = { false }
+    /// The cluster as last read (this coordinator writes it; the stop sequence reads it).
+    let membership: ClusterMembership
     private let env: RelayEnvironment
     private let hub: DeviceHub
     private let database: DatabaseExchanges
+    /// A stopping node yields nothing more.
+    private let stop: StopSequence
     private var book: ClusterBook
 
-    init(env: RelayEnvironment, hub: DeviceHub, agent: ClusterAgent, database: DatabaseExchanges) {
+    init(env: RelayEnvironment, hub: DeviceHub, agent: ClusterAgent, membership: ClusterMembership, database: DatabaseExchanges,
+         stop: StopSequence) {
         self.env = env
         self.hub = hub
         self.agent = agent
+        self.membership = membership
         self.database = database
+        self.stop = stop
         book = ClusterBook(dampingWindow: UInt64(env.configuration.clusterMoveDampingSeconds * 1e9))
     }
 
@@ -47,7 +57,7 @@ final class ClusterCoordinator {
     /// A request for a device whose robot is not here while other nodes are live: claim it, as a
     /// first socket would, so the robot reconnects to this node.
     func claimIfClustered(_ device: DeviceID, now: UInt64) {
-        if liveNodes > 1 { book.deviceArrived(device, now: now) }
+        if membership.liveNodes > 1 { book.deviceArrived(device, now: now) }
     }
 
     func handle(_ event: ClusterEvent) {
@@ -64,9 +74,9 @@ final class ClusterCoordinator {
                                      history: h.history, now: now, wallClock: env.clock.wall())
             }
         case .view(let live, let split):
-            liveNodes = live
+            membership.liveNodes = live
             hub.clustered = live > 1
-            splitDevices = split
+            membership.splitDevices = split
         }
     }
 
@@ -74,7 +84,7 @@ final class ClusterCoordinator {
     /// with 1012 so their clients reconnect through the balancer and meet on that node; what
     /// the apps must keep (status time, replayed events) is left for it.
     private func yield(_ claim: DeviceClaim) {
-        guard !isStopping() else { return }
+        guard !stop.stopping else { return }
         let now = env.clock.monotonic()
         var handoffs: [DeviceHandoff] = []
         for device in claim.devices {
@@ -130,8 +140,8 @@ final class ClusterCoordinator {
 extension ClusterCoordinator: MetricsReporting {
     func report(to metrics: MetricsSink) {
         let stats = agent.stats
-        metrics.gauge("wimz_cluster_live_nodes", "Live nodes in the cluster, this one included (as last read).", liveNodes)
-        metrics.gauge("wimz_cluster_split_devices", "Devices with sockets on more than one live node (as last read).", splitDevices)
+        metrics.gauge("wimz_cluster_live_nodes", "Live nodes in the cluster, this one included (as last read).", membership.liveNodes)
+        metrics.gauge("wimz_cluster_split_devices", "Devices with sockets on more than one live node (as last read).", membership.splitDevices)
         let leaseAge = stats.lastRenewal == 0 ? -1 : Int((env.clock.monotonic() - stats.lastRenewal) / 1_000_000_000)
         metrics.gauge("wimz_cluster_lease_age_seconds", "Seconds since this node last renewed its lease (-1: never).", leaseAge)
         metrics.counter("wimz_cluster_presence_rows_total", "Presence rows written.", stats.presenceRows)

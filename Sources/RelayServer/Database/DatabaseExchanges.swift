@@ -33,19 +33,14 @@ final class DatabaseExchanges {
     private let env: RelayEnvironment
     private let authenticator: Authenticator
     private let mailbox: Mailbox<ServiceEvent>
-    /// Writes an answer at once (the gate); nil: lws writes it when the connection is writeable
-    /// (TLS served by lws).
-    private let respond: ((HTTPClient, HTTPResponse) -> Void)?
     private var exchanges: [UInt64: DatabaseExchange] = [:]
     private var byClient: [HTTPClient: UInt64] = [:]
     private var nextID: UInt64 = 0
 
-    init(env: RelayEnvironment, worker: DatabaseWorker, authenticator: Authenticator, mailbox: Mailbox<ServiceEvent>,
-         respond: ((HTTPClient, HTTPResponse) -> Void)?) {
+    init(env: RelayEnvironment, worker: DatabaseWorker, authenticator: Authenticator, mailbox: Mailbox<ServiceEvent>) {
         self.env = env
         self.authenticator = authenticator
         self.mailbox = mailbox
-        self.respond = respond
         self.worker = worker
     }
 
@@ -162,13 +157,15 @@ final class DatabaseExchanges {
     private func finish(_ exchange: DatabaseExchange, _ response: HTTPResponse) {
         guard exchange.response == nil else { return }
         exchange.response = response
-        if let respond {
-            logAnswer(exchange, response)
-            forget(exchange.client)
-            respond(exchange.client, response)
-        } else {
+        // At once where the connection has its answerer (the gate); else lws writes it when the
+        // connection is writeable (TLS served by lws).
+        guard exchange.client.answerer != nil else {
             lws_callback_on_writable(exchange.client.handle)
+            return
         }
+        logAnswer(exchange, response)
+        forget(exchange.client)
+        _ = exchange.client.answer(response)
     }
 
     /// `LWS_CALLBACK_HTTP_WRITEABLE` (TLS served by lws): sends a finished response.

@@ -22,13 +22,13 @@ import RelayCore
 /// lws listens and parses, and the server rebuilds the head from what lws reports.
 final class HTTPGate {
     let limits: HTTPRequestHead.Limits
-    /// What serves the requests (`RelayComponents`). Set once, not given at init: the components
-    /// that answer later take the gate's ``respond(_:with:)`` at their own init, and the router
-    /// is built on them. Without one the gate refuses nothing itself and serves nothing.
-    weak var handler: (any HTTPGateHandler)?
+    /// What serves the requests (`GateRequests`: the router and the caller's checks), built
+    /// before the gate and owned with it; answers that come later reach the gate through each
+    /// request's `HTTPClient`, so nothing that serves needs the gate first.
+    private unowned let handler: any HTTPGateHandler
     /// Seconds a deferred request may wait for its answer before the connection is dropped.
     let deferredTimeoutSeconds: Int32
-    let lingering: Lingering
+    let lingering: GateLingering
 
     private let io: GateIO
     /// The relay's clock: request deadlines follow it.
@@ -43,11 +43,6 @@ final class HTTPGate {
     /// How long a client has to send its request.
     static let requestTimeout: UInt64 = 10_000_000_000
 
-    /// Connections lingering now (each holds a descriptor for up to `lingering.seconds`), and
-    /// early answers that closed at once because `lingering.capacity` were.
-    private(set) var lingeringCount = 0
-    private(set) var lingersRefused = 0
-
     /// One connection, from accept to close: its phase (`GatePhase`, whose transitions say what
     /// to do next, with the data of that phase).
     private final class GateConnection {
@@ -58,29 +53,13 @@ final class HTTPGate {
         init(serial: UInt64) { self.serial = serial }
     }
 
-    /// The lingering close of an early answer (a refusal sent before the request was read whole:
-    /// 400, 401, 403, 411, 413, 429, …). Closing a socket with unread input makes Linux send a
-    /// reset, which destroys an answer the client has not read yet; and a client such as
-    /// Python's urllib writes its whole body before it reads anything. So the answer goes out,
-    /// then a FIN, and the client's bytes are read and dropped until it closes — at most `bytes`
-    /// of them and for at most `seconds`. Past either the socket closes as it is (a reset, if
-    /// the client is still sending). At most `capacity` connections linger at once, as many as
-    /// closed WebSockets do (`LingeringCloser`): past it an early answer closes at once.
-    struct Lingering: Sendable {
-        var bytes: Int
-        var seconds: Int32 = 5
-        var capacity: Int = LingeringCloser.capacity
-
-        /// Room for the largest body any route takes (`largestBody`) and what may come with it.
-        init(largestBody: Int) { bytes = largestBody + HTTPGate.bodyLimit }
-    }
-
     /// Largest request body the gate reads unless the route says otherwise (the admin API's).
     static let bodyLimit = 64 * 1024
 
-    init(io: GateIO, clock: RelayClock, limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30,
-         lingering: Lingering = Lingering(largestBody: HTTPGate.bodyLimit)) {
+    init(io: GateIO, clock: RelayClock, handler: any HTTPGateHandler, lingering: GateLingering,
+         limits: HTTPRequestHead.Limits = .init(), deferredTimeoutSeconds: Int32 = 30) {
         self.io = io
+        self.handler = handler
         self.clock = clock
         self.limits = limits
         self.deferredTimeoutSeconds = deferredTimeoutSeconds
@@ -114,7 +93,7 @@ final class HTTPGate {
     /// read as usual, so its refusals happen where they always do.
     func arrival(of bytes: UnsafeRawBufferPointer, peer: () -> String,
                  whenReady: @escaping (HTTPRequestHead, _ length: Int) -> Void) -> Arrival {
-        guard let handler, HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: the gate's read parses them
+        guard HTTPGate.mentionsWebSocket(bytes),  // plain requests skip a parse here: the gate's read parses them
               case .complete(var head, let length) = HTTPRequestHead.parse(bytes, limits: limits),
               head.gateRoute == .upgrade else { return .read }
         head.credential = handler.presentedCredential(in: head)
@@ -233,11 +212,11 @@ final class HTTPGate {
             return refuse(wsi, connection, error, unread: nil)
         case .complete(var head, let length):
             guard consume(wsi, length - before) else { return -1 }
-            head.credential = handler?.presentedCredential(in: head)
+            head.credential = handler.presentedCredential(in: head)
             let serial = connection.serial
-            let wait = handler?.awaitCredential(for: head, peer: { io.peerAddress(wsi) }, then: { [weak self] in
+            let wait = handler.awaitCredential(for: head, peer: { io.peerAddress(wsi) }, then: { [weak self] in
                 self?.credentialArrived(wsi, serial: serial)
-            }) ?? .ready
+            })
             switch connection.phase.headRead(head, wait: wait) {
             case .proceed(let head): return proceed(wsi, connection, head)
             case .pauseReading:
@@ -267,9 +246,8 @@ final class HTTPGate {
         case .refuse(let error): return refuse(wsi, connection, error, unread: nil)
         case .plain(let contentLength): length = contentLength
         }
-        guard let handler else { return -1 }
         // Routed and its caller checked once, from the head: only an admitted request has its body read.
-        let request = HTTPRequest(client: HTTPClient(wsi), head: head, peerAddress: io.peerAddress(wsi))
+        let request = HTTPRequest(client: HTTPClient(wsi, answeredBy: self), head: head, peerAddress: io.peerAddress(wsi))
         switch handler.admit(request, contentLength: length) {
         case .answer(let response):
             return length > 0 ? answerEarly(wsi, connection, response, unread: length) : answer(wsi, connection, response, then: .close)
@@ -307,7 +285,6 @@ final class HTTPGate {
 
     /// The whole request is in: route it, and answer now or when ``respond(_:with:)`` is called.
     private func serve(_ wsi: OpaquePointer, _ connection: GateConnection, _ admitted: AdmittedRequest, body: [UInt8]) -> Int32 {
-        guard let handler else { return -1 }
         guard let response = handler.serve(admitted.request, admitted.routed, bodyWasRead: !body.isEmpty, body: body) else {
             // Waiting for the database worker or the robot: nothing more to read (stop polling,
             // or a client that hung up would wake the loop until then), for a bounded time.
@@ -338,11 +315,7 @@ final class HTTPGate {
     /// `lingering.capacity` connections already do, when it closes once the answer is out.
     private func answerEarly(_ wsi: OpaquePointer, _ connection: GateConnection, _ response: HTTPResponse, unread: Int?) -> Int32 {
         io.closeAfter(wsi, seconds: lingering.seconds)
-        guard lingeringCount < lingering.capacity else {
-            lingersRefused += 1
-            return answer(wsi, connection, response, then: .close)
-        }
-        lingeringCount += 1
+        guard lingering.take() else { return answer(wsi, connection, response, then: .close) }
         connection.lingers = true
         return answer(wsi, connection, response, then: .linger(budget: min(unread ?? lingering.bytes, lingering.bytes)))
     }
@@ -400,24 +373,65 @@ final class HTTPGate {
     /// A refusal of the gate's own (a malformed or too large request): logged, then answered
     /// early.
     private func refuse(_ wsi: OpaquePointer, _ connection: GateConnection, _ error: RelayError, unread: Int?) -> Int32 {
-        handler?.refused(error, peer: io.peerAddress(wsi))
+        handler.refused(error, peer: io.peerAddress(wsi))
         return answerEarly(wsi, connection, HTTPResponse.error(error), unread: unread)
     }
 
     /// `LWS_CALLBACK_RAW_CLOSE_FILE` of a connection.
     func closed(_ wsi: OpaquePointer) {
         guard let connection = connections.removeValue(forKey: wsi) else { return }
-        if connection.lingers { lingeringCount -= 1 }
-        handler?.gateConnectionClosed(wsi)
+        if connection.lingers { lingering.release() }
+        handler.gateConnectionClosed(wsi)
     }
 }
 
-extension HTTPGate: MetricsReporting {
+extension HTTPGate: DeferredAnswering {
+    func respond(_ client: HTTPClient, with response: HTTPResponse) { respond(client.handle, with: response) }
+}
+
+/// The lingering close of the gate's early answers (a refusal sent before the request was read
+/// whole: 400, 401, 403, 411, 413, 429, …): its limits and its places. Closing a socket with
+/// unread input makes Linux send a reset, which destroys an answer the client has not read yet;
+/// and a client such as Python's urllib writes its whole body before it reads anything. So the
+/// answer goes out, then a FIN, and the client's bytes are read and dropped until it closes — at
+/// most `bytes` of them and for at most `seconds`. Past either the socket closes as it is (a
+/// reset, if the client is still sending). At most `capacity` connections linger at once, as
+/// many as closed WebSockets do (`LingeringCloser`): past it an early answer closes at once.
+/// Service thread only.
+final class GateLingering {
+    let bytes: Int
+    let seconds: Int32
+    let capacity: Int
+    /// Connections lingering now (each holds a descriptor for up to `seconds`), and early answers
+    /// that closed at once because `capacity` were.
+    private(set) var count = 0
+    private(set) var refused = 0
+
+    /// Room for the largest body any route takes (`largestBody`) and what may come with it.
+    init(largestBody: Int, seconds: Int32 = 5, capacity: Int = LingeringCloser.capacity) {
+        bytes = largestBody + HTTPGate.bodyLimit
+        self.seconds = seconds
+        self.capacity = capacity
+    }
+
+    /// A place to linger, if one is free (counted when none is).
+    func take() -> Bool {
+        guard count < capacity else {
+            refused += 1
+            return false
+        }
+        count += 1
+        return true
+    }
+
+    /// A lingering connection closed.
+    func release() { count -= 1 }
+}
+
+extension GateLingering: MetricsReporting {
     func report(to metrics: MetricsSink) {
-        metrics.gauge("wimz_gate_lingering",
-                      "Plain-HTTP connections lingering after an early answer (at most \(lingering.capacity) at once).", lingeringCount)
+        metrics.gauge("wimz_gate_lingering", "Plain-HTTP connections lingering after an early answer (at most \(capacity) at once).", count)
         metrics.counter("wimz_gate_linger_refused_total",
-                        "Early answers closed at once, without lingering, because \(lingering.capacity) connections lingered.",
-                        lingersRefused)
+                        "Early answers closed at once, without lingering, because \(capacity) connections lingered.", refused)
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import RelayCore
+import RelayWorkers
 
 /// The graceful stop (SIGTERM): `/readyz` turns 503 at once so the balancer stops choosing this
 /// node; when other nodes are live, sockets stay open for `drainSeconds` (the balancer's
@@ -15,17 +16,20 @@ final class StopSequence {
     private let env: RelayEnvironment
     private let hub: DeviceHub
     private let loop: LoopControl
-    private let cluster: ClusterCoordinator
+    /// Told the node drains (its lease row says so).
+    private let agent: ClusterAgent
+    private let membership: ClusterMembership
     /// Open WebSocket connections (ESTABLISHED, not yet CLOSED): the stop ends when none is left.
     private(set) var openConnections = 0
     private var drainUntil: UInt64?
     private var deadline: UInt64?
 
-    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, cluster: ClusterCoordinator) {
+    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, agent: ClusterAgent, membership: ClusterMembership) {
         self.env = env
         self.hub = hub
         self.loop = loop
-        self.cluster = cluster
+        self.agent = agent
+        self.membership = membership
     }
 
     /// Whether `/readyz` must say 503 because this node is on its way out.
@@ -34,9 +38,9 @@ final class StopSequence {
     /// SIGTERM arrived.
     func beginDrain() {
         guard drainUntil == nil, !stopping, !loop.finished else { return }
-        cluster.agent.setDraining()
+        agent.setDraining()
         onStopping?()
-        let peers = cluster.liveNodes - 1
+        let peers = membership.liveNodes - 1
         env.log.info("draining", metadata: ["open_connections": .stringConvertible(openConnections),
                                             "live_peers": .stringConvertible(peers),
                                             "drain_seconds": .stringConvertible(env.configuration.drainSeconds)])
@@ -78,7 +82,7 @@ final class StopSequence {
         // service thread closes what is open.
         loop.stopAccepting()
         env.log.info("stopping", metadata: ["open_connections": .stringConvertible(openConnections)])
-        if cluster.liveNodes > 1 {
+        if membership.liveNodes > 1 {
             hub.close(where: { _ in true }, code: .reconnectNow, reason: "node draining; reconnect")
         } else {
             hub.close(where: { _ in true }, code: .goingAway, reason: "server shutting down")

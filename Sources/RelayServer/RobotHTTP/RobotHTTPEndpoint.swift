@@ -22,18 +22,14 @@ final class RobotHTTPEndpoint {
     private let env: RelayEnvironment
     private let hub: DeviceHub
     private let cluster: ClusterCoordinator
-    private let respond: (HTTPClient, HTTPResponse) -> Void
     private var exchanges: RobotHTTPExchanges<RobotHTTPClient>
     /// Per app token: HTTP requests to its robot.
     private var limiter: KeyedRateLimiter<Int64>
 
-    /// `respond` writes an answer on the client's connection (the gate's `respond`).
-    init(env: RelayEnvironment, hub: DeviceHub, cluster: ClusterCoordinator,
-         respond: @escaping (HTTPClient, HTTPResponse) -> Void) {
+    init(env: RelayEnvironment, hub: DeviceHub, cluster: ClusterCoordinator) {
         self.env = env
         self.hub = hub
         self.cluster = cluster
-        self.respond = respond
         let configuration = env.configuration
         var limits = RobotHTTPExchanges<RobotHTTPClient>.Limits()
         limits.timeout = UInt64(configuration.robotHTTPTimeoutSeconds * 1e9)
@@ -162,7 +158,7 @@ final class RobotHTTPEndpoint {
         env.metrics.robotHTTPSeconds.record(Double(env.clock.monotonic() - started) / 1e9)
         env.logRequest(method: client.method, path: client.path, remote: client.peerAddress, status: response.status,
                        startedAt: started)
-        respond(client.client, response)
+        _ = client.client.answer(response)  // written by the gate (with TLS served by lws, none: the client times out)
     }
 }
 
