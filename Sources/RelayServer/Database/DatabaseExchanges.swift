@@ -159,13 +159,13 @@ final class DatabaseExchanges {
         exchange.response = response
         // At once where the connection has its answerer (the gate); else lws writes it when the
         // connection is writeable (TLS served by lws).
-        guard exchange.client.answerer != nil else {
+        guard let answerer = exchange.client.answerer else {
             lws_callback_on_writable(exchange.client.handle)
             return
         }
         logAnswer(exchange, response)
         forget(exchange.client)
-        _ = exchange.client.answer(response)
+        answerer.respond(exchange.client, with: response)
     }
 
     /// `LWS_CALLBACK_HTTP_WRITEABLE` (TLS served by lws): sends a finished response.
