@@ -10,5 +10,5 @@ load_demo_env
 if ! command -v swift >/dev/null 2>&1; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 config=${WIMZ_BUILD_CONFIG:-release}
 build "$config" --product wimz-app-demo
-WIMZ_APP_TOKEN="${WIMZ_APP_TOKEN:-$DEMO_APP_TOKEN}" exec "$(swift build -c "$config" --show-bin-path)/wimz-app-demo" \
+WIMZ_APP_TOKEN="${WIMZ_APP_TOKEN:-$DEMO_APP_TOKEN}" exec "$(bin_path "$config")/wimz-app-demo" \
     --url "http://${WIMZ_LISTEN:-127.0.0.1:8080}" --device demo-robot "$@"

@@ -140,9 +140,33 @@ package_version() {
 }
 
 # build CONFIG [swift build args…]: builds quietly (drops the per-file progress lines).
+# A debug build is the test build: with WIMZ_SANITIZER's sanitizer (address unless it says
+# thread, or none for a plain build in .build) in a build folder of its own, so the run, example
+# and schemathesis scripts reuse what scripts/test.sh built (WIMZ_BUILD_CONFIG=debug).
 build() {
     local config=$1; shift
-    swift build -c "$config" "$@" 2>&1 | sed -E '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' >&2
+    local options=()
+    [ "$config" != debug ] || mapfile -t options < <(debug_build_options)
+    # Also dropped: gold's warning for each of the AddressSanitizer runtime's local symbols, at every link.
+    swift build -c "$config" "${options[@]}" "$@" 2>&1 |
+        sed -E -e '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' \
+            -e "/ld.gold: warning: Cannot export local symbol '__asan_/d" >&2
+}
+
+# debug_build_options: the test build's swift build options, one a line.
+debug_build_options() {
+    case "${WIMZ_SANITIZER:-address}" in
+        none) ;;
+        address|thread) printf '%s\n' "--sanitize=${WIMZ_SANITIZER:-address}" --scratch-path ".build-${WIMZ_SANITIZER:-address}" ;;
+        *) die "WIMZ_SANITIZER is address, thread or none, not $WIMZ_SANITIZER" ;;
+    esac
+}
+
+# bin_path CONFIG: where that build's executables are.
+bin_path() {
+    local options=()
+    [ "$1" != debug ] || mapfile -t options < <(debug_build_options)
+    swift build -c "$1" "${options[@]}" --show-bin-path
 }
 
 # build_relay [CONFIG]: builds wimz-relay (default WIMZ_BUILD_CONFIG, else release) and prints
@@ -151,7 +175,7 @@ build_relay() {
     local config=${1:-${WIMZ_BUILD_CONFIG:-release}}
     say "building ($config)"
     build "$config" --product wimz-relay
-    echo "$(swift build -c "$config" --show-bin-path)/wimz-relay"
+    echo "$(bin_path "$config")/wimz-relay"
 }
 
 pg_bindir() {

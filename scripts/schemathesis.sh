@@ -9,9 +9,13 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_packages
 
-config=${WIMZ_BUILD_CONFIG:-debug}
-build "$config" --product wimz-relay
-relay="$(swift build -c "$config" --show-bin-path)/wimz-relay"
+# WIMZ_RELAY_BIN: a relay already built (the test command's); else the test build's, built now.
+relay=${WIMZ_RELAY_BIN:-}
+if [ -z "$relay" ]; then
+    config=${WIMZ_BUILD_CONFIG:-debug}
+    build "$config" --product wimz-relay
+    relay="$(bin_path "$config")/wimz-relay"
+fi
 
 scratch schemathesis
 
@@ -29,10 +33,14 @@ WIMZ_AUTH_FAILURE_BURST=1000000 WIMZ_LOG_LEVEL=warn "$relay" serve --listen "127
 relay_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 
-say "installing schemathesis (PyPI) in $work/venv"
-python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --disable-pip-version-check schemathesis >&2
+# WIMZ_SCHEMATHESIS_VENV: a virtualenv that has it (the test command installs it while it builds).
+venv=${WIMZ_SCHEMATHESIS_VENV:-$work/venv}
+if [ ! -x "$venv/bin/st" ]; then
+    say "installing schemathesis (PyPI) in $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check schemathesis >&2
+fi
 
 say "schemathesis against http://127.0.0.1:$port"
-(cd "$work" && "$work/venv/bin/st" run "$OLDPWD/docs/openapi.json" --url "http://127.0.0.1:$port" \
+(cd "$work" && "$venv/bin/st" run "$OLDPWD/docs/openapi.json" --url "http://127.0.0.1:$port" \
     --header "Authorization: Bearer $WIMZ_ADMIN_TOKEN" --workers 1 "$@")

@@ -15,27 +15,29 @@
 #   WIMZ_HOST_SERVICES=1 scripts/test.sh   # (on in CI) start the host's own coturn, HAProxy and
 #                                          # Prometheus as Debian runs them when they are not
 #                                          # running, and fail unless they still run afterwards
-#   WIMZ_SANITIZER=address|thread scripts/test.sh   # the Swift tests, daemon included, under a
-#                                                   # sanitizer (own build folder .build-<name>);
-#                                                   # the full run includes the address one
-#                                                   # (WIMZ_ASAN=0 leaves it out)
+#   WIMZ_SANITIZER=thread|none scripts/test.sh   # the one test build is under AddressSanitizer
+#                                                # (.build-address); thread: the Swift tests under
+#                                                # ThreadSanitizer only; none: a plain build (.build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_packages
 
-# Under a sanitizer everything (the daemon the tests start too) is built with it, apart from the
-# normal build; only the Swift tests run then.
-swift_flags=()
-if [ -n "${WIMZ_SANITIZER:-}" ]; then
-    swift_flags=(--sanitize="$WIMZ_SANITIZER" --scratch-path ".build-$WIMZ_SANITIZER")
-    export WIMZ_TEST_ONLY=swift
-    # The allocation test counts malloc calls through its own interposer, which a sanitizer's
-    # allocator replaces.
-    export WIMZ_SKIP_ALLOCATION_TEST=1
-    export LSAN_OPTIONS="suppressions=$PWD/Tests/lsan-suppressions.txt:print_suppressions=0"
-fi
+# One build for every step: debug with tests, every target of ours and the daemon the tests start
+# under AddressSanitizer (debug_build_options in scripts/lib.sh). The allocation test counts
+# through the sanitizer's allocator hook.
+export WIMZ_SANITIZER=${WIMZ_SANITIZER:-address}
+case "$WIMZ_SANITIZER" in
+    address) export LSAN_OPTIONS="suppressions=$PWD/Tests/lsan-suppressions.txt:print_suppressions=0" ;;
+    thread)
+        export WIMZ_TEST_ONLY=swift
+        # ThreadSanitizer's allocator replaces the allocation test's counting malloc.
+        export WIMZ_SKIP_ALLOCATION_TEST=1 ;;
+    none) ;;
+    *) die "WIMZ_SANITIZER is address, thread or none, not $WIMZ_SANITIZER" ;;
+esac
+mapfile -t swift_flags < <(debug_build_options)
 
 # Where the time goes: each step's seconds and every suite's (swift test's own lines, pytest's
 # JUnit reports), the slowest listed at the end. The outermost run owns the record.
@@ -53,18 +55,65 @@ timed() {
     return "$status"
 }
 
-say "building (debug, with tests${WIMZ_SANITIZER:+, $WIMZ_SANITIZER sanitizer})"
-timed "build (debug${WIMZ_SANITIZER:+, $WIMZ_SANITIZER})" build debug --build-tests "${swift_flags[@]}"
-
 work=$(mktemp -d /tmp/wimz-test.XXXXXX)
 chmod 755 "$work"
 cleanup() {
+    # Whatever is still being prepared in the background, and the suite left running.
+    kill $(jobs -p) 2>/dev/null || true
     pg_stop "$work/pg" immediate
     [ "$timings_owner" = 0 ] || rm -rf "$WIMZ_TEST_TIMINGS"
     [ ! -f "$work/host-services/started" ] || host_services_check "$work/host-services" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
 trap cleanup EXIT
+
+# Every failed step, with the failing tests' own lines, is listed once more at the very end:
+# a long CI log is often read from its tail only.
+export WIMZ_TEST_FAILURES="$work/failures"
+failed() { printf '%s\n' "$*" >> "$WIMZ_TEST_FAILURES"; }
+print_failures() {
+    [ -s "$WIMZ_TEST_FAILURES" ] || return 0
+    printf '\nwhat failed:\n' >&2
+    cat "$WIMZ_TEST_FAILURES" >&2
+}
+
+only=${WIMZ_TEST_ONLY:-}
+case "$only" in ''|swift|python|package) ;; *) die "WIMZ_TEST_ONLY is swift, python or package, not $only" ;; esac
+# Extra arguments are one swift test run, and nothing else.
+[ $# -eq 0 ] || only=swift
+runs() { [ -z "$only" ] || [ "$only" = "$1" ]; }
+
+# What later steps fetch from the network is fetched while the build compiles: the Python suites'
+# virtualenv and schemathesis's (PyPI), and the clean Debian 12 root the package tests copy
+# (debootstrap). prepare NAME COMMAND… starts one; ready NAME waits for it (its log on failure).
+declare -A preparing=() prepared=()
+prepare() {
+    local name=$1; shift
+    "$@" > "$work/prepare-$name.log" 2>&1 &
+    preparing[$name]=$!
+}
+ready() {
+    if [ -z "${prepared[$1]:-}" ]; then
+        local status=0
+        timed "waiting for $1" wait "${preparing[$1]}" || status=$?
+        [ "$status" -eq 0 ] || { tail -n 30 "$work/prepare-$1.log" >&2; failed "preparing $1 (exit $status)"; }
+        prepared[$1]=$status
+    fi
+    return "${prepared[$1]}"
+}
+python_venv() {
+    python3 -m venv "$1" && "$1/bin/pip" install -q --disable-pip-version-check "./clients/python[test]"
+}
+schemathesis_venv() {
+    python3 -m venv "$1" && "$1/bin/pip" install -q --disable-pip-version-check schemathesis
+}
+if runs python || runs package; then prepare venv python_venv "$work/venv"; fi
+if [ -z "$only" ]; then prepare schemathesis schemathesis_venv "$work/schemathesis-venv"; fi
+if runs package; then prepare debian-root python3 Tests/Package/debian_root.py "$work/debian-root"; fi
+
+say "building (debug, with tests, $WIMZ_SANITIZER sanitizer)"
+timed "build (debug, $WIMZ_SANITIZER)" build debug --build-tests
+bin=$(bin_path debug)
 
 say "starting a private PostgreSQL in $work/pg"
 WIMZ_PG_FSYNC=off
@@ -73,49 +122,30 @@ export WIMZ_TEST_DATABASE_URL; WIMZ_TEST_DATABASE_URL=$(pg_start "$work/pg")
 export WIMZ_TEST_PG_DIR="$work/pg" WIMZ_TEST_PG_BINDIR; WIMZ_TEST_PG_BINDIR=$(pg_bindir)
 export WIMZ_TEST_WORKDIR="$work"
 
-# Every failed step, with the failing tests' own lines, is listed once more at the very end:
-# a long CI log is often read from its tail only. The outermost run owns the list; the
-# sanitizer run it starts adds to it.
-summary_owner=0
-if [ -z "${WIMZ_TEST_FAILURES:-}" ]; then
-    export WIMZ_TEST_FAILURES="$work/failures"
-    summary_owner=1
-fi
-failed() { printf '%s\n' "$*" >> "$WIMZ_TEST_FAILURES"; }
-
 # The host's services: the suite must run beside a server's own coturn, HAProxy and Prometheus
-# and leave them running (CI checks it; the outermost run only).
+# and leave them running (CI checks it).
 host_services=0
-if [ "$summary_owner" = 1 ] && [ "${WIMZ_HOST_SERVICES:-${CI:+1}}" = 1 ]; then
+if [ "${WIMZ_HOST_SERVICES:-${CI:+1}}" = 1 ]; then
     say "the host's own coturn, HAProxy and Prometheus, running beside the tests"
     host_services_start "$work/host-services"
     host_services=1
 fi
-print_failures() {
-    [ "$summary_owner" = 1 ] && [ -s "$WIMZ_TEST_FAILURES" ] || return 0
-    printf '\nwhat failed:\n' >&2
-    cat "$WIMZ_TEST_FAILURES" >&2
-}
 
 # swift test, whose output is kept so that a failure's lines can be listed at the end.
 swift_tests() {
     local log status=0
-    log=$(mktemp "$WIMZ_TEST_TIMINGS/swift${WIMZ_SANITIZER:+-$WIMZ_SANITIZER}-XXXXXX.log")
-    timed "swift test $*${WIMZ_SANITIZER:+ ($WIMZ_SANITIZER)}" swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
+    log=$(mktemp "$WIMZ_TEST_TIMINGS/swift-XXXXXX.log")
+    timed "swift test $*" swift test --skip-build "${swift_flags[@]}" "$@" 2>&1 | tee "$log" || status=$?
     if [ "$status" -ne 0 ]; then
-        failed "swift test $*${WIMZ_SANITIZER:+ (under the $WIMZ_SANITIZER sanitizer)} (exit $status):"
-        grep -E '✘|^error: |: error: |error: -\[|Fatal error|signal code' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
+        failed "swift test $* (under the $WIMZ_SANITIZER sanitizer) (exit $status):"
+        grep -E '✘|^error: |: error: |error: -\[|Fatal error|signal code|ERROR: (Address|Leak)Sanitizer' "$log" | head -n 40 | sed 's/^/    /' >> "$WIMZ_TEST_FAILURES" || true
     fi
     return "$status"
 }
 
-only=${WIMZ_TEST_ONLY:-}
-case "$only" in ''|swift|python|package) ;; *) die "WIMZ_TEST_ONLY is swift, python or package, not $only" ;; esac
-# Extra arguments are one swift test run, and nothing else.
-[ $# -eq 0 ] || only=swift
 swift_status=0
 python_status=0
-if [ -z "$only" ] || [ "$only" = swift ]; then
+if runs swift; then
     say "running the Swift tests"
     if [ $# -gt 0 ]; then
         swift_tests "$@" || swift_status=$?
@@ -133,30 +163,28 @@ if [ -z "$only" ] || [ "$only" = swift ]; then
         swift_tests --filter "$client_modules" --no-parallel || swift_status=$?
     fi
 fi
-if [ $# -eq 0 ] && [ -z "$only" ] && [ -z "${WIMZ_SANITIZER:-}" ] && [ "${WIMZ_ASAN:-1}" != 0 ]; then
-    # The Swift tests once more with everything under AddressSanitizer (own build folder and
-    # database cluster; WIMZ_ASAN=0 skips it).
-    say "the Swift tests again under AddressSanitizer"
-    timed "the address-sanitizer run (all of it)" env WIMZ_SANITIZER=address scripts/test.sh || swift_status=$?
-fi
 if [ -z "$only" ]; then
     # The admin API against its OpenAPI document (a fixed seed: the same cases each run).
-    timed schemathesis scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
+    if ready schemathesis; then
+        WIMZ_RELAY_BIN="$bin/wimz-relay" WIMZ_SCHEMATHESIS_VENV="$work/schemathesis-venv" \
+            timed schemathesis scripts/schemathesis.sh --seed 1 || { swift_status=$?; failed "schemathesis (exit $swift_status)"; }
+    else
+        swift_status=1
+    fi
     # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
     # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
     timed "the fuzzers" env WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
 fi
-if [ -z "$only" ] || [ "$only" = python ]; then
-    say "installing the Python robot library and its test dependencies (PyPI) in $work/venv"
-    python3 -m venv "$work/venv"
-    "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2
-    export WIMZ_RELAY_BIN WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_BIN_DIR
-    WIMZ_BIN_DIR=$(swift build --show-bin-path)
-    WIMZ_RELAY_BIN="$WIMZ_BIN_DIR/wimz-relay"
-    say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks"
+if runs python; then
+    ready venv || python_status=1
+    export WIMZ_BIN_DIR="$bin" WIMZ_RELAY_BIN="$bin/wimz-relay" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
+    # The cluster tests and the robot library's wait on their relays, HAProxy, coturn and
+    # timers far more than they compute (a tenth of one core between them): they run side by
+    # side, the cluster's output printed when it ends.
+    say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks, beside the rest"
     (cd Tests/Cluster && timed "pytest Tests/Cluster" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
-        --junitxml="$WIMZ_TEST_TIMINGS/junit-cluster.xml") ||
-        { python_status=$?; failed "the cluster tests (exit $python_status)"; }
+        --junitxml="$WIMZ_TEST_TIMINGS/junit-cluster.xml") > "$work/cluster.log" 2>&1 &
+    cluster=$!
     say "type-checking the robot library (mypy --strict)"
     (cd clients/python && timed mypy "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) ||
         { python_status=$?; failed "mypy (exit $python_status)"; }
@@ -164,21 +192,27 @@ if [ -z "$only" ] || [ "$only" = python ]; then
     (cd clients/python && timed "pytest clients/python" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
         --junitxml="$WIMZ_TEST_TIMINGS/junit-python.xml") ||
         { python_status=$?; failed "the Python tests (exit $python_status)"; }
+    cluster_status=0
+    wait "$cluster" || cluster_status=$?
+    say "the cluster tests (pytest Tests/Cluster, run beside the Python tests):"
+    cat "$work/cluster.log"
+    [ "$cluster_status" -eq 0 ] || { python_status=$cluster_status; failed "the cluster tests (exit $cluster_status)"; }
 fi
 package_status=0
-if [ -z "$only" ] || [ "$only" = package ]; then
+if runs package; then
     say "building the packages (scripts/package.sh, scripts/package-robot.sh)"
-    if deb=$(timed "the Debian package" scripts/package.sh) && wheel=$(timed "the wheel" scripts/package-robot.sh | grep '\.whl$'); then
-        [ -x "$work/venv/bin/python" ] || { python3 -m venv "$work/venv" &&
-            "$work/venv/bin/pip" install -q --disable-pip-version-check "./clients/python[test]" >&2; }
+    if ! { deb=$(timed "the Debian package" scripts/package.sh) && wheel=$(timed "the wheel" scripts/package-robot.sh | grep '\.whl$'); }; then
+        package_status=1
+        failed "building the packages"
+    elif ready venv && ready debian-root; then
         say "installing the package into a clean Debian 12 root and running it from there (Tests/Package)"
         (cd Tests/Package && WIMZ_DEB="$PWD/../../$deb" WIMZ_ROBOT_WHEEL="$PWD/../../$wheel" \
+            WIMZ_DEBIAN_ROOT_TEMPLATE="$work/debian-root" \
             timed "pytest Tests/Package" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE -s \
             --junitxml="$WIMZ_TEST_TIMINGS/junit-package.xml") ||
             { package_status=$?; failed "the package tests (exit $package_status)"; }
     else
         package_status=1
-        failed "building the packages"
     fi
 fi
 if [ "$host_services" = 1 ]; then

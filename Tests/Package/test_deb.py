@@ -82,7 +82,7 @@ def systemctl_calls(debian: DebianRoot) -> list[str]:
 def debian(tmp_path_factory) -> DebianRoot:
     base = Path(os.environ.get("WIMZ_TEST_WORKDIR") or tmp_path_factory.mktemp("package"))
     root, seconds = DebianRoot.bootstrap(base / "debian-root")
-    print(f"debootstrap of a Debian 12 minbase root: {seconds:.0f} s")
+    print(f"a clean Debian 12 minbase root: {seconds:.0f} s")
     root.file("/run/systemd/system").mkdir(parents=True)
     # apt runs dpkg with PATH=/usr/sbin:/usr/bin:… (DPkg::Path): this one comes first.
     stand_in = root.file("/usr/sbin/systemctl")

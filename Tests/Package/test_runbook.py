@@ -89,7 +89,7 @@ class RunbookHost:
         for step in (["ip", "addr", "add", f"{PUBLIC_ADDRESS}/24", "dev", card], ["ip", "link", "set", card, "up"]):
             subprocess.run(["ip", "netns", "exec", self.netns, *step], check=True)
         self.root, seconds = DebianRoot.bootstrap(Path(tempfile.mkdtemp(prefix="runbook-root-", dir=base)) / "root")
-        print(f"debootstrap of a Debian 12 minbase root: {seconds:.0f} s")
+        print(f"a clean Debian 12 minbase root: {seconds:.0f} s")
         self.root.file("/run/systemd/system").mkdir(parents=True)
         # Where Debian's systemd puts them: maintainer scripts look for an init (invoke-rc.d) and
         # run systemctl from a PATH without /usr/sbin (pg_createcluster).

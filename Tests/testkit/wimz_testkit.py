@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -186,6 +187,24 @@ class LoopbackPostgres:
                         "-m", "immediate", "-w", "stop"], capture_output=True)
 
 
+def dumped_mappings(pid: int) -> list[tuple[int, int]]:
+    """(start, end) of each readable mapping of process ``pid`` that a core dump holds (its
+    /proc/PID/smaps VmFlags without ``dd``)."""
+    mappings: list[tuple[int, int]] = []
+    readable: tuple[int, int] | None = None
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", fields[0]):
+                start, end = (int(value, 16) for value in fields[0].split("-"))
+                readable = (start, end) if fields[1].startswith("r") else None
+            elif fields[0] == "VmFlags:" and readable is not None:
+                if "dd" not in fields[1:]:
+                    mappings.append(readable)
+                readable = None
+    return mappings
+
+
 class RelayNode:
     """One ``wimz-relay serve`` on a fixed loopback port (so it restarts on the same one), ready
     when ``/readyz`` says 200 (the store is reachable and the token mirror loaded)."""
@@ -237,16 +256,13 @@ class RelayNode:
 
     def memory_holds(self, needles: list[bytes]) -> set[bytes]:
         """Which of ``needles`` are anywhere in the running process's memory (every readable
-        mapping through /proc/PID/mem, as a core dump would hold it). Same user, no ptrace."""
+        mapping through /proc/PID/mem, as a core dump would hold it: not the mappings marked
+        don't-dump, such as AddressSanitizer's terabytes of shadow). Same user, no ptrace."""
         assert self.process is not None and self.process.poll() is None
         found: set[bytes] = set()
         overlap = max(len(needle) for needle in needles)
-        with open(f"/proc/{self.process.pid}/maps") as maps, open(f"/proc/{self.process.pid}/mem", "rb", buffering=0) as mem:
-            for line in maps:
-                fields = line.split()
-                if not fields[1].startswith("r") or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
-                    continue
-                start, end = (int(value, 16) for value in fields[0].split("-"))
+        with open(f"/proc/{self.process.pid}/mem", "rb", buffering=0) as mem:
+            for start, end in dumped_mappings(self.process.pid):
                 tail = b""
                 for offset in range(start, end, 1 << 20):
                     try:
