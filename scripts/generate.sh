@@ -4,10 +4,13 @@
 # release the README's SwiftPM line
 # (CLITests fails while they differ); from
 # serve's table of settings (Sources/RelayCore/Config/ServeOptions.swift) systemd/wimz-relay.env.example and docs/configuration.md's table
-# between its options markers; from WimzProtocol the robot library's protocol-constants.json.
+# between its options markers; from WimzProtocol the robot library's protocol-constants.json;
+# from what a relay started on a throwaway PostgreSQL exports, docs/metrics.md's table.
 # ServeOptionsTests and WimzProtocolTests fail while they differ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_swift
 version=$(tr -d '[:space:]' < VERSION)
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "VERSION is not MAJOR.MINOR.PATCH: $version" >&2; exit 1; }
 sed -i -E "s/(static let current = )\"[^\"]*\"/\1\"$version\"/" Sources/RelayCore/Support/RelayVersion.swift
@@ -20,8 +23,8 @@ released=$(sed -n -E 's/^## ([0-9]+\.[0-9]+\.[0-9]+) — [0-9]{4}-[0-9]{2}-[0-9]
 released=$(printf '%s\n' "$released" 1.2.0 | sort -V | tail -n 1)
 sed -i -E "s|(\.package\(url: \"https://github.com/wimzai/wimz-relay-client.git\", from: )\"[^\"]*\"|\1\"$released\"|" README.md
 sed -i -E "0,/\"version\": \"[^\"]*\"/s//\"version\": \"$version\"/" docs/openapi.json
-swift build --product wimz-relay >/dev/null
-relay=$(swift build --show-bin-path)/wimz-relay
+build debug --product wimz-relay
+relay=$(bin_path debug)/wimz-relay
 "$relay" options --format env > systemd/wimz-relay.env.example
 "$relay" protocol-constants | python3 -m json.tool --sort-keys > clients/python/wimz_robot/protocol-constants.json
 python3 - "$relay" <<'PY'
@@ -32,4 +35,29 @@ begin, end = "<!-- options:begin (scripts/generate.sh) -->\n", "<!-- options:end
 head, rest = readme.split(begin, 1)
 _, tail = rest.split(end, 1)
 open("docs/configuration.md", "w").write(head + begin + table + end + tail)
+PY
+
+# docs/metrics.md's table: every metric a relay exports from its start, with the help text the
+# code that counts writes (scripts/metrics_reference.py), read from a relay started here on a
+# throwaway PostgreSQL once the retention thread's first table sizes are in.
+scratch generate
+WIMZ_PG_FSYNC=off
+export WIMZ_PG_FSYNC
+WIMZ_DATABASE_URL=$(pg_start "$work/pg")
+export WIMZ_DATABASE_URL WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_SPOOL_DIR="$work/spool"
+"$relay" migrate >/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+WIMZ_LOG_LEVEL=warn "$relay" serve --listen "127.0.0.1:$port" > "$work/relay.log" 2>&1 &
+relay_pid=$!
+for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$port/metrics" > "$work/metrics" 2>/dev/null && grep -q '^wimz_table_bytes{' "$work/metrics" && break
+    sleep 0.1
+done
+grep -q '^wimz_table_bytes{' "$work/metrics" || die "the relay exported no table sizes within 60 s (see $work/relay.log)"
+python3 - "$work/metrics" <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+from metrics_reference import replaced
+document = open("docs/metrics.md").read()
+open("docs/metrics.md", "w").write(replaced(document, open(sys.argv[1]).read()))
 PY

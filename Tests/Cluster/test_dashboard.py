@@ -18,6 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from apns_standin import APNsStandIn
+from metrics_reference import replaced
 from wimz_testkit import Database, RelayNode, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,30 +96,43 @@ async def test_every_dashboard_metric_is_exported(apns):
     assert not missing, f"the dashboard queries metrics the relay does not export: {sorted(missing)}"
 
 
-def test_every_dashboard_metric_has_a_series_before_any_traffic(apns):
-    # A panel over a counter that appears only with its first increment reads "no data", not 0,
-    # on a quiet node: every metric a panel queries is there from the start. The table sizes are
-    # the exception by design: a measurement, not a count, they appear with the retention
-    # thread's first read just after start (a 0 before it would be a false reading), so the
-    # scrape waits for that read, however long a busy machine takes to make it.
-    database = Database(prefix="dash_quiet")
-    node = RelayNode.started(database, env=apns.relay_env)
-    dashboard = json.loads((ROOT / "deploy/grafana/wimz-relay.json").read_text())
-    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
-               for name in re.findall(r"\bwimz_[a-z0-9_]+", target["expr"])}
+def quiet_metrics(prefix: str, env: dict[str, str] | None = None) -> str:
+    """/metrics of a node that has seen no traffic. The table sizes, a measurement and not a
+    count, appear with the retention thread's first read just after start (a 0 before it would
+    be a false reading), so the scrape waits for that read, however long a busy machine takes."""
+    database = Database(prefix=prefix)
+    node = RelayNode.started(database, env=env)
     try:
         deadline = time.monotonic() + 60
         while True:
             with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as answer:
                 text = answer.read().decode()
             if "wimz_table_bytes{" in text or time.monotonic() > deadline:
-                break
+                return text
             time.sleep(0.1)
     finally:
         node.stop()
         database.drop()
+
+
+def test_every_dashboard_metric_has_a_series_before_any_traffic(apns):
+    # A panel over a counter that appears only with its first increment reads "no data", not 0,
+    # on a quiet node: every metric a panel queries is there from the start.
+    text = quiet_metrics("dash_quiet", apns.relay_env)
+    dashboard = json.loads((ROOT / "deploy/grafana/wimz-relay.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"\bwimz_[a-z0-9_]+", target["expr"])}
     exported = exported_names(text)
     missing = {name for name in queried if name not in exported and re.sub(r"_(bucket|sum|count)$", "", name) not in exported}
     assert not missing, f"no series before the first event: {sorted(missing)}"
     assert 'wimz_drops_total{reason="queue_full"} 0' in text
     assert 'wimz_pushes_total{kind="bark_detected",result="delivered"} 0' in text
+
+
+def test_the_metrics_reference_is_what_a_relay_exports():
+    # docs/metrics.md's table is generated from a relay's own help texts (scripts/generate.sh):
+    # a metric added, renamed or explained anew in the code is a table out of date.
+    text = quiet_metrics("metrics_doc")
+    document = (ROOT / "docs/metrics.md").read_text()
+    assert "wimz_table_bytes{" in text
+    assert replaced(document, text) == document, "docs/metrics.md is not what a relay exports: run scripts/generate.sh"
