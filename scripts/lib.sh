@@ -157,9 +157,14 @@ build() {
 debug_build_options() {
     case "${WIMZ_SANITIZER:-address}" in
         none) ;;
-        address|thread) printf '%s\n' "--sanitize=${WIMZ_SANITIZER:-address}" --scratch-path ".build-${WIMZ_SANITIZER:-address}" ;;
+        address|thread) printf '%s\n' "--sanitize=${WIMZ_SANITIZER:-address}" --scratch-path "$(scratch_path)" ;;
         *) die "WIMZ_SANITIZER is address, thread or none, not $WIMZ_SANITIZER" ;;
     esac
+}
+
+# scratch_path: the test build's folder.
+scratch_path() {
+    case "${WIMZ_SANITIZER:-address}" in none) echo .build ;; *) echo ".build-${WIMZ_SANITIZER:-address}" ;; esac
 }
 
 # bin_path CONFIG: where that build's executables are.

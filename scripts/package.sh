@@ -6,6 +6,8 @@
 # runtime linked in, so a server needs no Swift; `Depends:` is computed by dpkg-shlibdeps from
 # the binary's own libraries. What goes where, and why: docs/packaging.md.
 #   scripts/package.sh          # installs the build's Debian packages when missing; prints the .deb's path
+#   WIMZ_PACKAGE_SCRATCH=DIR scripts/package.sh   # the release build in that build folder (the test
+#                                                 # command's: its packages resolved and checked out once)
 # Also writes dist/wimz-relay_<version>_<arch>.debug (the binary's debug symbols, for backtraces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +23,9 @@ deb="dist/wimz-relay_${version}_${arch}.deb"
 say "building the release binary (Swift runtime linked in)"
 # -z now: every symbol bound at start, so the GOT can be read-only (Debian's hardening, bindnow).
 # The package's version stamped in (CBuildStamp): `--version`, /healthz and the logs say which build it is.
-build release --product wimz-relay --static-swift-stdlib -Xlinker -z -Xlinker now -Xcc "-DWIMZ_PACKAGE_VERSION=\"$version\""
-bin="$(swift build -c release --show-bin-path)/wimz-relay"
+scratch=(--scratch-path "${WIMZ_PACKAGE_SCRATCH:-.build}")
+build release "${scratch[@]}" --product wimz-relay --static-swift-stdlib -Xlinker -z -Xlinker now -Xcc "-DWIMZ_PACKAGE_VERSION=\"$version\""
+bin="$(swift build -c release "${scratch[@]}" --show-bin-path)/wimz-relay"
 [ "$("$bin" --version)" = "$version" ] || die "the binary says $("$bin" --version), the package is $version"
 grep -q "static let current = \"$release\"" Sources/RelayCore/Support/RelayVersion.swift ||
     die "RelayVersion.swift does not say $release (VERSION): run scripts/generate.sh"

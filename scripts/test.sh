@@ -109,7 +109,7 @@ schemathesis_venv() {
 }
 if runs python || runs package; then prepare venv python_venv "$work/venv"; fi
 if [ -z "$only" ]; then prepare schemathesis schemathesis_venv "$work/schemathesis-venv"; fi
-if runs package; then prepare debian-root python3 Tests/Package/debian_root.py "$work/debian-root"; fi
+if runs package; then prepare debian-root python3 Tests/Package/debian_root.py "$work/debian-template"; fi
 
 say "building (debug, with tests, $WIMZ_SANITIZER sanitizer)"
 timed "build (debug, $WIMZ_SANITIZER)" build debug --build-tests
@@ -143,6 +143,31 @@ swift_tests() {
     return "$status"
 }
 
+# Steps that wait on their servers, relays and timers far more than they compute run side by side
+# (the client library's Swift tests, the cluster and Python suites, the fuzzers: together about
+# half of the two cores): side NAME STATUS COMMAND… starts one, its output kept and printed when
+# it ends (sides_done), its failure counted in STATUS (swift or python).
+declare -A side_pids=() side_status_of=()
+side() {
+    local name=$1 status=$2; shift 2
+    say "$name: beside the rest (its output when it ends)"
+    "$@" > "$work/side-$name.log" 2>&1 &
+    side_pids[$name]=$!
+    side_status_of[$name]=$status
+}
+sides_done() {
+    local name status
+    for name in "${!side_pids[@]}"; do
+        status=0
+        wait "${side_pids[$name]}" || status=$?
+        say "$name (run beside the rest):"
+        cat "$work/side-$name.log"
+        [ "$status" -eq 0 ] && continue
+        failed "$name (exit $status)"
+        if [ "${side_status_of[$name]}" = swift ]; then swift_status=$status; else python_status=$status; fi
+    done
+}
+
 swift_status=0
 python_status=0
 if runs swift; then
@@ -152,15 +177,15 @@ if runs swift; then
     else
         # The client library's tests are async and need the cooperative thread pool, which the
         # daemon's synchronous socket tests block (2 threads on 2 cores): a run of their own,
-        # one test at a time. The Swift runtime on Linux can crash when two threads look up the
-        # same generic types' conformances for the first time at once (SIGSEGV in
-        # swift_conformsToProtocolMaybeInstantiateSuperclasses, a toolchain bug): tests starting
-        # together hit it in SwiftNIO's threads (NIOWebSocketTransport sidesteps the one case
-        # seen, pipeline set-up). The client's unit tests go with them, by module, so a new
-        # suite there can't land in the daemon's run (one did, and timed out starved).
+        # one test at a time (beside the Python suites, which mostly wait too). The Swift runtime
+        # on Linux can crash when two threads look up the same generic types' conformances for
+        # the first time at once (SIGSEGV in swift_conformsToProtocolMaybeInstantiateSuperclasses,
+        # a toolchain bug): tests starting together hit it in SwiftNIO's threads
+        # (NIOWebSocketTransport sidesteps the one case seen, pipeline set-up). The client's unit
+        # tests go with them, by module, so a new suite there can't land in the daemon's run (one
+        # did, and timed out starved).
         client_modules='WimzRelayClientTests|WimzRelayClientUnitTests'
         swift_tests --skip "$client_modules" || swift_status=$?
-        swift_tests --filter "$client_modules" --no-parallel || swift_status=$?
     fi
 fi
 if [ -z "$only" ]; then
@@ -171,20 +196,23 @@ if [ -z "$only" ]; then
     else
         swift_status=1
     fi
+fi
+if runs swift && [ $# -eq 0 ]; then
+    side "the client library's Swift tests" swift swift_tests --filter "$client_modules" --no-parallel
+fi
+if [ -z "$only" ]; then
     # The fuzzers build and run: every target from its seed corpus, a fixed number of inputs
     # with a fixed seed (the long runs are `scripts/fuzz.sh SECONDS`).
-    timed "the fuzzers" env WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh || { swift_status=$?; failed "the fuzzers (exit $swift_status)"; }
+    side "the fuzzers" swift timed "the fuzzers" env WIMZ_FUZZ_RUNS=20000 scripts/fuzz.sh
 fi
 if runs python; then
     ready venv || python_status=1
     export WIMZ_BIN_DIR="$bin" WIMZ_RELAY_BIN="$bin/wimz-relay" WIMZ_MIGRATIONS_DIR="$PWD/migrations"
-    # The cluster tests and the robot library's wait on their relays, HAProxy, coturn and
-    # timers far more than they compute (a tenth of one core between them): they run side by
-    # side, the cluster's output printed when it ends.
-    say "running the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks, beside the rest"
-    (cd Tests/Cluster && timed "pytest Tests/Cluster" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
-        --junitxml="$WIMZ_TEST_TIMINGS/junit-cluster.xml") > "$work/cluster.log" 2>&1 &
-    cluster=$!
+    cluster_tests() {
+        cd Tests/Cluster && timed "pytest Tests/Cluster" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
+            --junitxml="$WIMZ_TEST_TIMINGS/junit-cluster.xml"
+    }
+    side "the cluster tests (real HAProxy, several relay nodes) and the deploy recipe checks" python cluster_tests
     say "type-checking the robot library (mypy --strict)"
     (cd clients/python && timed mypy "$work/venv/bin/mypy" --strict --cache-dir "$work/mypy-cache" wimz_robot) ||
         { python_status=$?; failed "mypy (exit $python_status)"; }
@@ -192,22 +220,19 @@ if runs python; then
     (cd clients/python && timed "pytest clients/python" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE \
         --junitxml="$WIMZ_TEST_TIMINGS/junit-python.xml") ||
         { python_status=$?; failed "the Python tests (exit $python_status)"; }
-    cluster_status=0
-    wait "$cluster" || cluster_status=$?
-    say "the cluster tests (pytest Tests/Cluster, run beside the Python tests):"
-    cat "$work/cluster.log"
-    [ "$cluster_status" -eq 0 ] || { python_status=$cluster_status; failed "the cluster tests (exit $cluster_status)"; }
 fi
+sides_done
 package_status=0
 if runs package; then
     say "building the packages (scripts/package.sh, scripts/package-robot.sh)"
-    if ! { deb=$(timed "the Debian package" scripts/package.sh) && wheel=$(timed "the wheel" scripts/package-robot.sh | grep '\.whl$'); }; then
+    # The release build in the suite's build folder: the packages it resolved and checked out once.
+    if ! { deb=$(WIMZ_PACKAGE_SCRATCH=$(scratch_path) timed "the Debian package" scripts/package.sh) && wheel=$(timed "the wheel" scripts/package-robot.sh | grep '\.whl$'); }; then
         package_status=1
         failed "building the packages"
     elif ready venv && ready debian-root; then
         say "installing the package into a clean Debian 12 root and running it from there (Tests/Package)"
         (cd Tests/Package && WIMZ_DEB="$PWD/../../$deb" WIMZ_ROBOT_WHEEL="$PWD/../../$wheel" \
-            WIMZ_DEBIAN_ROOT_TEMPLATE="$work/debian-root" \
+            WIMZ_DEBIAN_ROOT_TEMPLATE="$work/debian-template" \
             timed "pytest Tests/Package" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -rfE -s \
             --junitxml="$WIMZ_TEST_TIMINGS/junit-package.xml") ||
             { package_status=$?; failed "the package tests (exit $package_status)"; }
