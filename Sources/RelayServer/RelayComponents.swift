@@ -32,10 +32,10 @@ final class RelayComponents {
     let gate: HTTPGate?
     /// Where the hub's reports go.
     let hubReports: HubReports
-    /// Events from other threads, drained on the service thread (`drainMailbox`).
-    private let mailbox: Mailbox<ServiceEvent>
-    /// Re-reads the TLS certificate and key (SIGHUP; the loop's).
-    private let reloadTLS: () -> Void
+    /// Events from other threads, handled on the service thread.
+    let events: ServiceEvents
+    /// Where lws's callbacks go (`ServiceCallbacks` reaches it unretained).
+    let dispatch: LWSDispatch
 
     /// Every component, built in the order they depend on each other, each given what it needs.
     /// A deferred answer is written on its client's connection by whoever reads it (its
@@ -43,17 +43,15 @@ final class RelayComponents {
     /// gate) when the connection turns writeable. `webSocketIO` is the WebSocket connections'
     /// socket layer (lws's, unless a test records).
     init(env: RelayEnvironment, workers: Workers, mailbox: Mailbox<ServiceEvent>, loop: LoopControl,
-         gateListener: GateListener?, webSocketIO: WebSocketIO, reloadTLS: @escaping () -> Void = {}) {
+         gateListener: GateListener?, webSocketIO: WebSocketIO, hooks: ServerHooks = ServerHooks(), reloadTLS: @escaping () -> Void = {}) {
         self.env = env
         let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
         self.hub = hub
-        self.mailbox = mailbox
-        self.reloadTLS = reloadTLS
         authenticator = Authenticator(configuration: env.configuration, clock: env.clock, lookups: workers.credentials)
         database = DatabaseExchanges(env: env, worker: workers.database, authenticator: authenticator, mailbox: mailbox)
         // The cluster's view, written by its coordinator and read by the stop sequence.
         let membership = ClusterMembership()
-        stop = StopSequence(env: env, hub: hub, loop: loop, agent: workers.cluster, membership: membership)
+        stop = StopSequence(env: env, hub: hub, loop: loop, agent: workers.cluster, membership: membership, onStopping: hooks.stopping)
         cluster = ClusterCoordinator(env: env, hub: hub, agent: workers.cluster, membership: membership, database: database, stop: stop)
         turn = TurnEndpoint(env: env, hub: hub, authenticator: authenticator)
         robotHTTP = RobotHTTPEndpoint(env: env, hub: hub, cluster: cluster)
@@ -70,7 +68,7 @@ final class RelayComponents {
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
-                          missionRuns: missionRuns, served: served)
+                          missionRuns: missionRuns, served: served, onReady: hooks.ready)
         let lingering = GateLingering(largestBody: Route.BodyLimit.largest(env.configuration))
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
@@ -88,6 +86,10 @@ final class RelayComponents {
             HTTPGate(io: $0, clock: env.clock, handler: gateRequests, lingering: lingering,
                      deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
         }
+        events = ServiceEvents(env: env, mailbox: mailbox, stop: stop, store: store, database: database, cluster: cluster, push: push,
+                               missionRuns: missionRuns, reloadTLS: reloadTLS)
+        dispatch = LWSDispatch(env: env, heads: heads, router: router, database: database, robotHTTP: robotHTTP, webSocket: webSocket,
+                               gate: gate, events: events)
         hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push)
         // The one link made after construction: the hub reports to components that are built on
         // the hub (each of them holds it), so one of the two must be told of the other later.
@@ -127,28 +129,6 @@ final class RelayComponents {
     func tickCluster() {
         stop.tick(now: env.clock.monotonic())
         cluster.flush()
-    }
-
-    /// Every event other threads posted (`LWS_CALLBACK_EVENT_WAIT_CANCELLED`).
-    func drainMailbox() {
-        for event in mailbox.drain() { handle(event) }
-    }
-
-    /// One event from another thread, on the service thread.
-    func handle(_ event: ServiceEvent) {
-        env.thread.assertOnServiceThread()
-        switch event {
-        case .stop: stop.beginDrain()
-        case .store(let storeEvent): store.handle(storeEvent)
-        case .reloadTLS:
-            reloadTLS()
-            push.reloadKey()
-        case .databaseAnswer(let id, let response): database.answered(id, response)
-        case .cluster(let clusterEvent): cluster.handle(clusterEvent)
-        case .push(let pushEvent): push.handle(pushEvent)
-        case .missionRun(let runEvent): missionRuns.handle(runEvent)
-        case .liveActivityOutcome(let outcome): missionRuns.sender.handle(outcome)
-        }
     }
 }
 

@@ -15,25 +15,35 @@ public struct RelayControl: Sendable {
     public func reloadTLS() { mailbox.post(.reloadTLS) }
 }
 
+/// What the process running the server hears of its life, on the service thread (systemd's
+/// READY=1, STOPPING=1 and watchdog pings): given at init, so nothing is linked afterwards.
+public struct ServerHooks {
+    /// Once, the first time the relay listens and the store is ready.
+    public var ready: () -> Void
+    /// When a graceful stop begins.
+    public var stopping: () -> Void
+    /// Once a second with the monotonic time: if the loop stalls, the ticks stop.
+    public var tick: (UInt64) -> Void
+
+    public init(ready: @escaping () -> Void = {}, stopping: @escaping () -> Void = {}, tick: @escaping (UInt64) -> Void = { _ in }) {
+        (self.ready, self.stopping, self.tick) = (ready, stopping, tick)
+    }
+}
+
 /// The daemon's composition root: builds the components and connects them. One libwebsockets
 /// context (`ServiceLoop`) whose single service thread owns every socket and all relay state;
 /// the database threads (`RelayWorkers`) talk to it only through its mailbox.
 ///
-///     ServiceLoop ─ lws callbacks ─▶ ServiceCallbacks ─▶ WebSocketEndpoint (sessions, wheel)
-///                                                    └─▶ Router ─▶ Turn / RobotHTTP / Pairing /
-///                                                                 DatabaseExchanges / Metrics
-///     mailbox ◀─ StoreMonitor, ClusterAgent, DatabaseWorker, signals
+///     ServiceLoop ─ lws callbacks ─▶ LWSDispatch ─▶ WebSocketEndpoint (sessions, wheel)
+///                                               └─▶ Router ─▶ Turn / RobotHTTP / Pairing /
+///                                                            DatabaseExchanges / Metrics
+///     mailbox ◀─ StoreMonitor, ClusterAgent, DatabaseWorker, signals   (ServiceEvents drains it)
 public final class RelayServer {
     public let configuration: RelayConfiguration
     /// The port actually bound (differs from the configuration when it asked for 0).
     public var boundPort: Int { loop.boundPort }
-    /// Called on the service thread once the relay listens and the store is ready (systemd READY=1).
-    public var onReady: (() -> Void)? { get { store.onReady } set { store.onReady = newValue } }
-    /// Called on the service thread when a graceful stop begins (systemd STOPPING=1).
-    public var onStopping: (() -> Void)? { get { stop.onStopping } set { stop.onStopping = newValue } }
-    /// Called on the service thread once a second with the monotonic time (systemd watchdog):
-    /// if the loop stalls, the pings stop.
-    public var onTick: ((UInt64) -> Void)?
+    /// The once-a-second hook (`ServerHooks.tick`).
+    private let onTick: (UInt64) -> Void
 
     private let callbacks = ServiceCallbacks()
     private let loop: ServiceLoop
@@ -42,16 +52,16 @@ public final class RelayServer {
     /// What the lws callbacks reach (held here: the callbacks do not retain it).
     private let components: RelayComponents
     private var env: RelayEnvironment { components.env }
-    private var store: StoreSync { components.store }
     private var stop: StopSequence { components.stop }
 
-    public init(configuration: RelayConfiguration, migrator: Migrator) throws {
+    public init(configuration: RelayConfiguration, migrator: Migrator, hooks: ServerHooks = ServerHooks()) throws {
         do {
             try configuration.validate()
         } catch {
             throw ServerError(description: error.description)
         }
         self.configuration = configuration
+        onTick = hooks.tick
         loop = try ServiceLoop(configuration: configuration, callbacks: callbacks)
         let waker = loop.waker
         let mailbox = Mailbox<ServiceEvent>(wake: { waker.wake() })
@@ -69,8 +79,8 @@ public final class RelayServer {
         components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
-                                     }), reloadTLS: { [unowned loop] in loop.reloadTLS() })
-        callbacks.connect(components)
+                                     }), hooks: hooks, reloadTLS: { [unowned loop] in loop.reloadTLS() })
+        callbacks.connect(components.dispatch)
     }
 
     deinit {
@@ -105,6 +115,11 @@ public final class RelayServer {
     public func run() {
         env.log.info("listening", metadata: ["address": "\(configuration.listenHost):\(loop.boundPort)", "version": "\(RelayBuild.version)",
                                              "event_loop": "\(configuration.eventLoop.rawValue)", "lws": "\(ServiceLoop.libraryVersion)"])
+        for refused in loop.gateListener?.refusedTCPOptions ?? TCPLiveness(configuration).refusals() {
+            env.log.warning("tcp_option_unavailable", metadata: [
+                "option": "\(refused.option)", "reason": "\(refused.reason)",
+                "effect": "clients' sockets keep the kernel's own (docs/operations.md, Cellular links)"])
+        }
         if configuration.turnAdminServers.isEmpty {
             env.log.warning("turn_admin_unset", metadata: ["effect": "a removed member's live TURN sessions are not cut (new credentials are refused); set WIMZ_TURN_ADMIN"])
         }
@@ -135,6 +150,6 @@ public final class RelayServer {
     private func tick() {
         let now = env.clock.monotonic()
         components.tick(now: now)
-        onTick?(now)
+        onTick(now)
     }
 }

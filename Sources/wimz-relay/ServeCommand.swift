@@ -28,16 +28,15 @@ struct Serve: ParsableCommand {
 
         // Signals go to one watcher thread; block them before any other thread exists.
         let signals = SignalWatcher(signals: [SIGINT, SIGTERM, SIGHUP])
+        let notifier = SystemdNotifier()
         let server: RelayServer
         do {
-            server = try RelayServer(configuration: config, migrator: migrator)
+            server = try RelayServer(configuration: config, migrator: migrator,
+                                     hooks: ServerHooks(ready: { notifier.ready() }, stopping: { notifier.stopping() },
+                                                        tick: { notifier.watchdogTick(nowNanos: $0) }))
         } catch {
             throw CLIError("\(error)")
         }
-        let notifier = SystemdNotifier()
-        server.onReady = { notifier.ready() }
-        server.onStopping = { notifier.stopping() }
-        server.onTick = { notifier.watchdogTick(nowNanos: $0) }
         let control = server.control
         let deadline = config.stopTimeoutSeconds
         signals.start { signal in

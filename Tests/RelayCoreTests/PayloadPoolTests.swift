@@ -106,3 +106,8 @@ struct PayloadPoolTests {
         #expect(pool.kept == 1)
     }
 }
+
+extension PayloadPool {
+    /// Buffers kept, all classes.
+    var kept: Int { (0..<PayloadPool.classCount).reduce(0) { $0 + counts[$1] } }
+}

@@ -99,3 +99,8 @@ import Testing
         #expect(phases.count == 11 && phases.min() == 1_010 && phases.max() == 1_020)
     }
 }
+
+extension SessionScheduler {
+    /// Entries held, live and stale.
+    var entryCount: Int { slots.reduce(0) { $0 + $1.count } }
+}

@@ -287,7 +287,7 @@ import Testing
     /// Accepted connections have TCP_NODELAY from birth: the listener has it, and Linux copies
     /// it to every socket accepted from it (the gate sets nothing per connection).
     @Test func acceptedConnectionsInheritNoDelay() throws {
-        let listener = try GateListener(host: "127.0.0.1", port: 0)
+        let listener = try GateListener(host: "127.0.0.1", port: 0, tcp: TCPLiveness(.defaults))
         let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(client) }
         var address = sockaddr_in()

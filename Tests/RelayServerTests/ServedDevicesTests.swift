@@ -39,3 +39,8 @@ import RelayCore
         #expect(served.departuresListed <= 2 * 1024 + 1)
     }
 }
+
+extension ServedDevices {
+    /// Departures still listed, stale ones included.
+    var departuresListed: Int { departures.count - oldest }
+}

@@ -8,6 +8,9 @@ extension RelayConfiguration {
             throw ConfigurationError("no database configured: pass --database-url or set WIMZ_DATABASE_URL")
         }
         guard (0...65_535).contains(listenPort) else { throw ConfigurationError("the listen port must be 0…65535") }
+        if tcpUserTimeoutSeconds > 0, Double(tcpUserTimeoutSeconds) < tcpRetransmitCapSeconds {
+            throw ConfigurationError("WIMZ_TCP_USER_TIMEOUT (\(tcpUserTimeoutSeconds) s) must be 0 or at least WIMZ_TCP_RTO_MAX (\(tcpRetransmitCapSeconds) s): one retransmission must fit in it")
+        }
         guard turnTTLMin <= turnTTLMax else { throw ConfigurationError("TURN TTL range must satisfy 1 <= min <= max") }
         guard !turnUsernameSeparator.isEmpty,
               turnUsernameSeparator.allSatisfy({ !$0.isWhitespace && $0 != "\"" && !$0.isLetter && !$0.isNumber }) else {

@@ -59,6 +59,13 @@ public struct RelayConfiguration: Sendable {
     public var appRateLimitBurst = 40.0
     public var sendQueueMaxMessages = 1024
     public var sendQueueMaxBytes = 4 * 1024 * 1024
+    /// TCP on the client sockets (docs/operations.md "Cellular links"): the longest wait between
+    /// retransmissions (Linux's TCP_RTO_MAX_MS; the kernel's own is 120 s), how long sent data may
+    /// go unacknowledged before the socket is dropped (TCP_USER_TIMEOUT; 0: the kernel's retries),
+    /// and the quiet before TCP keepalive probes (0: none).
+    public var tcpRetransmitCapSeconds = 2.0
+    public var tcpUserTimeoutSeconds = 2 * WimzProtocol.defaultPingIntervalSeconds
+    public var tcpKeepaliveSeconds = WimzProtocol.defaultPingIntervalSeconds
     /// Events remembered per device and replayed to apps that connect later.
     public var replayEvents: Set<String> = WimzProtocol.replayedEvents
 

@@ -110,6 +110,12 @@ public enum ServeOptions {
     static let websocket: [ServeOption] = [
         .int("WIMZ_PING_INTERVAL", "ping-interval", .websocket, \.pingIntervalSeconds, .atLeast(1),
              "Seconds between pings; silent for two intervals: closed."),
+        .number("WIMZ_TCP_RTO_MAX", "tcp-rto-max", .websocket, \.tcpRetransmitCapSeconds, .from(1, to: 120),
+                "Longest wait between TCP retransmissions to a client, seconds (Linux 6.15's TCP_RTO_MAX_MS; the kernel's own is 120): after a phone's tunnel the relay's next try reaches it this soon, not up to minutes later."),
+        .int("WIMZ_TCP_USER_TIMEOUT", "tcp-user-timeout", .websocket, \.tcpUserTimeoutSeconds, .from(0, to: 3600),
+             "Seconds sent data may go unacknowledged before a client's socket is dropped (TCP_USER_TIMEOUT; 0: the kernel's retries decide): two ping intervals, when the relay's own ping rule gives up too."),
+        .int("WIMZ_TCP_KEEPALIVE", "tcp-keepalive", .websocket, \.tcpKeepaliveSeconds, .from(0, to: 7200),
+             "Seconds of quiet before TCP keepalive probes a client, then a probe every quarter of that, four at most (0: none): the ping interval, so a socket that sends no pings yet is found dead as soon as one that does."),
         .number("WIMZ_CREDENTIAL_HOLD", "credential-hold", .websocket, \.credentialHoldSeconds, .from(0, to: 60),
                 "Seconds a request or upgrade waits for its token to be read from the store before it gets 503 (was WIMZ_UPGRADE_HOLD, still read)."),
         .int("WIMZ_CREDENTIAL_CACHE", "credential-cache", .websocket, \.credentialCacheSize, .from(1000, to: 10_000_000),

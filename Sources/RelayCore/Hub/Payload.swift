@@ -114,7 +114,8 @@ public final class PayloadPool {
     /// Per class, a stack of kept buffers (each held by one retained reference) and its size:
     /// plain memory, so a push or pop has no array to check for uniqueness.
     private let stacks: [UnsafeMutablePointer<Unmanaged<PayloadStorage>>]
-    private let counts = UnsafeMutablePointer<Int>.allocate(capacity: PayloadPool.classCount)
+    /// Buffers kept per class (internal: the pool's tests read them).
+    let counts = UnsafeMutablePointer<Int>.allocate(capacity: PayloadPool.classCount)
     private let keep: [Int] = (0..<PayloadPool.classCount).map { min(8192, (4 << 20) / (PayloadPool.smallest << $0)) }
 
     public init() {
@@ -129,9 +130,6 @@ public final class PayloadPool {
         }
         counts.deallocate()
     }
-
-    /// Buffers kept, all classes (for tests).
-    public var kept: Int { (0..<PayloadPool.classCount).reduce(0) { $0 + counts[$1] } }
 
     /// The size class of a message of `count` bytes (nil: too large to pool).
     @inline(__always)

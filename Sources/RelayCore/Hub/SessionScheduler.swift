@@ -13,12 +13,13 @@ public final class SessionScheduler {
     public let slotWidth: UInt64
     public let slotCount: Int
 
-    private struct Entry {
+    /// Internal, not private, as `slots` is: the scheduler's tests count what it holds.
+    struct Entry {
         let session: Session
         let tick: UInt64
     }
 
-    private var slots: [[Entry]]
+    private(set) var slots: [[Entry]]
     private let origin: UInt64
     /// Every tick before this one has been handed out.
     private var nextTick: UInt64 = 0
@@ -30,9 +31,6 @@ public final class SessionScheduler {
         self.slotCount = max(slotCount, 1)
         slots = [[Entry]](repeating: [], count: self.slotCount)
     }
-
-    /// Entries held, live and stale (for tests and metrics).
-    public var entryCount: Int { slots.reduce(0) { $0 + $1.count } }
 
     private func tick(at time: UInt64) -> UInt64 { time > origin ? (time - origin) / slotWidth : 0 }
 

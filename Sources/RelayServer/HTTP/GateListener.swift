@@ -34,8 +34,12 @@ final class GateListener: GateIO {
     /// its socket: one buffer for every accept (zero-filled arrays cost ~4,000 instructions each).
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
 
-    /// Binds and listens on `host:port` (port 0 picks a free one).
-    init(host: String, port: Int) throws {
+    /// The client sockets' TCP options the kernel refused (each connection inherits the others).
+    let refusedTCPOptions: [TCPLiveness.Refusal]
+
+    /// Binds and listens on `host:port` (port 0 picks a free one); every connection it accepts
+    /// has `tcp`'s options.
+    init(host: String, port: Int, tcp: TCPLiveness) throws {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -57,6 +61,7 @@ final class GateListener: GateIO {
         // Every accepted connection inherits TCP_NODELAY from the listener (Linux copies it to
         // each child socket): one setsockopt here instead of one per connection.
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        refusedTCPOptions = tcp.apply(to: fd)
         guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0, listen(fd, 4096) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)

@@ -12,7 +12,7 @@ final class StopSequence {
     /// When the closing began (for the `stopped` log line).
     private(set) var closingStartedAt: UInt64?
     /// Called when the drain begins (systemd STOPPING=1).
-    var onStopping: (() -> Void)?
+    private let onStopping: () -> Void
     private let env: RelayEnvironment
     private let hub: DeviceHub
     private let loop: LoopControl
@@ -24,7 +24,9 @@ final class StopSequence {
     private var drainUntil: UInt64?
     private var deadline: UInt64?
 
-    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, agent: ClusterAgent, membership: ClusterMembership) {
+    init(env: RelayEnvironment, hub: DeviceHub, loop: LoopControl, agent: ClusterAgent, membership: ClusterMembership,
+         onStopping: @escaping () -> Void) {
+        self.onStopping = onStopping
         self.env = env
         self.hub = hub
         self.loop = loop
@@ -39,7 +41,7 @@ final class StopSequence {
     func beginDrain() {
         guard drainUntil == nil, !stopping, !loop.finished else { return }
         agent.setDraining()
-        onStopping?()
+        onStopping()
         let peers = membership.liveNodes - 1
         env.log.info("draining", metadata: ["open_connections": .stringConvertible(openConnections),
                                             "live_peers": .stringConvertible(peers),

@@ -11,7 +11,7 @@ final class StoreSync {
     /// Latest store state, as reported by the monitor.
     private(set) var health = StoreHealth(state: .unavailable, reason: "not checked yet")
     /// Called once, the first time the store is ready (systemd READY=1).
-    var onReady: (() -> Void)?
+    private let onReady: () -> Void
     private var announcedReady = false
     private let env: RelayEnvironment
     private let hub: DeviceHub
@@ -23,7 +23,8 @@ final class StoreSync {
     private let served: ServedDevices
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices) {
+         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices, onReady: @escaping () -> Void) {
+        self.onReady = onReady
         self.served = served
         self.push = push
         self.missionRuns = missionRuns
@@ -43,7 +44,7 @@ final class StoreSync {
             self.health = health
             if health.state == .ready, !announcedReady {
                 announcedReady = true
-                onReady?()
+                onReady()
             }
         case .credentialsMayBeStale:
             // Changes may have been missed: read again every token held or in use here.

@@ -30,8 +30,9 @@ final class ServedDevices {
     private var recent: [DeviceID: UInt64] = [:]
     /// Departures in order, from `oldest` on; an entry whose number `recent` no longer holds is
     /// stale (the device came back, or left again later).
-    private var departures: [(device: DeviceID, number: UInt64)] = []
-    private var oldest = 0
+    /// Internal, not private: the tests check the list stays bounded.
+    private(set) var departures: [(device: DeviceID, number: UInt64)] = []
+    private(set) var oldest = 0
     private var departed: UInt64 = 0
     /// Devices with a socket here (all followed).
     private var present = 0
@@ -90,9 +91,6 @@ final class ServedDevices {
         guard recent[device] != nil || hub?.sessions(of: device).isEmpty == false else { return }
         hub?.setSealed(device, epoch: epoch, announce: announce)
     }
-
-    /// Departures still listed, stale ones included (bounded; for tests).
-    var departuresListed: Int { departures.count - oldest }
 
     private func forget(_ device: DeviceID) {
         followed.unfollow(device)

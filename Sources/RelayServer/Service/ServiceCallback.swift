@@ -1,18 +1,38 @@
 import CLibWebSockets
 import RelayCore
 
-/// Where lws's callbacks go: the context's user pointer. It holds the components once
-/// `RelayServer` has built them (lws calls nothing but its own set-up callbacks before `run`).
+/// The context's user pointer. The loop needs it before the components that lws's callbacks
+/// reach exist (they are built on the loop), so it is told their dispatch once `RelayServer` has
+/// built them; lws calls nothing but its own set-up callbacks before `run`.
 final class ServiceCallbacks {
-    /// Unmanaged, so a callback reaches the components without a retain and release per call
-    /// (per forwarded message twice: callgrind counted the difference). `RelayServer` owns them.
-    private(set) var targets: Unmanaged<RelayComponents>?
+    /// Unmanaged, so a callback reaches the dispatch without a retain and release per call (per
+    /// forwarded message twice: callgrind counted the difference). `RelayComponents` owns it.
+    private(set) var targets: Unmanaged<LWSDispatch>?
 
-    func connect(_ targets: RelayComponents) { self.targets = .passUnretained(targets) }
+    func connect(_ targets: LWSDispatch) { self.targets = .passUnretained(targets) }
 }
 
 /// What lws callbacks lead to: each goes to the component it concerns.
-extension RelayComponents {
+final class LWSDispatch {
+    private let env: RelayEnvironment
+    private let heads: RequestHeads
+    private let router: Router
+    private let database: DatabaseExchanges
+    private let robotHTTP: RobotHTTPEndpoint
+    private let webSocket: WebSocketEndpoint
+    private let gate: HTTPGate?
+    private let events: ServiceEvents
+    /// The TCP options lws's own accepted connections get (TLS served by lws; the gate's inherit
+    /// them from its listener).
+    private let tcp: TCPLiveness?
+
+    init(env: RelayEnvironment, heads: RequestHeads, router: Router, database: DatabaseExchanges, robotHTTP: RobotHTTPEndpoint,
+         webSocket: WebSocketEndpoint, gate: HTTPGate?, events: ServiceEvents) {
+        (self.env, self.heads, self.router, self.database, self.robotHTTP) = (env, heads, router, database, robotHTTP)
+        (self.webSocket, self.gate, self.events) = (webSocket, gate, events)
+        tcp = gate == nil ? TCPLiveness(env.configuration) : nil
+    }
+
     /// `LWS_CALLBACK_HTTP`: a plain request lws parsed itself (TLS served by lws; with the gate,
     /// requests never reach lws as HTTP).
     func http(_ wsi: OpaquePointer) -> Int32 {
@@ -38,9 +58,10 @@ extension RelayComponents {
         robotHTTP.cancel(HTTPClient(wsi))
         webSocket.forget(wsi)
     }
+
 }
 
-/// The one lws protocol callback. lws calls it on the service thread; it finds the components
+/// The one lws protocol callback. lws calls it on the service thread; it finds the dispatch
 /// through the context's user pointer.
 func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                    _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
@@ -50,14 +71,15 @@ func relayCallback(_ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user
     return targets._withUnsafeGuaranteedRef { $0.dispatch(wsi, reason, user, input, length) }
 }
 
-extension RelayComponents {
+extension LWSDispatch {
     func dispatch(_ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
                   _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
         switch reason {
         case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-            drainMailbox()
+            events.drain()
             return 0
         case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+            if let tcp { tcp.apply(to: lws_get_socket_fd(wsi)) }
             webSocket.accepted(wsi)
             return lws_callback_http_dummy(wsi, reason, user, input, length)
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:

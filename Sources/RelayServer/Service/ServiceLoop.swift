@@ -50,7 +50,8 @@ final class ServiceLoop: LoopControl {
     init(configuration: RelayConfiguration, callbacks: ServiceCallbacks) throws {
         self.configuration = configuration
         let servesTLS = configuration.tlsCertificatePath != nil && configuration.tlsKeyPath != nil
-        gateListener = servesTLS ? nil : try GateListener(host: configuration.listenHost, port: configuration.listenPort)
+        gateListener = servesTLS ? nil : try GateListener(host: configuration.listenHost, port: configuration.listenPort,
+                                                          tcp: TCPLiveness(configuration))
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
         // the relay pings from its own session wheel instead, so both lws timers are off.
         retryPolicy = .allocate(capacity: 1)
