@@ -74,7 +74,7 @@ final class RelayComponents {
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn, lingering,
                                                   robotHTTP, push, missionRuns, missionRuns.sender, served, store, stop, env.audit.writer,
-                                                  workers.turnCutter, workers.retention])
+                                                  workers.monitor, workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),

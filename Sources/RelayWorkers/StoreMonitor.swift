@@ -242,8 +242,8 @@ public final class StoreMonitor: DatabaseWork {
         return min(1000, schedule.withLock { $0.millisecondsUntilDue(oldestQueuedAt: queued, now: MonotonicClock.nanoseconds()) } ?? 1000)
     }
 
-    /// How many times the schema was read (for tests).
-    var statusChecks: Int { state.withLock { $0.statusChecks } }
+    /// How many times the schema was read (`wimz_store_schema_checks_total`).
+    public var statusChecks: Int { state.withLock { $0.statusChecks } }
 
     public func unavailable(_ error: Error) {
         report(StoreHealth(state: .unavailable, reason: "\(error)"))

@@ -15,6 +15,14 @@ extension AuditWriter: MetricsReporting {
     }
 }
 
+extension StoreMonitor: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.counter("wimz_store_schema_checks_total",
+                        "Schema status reads by the store monitor: at most one a second however many notifications wake it, and one at each connect.",
+                        statusChecks)
+    }
+}
+
 extension TurnSessionCutter: MetricsReporting {
     func report(to metrics: MetricsSink) {
         let cuts = stats

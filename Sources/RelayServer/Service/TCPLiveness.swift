@@ -1,3 +1,5 @@
+// IPPROTO_TCP and the TCP_* options: netinet's headers, which libwebsockets' module brings in.
+import CLibWebSockets
 import RelayCore
 
 #if canImport(Glibc)
