@@ -1,4 +1,6 @@
-// IPPROTO_TCP and the TCP_* options: netinet's headers, which libwebsockets' module brings in.
+// What Glibc's Swift module leaves out: IPPROTO_TCP and the TCP_* options (netinet's headers,
+// through libwebsockets' module) and the socket types (sys/socket.h, through CEpoll's).
+import CEpoll
 import CLibWebSockets
 import RelayCore
 
