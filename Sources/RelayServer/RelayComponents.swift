@@ -41,9 +41,11 @@ final class RelayComponents {
     /// A deferred answer is written on its client's connection by whoever reads it (its
     /// `HTTPClient`'s answerer: the gate, or a test's recorder), and with TLS served by lws (no
     /// gate) when the connection turns writeable. `webSocketIO` is the WebSocket connections'
-    /// socket layer (lws's, unless a test records).
+    /// socket layer (lws's, unless a test records). `lwsAcceptedTCP`: the TCP options of the
+    /// connections lws accepts itself (TLS served by lws; the gate's inherit their listener's).
     init(env: RelayEnvironment, workers: Workers, mailbox: Mailbox<ServiceEvent>, loop: LoopControl,
-         gateListener: GateListener?, webSocketIO: WebSocketIO, hooks: ServerHooks = ServerHooks(), reloadTLS: @escaping () -> Void = {}) {
+         gateListener: GateListener?, webSocketIO: WebSocketIO, lwsAcceptedTCP: TCPLiveness? = nil, hooks: ServerHooks = ServerHooks(),
+         reloadTLS: @escaping () -> Void = {}) {
         self.env = env
         let hub = DeviceHub(limits: DeviceHub.Limits(env.configuration), clock: env.clock)
         self.hub = hub
@@ -89,7 +91,7 @@ final class RelayComponents {
         events = ServiceEvents(env: env, mailbox: mailbox, stop: stop, store: store, database: database, cluster: cluster, push: push,
                                missionRuns: missionRuns, reloadTLS: reloadTLS)
         dispatch = LWSDispatch(env: env, heads: heads, router: router, database: database, robotHTTP: robotHTTP, webSocket: webSocket,
-                               gate: gate, events: events)
+                               gate: gate, events: events, acceptedTCP: lwsAcceptedTCP)
         hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push)
         // The one link made after construction: the hub reports to components that are built on
         // the hub (each of them holds it), so one of the two must be told of the other later.

@@ -79,7 +79,8 @@ public final class RelayServer {
         components = RelayComponents(env: env, workers: workers, mailbox: mailbox, loop: loop, gateListener: loop.gateListener,
                                      webSocketIO: LWSWebSocketIO(closer: loop.gateListener.map { gate in
                                          LingeringCloser(removeFromLoop: { [unowned gate] in gate.removeFromEventLoop($0) })
-                                     }), hooks: hooks, reloadTLS: { [unowned loop] in loop.reloadTLS() })
+                                     }), lwsAcceptedTCP: loop.gateListener == nil ? loop.clientTCP : nil,
+                                     hooks: hooks, reloadTLS: { [unowned loop] in loop.reloadTLS() })
         callbacks.connect(components.dispatch)
     }
 
@@ -115,7 +116,7 @@ public final class RelayServer {
     public func run() {
         env.log.info("listening", metadata: ["address": "\(configuration.listenHost):\(loop.boundPort)", "version": "\(RelayBuild.version)",
                                              "event_loop": "\(configuration.eventLoop.rawValue)", "lws": "\(ServiceLoop.libraryVersion)"])
-        for refused in loop.gateListener?.refusedTCPOptions ?? TCPLiveness(configuration).refusals() {
+        for refused in loop.gateListener?.refusedTCPOptions ?? loop.clientTCP.refusals() {
             env.log.warning("tcp_option_unavailable", metadata: [
                 "option": "\(refused.option)", "reason": "\(refused.reason)",
                 "effect": "clients' sockets keep the kernel's own (docs/operations.md, Cellular links)"])

@@ -24,13 +24,12 @@ final class LWSDispatch {
     private let events: ServiceEvents
     /// The TCP options lws's own accepted connections get (TLS served by lws; the gate's inherit
     /// them from its listener).
-    private let tcp: TCPLiveness?
+    private let acceptedTCP: TCPLiveness?
 
     init(env: RelayEnvironment, heads: RequestHeads, router: Router, database: DatabaseExchanges, robotHTTP: RobotHTTPEndpoint,
-         webSocket: WebSocketEndpoint, gate: HTTPGate?, events: ServiceEvents) {
+         webSocket: WebSocketEndpoint, gate: HTTPGate?, events: ServiceEvents, acceptedTCP: TCPLiveness?) {
         (self.env, self.heads, self.router, self.database, self.robotHTTP) = (env, heads, router, database, robotHTTP)
-        (self.webSocket, self.gate, self.events) = (webSocket, gate, events)
-        tcp = gate == nil ? TCPLiveness(env.configuration) : nil
+        (self.webSocket, self.gate, self.events, self.acceptedTCP) = (webSocket, gate, events, acceptedTCP)
     }
 
     /// `LWS_CALLBACK_HTTP`: a plain request lws parsed itself (TLS served by lws; with the gate,
@@ -58,7 +57,6 @@ final class LWSDispatch {
         robotHTTP.cancel(HTTPClient(wsi))
         webSocket.forget(wsi)
     }
-
 }
 
 /// The one lws protocol callback. lws calls it on the service thread; it finds the dispatch
@@ -79,7 +77,7 @@ extension LWSDispatch {
             events.drain()
             return 0
         case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
-            if let tcp { tcp.apply(to: lws_get_socket_fd(wsi)) }
+            if let acceptedTCP { acceptedTCP.apply(to: lws_get_socket_fd(wsi)) }
             webSocket.accepted(wsi)
             return lws_callback_http_dummy(wsi, reason, user, input, length)
         case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:

@@ -25,6 +25,9 @@ final class ServiceLoop: LoopControl {
     let waker = ServiceWaker()
     /// The plain-HTTP front door (nil when lws serves TLS itself and listens).
     let gateListener: GateListener?
+    /// The clients' sockets' TCP options (docs/operations.md "Cellular links"): the gate's
+    /// listener gives them to its connections; with TLS served by lws, each is given them.
+    let clientTCP: TCPLiveness
     /// The port actually bound (differs from the configuration when it asked for 0).
     private(set) var boundPort = 0
     /// Set once the loop is to end; `run` returns soon after.
@@ -50,8 +53,8 @@ final class ServiceLoop: LoopControl {
     init(configuration: RelayConfiguration, callbacks: ServiceCallbacks) throws {
         self.configuration = configuration
         let servesTLS = configuration.tlsCertificatePath != nil && configuration.tlsKeyPath != nil
-        gateListener = servesTLS ? nil : try GateListener(host: configuration.listenHost, port: configuration.listenPort,
-                                                          tcp: TCPLiveness(configuration))
+        clientTCP = TCPLiveness(configuration)
+        gateListener = servesTLS ? nil : try GateListener(host: configuration.listenHost, port: configuration.listenPort, tcp: clientTCP)
         // lws's own keepalive keeps every socket's timer in one sorted list (O(n) per PONG);
         // the relay pings from its own session wheel instead, so both lws timers are off.
         retryPolicy = .allocate(capacity: 1)
