@@ -41,14 +41,7 @@ PY
 # code that counts writes (scripts/metrics_reference.py), read from a relay started here on a
 # throwaway PostgreSQL once the retention thread's first table sizes are in.
 scratch generate
-WIMZ_PG_FSYNC=off
-export WIMZ_PG_FSYNC
-WIMZ_DATABASE_URL=$(pg_start "$work/pg")
-export WIMZ_DATABASE_URL WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_SPOOL_DIR="$work/spool"
-"$relay" migrate >/dev/null
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-WIMZ_LOG_LEVEL=warn "$relay" serve --listen "127.0.0.1:$port" > "$work/relay.log" 2>&1 &
-relay_pid=$!
+scratch_relay "$relay" --log-level warn
 for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$port/metrics" > "$work/metrics" 2>/dev/null && grep -q '^wimz_table_bytes{' "$work/metrics" && break
     sleep 0.1

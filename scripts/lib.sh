@@ -146,19 +146,20 @@ package_version() {
 build() {
     local config=$1; shift
     local options=()
-    [ "$config" != debug ] || mapfile -t options < <(debug_build_options)
+    mapfile -t options < <(config_options "$config")
     # Also dropped: gold's warning for each of the AddressSanitizer runtime's local symbols, at every link.
     swift build -c "$config" "${options[@]}" "$@" 2>&1 |
         sed -E -e '/^\[[0-9]+\/[0-9]+\] (Compiling|Emitting|Wrapping|Write|Linking)/d' \
             -e "/ld.gold: warning: Cannot export local symbol '__asan_/d" >&2
 }
 
-# debug_build_options: the test build's swift build options, one a line.
-debug_build_options() {
+# config_options CONFIG: swift build's options for that build, one a line (debug: the test build's
+# sanitizer and folder; none for another).
+config_options() {
+    [ "$1" = debug ] || return 0
     case "${WIMZ_SANITIZER:-address}" in
         none) ;;
         address|thread) printf '%s\n' "--sanitize=${WIMZ_SANITIZER:-address}" --scratch-path "$(scratch_path)" ;;
-        *) die "WIMZ_SANITIZER is address, thread or none, not $WIMZ_SANITIZER" ;;
     esac
 }
 
@@ -170,7 +171,7 @@ scratch_path() {
 # bin_path CONFIG: where that build's executables are.
 bin_path() {
     local options=()
-    [ "$1" != debug ] || mapfile -t options < <(debug_build_options)
+    mapfile -t options < <(config_options "$1")
     swift build -c "$1" "${options[@]}" --show-bin-path
 }
 
@@ -242,6 +243,21 @@ scratch() {
     chmod 755 "$work"
     relay_pid=""
     trap scratch_cleanup EXIT
+}
+# scratch_relay RELAY [serve args…]: in scratch's folder a private PostgreSQL (fsync off),
+# migrated, and RELAY serving it on a free loopback port ($port, $relay_pid; its log
+# $work/relay.log), waited for until /readyz answers (10 s at most). Exports WIMZ_DATABASE_URL,
+# WIMZ_MIGRATIONS_DIR and WIMZ_SPOOL_DIR.
+scratch_relay() {
+    local relay=$1; shift
+    export WIMZ_PG_FSYNC=off
+    WIMZ_DATABASE_URL=$(pg_start "$work/pg")
+    export WIMZ_DATABASE_URL WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_SPOOL_DIR="$work/spool"
+    "$relay" migrate >/dev/null
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$relay" serve --listen "127.0.0.1:$port" "$@" > "$work/relay.log" 2>&1 &
+    relay_pid=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
 }
 scratch_cleanup() {
     if [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null; then wait "$relay_pid" 2>/dev/null; fi

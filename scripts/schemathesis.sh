@@ -20,18 +20,10 @@ fi
 scratch schemathesis
 
 say "starting a private PostgreSQL and the relay"
-WIMZ_PG_FSYNC=off
-export WIMZ_PG_FSYNC
-admin_url=$(pg_start "$work/pg")
-export WIMZ_DATABASE_URL="$admin_url" WIMZ_MIGRATIONS_DIR="$PWD/migrations" WIMZ_SPOOL_DIR="$work/spool"
-"$relay" migrate >/dev/null
 export WIMZ_ADMIN_TOKEN="wimz_admin_$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # schemathesis sends thousands of requests with wrong credentials from one address on purpose;
 # the failure limit (429 past 20 failures, tested in AuthTests) would answer most of them.
-WIMZ_AUTH_FAILURE_BURST=1000000 WIMZ_LOG_LEVEL=warn "$relay" serve --listen "127.0.0.1:$port" > "$work/relay.log" 2>&1 &
-relay_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+scratch_relay "$relay" --auth-failure-burst 1000000 --log-level warn
 
 # WIMZ_SCHEMATHESIS_VENV: a virtualenv that has it (the test command installs it while it builds).
 venv=${WIMZ_SCHEMATHESIS_VENV:-$work/venv}

@@ -25,7 +25,7 @@ source scripts/lib.sh
 ensure_packages
 
 # One build for every step: debug with tests, every target of ours and the daemon the tests start
-# under AddressSanitizer (debug_build_options in scripts/lib.sh). The allocation test counts
+# under AddressSanitizer (config_options in scripts/lib.sh). The allocation test counts
 # through the sanitizer's allocator hook.
 export WIMZ_SANITIZER=${WIMZ_SANITIZER:-address}
 case "$WIMZ_SANITIZER" in
@@ -37,7 +37,7 @@ case "$WIMZ_SANITIZER" in
     none) ;;
     *) die "WIMZ_SANITIZER is address, thread or none, not $WIMZ_SANITIZER" ;;
 esac
-mapfile -t swift_flags < <(debug_build_options)
+mapfile -t swift_flags < <(config_options debug)
 
 # Where the time goes: each step's seconds and every suite's (swift test's own lines, pytest's
 # JUnit reports), the slowest listed at the end. The outermost run owns the record.
@@ -101,14 +101,10 @@ ready() {
     fi
     return "${prepared[$1]}"
 }
-python_venv() {
-    python3 -m venv "$1" && "$1/bin/pip" install -q --disable-pip-version-check "./clients/python[test]"
-}
-schemathesis_venv() {
-    python3 -m venv "$1" && "$1/bin/pip" install -q --disable-pip-version-check schemathesis
-}
-if runs python || runs package; then prepare venv python_venv "$work/venv"; fi
-if [ -z "$only" ]; then prepare schemathesis schemathesis_venv "$work/schemathesis-venv"; fi
+# venv DIR REQUIREMENT: a virtualenv in DIR with REQUIREMENT installed from PyPI.
+venv() { python3 -m venv "$1" && "$1/bin/pip" install -q --disable-pip-version-check "$2"; }
+if runs python || runs package; then prepare venv venv "$work/venv" "./clients/python[test]"; fi
+if [ -z "$only" ]; then prepare schemathesis venv "$work/schemathesis-venv" schemathesis; fi
 if runs package; then prepare debian-root python3 Tests/Package/debian_root.py "$work/debian-template"; fi
 
 say "building (debug, with tests, $WIMZ_SANITIZER sanitizer)"
