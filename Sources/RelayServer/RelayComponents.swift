@@ -65,7 +65,7 @@ final class RelayComponents {
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
-        sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database)
+        sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })

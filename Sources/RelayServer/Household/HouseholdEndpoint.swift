@@ -89,7 +89,7 @@ final class HouseholdEndpoint {
             let mailbox = self.mailbox
             return database.answer(request) { db in
                 let updated = try HouseholdRepository(db).updateMember(device: device, tokenID: id, change, by: owner, address: address)
-                mailbox.post(.store(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id))))
+                try mailbox.postTokensChanged([id], readOn: db)
                 return .json(200, HouseholdEndpoint.memberJSON(updated, online: online))
             }
         case .removeMember:
@@ -103,7 +103,7 @@ final class HouseholdEndpoint {
             let mailbox = self.mailbox
             return database.answer(request) { db in
                 try HouseholdRepository(db).removeMember(device: device, tokenID: id, by: actor, address: address)
-                mailbox.post(.store(.tokenChanged(id: id, entry: try TokenRepository(db).credential(id: id))))
+                try mailbox.postTokensChanged([id], readOn: db)
                 return .noContent
             }
         }

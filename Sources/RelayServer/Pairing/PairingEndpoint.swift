@@ -126,12 +126,14 @@ final class PairingEndpoint {
     }
 
     private func revoke(_ request: HTTPRequest, entry: CredentialEntry, tokenID: Int64) -> HTTPResponse? {
-        let device = entry.token.deviceID
+        let device = entry.token.deviceID, mailbox = self.mailbox
         return database.answer(request) { db in
             guard try TokenRepository(db).list(device: device).contains(where: { $0.id == tokenID && $0.role == .app })
             else { return .error(.notFound, "no app token \(tokenID) on this device") }
             // Revoking fires the tokens NOTIFY: every node closes the token's sockets (4003) within a second.
-            return .json(200, PairingEndpoint.appTokenJSON(try TokenRepository(db).revoke(id: tokenID, actor: "robot").token))
+            let revoked = try TokenRepository(db).revoke(id: tokenID, actor: "robot").token
+            try mailbox.postTokensChanged([tokenID], readOn: db)
+            return .json(200, PairingEndpoint.appTokenJSON(revoked))
         }
     }
 

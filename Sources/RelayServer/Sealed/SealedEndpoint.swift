@@ -24,13 +24,15 @@ final class SealedEndpoint {
     private let env: RelayEnvironment
     private let authenticator: Authenticator
     private let database: DatabaseExchanges
+    private let mailbox: Mailbox<ServiceEvent>
     /// Per token: sealed-household calls.
     private var limiter = KeyedRateLimiter<Int64>(rate: 5, burst: 60)
 
-    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges) {
+    init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>) {
         self.env = env
         self.authenticator = authenticator
         self.database = database
+        self.mailbox = mailbox
     }
 
     /// Forgets idle limiters (the 1 s tick).
@@ -71,8 +73,10 @@ final class SealedEndpoint {
             case .putEpoch:
                 guard let body else { return .error(.notSupported, "epochs need the relay's own HTTP front") }
                 let upload = try SealedRules.epochUpload(body, device: device, epoch: try Self.epochNumber(epoch))
+                let mailbox = self.mailbox
                 return database.answer(request) { db in
-                    try SealedRepository(db).addEpoch(device: device, upload, address: address)
+                    // The members this epoch drops are refused here from the next request on.
+                    try mailbox.postTokensChanged(try SealedRepository(db).addEpoch(device: device, upload, address: address), readOn: db)
                     return .json(201, .object([("epoch", .int(Int64(upload.epoch)))]))
                 }
             case .proposeRoster:

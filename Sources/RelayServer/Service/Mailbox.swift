@@ -1,5 +1,6 @@
 import RelayCore
 import RelayPush
+import RelayStore
 import RelayWorkers
 
 /// What other threads tell the service thread.
@@ -36,5 +37,17 @@ final class Mailbox<Event: Sendable>: Sendable {
             defer { events.removeAll(keepingCapacity: true) }
             return events
         }
+    }
+}
+
+extension Mailbox<ServiceEvent> {
+    /// From a database job that changed tokens (`ids`), once the change has committed: how they
+    /// stand now, read on `db`. The service thread takes this before the job's answer, and before
+    /// the answer of any later job (the one database worker runs them in order), so this node
+    /// refuses a revoked token from its next request on, not only once the store's notification
+    /// arrives (which is what the other nodes go by).
+    func postTokensChanged(_ ids: some Sequence<Int64>, readOn db: PGConnection) throws {
+        let tokens = TokenRepository(db)
+        for id in ids { post(.store(.tokenChanged(id: id, entry: try tokens.credential(id: id)))) }
     }
 }
