@@ -16,6 +16,7 @@ struct AppDemo: AsyncParsableCommand {
     @Option(help: "App token (default: env WIMZ_APP_TOKEN).") var token: String?
     @Option(help: "Send this command once the robot is online and print the response.") var command: String?
     @Option(help: "Exit after this many seconds (default: run until Ctrl-C).") var exitAfter: Double?
+    @Option(help: "Go to the background after this many seconds, as an iPhone app's scene does: the socket closes and nothing is tried until the app would come back (here: never).") var backgroundAfter: Double?
     @Flag(help: "One line per change instead of a redrawn screen (also when stdout is not a terminal).") var plain = false
     @Flag(help: "One JSON line per robot event instead of the screen: {\"event\":NAME,\"decoded\":MODEL} with MODEL the library's typed model re-encoded by its coding keys (null when it did not decode).") var json = false
 
@@ -82,12 +83,7 @@ struct AppDemo: AsyncParsableCommand {
         var screen = Screen(device: device, redraw: !plain && isatty(STDOUT_FILENO) == 1)
         await client.start()
 
-        if let exitAfter {
-            Task {
-                try await Task.sleep(for: .seconds(exitAfter))
-                await client.stop()
-            }
-        }
+        scheduleLifecycle(of: client)
         // One loop draws everything: the client's events and notes from the helper tasks.
         let (inputs, sink) = AsyncStream.makeStream(of: Screen.Input.self)
         Task {
@@ -95,12 +91,9 @@ struct AppDemo: AsyncParsableCommand {
             sink.finish()
         }
         let turnWatcher = Task {
-            // What the app would hand to RTCPeerConnection; the client refreshes it by itself.
-            while !Task.isCancelled {
-                if let credentials = try? await client.turnCredentials() {
-                    sink.yield(.turn(expiresAt: credentials.expiresAt, servers: credentials.iceServers.count))
-                }
-                try await Task.sleep(for: .seconds(1))
+            // What the app would hand to RTCPeerConnection, each time the client refreshes it.
+            for await credentials in client.turnCredentialUpdates() {
+                sink.yield(.turn(expiresAt: credentials.expiresAt, servers: credentials.iceServers.count))
             }
         }
         var commandSent = false
@@ -124,6 +117,24 @@ struct AppDemo: AsyncParsableCommand {
         if case .stopped(let reason) = await client.state, reason != .stopped {
             print("stopped: \(reason)")
             throw ExitCode(2)
+        }
+    }
+}
+
+extension AppDemo {
+    /// `--background-after` and `--exit-after`: what iOS's scene phase and the user would do.
+    func scheduleLifecycle(of client: RelayClient) {
+        if let backgroundAfter {
+            Task {
+                try await sleepOnDispatch(for: .seconds(backgroundAfter))
+                await client.enterBackground()
+            }
+        }
+        if let exitAfter {
+            Task {
+                try await sleepOnDispatch(for: .seconds(exitAfter))
+                await client.stop()
+            }
         }
     }
 }

@@ -120,7 +120,8 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
     }
 
     @Test func aRateLimitedCommandIsATypedError() async throws {
-        let f = try await onThread { try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "1", "WIMZ_APP_RATE_BURST": "1"]) }
+        // One message, then one every 100 s: however slowly the first is answered, the second is over.
+        let f = try await onThread { try RelayFixture(environment: ["WIMZ_APP_RATE_LIMIT": "0.01", "WIMZ_APP_RATE_BURST": "1"]) }
         let robot = try await onThread { try f.robot() }
         let client = makeClient(f) { $0.commandTimeout = .seconds(5) }
         let log = EventLog(client)
@@ -129,9 +130,9 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         async let answered = onThread { try answerNextCommand(robot) }
         _ = try await client.send(command: "first")
         _ = try await answered
-        await #expect(throws: RelayClientError.rateLimited(message: "over 1 messages/s; message dropped")) {
-            try await client.send(command: "second")
-        }
+        let refusal = await #expect(throws: RelayClientError.self) { try await client.send(command: "second") }
+        guard case .rateLimited(let message)? = refusal else { Issue.record("not rate-limited: \(String(describing: refusal))"); return }
+        #expect(message.hasSuffix("messages/s; message dropped"))
         await client.stop()
     }
 
@@ -231,5 +232,23 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         #expect(fetches.count == 2)
         let second = try await client.turnCredentials()
         #expect(second.username != first.username && second.isFresh())
+    }
+
+    @Test(.timeLimit(.minutes(1))) func turnCredentialUpdatesHandOverEachRefreshUnasked() async throws {
+        let f = try await onThread { try RelayFixture(environment: ["WIMZ_TURN_URLS": "turn:127.0.0.1:3478?transport=udp",
+                                               "WIMZ_TURN_SECRET": "static-secret-for-tests-0123456789",
+                                               "WIMZ_TURN_TTL": "20", "WIMZ_TURN_TTL_MIN": "20"]) }
+        let client = makeClient(f)
+        var updates = client.turnCredentialUpdates().makeAsyncIterator()
+        let first = try #require(await updates.next())
+        #expect(first.ttl == 20)
+        // Nobody asks again: the next one is the client's own refresh, 1 s before refresh_at.
+        let second = try #require(await updates.next())
+        #expect(second.username != first.username && second.expiresAt > first.expiresAt)
+        #expect(try await client.turnCredentials() == second)
+        let fetches = f.relay.log.filter { $0.contains("/api/turn/credentials") && $0.contains("\"status\":200") }
+        #expect(fetches.count == 2)
+        await client.stop()
+        #expect(await updates.next() == nil)
     }
 }

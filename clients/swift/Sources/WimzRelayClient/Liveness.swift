@@ -15,11 +15,31 @@ public struct RelayClientClock: Sendable {
         self.sleep = sleep
     }
 
-    /// `ContinuousClock`: it keeps counting while the device sleeps.
+    /// `ContinuousClock`'s time (it keeps counting while the device sleeps), with sleeps on a
+    /// Dispatch timer (``sleepOnDispatch(for:)``): `Task.sleep` wakes the process once a second
+    /// for as long as any sleep is pending on Linux's Swift 6.3 runtime (measured, issue 74), which a
+    /// healthy, quiet app must not do.
     public static let continuous: RelayClientClock = {
         let origin = ContinuousClock.now
-        return RelayClientClock(now: { .now - origin }, sleep: { try await Task.sleep(for: $0) })
+        return RelayClientClock(now: { .now - origin }, sleep: { try await sleepOnDispatch(for: $0) })
     }()
+}
+
+/// Sleeps for `duration` on a one-shot Dispatch timer (uptime, with a leeway of 1 % up to 100 ms,
+/// so the system may coalesce it with other wake-ups); throws `CancellationError` at once when
+/// the caller is cancelled. Wakes nothing until it is due.
+public func sleepOnDispatch(for duration: Duration) async throws {
+    try Task.checkCancellation()
+    let (seconds, attoseconds) = duration.components
+    let nanoseconds = seconds >= Int64(Int.max / 1_000_000_000) ? Int.max : max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    let fired = OneShot<Bool>()
+    let timer = DispatchSource.makeTimerSource(queue: .global())
+    timer.setEventHandler { fired.resolve(true) }
+    timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), leeway: .nanoseconds(min(100_000_000, max(1_000_000, nanoseconds / 100))))
+    timer.activate()
+    defer { timer.cancel() }
+    let due = await withTaskCancellationHandler { await fired.value() } onCancel: { fired.resolve(false) }
+    if !due { throw CancellationError() }
 }
 
 extension RelayClient {
@@ -82,7 +102,7 @@ func firstAnswer(within timeout: Duration,
                  _ start: (@escaping @Sendable ((any Error)?) -> Void) -> Void) async throws {
     let answer = OneShot<Result<Void, any Error>>()
     let deadline = Task {
-        try? await Task.sleep(for: timeout)
+        try? await sleepOnDispatch(for: timeout)
         answer.resolve(.failure(RelayClientError.timeout))
     }
     defer { deadline.cancel() }

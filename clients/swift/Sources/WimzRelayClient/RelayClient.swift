@@ -75,7 +75,7 @@ public actor RelayClient {
     public internal(set) var member: MemberAccess?
     public nonisolated let configuration: Configuration
 
-    let eventSink: EventBroadcaster
+    let eventSink: Broadcaster<RelayEvent>
     /// The token in use (the configured one, or the provider's newest).
     private var token: String
     /// Missed-event recovery: the numbering the relay reported and the highest seq seen.
@@ -113,6 +113,8 @@ public actor RelayClient {
     private var turn: TurnCredentials?
     private var turnFetch: Task<TurnCredentials, any Error>?
     private var turnRefresher: Task<Void, Never>?
+    /// Each new TURN credential, to ``turnCredentialUpdates()``'s streams.
+    private let turnSink = Broadcaster<TurnCredentials>()
     /// The sealed household (v1.5), when configured: epochs held, this connection's sealer.
     var seal: SealState?
 
@@ -121,7 +123,7 @@ public actor RelayClient {
         token = configuration.token
         epoch = configuration.resumeFrom?.epoch
         lastSeq = configuration.resumeFrom?.seq ?? 0
-        eventSink = EventBroadcaster()
+        eventSink = Broadcaster()
         events = eventSink.subscribe(bufferingNewest: 1024)
         var components = URLComponents(url: configuration.url, resolvingAgainstBaseURL: false) ?? URLComponents()
         let secure = ["https", "wss"].contains(components.scheme?.lowercased() ?? "")
@@ -204,7 +206,13 @@ public actor RelayClient {
     /// Closes the socket (1000), stops reconnecting and TURN refreshes, fails pending commands
     /// with ``RelayClientError/stopped`` and ends ``events``.
     public func stop() async {
-        guard let runner else { return }
+        guard let runner else {
+            if !started {  // never started: its TURN refreshes and streams end too
+                started = true
+                finish(.stopped)
+            }
+            return
+        }
         self.runner = nil
         runner.cancel()
         seal?.departureWatch?.cancel()
@@ -233,10 +241,48 @@ public actor RelayClient {
         defer { if turnFetch == fetch { turnFetch = nil } }
         let fetched = try await cancellable { try await fetch.value }
         if turn.map({ fetched.expiresAt >= $0.expiresAt }) ?? true {
+            if turn != fetched { turnSink.yield(fetched) }
             turn = fetched
             scheduleTurnRefresh(after: max(0, fetched.refreshAt.timeIntervalSinceNow - min(Double(fetched.ttl) / 20, 30)))
         }
         return turn ?? fetched
+    }
+
+    /// The TURN credential as it changes, for a view that hands it to WebRTC: the current one
+    /// first (fetched on first use), then each one the client's background refresh fetches
+    /// before the last one's `refresh_at` — no polling. A first fetch that fails is tried again
+    /// with capped back-off (2 s doubling to a minute, jittered; not after 401/403: the token is
+    /// no good, and ``state`` says so). It ends when the client stops or the caller's loop does.
+    public nonisolated func turnCredentialUpdates() -> AsyncStream<TurnCredentials> {
+        let updates = turnSink.subscribe(bufferingNewest: 1)
+        let (stream, sink) = AsyncStream.makeStream(of: TurnCredentials.self, bufferingPolicy: .bufferingNewest(1))
+        let watcher = Task { [weak self] in
+            var last = await self?.firstTurnCredentials()
+            if let last { sink.yield(last) }
+            for await update in updates where update != last {
+                sink.yield(update)
+                last = update
+            }
+            sink.finish()
+        }
+        sink.onTermination = { _ in watcher.cancel() }
+        return stream
+    }
+
+    /// ``turnCredentials()`` until it answers, with back-off; nil once the token is refused, the
+    /// client stopped or the caller was cancelled.
+    private func firstTurnCredentials() async -> TurnCredentials? {
+        var backoff = Backoff(base: .seconds(2), cap: .seconds(60))
+        while !Task.isCancelled, runner != nil || !started {
+            do {
+                return try await turnCredentials()
+            } catch RelayClientError.unauthorized, RelayClientError.forbidden {
+                return nil
+            } catch {
+                do { try await configuration.clock.sleep(backoff.nextDelay()) } catch { return nil }
+            }
+        }
+        return nil
     }
 
     private func scheduleTurnRefresh(after seconds: Double) {
@@ -396,6 +442,7 @@ public actor RelayClient {
         turnFetch?.cancel()
         setState(.stopped(reason))
         eventSink.finish()
+        turnSink.finish()
     }
 
     private func handle(_ received: String) {

@@ -72,7 +72,7 @@ final class WebSocketTaskEvents: NSObject, URLSessionWebSocketDelegate, @uncheck
         lock.withLock { closes[id] = sink }
         let deadline = Task { [weak self] in
             while true {
-                try await Task.sleep(for: timeout)
+                try await sleepOnDispatch(for: timeout)
                 guard let self, lock.withLock({ openings[id]?.waitingForConnectivity == true }) else { break }
             }
             self?.finishOpening(id, with: .failure(RelayClientError.notConnected))

@@ -163,7 +163,7 @@ extension RelayClient {
             guard signed == nil else { return }  // a new roster is on its way: its epoch watches again
             _ = try? await self?.scheduleDepartures()
             guard let nextEnd else { return }
-            do { try await Task.sleep(for: .milliseconds(nextEnd - now + 2000)) } catch { return }
+            do { try await sleepOnDispatch(for: .milliseconds(nextEnd - now + 2000)) } catch { return }
             _ = try? await self?.signHouseholdChanges()
         }
     }

@@ -1,14 +1,15 @@
 import Foundation
 
-/// Fans every event out to any number of subscribers (each its own buffered stream).
-final class EventBroadcaster: @unchecked Sendable {
+/// Fans every value (the client's events, its TURN credentials) out to any number of
+/// subscribers, each its own buffered stream.
+final class Broadcaster<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
-    private var sinks: [UInt64: AsyncStream<RelayEvent>.Continuation] = [:]
+    private var sinks: [UInt64: AsyncStream<Value>.Continuation] = [:]
     private var next: UInt64 = 0
     private var finished = false
 
-    func subscribe(bufferingNewest count: Int) -> AsyncStream<RelayEvent> {
-        let (stream, sink) = AsyncStream.makeStream(of: RelayEvent.self, bufferingPolicy: .bufferingNewest(count))
+    func subscribe(bufferingNewest count: Int) -> AsyncStream<Value> {
+        let (stream, sink) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(count))
         lock.lock()
         defer { lock.unlock() }
         if finished {
@@ -28,11 +29,11 @@ final class EventBroadcaster: @unchecked Sendable {
         lock.unlock()
     }
 
-    func yield(_ event: RelayEvent) {
+    func yield(_ value: Value) {
         lock.lock()
         let all = Array(sinks.values)
         lock.unlock()
-        for sink in all { sink.yield(event) }
+        for sink in all { sink.yield(value) }
     }
 
     func finish() {
