@@ -35,18 +35,24 @@ package final class PathChangeWatch: Sendable {
     }
     private let state = Locked(State())
     private let settle: Duration
+    private let clock: RelayClientClock
     private let reconnect: @Sendable () async -> Void
 
-    package init(settle: Duration = .milliseconds(500), reconnect: @escaping @Sendable () async -> Void) {
+    package init(settle: Duration = .milliseconds(500), clock: RelayClientClock = .continuous,
+                 reconnect: @escaping @Sendable () async -> Void) {
         self.settle = settle
+        self.clock = clock
         self.reconnect = reconnect
     }
 
-    /// A path update, from any thread.
-    package func update(_ path: NetworkPathSnapshot) {
-        let settle = self.settle
+    /// A path update, from any thread. Returns its judgment: it ends once the path has settled
+    /// and was judged (and the reconnect it asked for made), or at once when a later update took
+    /// its place.
+    @discardableResult
+    package func update(_ path: NetworkPathSnapshot) -> Task<Void, Never> {
+        let settle = self.settle, clock = self.clock
         let next = Task { [weak self] in
-            try? await Task.sleep(for: settle)
+            do { try await clock.sleep(settle) } catch { return }
             guard !Task.isCancelled, let self, self.settled() else { return }
             await self.reconnect()
         }
@@ -55,6 +61,7 @@ package final class PathChangeWatch: Sendable {
             state.pending?.cancel()
             state.pending = next
         }
+        return next
     }
 
     /// Judges the settled path against the one judged before: true when the socket is stale.
