@@ -50,6 +50,38 @@ import WimzProtocol
         await client.stop()
     }
 
+    /// A command sent on a link that died without a word: nothing heard 5 s after it went out →
+    /// a ping; no pong 5 s later → a fresh socket, 10 s after the command rather than 29 s after
+    /// the last sign of life. A command on a live link only brings the probe forward.
+    @Test func aCommandOnADeadLinkIsNoticedWithinTenSeconds() async throws {
+        let (clock, transport, client, socket) = try await connectedClient()
+        clock.advance(by: .seconds(10))
+        await settle()
+        socket.answersPings = false
+        let command = Task { try await client.send(command: "treat", timeout: .seconds(30)) }
+        try await until { socket.sent.count == 1 && clock.deadlines.contains(clock.now + .seconds(5)) }
+        clock.advance(by: .seconds(4))
+        await settle()
+        #expect(socket.pingsSent == 0, "probed before the answer was due")
+        clock.advance(by: .seconds(1))
+        try await until { socket.pingsSent == 1 }
+        clock.advance(by: .seconds(5))
+        _ = try await transport.waitForConnection(2)
+        #expect(socket.isClosed)
+        await #expect(throws: RelayClientError.notConnected) { try await command.value }
+        // On the live link the answer re-arms the usual deadline: 24 s after it, no earlier.
+        let fresh = try await transport.waitForConnection(2)
+        try await until { await client.state == .connected }
+        let answered = Task { try await client.send(command: "treat") }
+        try await until { fresh.sent.count == 1 }
+        let id = try #require(try JSON(parsing: fresh.sent[0])["id"]?.stringValue)
+        fresh.deliver(.text(#"{"type":"response","id":"\#(id)","ok":true}"#))
+        _ = try await answered.value
+        try await until { clock.deadlines == [clock.now + .seconds(24)] }
+        #expect(fresh.pingsSent == 0)
+        await client.stop()
+    }
+
     @Test func theBackoffIsOneTimerThatReconnectNowCutsShort() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
         transport.refusal = WebSocketUpgradeRefused(status: 503, headers: [:], body: "")

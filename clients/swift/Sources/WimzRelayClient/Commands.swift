@@ -74,6 +74,7 @@ extension RelayClient {
             let text = try outgoing(frame(id).text)
             do {
                 try await connection.send(text: text)
+                expectAnswer()
                 for (index, next) in following(id).enumerated() {
                     if index + 1 >= Self.requestPartsAtOnce { try await Task.sleep(for: .milliseconds(50)) }
                     try await connection.send(text: try outgoing(next.text))

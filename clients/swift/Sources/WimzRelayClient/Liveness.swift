@@ -50,12 +50,27 @@ extension RelayClient {
     /// A sign of life on the open connection (a message, the relay's ping, a pong): the liveness deadline
     /// is armed again, ``Configuration/livenessInterval`` from now. One timer, re-armed rather
     /// than polled: a healthy connection wakes the app for nothing but what the relay sends.
-    func heard() {
+    func heard() { armLiveness(after: configuration.livenessInterval) }
+
+    /// Something went out that the robot answers (a command): if nothing at all is heard within
+    /// `pongWait`, the link is probed then instead of at the end of the quiet interval, so a
+    /// command sent on a dead link is noticed within two `pongWait`s (10 s with the defaults,
+    /// not 29) while the person who sent it waits. Any sign of life meanwhile re-arms the usual
+    /// deadline; a slow robot on a live link costs one ping.
+    func expectAnswer() {
+        let wait = Self.pongWait(configuration.livenessInterval)
+        guard let due = livenessDue, configuration.clock.now() + wait < due else { return }
+        armLiveness(after: wait)
+    }
+
+    private func armLiveness(after quiet: Duration) {
         livenessDeadline?.cancel()
+        livenessDue = nil
         guard let socket = connection else { return }
-        let clock = configuration.clock, interval = configuration.livenessInterval, serial = connectionSerial
+        let clock = configuration.clock, serial = connectionSerial
+        livenessDue = clock.now() + quiet
         livenessDeadline = Task { [weak self] in
-            do { try await clock.sleep(interval) } catch { return }
+            do { try await clock.sleep(quiet) } catch { return }
             await self?.quietTooLong(socket, serial: serial)
         }
     }

@@ -47,7 +47,8 @@ public actor RelayClient {
         /// Quiet this long (no message, no ping from the relay) → the client pings; no pong within
         /// a quarter of it (at most 5 s) → it reconnects. The relay pings every 20 s, so the
         /// default (24 s) is never reached on a healthy link, and a dead one is noticed within
-        /// 29 s (1.25× the interval in general).
+        /// 29 s (1.25× the interval in general); after a command, within 10 s of sending it
+        /// (nothing heard for the pong's wait brings the ping forward).
         public var livenessInterval: Duration = .seconds(24)
         /// The clock every wait of the client follows (liveness, back-off, command timeouts,
         /// TURN refreshes): the continuous clock unless a test gives its own.
@@ -83,6 +84,8 @@ public actor RelayClient {
     private var lastSeq: UInt64 = 0
     /// The liveness deadline of the open connection, re-armed by every sign of life (`heard()`).
     var livenessDeadline: Task<Void, Never>?
+    /// When that deadline fires (the clock's time), nil while none is armed.
+    var livenessDue: Duration?
     /// Counts connections: a deadline armed for one does nothing to the next.
     var connectionSerial = 0
     /// The open connection is being ended by the client itself (``reconnectNow()``, a dead link):
@@ -286,7 +289,7 @@ public actor RelayClient {
                 }
             }
             livenessDeadline?.cancel()
-            livenessDeadline = nil
+            (livenessDeadline, livenessDue) = (nil, nil)
             connection = nil
             failAllPending(Task.isCancelled ? .stopped : .notConnected)
             if Task.isCancelled { break }
