@@ -75,8 +75,8 @@ public final class StoreMonitor: DatabaseWork {
     private let thread: DatabaseThread
     /// Thread-confined state (the monitor's own thread), locked only to satisfy `Sendable`.
     private let schedule: Locked<DeviceReadSchedule>
-    private let state = Locked<(lastHealth: StoreHealth?, caughtUp: Bool, statusCheckedAt: UInt64?, statusChecks: Int)>(
-        (nil, false, nil, 0))
+    private let state = Locked<(lastHealth: StoreHealth?, caughtUp: Bool, statusCheckedAt: UInt64?, statusChecks: Int,
+                                lookupStatements: Int)>((nil, false, nil, 0, 0))
     /// How often the schema is checked (its two queries used to run on every wake, i.e. for every
     /// notification: ~2 transactions per node for each token or push registration change).
     static let statusInterval: UInt64 = 1_000_000_000
@@ -188,7 +188,9 @@ public final class StoreMonitor: DatabaseWork {
         let batch = credentials.take()
         do {
             for digests in StoreMonitor.chunks(batch.digests) {
-                onEvent(.credentialsFound(digests: Array(digests), entries: try TokenRepository(db).credentials(digests: Array(digests))))
+                let entries = try TokenRepository(db).credentials(digests: Array(digests))
+                state.withLock { $0.lookupStatements += 1 }
+                onEvent(.credentialsFound(digests: Array(digests), entries: entries))
             }
             if let ids = batch.recheck {
                 let entries = try StoreMonitor.chunks(ids).flatMap { try TokenRepository(db).credentials(ids: Array($0)) }
@@ -244,6 +246,9 @@ public final class StoreMonitor: DatabaseWork {
 
     /// How many times the schema was read (`wimz_store_schema_checks_total`).
     public var statusChecks: Int { state.withLock { $0.statusChecks } }
+
+    /// How many statements read presented tokens (`wimz_credential_lookup_statements_total`).
+    public var lookupStatements: Int { state.withLock { $0.lookupStatements } }
 
     public func unavailable(_ error: Error) {
         report(StoreHealth(state: .unavailable, reason: "\(error)"))

@@ -207,12 +207,15 @@ def dumped_mappings(pid: int) -> list[tuple[int, int]]:
 
 class RelayNode:
     """One ``wimz-relay serve`` on a fixed loopback port (so it restarts on the same one), ready
-    when ``/readyz`` says 200 (the store is reachable and the token mirror loaded)."""
+    when ``/readyz`` says 200 (the store is reachable and the token mirror loaded). ``host``: the
+    address it listens on (``0.0.0.0`` for clients in other network namespaces too); it is asked
+    over loopback either way."""
 
     def __init__(self, database: Database, name: str | None = None, env: dict[str, str] | None = None,
-                 echo: bool = False, workdir: str | None = None) -> None:
+                 echo: bool = False, workdir: str | None = None, host: str = "127.0.0.1") -> None:
         self.database = database
         self.name = name or "relay"
+        self.host = host
         self.port = free_port()
         self.env = env or {}
         self.echo = echo
@@ -233,7 +236,7 @@ class RelayNode:
 
     def start(self, wait: bool = True) -> None:
         environment = dict(os.environ, WIMZ_DATABASE_URL=self.database.url, WIMZ_MIGRATIONS_DIR=self.database.migrations,
-                           WIMZ_LISTEN=f"127.0.0.1:{self.port}", WIMZ_SPOOL_DIR=self.spool,
+                           WIMZ_LISTEN=f"{self.host}:{self.port}", WIMZ_SPOOL_DIR=self.spool,
                            # A first token read may wait this long for the store (2 s in production):
                            # on a loaded machine it can take longer, and a test must not fail on it.
                            **{"WIMZ_CREDENTIAL_HOLD": "15", **self.env})

@@ -20,6 +20,9 @@ extension StoreMonitor: MetricsReporting {
         metrics.counter("wimz_store_schema_checks_total",
                         "Schema status reads by the store monitor: at most one a second however many notifications wake it, and one at each connect.",
                         statusChecks)
+        metrics.counter("wimz_credential_lookup_statements_total",
+                        "Statements that read presented tokens from the store (up to 1,000 each): against wimz_credential_lookups_total, how well lookups are batched.",
+                        lookupStatements)
     }
 }
 
