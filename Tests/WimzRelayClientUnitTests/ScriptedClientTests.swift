@@ -327,6 +327,8 @@ final class ScriptedTransport: WebSocketTransport, @unchecked Sendable {
     private var opened: [ScriptedConnection] = []
     private var refusing: WebSocketUpgradeRefused?
     private var tokens: [String] = []
+    private var holding = false
+    private var held: [CheckedContinuation<Void, Never>] = []
 
     /// How the next upgrades are refused (nil: they are not).
     var refusal: WebSocketUpgradeRefused? {
@@ -337,9 +339,36 @@ final class ScriptedTransport: WebSocketTransport, @unchecked Sendable {
     /// The bearer token of every upgrade asked for, refused or not.
     var tokensPresented: [String] { lock.withLock { tokens } }
 
+    /// Connects wait, whatever the caller's cancellation says (as a TCP connect does), until
+    /// `release()`: a lost SYN.
+    var holdsConnects: Bool {
+        get { lock.withLock { holding } }
+        set { lock.withLock { holding = newValue } }
+    }
+    /// Connects waiting now.
+    var heldConnects: Int { lock.withLock { held.count } }
+
+    /// Lets the held connects go on, the first held first.
+    func release() {
+        let waiting = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+            holding = false
+            defer { held = [] }
+            return held
+        }
+        for connect in waiting { connect.resume() }
+    }
+
     func connect(to url: URL, headers: [String: String]) async throws -> any WebSocketConnection {
-        try lock.withLock {
-            tokens.append(String(headers["Authorization"]?.dropFirst("Bearer ".count) ?? ""))
+        lock.withLock { tokens.append(String(headers["Authorization"]?.dropFirst("Bearer ".count) ?? "")) }
+        await withCheckedContinuation { (go: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock { () -> Bool in
+                if !holding { return true }
+                held.append(go)
+                return false
+            }
+            if now { go.resume() }
+        }
+        return try lock.withLock {
             if let refusing { throw refusing }
             let connection = ScriptedConnection()
             opened.append(connection)

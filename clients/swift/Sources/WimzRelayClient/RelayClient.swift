@@ -82,12 +82,26 @@ public actor RelayClient {
     /// Missed-event recovery: the numbering the relay reported and the highest seq seen.
     private var epoch: String?
     private var lastSeq: UInt64 = 0
-    /// The liveness deadline of the open connection, re-armed by every sign of life (`heard()`).
+    /// The liveness deadline of the open connection, re-armed by every sign of life (`heard(_:)`).
     var livenessDeadline: Task<Void, Never>?
     /// When that deadline fires (the clock's time), nil while none is armed.
     var livenessDue: Duration?
     /// Counts connections: a deadline armed for one does nothing to the next.
     var connectionSerial = 0
+    /// The link's round trip and the rhythm of its traffic (LinkEstimate.swift), kept across
+    /// connections: the robot's rhythm is not the socket's.
+    var estimate = LinkEstimate()
+    /// When the open connection last showed life (the clock's time).
+    var lastHeardAt: Duration?
+    /// A replacement being opened beside a connection whose early probe went unanswered
+    /// (Replacement.swift), and the one that opened, for the connection loop to take next.
+    var replacementRace: Task<Void, Never>?
+    var replacementSocket: (any WebSocketConnection)?
+    /// Counts replacements begun and abandoned: a race that ends late hands over nothing.
+    var replacementGeneration = 0
+    /// Numbered messages up to this seq already came on the connection this one replaced (its
+    /// resume point was taken while the old one still delivered): dropped, not shown twice.
+    var duplicateThrough: UInt64 = 0
     /// The open connection is being ended by the client itself (``reconnectNow()``, a dead link):
     /// a fresh socket follows at once, unless the relay's close code says otherwise. Belongs to
     /// one connection: cleared when the next one opens.
@@ -228,6 +242,10 @@ public actor RelayClient {
     /// The app token in use (the configured one, or the provider's newest).
     var currentToken: String { token }
 
+    /// Where the event stream stands (the relay's numbering, the highest seq seen): saved by the
+    /// app, it is ``Configuration/resumeFrom`` on its next start. Nil until the relay numbered.
+    public var resumePoint: ResumePoint? { epoch.map { ResumePoint(epoch: $0, seq: lastSeq) } }
+
     // MARK: - The connection loop
 
     private func run() async {
@@ -239,14 +257,13 @@ public actor RelayClient {
         }
         while !Task.isCancelled {
             if inBackground {
+                await closeReplacement()  // no socket in the background, not even a new one
                 await untilForeground()
                 continue
             }
-            setState(.connecting)
             let socket: any WebSocketConnection
             do {
-                socket = try await configuration.transport.connect(to: connectURL(),
-                                                                   headers: ["Authorization": "Bearer \(token)"])
+                socket = try await replacementOrOpen()
             } catch let refused as WebSocketUpgradeRefused {
                 let refusal = refused.relayError
                 switch refusal {
@@ -272,15 +289,15 @@ public actor RelayClient {
             connection = socket
             seal?.newConnection()
             connectionSerial += 1
-            (endingOnPurpose, wakeUp) = (false, false)
+            (endingOnPurpose, wakeUp, duplicateThrough) = (false, false, 0)
             backoff.reset()
             setState(.connected)
             let opened = configuration.clock.now()
-            heard()
+            heard(.opened)
             var closeCode: UInt16?
             var closeReason = ""
             for await event in socket.events {
-                heard()
+                heard(.message)
                 switch event {
                 case .text(let text): handle(text)
                 case .binary(let bytes): eventSink.yield(.binary(bytes))
@@ -289,7 +306,8 @@ public actor RelayClient {
                 }
             }
             livenessDeadline?.cancel()
-            (livenessDeadline, livenessDue) = (nil, nil)
+            (livenessDeadline, livenessDue, lastHeardAt) = (nil, nil, nil)
+            abandonReplacement()
             connection = nil
             failAllPending(Task.isCancelled ? .stopped : .notConnected)
             if Task.isCancelled { break }
@@ -301,7 +319,9 @@ public actor RelayClient {
                 continue  // the network changed, the app came back or the socket went quiet
             }
             switch policy {
-            case .never: return finish(.revoked(reason: closeReason))
+            case .never:
+                await closeReplacement()
+                return finish(.revoked(reason: closeReason))
             case .atOnce where configuration.clock.now() - opened >= .seconds(WimzProtocol.quickReconnectAfterSeconds):
                 continue  // at once: the balancer picks a live node (one that keeps closing
                           // fresh sockets at once gets the back-off below)
@@ -309,6 +329,7 @@ public actor RelayClient {
             case .atOnce, .backoff: await pause(backoff.nextDelay())
             }
         }
+        await closeReplacement()
     }
 
     /// The back-off's wait: one timer, cut short by ``reconnectNow()`` or ``stop()``.
@@ -334,7 +355,7 @@ public actor RelayClient {
     }
 
     /// `/ws/app?device_id=ID` plus `recover=1`, or `since=E:N` once the relay numbered messages.
-    private func connectURL() -> URL {
+    func connectURL() -> URL {
         guard configuration.recoverMissedEvents,
               var components = URLComponents(url: socketURL, resolvingAgainstBaseURL: false) else { return socketURL }
         var items = components.queryItems ?? []
@@ -352,7 +373,7 @@ public actor RelayClient {
         return true
     }
 
-    private func setState(_ new: ConnectionState) {
+    func setState(_ new: ConnectionState) {
         guard new != state else { return }
         state = new
         eventSink.yield(.connection(new))
@@ -373,6 +394,7 @@ public actor RelayClient {
             eventSink.yield(.message(raw: received))
             return
         }
+        if let seq = parsed["seq"]?.intValue, seq > 0, UInt64(seq) <= duplicateThrough { return }  // came on the socket replaced
         noteNumbering(parsed)
         guard let (message, text, sealedFrame) = unsealed(parsed, received) else { return }
         let id = message["id"]?.stringValue
@@ -409,6 +431,8 @@ extension RelayClient {
         if newEpoch != epoch || data["recovered"]?.boolValue == false {
             epoch = newEpoch
             lastSeq = UInt64(max(0, seq))
+        } else if data["recovered"]?.boolValue == true {
+            duplicateThrough = lastSeq  // what follows starts at the resume point, which may be behind
         }
     }
 }

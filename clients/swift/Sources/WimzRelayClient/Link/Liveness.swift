@@ -42,15 +42,35 @@ public func sleepOnDispatch(for duration: Duration) async throws {
     if !due { throw CancellationError() }
 }
 
+/// What re-arms the liveness deadline.
+enum SignOfLife {
+    /// A connection opened.
+    case opened
+    /// A message or the relay's ping: traffic, whose rhythm tells how long a quiet is normal.
+    case message
+    /// The pong of the client's own probe: the link is alive, and the quiet was the robot's.
+    case pong
+}
+
 extension RelayClient {
     /// How long a ping the client sent may go unanswered before the link counts as dead: a
     /// quarter of the liveness interval, at most 5 s (a pong takes one round trip).
     static func pongWait(_ interval: Duration) -> Duration { min(interval / 4, .seconds(5)) }
 
-    /// A sign of life on the open connection (a message, the relay's ping, a pong): the liveness deadline
-    /// is armed again, ``Configuration/livenessInterval`` from now. One timer, re-armed rather
-    /// than polled: a healthy connection wakes the app for nothing but what the relay sends.
-    func heard() { armLiveness(after: configuration.livenessInterval) }
+    /// A sign of life on the open connection: the liveness deadline is armed again. One timer,
+    /// re-armed rather than polled: a healthy connection wakes the app for nothing but what the
+    /// relay sends. After traffic the deadline is the quiet that traffic does not explain
+    /// (`LinkEstimate.quietBeforeProbe`: 3 s after a stream of events stops, the whole
+    /// ``Configuration/livenessInterval`` when only the relay's pings come); after a probe's
+    /// pong, the whole interval (the robot paused, the link is fine).
+    func heard(_ sign: SignOfLife) {
+        let now = configuration.clock.now(), interval = configuration.livenessInterval
+        if sign == .message, let last = lastHeardAt { estimate.noteGap(now - last) }
+        lastHeardAt = now
+        abandonReplacement()
+        let quiet = sign == .pong ? interval : estimate.quietBeforeProbe(within: interval)
+        armLiveness(after: quiet, early: quiet < interval)
+    }
 
     /// Something went out that the robot answers (a command): if nothing at all is heard within
     /// `pongWait`, the link is probed then instead of at the end of the quiet interval, so a
@@ -60,10 +80,13 @@ extension RelayClient {
     func expectAnswer() {
         let wait = Self.pongWait(configuration.livenessInterval)
         guard let due = livenessDue, configuration.clock.now() + wait < due else { return }
-        armLiveness(after: wait)
+        armLiveness(after: wait, early: false)
     }
 
-    private func armLiveness(after quiet: Duration) {
+    /// `early`: the probe at the end of `quiet` is a suspicion (its pong may take
+    /// `LinkEstimate.probeWait`; unanswered, a replacement is opened beside the connection), not
+    /// the verdict (unanswered within `pongWait`: the connection is dropped).
+    private func armLiveness(after quiet: Duration, early: Bool) {
         livenessDeadline?.cancel()
         livenessDue = nil
         guard let socket = connection else { return }
@@ -71,21 +94,30 @@ extension RelayClient {
         livenessDue = clock.now() + quiet
         livenessDeadline = Task { [weak self] in
             do { try await clock.sleep(quiet) } catch { return }
-            await self?.quietTooLong(socket, serial: serial)
+            await self?.quietTooLong(socket, serial: serial, early: early)
         }
     }
 
-    /// Nothing heard for the liveness interval: the client pings; a pong re-arms the deadline,
-    /// silence for `pongWait` more means the link is dead (a NAT dropped it, the relay froze)
-    /// and the socket is dropped for a fresh one, whatever the transport's ping does meanwhile.
-    /// With the defaults (24 s, then 5 s) a dead link is noticed within 29 s of the last sign of
-    /// life — the relay pings every 20 s, so a healthy link never reaches the deadline.
-    private func quietTooLong(_ socket: any WebSocketConnection, serial: Int) async {
+    /// Quiet too long: the client pings. A pong re-arms the deadline. No pong after an early
+    /// probe: a replacement is opened beside the connection (Replacement.swift), and the usual
+    /// rule still stands for the old one; no pong within `pongWait` at the usual deadline: the
+    /// link is dead (a NAT dropped it, the relay froze) and the socket is dropped for a fresh
+    /// one, whatever the transport's ping does meanwhile. With the defaults (24 s, then 5 s) a
+    /// dead link is noticed within 29 s of the last sign of life on a link that carried only the
+    /// relay's pings (every 20 s, so a healthy link never reaches the deadline), and within
+    /// 3 s plus a fitted pong wait (1–5 s) once a stream of events stops.
+    private func quietTooLong(_ socket: any WebSocketConnection, serial: Int, early: Bool) async {
         guard !Task.isCancelled, serial == connectionSerial else { return }
-        let answered = await answersPing(socket, within: Self.pongWait(configuration.livenessInterval), clock: configuration.clock)
+        let clock = configuration.clock, sent = clock.now(), interval = configuration.livenessInterval
+        let answered = await answersPing(socket, within: early ? estimate.probeWait : Self.pongWait(interval), clock: clock)
         guard !Task.isCancelled, serial == connectionSerial else { return }
         if answered {
-            heard()
+            estimate.noteRoundTrip(clock.now() - sent)
+            heard(.pong)
+        } else if early {
+            beginReplacement()
+            let quietSoFar = clock.now() - (lastHeardAt ?? clock.now())
+            armLiveness(after: max(.zero, interval - quietSoFar), early: false)
         } else {
             endingOnPurpose = true
             await socket.abort()
