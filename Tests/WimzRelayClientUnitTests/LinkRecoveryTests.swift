@@ -21,7 +21,7 @@ import WimzProtocol
         #expect(estimate.smoothedRTT == .milliseconds(500))
         estimate.noteOpened(in: .seconds(9))
         #expect(estimate.smoothedRTT == .milliseconds(500), "a pong-less opening counts only until a first sample")
-        #expect(estimate.probeWait == .seconds(2), "2 × 500 ms + 4 × 250 ms")
+        #expect(estimate.probeWait == .milliseconds(1500), "500 ms + 4 × 250 ms")
         for _ in 0..<40 { estimate.noteRoundTrip(.milliseconds(100)) }
         #expect(estimate.probeWait == .seconds(1), "a fast link: at least 1 s")
         for _ in 0..<4 { estimate.noteRoundTrip(.seconds(30)) }
@@ -33,7 +33,7 @@ import WimzProtocol
     /// socket is opened beside the old one and taken: live again 4 s after the last event, not
     /// 29 s.
     @Test func aStreamThatStopsIsProbedAndTheQuietSocketReplacedWithinSeconds() async throws {
-        let (clock, transport, client, socket) = try await connected()
+        let (clock, transport, client, socket) = try await connectedScriptedClient()
         try await stream(on: socket, clock, count: 12)
         socket.answersPings = false
         try await until { clock.deadlines == [clock.now + .seconds(3)] }
@@ -51,7 +51,7 @@ import WimzProtocol
     /// opened, but the old socket delivers again first. It keeps its place; the replacement,
     /// when it opens, is closed.
     @Test func aQuietSocketThatComesBackKeepsItsPlace() async throws {
-        let (clock, transport, client, socket) = try await connected()
+        let (clock, transport, client, socket) = try await connectedScriptedClient()
         try await stream(on: socket, clock, count: 12)
         socket.answersPings = false
         transport.holdsConnects = true
@@ -76,7 +76,7 @@ import WimzProtocol
     @Test func connectsAreStaggeredAndTheFirstToOpenWins() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
         transport.holdsConnects = true
-        let client = RelayClient(configuration(clock, transport))
+        let client = RelayClient(scriptedConfiguration(clock, transport))
         await client.start()
         try await until { transport.heldConnects == 1 && clock.deadlines == [.seconds(1)] }
         clock.advance(by: .seconds(1))
@@ -99,7 +99,7 @@ import WimzProtocol
     /// again what came after that point, and what the client already showed is dropped.
     @Test func whatTheOldSocketDeliveredIsNotShownTwice() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
-        var settings = configuration(clock, transport)
+        var settings = scriptedConfiguration(clock, transport)
         settings.recoverMissedEvents = true
         let client = RelayClient(settings)
         let events = client.subscribe()
@@ -130,22 +130,5 @@ import WimzProtocol
             socket.deliver(.text(#"{"type":"event","event":"bark_detected","data":{"dog_id":"\#(n)"}}"#))
             try await until { clock.deadlines.contains(clock.now + .seconds(3)) || n < 3 }
         }
-    }
-
-    private func connected() async throws -> (ManualClock, ScriptedTransport, RelayClient, ScriptedConnection) {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
-        return (clock, transport, client, socket)
-    }
-
-    private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
-        var configuration = RelayClient.Configuration(url: URL(string: "http://127.0.0.1:9")!, deviceID: "dev1", token: "wimz_a_test")
-        configuration.clock = clock.relayClientClock
-        configuration.transport = transport
-        configuration.recoverMissedEvents = false
-        return configuration
     }
 }

@@ -9,7 +9,7 @@ import WimzProtocol
 /// command returns at once and leaves nothing behind, and typed commands keep integers exact.
 @Suite struct ScriptedClientTests {
     @Test func aHealthyConnectionWakesForNothingButTheRelaysPings() async throws {
-        let (clock, _, client, socket) = try await connectedClient()
+        let (clock, _, client, socket) = try await connectedScriptedClient()
         // A minute as the relay keeps it: its ping every 20 s, each re-arming the deadline.
         for second in 1...60 {
             if second % 20 == 0 {
@@ -29,7 +29,7 @@ import WimzProtocol
     /// 24 s, gives up 5 s later and connects again at once — within 29 s of the last sign of life.
     @Test func aSilentLinkIsDroppedWithin29SecondsAndReplacedAtOnce() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
+        let client = RelayClient(scriptedConfiguration(clock, transport))
         await client.start()
         let socket = try await transport.waitForConnection(1)
         socket.answersPings = false
@@ -54,7 +54,7 @@ import WimzProtocol
     /// a ping; no pong 5 s later → a fresh socket, 10 s after the command rather than 29 s after
     /// the last sign of life. A command on a live link only brings the probe forward.
     @Test func aCommandOnADeadLinkIsNoticedWithinTenSeconds() async throws {
-        let (clock, transport, client, socket) = try await connectedClient()
+        let (clock, transport, client, socket) = try await connectedScriptedClient()
         clock.advance(by: .seconds(10))
         await settle()
         socket.answersPings = false
@@ -85,7 +85,7 @@ import WimzProtocol
     @Test func theBackoffIsOneTimerThatReconnectNowCutsShort() async throws {
         let (clock, transport) = (ManualClock(), ScriptedTransport())
         transport.refusal = WebSocketUpgradeRefused(status: 503, headers: [:], body: "")
-        let client = RelayClient(configuration(clock, transport))
+        let client = RelayClient(scriptedConfiguration(clock, transport))
         await client.start()
         try await until { clock.deadlines.count == 1 }
         await settle()
@@ -100,7 +100,7 @@ import WimzProtocol
     }
 
     @Test func aCancelledCommandReturnsAtOnceAndLeavesNothingPending() async throws {
-        let (_, _, client, socket) = try await connectedClient()
+        let (_, _, client, socket) = try await connectedScriptedClient()
         let command = Task { try await client.send(command: "treat", data: ["count": 1]) }
         try await until { socket.sent.count == 1 }
         command.cancel()
@@ -121,7 +121,7 @@ import WimzProtocol
     }
 
     @Test func stopEndsEveryWait() async throws {
-        let (clock, _, client, socket) = try await connectedClient()
+        let (clock, _, client, socket) = try await connectedScriptedClient()
         let command = Task { try await client.send(command: "treat") }
         try await until { socket.sent.count == 1 }
         await client.stop()
@@ -139,7 +139,7 @@ import WimzProtocol
             var portionGrams: Int64
         }
         struct Fed: Decodable, Sendable { var servingId: Int64 }
-        let (_, _, client, socket) = try await connectedClient()
+        let (_, _, client, socket) = try await connectedScriptedClient()
         let fed = Task { try await client.send(Feed(portionGrams: 9_007_199_254_740_993)) }
         try await until { socket.sent.count == 1 }
         let frame = try JSON(parsing: socket.sent[0])
@@ -160,7 +160,7 @@ import WimzProtocol
     /// however long the app stays there; back in the foreground it connects at once; `stop()`
     /// ends a background wait too.
     @Test func inTheBackgroundTheSocketClosesAndNothingIsTriedUntilTheForeground() async throws {
-        let (clock, transport, client, socket) = try await connectedClient()
+        let (clock, transport, client, socket) = try await connectedScriptedClient()
         await client.enterBackground()
         try await until { await client.state == .suspended }
         #expect(socket.closeCode == CloseCode.goingAway.rawValue)
@@ -201,7 +201,7 @@ import WimzProtocol
         let (clock, transport) = (ManualClock(), ScriptedTransport())
         transport.refusal = WebSocketUpgradeRefused(status: 401, headers: ["wimz-error": "expired_token"], body: "")
         let calls = Locked(0)
-        var settings = configuration(clock, transport)
+        var settings = scriptedConfiguration(clock, transport)
         settings.tokenProvider = {
             let call = calls.withLock { count -> Int in
                 count += 1
@@ -220,29 +220,30 @@ import WimzProtocol
         // Without a provider the header's code is what the client stops with.
         let refused = ScriptedTransport()
         refused.refusal = WebSocketUpgradeRefused(status: 403, headers: ["wimz-error": "device_disabled"], body: "")
-        let stopped = RelayClient(configuration(clock, refused))
+        let stopped = RelayClient(scriptedConfiguration(clock, refused))
         await stopped.start()
         try await until { if case .stopped = await stopped.state { true } else { false } }
         #expect(await stopped.state == .stopped(.forbidden(code: "device_disabled", message: "device_disabled")))
     }
+}
 
-    /// A started client on a scripted transport and a hand-moved clock, connected.
-    private func connectedClient() async throws -> (ManualClock, ScriptedTransport, RelayClient, ScriptedConnection) {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(configuration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
-        try await until { await client.state == .connected }
-        return (clock, transport, client, socket)
-    }
+/// A started client on a scripted transport and a hand-moved clock, connected.
+func connectedScriptedClient() async throws -> (ManualClock, ScriptedTransport, RelayClient, ScriptedConnection) {
+    let (clock, transport) = (ManualClock(), ScriptedTransport())
+    let client = RelayClient(scriptedConfiguration(clock, transport))
+    await client.start()
+    let socket = try await transport.waitForConnection(1)
+    try await until { await client.state == .connected }
+    return (clock, transport, client, socket)
+}
 
-    private func configuration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
-        var configuration = RelayClient.Configuration(url: URL(string: "http://127.0.0.1:9")!, deviceID: "dev1", token: "wimz_a_test")
-        configuration.clock = clock.relayClientClock
-        configuration.transport = transport
-        configuration.recoverMissedEvents = false
-        return configuration
-    }
+/// The client's settings for `transport` and `clock`, without missed-event recovery.
+func scriptedConfiguration(_ clock: ManualClock, _ transport: ScriptedTransport) -> RelayClient.Configuration {
+    var configuration = RelayClient.Configuration(url: URL(string: "http://127.0.0.1:9")!, deviceID: "dev1", token: "wimz_a_test")
+    configuration.clock = clock.relayClientClock
+    configuration.transport = transport
+    configuration.recoverMissedEvents = false
+    return configuration
 }
 
 /// Lets the client's tasks run what is ready (real time passes only to let them be scheduled).

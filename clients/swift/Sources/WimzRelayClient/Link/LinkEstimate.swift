@@ -14,8 +14,9 @@ struct LinkEstimate: Sendable, Equatable {
     /// The quiet that sends an early probe: `gapFactor` mean gaps, at least `shortestQuiet`.
     static let gapFactor = 4
     static let shortestQuiet: Duration = .seconds(3)
-    /// An early probe's pong may take two round trips and four variations (one lost segment
-    /// resent), between these bounds.
+    /// An early probe's pong may take as long as TCP waits before it resends (RFC 6298's
+    /// retransmission timeout: the round trip and four variations), between these bounds. A
+    /// pong that is merely late costs a replacement opened for nothing, never the connection.
     static let probeWaitBounds: ClosedRange<Duration> = .seconds(1) ... .seconds(5)
 
     /// A pong `rtt` after its ping.
@@ -52,7 +53,7 @@ struct LinkEstimate: Sendable, Equatable {
     /// How long an early probe's pong may take before the client starts opening a replacement.
     var probeWait: Duration {
         guard let smoothedRTT else { return Self.probeWaitBounds.upperBound }
-        let wait = smoothedRTT * 2 + rttVariation * 4
+        let wait = smoothedRTT + rttVariation * 4
         return min(Self.probeWaitBounds.upperBound, max(Self.probeWaitBounds.lowerBound, wait))
     }
 }
