@@ -33,13 +33,12 @@ func openRacing(_ transport: any WebSocketTransport, to url: URL, headers: [Stri
                 try? await clock.sleep(stagger)
                 step.resolve(())
             }
-            let decided = Task {
+            Task {  // ends with the race's verdict, which every way out of here resolves
                 _ = await race.verdict.value()
                 step.resolve(())
             }
             await step.value()
             timer.cancel()
-            _ = decided  // ends with the race's verdict, which every way out of here resolves
             if race.isDecided { break }
         }
         race.lastAttemptStarted()

@@ -65,7 +65,7 @@ extension RelayClient {
     /// The race ended: an opened socket replaces the quiet one (dropped now, without a closing
     /// handshake it could not answer); a lost race leaves the old one to the usual deadline.
     private func replacementEnded(_ socket: (any WebSocketConnection)?, generation: Int) async {
-        guard generation == replacementGeneration, replacementRace != nil else {
+        guard generation == replacementGeneration else {
             await socket?.close(code: 1000)  // abandoned meanwhile
             return
         }
