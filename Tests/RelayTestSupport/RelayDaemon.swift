@@ -70,6 +70,17 @@ public final class RelayDaemon: @unchecked Sendable {
         return nil
     }
 
+    /// Waits until `count` log lines satisfy `match` (a line reaches our pipe reader after the
+    /// answer it records has reached the client), returning those seen by then, fewer on timeout.
+    public func waitForLogLines(count: Int, timeout: Double = 10, where match: (String) -> Bool) -> [String] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let matching = lines.withLock { $0.filter(match) }
+            if matching.count >= count || Date() >= deadline { return matching }
+            usleep(20_000)
+        }
+    }
+
     /// Waits until `/readyz` answers 200.
     public func waitUntilReady(timeout: Double = 15) throws {
         let deadline = Date().addingTimeInterval(timeout)

@@ -227,11 +227,12 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         #expect(first.iceServers.last?.username == first.username)
         #expect(try await client.turnCredentials() == first)
         // refresh_at is 10 s after issue; the client refreshes 1 s (ttl/20) before it by itself.
-        try await Task.sleep(for: .seconds(first.refreshAt.timeIntervalSinceNow - 0.5))
-        let fetches = f.relay.log.filter { $0.contains("/api/turn/credentials") && $0.contains("\"status\":200") }
+        let fetches = try await onThread { f.relay.waitForLogLines(count: 2, timeout: 15, where: isTurnFetch) }
         #expect(fetches.count == 2)
         let second = try await client.turnCredentials()
         #expect(second.username != first.username && second.isFresh())
+        // Issued (to the relay's second) no later than the first's refresh_at: fetched ahead of it.
+        #expect(second.expiresAt.addingTimeInterval(-Double(second.ttl)) <= first.refreshAt)
     }
 
     @Test(.timeLimit(.minutes(1))) func turnCredentialUpdatesHandOverEachRefreshUnasked() async throws {
@@ -246,9 +247,14 @@ func answerNextCommand(_ robot: WebSocketTestClient) throws -> String {
         let second = try #require(await updates.next())
         #expect(second.username != first.username && second.expiresAt > first.expiresAt)
         #expect(try await client.turnCredentials() == second)
-        let fetches = f.relay.log.filter { $0.contains("/api/turn/credentials") && $0.contains("\"status\":200") }
+        let fetches = try await onThread { f.relay.waitForLogLines(count: 2, timeout: 5, where: isTurnFetch) }
         #expect(fetches.count == 2)
         await client.stop()
         #expect(await updates.next() == nil)
     }
+}
+
+/// A TURN credential request the relay answered 200, as its log line reads.
+private func isTurnFetch(_ line: String) -> Bool {
+    line.contains("/api/turn/credentials") && line.contains("\"status\":200")
 }
