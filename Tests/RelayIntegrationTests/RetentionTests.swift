@@ -45,7 +45,7 @@ import RelayTestSupport
         #expect(try sample(f, #"wimz_table_bytes{table="tokens"}"#) ?? 0 > 0)
         #expect(try sample(f, #"wimz_table_rows{table="devices"}"#) != nil)
         #expect(try sample(f, "wimz_retention_errors_total") == 0)
-        #expect(f.relay.log.contains { $0.contains("\"event\":\"retention_pruned\"") && $0.contains("\"audit_log\":5") })
+        #expect(f.relay.waitForLogLines(count: 1) { $0.contains("\"event\":\"retention_pruned\"") && $0.contains("\"audit_log\":5") }.count == 1)
     }
 
     /// 0 keeps a table's rows for ever, while the other tables are still pruned.
