@@ -53,4 +53,17 @@ import WimzRobot
         let state = MissionActivityAttributes.ContentState(progress, robotOnline: false)
         #expect(state.status == "success" && state.stage == 3 && state.totalStages == 5 && state.dogName == "Elsa" && !state.robotOnline)
     }
+
+    /// One definition read both ways: the robot models' decoder converts snake_case keys, ActivityKit's
+    /// does not; the members are found either way and written back as the guide spells them.
+    @Test func aMissionProgressReadsTheSameWithOrWithoutKeyConversion() throws {
+        let json = Data(#"{"status":"watching","trick":"sit","stage":2,"total_stages":5,"dog_name":"Rex","progress":1.5,"target_sec":3.0}"#.utf8)
+        let expected = MissionProgress(status: "watching", trick: "sit", stage: 2, totalStages: 5, dogName: "Rex", progress: 1.5, targetSec: 3)
+        #expect(try RobotJSON.decoder().decode(MissionProgress.self, from: json) == expected)
+        #expect(try JSONDecoder().decode(MissionProgress.self, from: json) == expected)
+        #expect(try JSONDecoder().decode(MissionActivityAttributes.ContentState.self, from: RobotJSON.encoder().encode(
+            MissionActivityAttributes.ContentState(expected, robotOnline: false))) == .init(expected, robotOnline: false))
+        let written = try JSONSerialization.jsonObject(with: RobotJSON.encoder().encode(expected)) as? [String: Any]
+        #expect(Set(written?.keys.map { $0 } ?? []) == ["status", "trick", "stage", "total_stages", "dog_name", "progress", "target_sec"])
+    }
 }

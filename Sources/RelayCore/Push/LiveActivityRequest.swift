@@ -47,7 +47,7 @@ public struct LiveActivityRequest: Sendable, Equatable {
         case .start:
             aps += [("attributes-type", "MissionActivityAttributes"),
                     ("attributes", .object([("device_id", .string(device.rawValue)),
-                                            ("robot_name", .string(String(robotName.prefix(MissionState.maxStringLength))))])),
+                                            ("robot_name", .string(String(robotName.prefix(MissionProgress.maxStringLength))))])),
                     ("input-push-token", 1),
                     ("alert", .object([("title", .object([("loc-key", "WIMZ_MISSION_STARTED_TITLE"), ("loc-args", names)])),
                                        ("body", .object([("loc-key", "WIMZ_MISSION_STARTED"), ("loc-args", names)]))]))]

@@ -1,8 +1,8 @@
 import WimzProtocol
 
-/// How the relay reads a mission's state (``MissionState``, WimzProtocol) from the robot's JSON and
-/// writes it as `aps.content-state`: each member by the type the app's `ContentState` decodes.
-extension MissionState {
+/// How the relay reads a mission's progress (``MissionProgress``, WimzProtocol) from the robot's
+/// JSON: each member by the type the app's `ContentState` decodes.
+extension MissionProgress {
     /// A member's value as read from JSON, before the member's type is applied.
     public enum Scalar: Sendable {
         case text(String)
@@ -66,16 +66,22 @@ extension MissionState {
         }
     }
 
+}
+
+/// How the relay reads a mission's state (``MissionState``, WimzProtocol) and writes it as
+/// `aps.content-state`.
+extension MissionState {
     /// From a `mission_progress` event's `data` (nil: the data is not an object).
     public init?(data: JSONValue?, robotOnline: Bool = true) {
         guard case .object = data else { return nil }
-        self.init(robotOnline: robotOnline)
-        for member in Member.allCases { set(member, Scalar(data?.member(member.rawValue))) }
+        var progress = MissionProgress()
+        for member in MissionProgress.Member.allCases { progress.set(member, .init(data?.member(member.rawValue))) }
+        self.init(progress, robotOnline: robotOnline)
     }
 
     /// `aps.content-state`, every member present (null where nil), in the contract's order.
     public var contentState: JSONValue {
-        .object(Member.allCases.map { ($0.rawValue, json($0)) } + [("robot_online", .bool(robotOnline))])
+        .object(MissionProgress.Member.allCases.map { ($0.rawValue, reported.json($0)) } + [("robot_online", .bool(robotOnline))])
     }
 
     /// Read back from `contentState` (the store keeps it as that JSON).

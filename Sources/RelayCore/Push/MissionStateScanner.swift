@@ -55,10 +55,10 @@ enum MissionStateScanner {
             }
         }
 
-        /// The `data` object's state members, each the first of its name, typed by `MissionState.set`.
+        /// The `data` object's state members, each the first of its name, typed by `MissionProgress.set`.
         mutating func dataObject() throws -> MissionState {
             i += 1
-            var state = MissionState()
+            var progress = MissionProgress()
             var seen: UInt8 = 0
             var first = true
             while let key = try nextMember(&first) {
@@ -67,12 +67,12 @@ enum MissionStateScanner {
                     continue
                 }
                 seen |= 1 << field
-                state.set(MissionState.Member.allCases[field], try scalar())
+                progress.set(MissionProgress.Member.allCases[field], try scalar())
             }
-            return state
+            return MissionState(progress)
         }
 
-        static let fields = MissionState.Member.allCases.map { Array($0.rawValue.utf8) }
+        static let fields = MissionProgress.Member.allCases.map { Array($0.rawValue.utf8) }
 
         /// The next member's key of the object the cursor is in (its bytes: a key with an escape
         /// is left to `JSONReader`), the cursor then on its value, which the caller consumes; nil
@@ -96,9 +96,9 @@ enum MissionStateScanner {
 
         // MARK: - Values
 
-        /// The value under the cursor as a `MissionState.Scalar` (anything but a string or a number
+        /// The value under the cursor as a `MissionProgress.Scalar` (anything but a string or a number
         /// is skipped as `.other`).
-        mutating func scalar() throws -> MissionState.Scalar {
+        mutating func scalar() throws -> MissionProgress.Scalar {
             let first = try peek()
             if first == Self.quote { return .text(String(decoding: try plainString(), as: UTF8.self)) }
             guard first == UInt8(ascii: "-") || (0x30...0x39).contains(first) else {

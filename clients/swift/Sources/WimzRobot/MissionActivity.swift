@@ -38,16 +38,6 @@ public struct MissionActivityAttributes: Codable, Hashable, Sendable {
     }
 }
 
-extension MissionState {
-    /// The state an app shows for a `mission_progress` it received itself (while it is open,
-    /// it updates its own activity: the relay sends none to an app with a socket).
-    public init(_ progress: MissionProgress, robotOnline: Bool = true) {
-        self.init(status: progress.status, trick: progress.trick, stage: progress.stage, totalStages: progress.totalStages,
-                  dogName: progress.dogName, rewards: progress.rewards, progress: progress.progress,
-                  targetSec: progress.targetSec, robotOnline: robotOnline)
-    }
-}
-
 #if canImport(ActivityKit)
 extension MissionActivityAttributes: ActivityAttributes {}
 #endif

@@ -1,5 +1,8 @@
 // The robot's mission answers and the `mission_progress` event (the guide's §3, §7.1, §10.4).
 import Foundation
+// The `mission_progress` event (§7.1), the live training state: WimzProtocol's one definition,
+// which the relay and the lock screen's state (`MissionActivityAttributes.ContentState`) share.
+@_exported import struct WimzProtocol.MissionProgress
 
 /// Any answer with `success` and a `message` or `error` (stop, pause, resume, create, delete).
 public struct GenericResponse: Codable, Sendable, Equatable {
@@ -111,29 +114,5 @@ public struct MissionStatus: Codable, Sendable, Equatable {
         self.maxRewards = maxRewards
         self.duration = duration
         self.maxDuration = maxDuration
-    }
-}
-
-/// The `mission_progress` event (§7.1): the live training state.
-public struct MissionProgress: Codable, Sendable, Equatable {
-    public var status: String?
-    public var trick: String?
-    public var stage: Int?
-    public var totalStages: Int?
-    public var dogName: String?
-    public var rewards: Int?
-    public var progress: Double?
-    public var targetSec: Double?
-
-
-    public init(status: String? = nil, trick: String? = nil, stage: Int? = nil, totalStages: Int? = nil, dogName: String? = nil, rewards: Int? = nil, progress: Double? = nil, targetSec: Double? = nil) {
-        self.status = status
-        self.trick = trick
-        self.stage = stage
-        self.totalStages = totalStages
-        self.dogName = dogName
-        self.rewards = rewards
-        self.progress = progress
-        self.targetSec = targetSec
     }
 }

@@ -1,5 +1,6 @@
 // The robot's reports (the guide's §6).
 import Foundation
+import WimzProtocol
 
 /// `WeeklyReportResponse.report` (§6.1).
 public struct WeeklyReport: Codable, Sendable, Equatable {
