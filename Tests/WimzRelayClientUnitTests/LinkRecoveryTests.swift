@@ -28,6 +28,45 @@ import WimzProtocol
         #expect(estimate.probeWait == .seconds(5), "a wild link: at most 5 s")
     }
 
+    @Test func aRequestsWaitIsThreeRetransmissionTimeoutsOfTheLink() {
+        var estimate = LinkEstimate()
+        #expect(estimate.requestWait == .seconds(5), "nothing measured yet")
+        estimate.noteRoundTrip(.milliseconds(500))
+        #expect(estimate.requestWait == .milliseconds(4500), "3 × (500 ms + 4 × 250 ms)")
+        for _ in 0..<40 { estimate.noteRoundTrip(.milliseconds(100)) }
+        #expect(estimate.requestWait == .seconds(2), "a fast link: at least 2 s")
+        for _ in 0..<4 { estimate.noteRoundTrip(.seconds(30)) }
+        #expect(estimate.requestWait == .seconds(10), "a wild link: at most 10 s")
+    }
+
+    /// A GET on a lossy link: unanswered after its wait, the same request goes again beside the
+    /// first, and the first answer wins; the relay's refusal ends the race at once (it would say the
+    /// same again); an attempt that fails with none other in flight ends it with its error.
+    @Test func anUnansweredRequestIsSentAgainBesideTheFirst() async throws {
+        let clock = ManualClock()
+        let answered = RequestRace(clock)
+        try await until { answered.started == 1 && clock.deadlines == [.seconds(2)] }
+        clock.advance(by: .seconds(2))
+        try await until { answered.started == 2 }
+        answered.answers[1].resolve(.success(2))
+        #expect(try await answered.result.value.get() == 2)
+        answered.answers[0].resolve(.success(1))  // late: dropped
+        #expect(answered.started == 2, "no third attempt after an answer")
+
+        let refusal = RelayClientError.refusal(status: 503, body: Data())
+        let refused = RequestRace(clock)
+        try await until { refused.started == 1 }
+        refused.answers[0].resolve(.failure(refusal))
+        await #expect(throws: refusal) { try await refused.result.value.get() }
+        #expect(refused.started == 1)
+
+        let lost = RequestRace(clock)
+        try await until { lost.started == 1 }
+        lost.answers[0].resolve(.failure(RelayClientError.notConnected))
+        await #expect(throws: RelayClientError.notConnected) { try await lost.result.value.get() }
+        #expect(lost.started == 1, "a relay that is down is not asked again at once")
+    }
+
     /// The robot streams events every 250 ms and the phone's address changes (nothing arrives
     /// any more): 3 s of quiet → a probe; no pong within its fitted wait (1 s here) → a fresh
     /// socket is opened beside the old one and taken: live again 4 s after the last event, not
@@ -129,6 +168,29 @@ import WimzProtocol
             clock.advance(by: .milliseconds(250))
             socket.deliver(.text(#"{"type":"event","event":"bark_detected","data":{"dog_id":"\#(n)"}}"#))
             try await until { clock.deadlines.contains(clock.now + .seconds(3)) || n < 3 }
+        }
+    }
+}
+
+/// `staggered` as the client's GETs run it (2 s apart, three at most), each attempt answered by hand.
+private final class RequestRace: Sendable {
+    let answers = (0..<3).map { _ in OneShot<Result<Int, any Error>>() }
+    private let count = Locked(0)
+    let result: Task<Result<Int, any Error>, Never>
+    var started: Int { count.withLock { $0 } }
+
+    init(_ clock: ManualClock) {
+        let (answers, count) = (answers, count)
+        result = Task {
+            do {
+                return .success(try await staggered(every: .seconds(2), attempts: 3, clock: clock.relayClientClock,
+                                                    isFinal: RequestRetry.isFinal) {
+                    let n = count.withLock { n -> Int in n += 1; return n - 1 }
+                    return try await answers[n].value().get()
+                })
+            } catch {
+                return .failure(error)
+            }
         }
     }
 }

@@ -185,7 +185,8 @@ extension RelayClient {
         var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, resource, segments)))
         request.httpMethod = method
         request.httpBody = body.map { Data($0.text.utf8) }
-        let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status)
+        let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status,
+                                       retry: requestRetry)
         guard status != 204 else { return .null }
         do { return try JSON(parsing: String(decoding: data, as: UTF8.self)) } catch {
             throw RelayClientError.invalidResponse("\(([resource.rawValue] + segments).joined(separator: "/")): not JSON")

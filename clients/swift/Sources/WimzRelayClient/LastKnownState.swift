@@ -50,12 +50,13 @@ extension RelayClient {
     /// as ``RelayEvent/sealedFrameRejected(_:)``.
     public func lastKnownState() async throws -> LastKnownState {
         opened(try await fetchLastKnownState(base: httpBase, device: configuration.deviceID, token: currentToken,
-                                             session: configuration.urlSession))
+                                             session: configuration.urlSession, retry: requestRetry))
     }
 }
 
 /// `GET {base}/api/devices/{device}/state` with the bearer token.
-func fetchLastKnownState(base: URL, device: String, token: String, session: URLSession) async throws -> LastKnownState {
+func fetchLastKnownState(base: URL, device: String, token: String, session: URLSession,
+                         retry: RequestRetry) async throws -> LastKnownState {
     let url = relayURL(base, WimzProtocol.Path.device(device, .state))
-    return try LastKnownState.decode(try await relayCall(URLRequest(url: url), token: token, session: session))
+    return try LastKnownState.decode(try await relayCall(URLRequest(url: url), token: token, session: session, retry: retry))
 }

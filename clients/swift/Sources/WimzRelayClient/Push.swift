@@ -177,8 +177,7 @@ extension RelayClient {
         var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, resource, path)))
         request.httpMethod = method
         request.httpBody = body
-        let data = try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status)
-        return data
+        return try await relayCall(request, token: currentToken, session: configuration.urlSession, expecting: status, retry: requestRetry)
     }
 }
 

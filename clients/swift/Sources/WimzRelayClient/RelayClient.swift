@@ -91,6 +91,8 @@ public actor RelayClient {
     /// The link's round trip and the rhythm of its traffic (LinkEstimate.swift), kept across
     /// connections: the robot's rhythm is not the socket's.
     var estimate = LinkEstimate()
+    /// How the client's GETs to the relay are sent again while unanswered: after the link's fitted wait.
+    var requestRetry: RequestRetry { RequestRetry(wait: estimate.requestWait, clock: configuration.clock) }
     /// When the open connection last showed life (the clock's time).
     var lastHeardAt: Duration?
     /// A replacement being opened beside a connection whose early probe went unanswered

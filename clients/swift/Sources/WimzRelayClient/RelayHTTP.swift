@@ -6,8 +6,30 @@ import FoundationNetworking
 
 /// One HTTP call to the relay with the bearer token: the body of the expected answer, the
 /// relay's refusal as a typed ``RelayClientError``, no answer as ``RelayClientError/notConnected``,
-/// and `CancellationError` at once when the calling task is cancelled.
-func relayCall(_ request: URLRequest, token: String, session: URLSession, expecting status: Int = 200) async throws -> Data {
+/// and `CancellationError` at once when the calling task is cancelled. A GET (the relay answers it
+/// alike however often it is asked) is sent again beside the first by `retry` while unanswered.
+func relayCall(_ request: URLRequest, token: String, session: URLSession, expecting status: Int = 200,
+               retry: RequestRetry? = nil) async throws -> Data {
+    guard let retry, (request.httpMethod ?? "GET") == "GET" else {
+        return try await relayCallOnce(request, token: token, session: session, expecting: status)
+    }
+    return try await staggered(every: retry.wait, attempts: retry.attempts, clock: retry.clock, isFinal: RequestRetry.isFinal) {
+        try await relayCallOnce(request, token: token, session: session, expecting: status)
+    }
+}
+
+/// How a request is sent again on a lossy link: after `wait` unanswered (the link's measured
+/// ``LinkEstimate/requestWait``), `attempts` in all, each left running; the first answer wins.
+struct RequestRetry: Sendable {
+    var wait: Duration
+    var attempts = 3
+    var clock: RelayClientClock
+
+    /// Any answer ends the race (the relay would say the same again); only no answer does not.
+    static func isFinal(_ error: any Error) -> Bool { (error as? RelayClientError) != .notConnected }
+}
+
+private func relayCallOnce(_ request: URLRequest, token: String, session: URLSession, expecting status: Int) async throws -> Data {
     var request = request
     request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
     request.setValue("application/json", forHTTPHeaderField: "Accept")

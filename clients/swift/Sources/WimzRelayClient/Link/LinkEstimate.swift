@@ -53,7 +53,21 @@ struct LinkEstimate: Sendable, Equatable {
     /// How long an early probe's pong may take before the client starts opening a replacement.
     var probeWait: Duration {
         guard let smoothedRTT else { return Self.probeWaitBounds.upperBound }
-        let wait = smoothedRTT + rttVariation * 4
-        return min(Self.probeWaitBounds.upperBound, max(Self.probeWaitBounds.lowerBound, wait))
+        return (smoothedRTT + rttVariation * 4).clamped(to: Self.probeWaitBounds)
     }
+
+    /// A request to the relay may go unanswered this long before the same request is sent again
+    /// beside it: three of TCP's retransmission timeouts (a new connection's handshakes, then the
+    /// exchange), between these bounds; `requestWaitUnmeasured` before a first sample.
+    static let requestWaitBounds: ClosedRange<Duration> = .seconds(2) ... .seconds(10)
+    static let requestWaitUnmeasured: Duration = .seconds(5)
+
+    var requestWait: Duration {
+        guard let smoothedRTT else { return Self.requestWaitUnmeasured }
+        return ((smoothedRTT + rttVariation * 4) * 3).clamped(to: Self.requestWaitBounds)
+    }
+}
+
+extension Duration {
+    func clamped(to bounds: ClosedRange<Duration>) -> Duration { min(bounds.upperBound, max(bounds.lowerBound, self)) }
 }

@@ -39,10 +39,11 @@ public struct TurnCredentials: Sendable, Equatable, Decodable {
 }
 
 /// `GET {base}/api/turn/credentials` with the bearer token.
-func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSession) async throws -> TurnCredentials {
+func fetchTurnCredentials(base: URL, token: String, ttl: Int?, session: URLSession,
+                          retry: RequestRetry) async throws -> TurnCredentials {
     var components = URLComponents(url: relayURL(base, WimzProtocol.Path.turnCredentials), resolvingAgainstBaseURL: false)!
     if let ttl { components.queryItems = [URLQueryItem(name: "ttl", value: String(ttl))] }
-    let data = try await relayCall(URLRequest(url: components.url!), token: token, session: session)
+    let data = try await relayCall(URLRequest(url: components.url!), token: token, session: session, retry: retry)
     do {
         return try TurnCredentials.decode(data)
     } catch {

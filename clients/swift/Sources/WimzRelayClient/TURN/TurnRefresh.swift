@@ -9,9 +9,9 @@ extension RelayClient {
     public func turnCredentials() async throws -> TurnCredentials {
         try Task.checkCancellation()
         if let turn, turn.isFresh() { return turn }
-        let fetch = turnFetch ?? Task { [configuration, httpBase, token = currentToken] in
+        let fetch = turnFetch ?? Task { [configuration, httpBase, token = currentToken, retry = requestRetry] in
             try await fetchTurnCredentials(base: httpBase, token: token, ttl: configuration.turnTTL,
-                                           session: configuration.urlSession)
+                                           session: configuration.urlSession, retry: retry)
         }
         turnFetch = fetch
         defer { if turnFetch == fetch { turnFetch = nil } }
