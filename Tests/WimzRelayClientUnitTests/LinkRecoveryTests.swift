@@ -86,6 +86,26 @@ import WimzProtocol
         await client.stop()
     }
 
+    /// The link dies between the upgrade and the relay's greeting (its `device_status`, sent at
+    /// once): 3 s without it → a probe; no pong within its wait (1 s) → a fresh socket beside
+    /// it, taken as it opens: live again 4 s after the upgrade, not 29 s.
+    @Test func aLostGreetingIsProbedAndTheSocketReplacedWithinSeconds() async throws {
+        let (clock, transport) = (ManualClock(), ScriptedTransport())
+        let client = RelayClient(scriptedConfiguration(clock, transport))
+        await client.start()
+        let socket = try await transport.waitForConnection(1)
+        socket.answersPings = false
+        try await until { await client.state == .connected && clock.deadlines == [.seconds(3)] }
+        clock.advance(by: .seconds(3))
+        try await until { socket.pingsSent == 1 && clock.deadlines.contains(.seconds(4)) }
+        clock.advance(by: .seconds(1))
+        let fresh = try await transport.waitForConnection(2)
+        try await until { socket.isClosed && socket.closeCode == nil }
+        try await greet(fresh, clock)
+        #expect(await client.state == .connected && fresh.pingsSent == 0)
+        await client.stop()
+    }
+
     /// A tunnel rather than a new address: the probe goes unanswered and a replacement is being
     /// opened, but the old socket delivers again first. It keeps its place; the replacement,
     /// when it opens, is closed.

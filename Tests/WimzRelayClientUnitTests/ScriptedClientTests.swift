@@ -33,7 +33,9 @@ import WimzProtocol
         await client.start()
         let socket = try await transport.waitForConnection(1)
         socket.answersPings = false
-        try await until { await client.state == .connected && clock.deadlines == [.seconds(24)] }
+        try await until { await client.state == .connected }
+        try await greet(socket, clock)
+        #expect(clock.deadlines == [.seconds(24)])
         clock.advance(by: .seconds(23))
         await settle()
         #expect(socket.pingsSent == 0)
@@ -234,7 +236,17 @@ func connectedScriptedClient() async throws -> (ManualClock, ScriptedTransport, 
     await client.start()
     let socket = try await transport.waitForConnection(1)
     try await until { await client.state == .connected }
+    try await greet(socket, clock)
     return (clock, transport, client, socket)
+}
+
+/// What the relay sends every socket as soon as it attaches.
+let relayGreeting = #"{"type":"event","event":"device_status","data":{"device_id":"dev1","online":true,"since":"2026-12-01T00:00:00Z"}}"#
+
+/// The relay's greeting on `socket`, and the liveness deadline it re-arms: the whole interval.
+func greet(_ socket: ScriptedConnection, _ clock: ManualClock) async throws {
+    socket.deliver(.text(relayGreeting))
+    try await until { clock.deadlines.contains(clock.now + .seconds(24)) }
 }
 
 /// The client's settings for `transport` and `clock`, without missed-event recovery.

@@ -93,8 +93,8 @@ public actor RelayClient {
     var estimate = LinkEstimate()
     /// How the client's GETs to the relay are sent again while unanswered: after the link's fitted wait.
     var requestRetry: RequestRetry { RequestRetry(wait: estimate.requestWait, clock: configuration.clock) }
-    /// When the open connection last showed life (the clock's time).
-    var lastHeardAt: Duration?
+    /// When the open connection last showed life (the clock's time), and how.
+    var lastHeard: (sign: SignOfLife, at: Duration)?
     /// A replacement being opened beside a connection whose early probe went unanswered
     /// (Replacement.swift), and the one that opened, for the connection loop to take next.
     var replacementRace: Task<Void, Never>?
@@ -308,7 +308,7 @@ public actor RelayClient {
                 }
             }
             livenessDeadline?.cancel()
-            (livenessDeadline, livenessDue, lastHeardAt) = (nil, nil, nil)
+            (livenessDeadline, livenessDue, lastHeard) = (nil, nil, nil)
             abandonReplacement()
             connection = nil
             failAllPending(Task.isCancelled ? .stopped : .notConnected)

@@ -59,16 +59,24 @@ extension RelayClient {
 
     /// A sign of life on the open connection: the liveness deadline is armed again. One timer,
     /// re-armed rather than polled: a healthy connection wakes the app for nothing but what the
-    /// relay sends. After traffic the deadline is the quiet that traffic does not explain
+    /// relay sends. After an open the deadline is `LinkEstimate.shortestQuiet` (3 s): the relay
+    /// greets every socket at once (`device_status`; a resume waiting for a hand-off, within
+    /// 1.5 s), so a greeting lost with the link is probed then, not after the whole interval.
+    /// After traffic it is the quiet that traffic does not explain
     /// (`LinkEstimate.quietBeforeProbe`: 3 s after a stream of events stops, the whole
     /// ``Configuration/livenessInterval`` when only the relay's pings come); after a probe's
     /// pong, the whole interval (the robot paused, the link is fine).
     func heard(_ sign: SignOfLife) {
         let now = configuration.clock.now(), interval = configuration.livenessInterval
-        if sign == .message, let last = lastHeardAt { estimate.noteGap(now - last) }
-        lastHeardAt = now
+        // The wait for the greeting is a round trip, not the rhythm of the relay's traffic.
+        if sign == .message, let last = lastHeard, last.sign != .opened { estimate.noteGap(now - last.at) }
+        lastHeard = (sign, now)
         abandonReplacement()
-        let quiet = sign == .pong ? interval : estimate.quietBeforeProbe(within: interval)
+        let quiet = switch sign {
+        case .opened: min(interval, LinkEstimate.shortestQuiet)
+        case .message: estimate.quietBeforeProbe(within: interval)
+        case .pong: interval
+        }
         armLiveness(after: quiet, early: quiet < interval)
     }
 
@@ -116,7 +124,7 @@ extension RelayClient {
             heard(.pong)
         } else if early {
             beginReplacement()
-            let quietSoFar = clock.now() - (lastHeardAt ?? clock.now())
+            let quietSoFar = clock.now() - (lastHeard?.at ?? clock.now())
             armLiveness(after: max(.zero, interval - quietSoFar), early: false)
         } else {
             endingOnPurpose = true
