@@ -1,8 +1,8 @@
 """An emulated link between this namespace (the cloud) and a phone's network namespace: a pair of
 TUN devices, one moved into the phone's namespace, and a thread that carries IPv4 packets between
 them after a fixed one-way delay — and drops every packet of one chosen TCP connection once its
-first request is seen, as a cellular link that loses a connection's packets after its handshake
-does. (This kernel has no netem and no packet filter; a TUN pair needs neither.)
+first request (or an answer) is seen, as a cellular link that loses a connection's packets after
+its handshake does. (This kernel has no netem and no packet filter; a TUN pair needs neither.)
 
 Each connection the phone opens is a ``Flow``: when its handshake began and the requests it carried
 (the first bytes of each packet that starts one, with when it was sent), so a test can see when a
@@ -48,6 +48,28 @@ def _tun(name: str) -> int:
     return descriptor
 
 
+def _checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071)."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def _cut(packet: bytes, length: int) -> bytes:
+    """An IPv4 TCP packet's first ``length`` bytes, its lengths and checksums made right again."""
+    header = (packet[0] & 0x0F) * 4
+    cut = bytearray(packet[:length])
+    cut[2:4], cut[10:12] = struct.pack("!H", length), b"\0\0"
+    cut[10:12] = struct.pack("!H", _checksum(bytes(cut[:header])))
+    cut[header + 16:header + 18] = b"\0\0"
+    pseudo = bytes(cut[12:20]) + struct.pack("!BBH", 0, 6, length - header)
+    cut[header + 16:header + 18] = struct.pack("!H", _checksum(pseudo + bytes(cut[header:])))
+    return bytes(cut)
+
+
 def _run(*argv: str) -> None:
     subprocess.run(list(argv), check=True, capture_output=True)
 
@@ -62,7 +84,8 @@ class LossyLink:
         self.cloud, self.phone, self.delay = f"{subnet}.1", f"{subnet}.2", delay
         self.namespace = f"wimz-phone-{tag}"
         self.flows: dict[int, Flow] = {}
-        self._blackhole: bytes | None = None
+        # The next connection to lose: (from the phone?, what the packet that starts it starts with).
+        self._blackhole: tuple[bool, bytes] | None = None
         self._lock = threading.Lock()
         _run("ip", "netns", "add", self.namespace)
         self._cloud_end, self._phone_end = _tun(f"wzc{tag}"), _tun(f"wzp{tag}")
@@ -86,35 +109,50 @@ class LossyLink:
         """The next connection whose first request starts with ``request`` loses every packet from
         then on, both ways (its retransmissions, its FIN, the other end's answers)."""
         with self._lock:
-            self._blackhole = request
+            self._blackhole = (True, request)
+
+    def blackhole_after_head(self, answer: bytes) -> None:
+        """The next connection whose answer from the cloud starts with ``answer`` (``HTTP/1.1
+        101``: an upgrade) gets that answer's head and loses everything after it, both ways — the
+        rest of that packet too (the relay's first frame travels in the 101's segment)."""
+        with self._lock:
+            self._blackhole = (False, answer)
 
     def flows_carrying(self, request: bytes) -> list[Flow]:
         """The connections that sent a request starting with ``request``, in the order they opened."""
         with self._lock:
             return sorted((f for f in self.flows.values() if f.sent(request) is not None), key=lambda f: f.opened)
 
-    def _passes(self, packet: bytes, from_phone: bool) -> bool:
-        """Records what the packet says of its connection; False when it is to be lost."""
+    def _carried(self, packet: bytes, from_phone: bool) -> bytes | None:
+        """Records what the packet says of its connection; what goes on (None: lost)."""
         if len(packet) < 20 or packet[0] >> 4 != 4:
-            return False  # only IPv4 is routed over the link (the kernels' IPv6 chatter is not)
+            return None  # only IPv4 is routed over the link (the kernels' IPv6 chatter is not)
         header = (packet[0] & 0x0F) * 4
         if packet[9] != 6 or len(packet) < header + 20:
-            return True
+            return packet
         source, destination = struct.unpack("!HH", packet[header:header + 4])
         flags = packet[header + 13]
-        payload = packet[header + (packet[header + 12] >> 4) * 4:struct.unpack("!H", packet[2:4])[0]]
+        payload_at = header + (packet[header + 12] >> 4) * 4
+        payload = packet[payload_at:struct.unpack("!H", packet[2:4])[0]]
         port, now = (source if from_phone else destination), time.monotonic()
         with self._lock:
             flow = self.flows.get(port)
             if from_phone and flags & TCP_SYN and not flags & TCP_ACK:
                 flow = self.flows[port] = Flow(port, now)
             if flow is None:
-                return True
+                return packet
+            if flow.blackholed:
+                return None
             if from_phone and payload.startswith(REQUEST_STARTS):
                 flow.requests.append((now, bytes(payload[:80])))
-                if not flow.blackholed and self._blackhole is not None and payload.startswith(self._blackhole):
-                    flow.blackholed, self._blackhole = True, None
-            return not flow.blackholed
+            rule = self._blackhole
+            if rule is None or rule[0] != from_phone or not payload.startswith(rule[1]):
+                return packet
+            flow.blackholed, self._blackhole = True, None
+            if from_phone:
+                return None
+            head = payload.find(b"\r\n\r\n") + 4
+            return _cut(packet, payload_at + head) if head >= 4 else packet
 
     def _carry(self) -> None:
         due: list[tuple[float, int, int, bytes]] = []
@@ -127,8 +165,9 @@ class LossyLink:
                 if end == self._wake_read:
                     continue
                 packet = os.read(end, 65_535)
-                if self._passes(packet, from_phone=end == self._phone_end):
-                    heapq.heappush(due, (time.monotonic() + self.delay, next(order), ends[end], packet))
+                carried = self._carried(packet, from_phone=end == self._phone_end)
+                if carried is not None:
+                    heapq.heappush(due, (time.monotonic() + self.delay, next(order), ends[end], carried))
             while due and due[0][0] <= time.monotonic():
                 _, _, out, packet = heapq.heappop(due)
                 os.write(out, packet)
