@@ -90,12 +90,9 @@ import WimzProtocol
     /// once): 3 s without it → a probe; no pong within its wait (1 s) → a fresh socket beside
     /// it, taken as it opens: live again 4 s after the upgrade, not 29 s.
     @Test func aLostGreetingIsProbedAndTheSocketReplacedWithinSeconds() async throws {
-        let (clock, transport) = (ManualClock(), ScriptedTransport())
-        let client = RelayClient(scriptedConfiguration(clock, transport))
-        await client.start()
-        let socket = try await transport.waitForConnection(1)
+        let (clock, transport, client, socket) = try await connectedScriptedClient(greeted: false)
         socket.answersPings = false
-        try await until { await client.state == .connected && clock.deadlines == [.seconds(3)] }
+        try await until { clock.deadlines == [.seconds(3)] }
         clock.advance(by: .seconds(3))
         try await until { socket.pingsSent == 1 && clock.deadlines.contains(.seconds(4)) }
         clock.advance(by: .seconds(1))

@@ -106,8 +106,8 @@ class LossyLink:
         return ["ip", "netns", "exec", self.namespace, *argv]
 
     def blackhole_first(self, request: bytes) -> None:
-        """The next connection whose first request starts with ``request`` loses every packet from
-        then on, both ways (its retransmissions, its FIN, the other end's answers)."""
+        """The next connection to send a request starting with ``request`` loses that packet and
+        every one after it, both ways (its retransmissions, its FIN, the other end's answers)."""
         with self._lock:
             self._blackhole = (True, request)
 
@@ -151,8 +151,8 @@ class LossyLink:
             flow.blackholed, self._blackhole = True, None
             if from_phone:
                 return None
-            head = payload.find(b"\r\n\r\n") + 4
-            return _cut(packet, payload_at + head) if head >= 4 else packet
+            head_ends = payload.find(b"\r\n\r\n")
+            return packet if head_ends < 0 else _cut(packet, payload_at + head_ends + 4)
 
     def _carry(self) -> None:
         due: list[tuple[float, int, int, bytes]] = []
