@@ -20,6 +20,8 @@ final class RelayComponents {
     let served: ServedDevices
     let household: HouseholdEndpoint
     let sealed: SealedEndpoint
+    let settings: SettingsEndpoint
+    let robotSettings: RobotSettings
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -63,25 +65,28 @@ final class RelayComponents {
                                sender: workers.push)
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
-        served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub)
+        robotSettings = RobotSettings(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
+        served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub, settings: robotSettings)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
+        settings = SettingsEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
-                          missionRuns: missionRuns, served: served, onReady: hooks.ready)
+                          missionRuns: missionRuns, served: served, settings: robotSettings, onReady: hooks.ready)
         let lingering = GateLingering(largestBody: Route.BodyLimit.largest(env.configuration))
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn, lingering,
-                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, store, stop, env.audit.writer,
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, robotSettings, store, stop, env.audit.writer,
                                                   workers.monitor, workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
                                                   liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
-                                                  household: household, sealed: sealed, database: database, cluster: cluster))
+                                                  household: household, sealed: sealed, settings: settings, database: database,
+                                                  cluster: cluster))
         let gateRequests = GateRequests(env: env, router: router, authenticator: authenticator, database: database, robotHTTP: robotHTTP)
         self.gateRequests = gateRequests
         gate = gateListener.map {
@@ -89,10 +94,11 @@ final class RelayComponents {
                      deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
         }
         events = ServiceEvents(env: env, mailbox: mailbox, stop: stop, store: store, database: database, cluster: cluster, push: push,
-                               missionRuns: missionRuns, reloadTLS: reloadTLS)
+                               missionRuns: missionRuns, settings: robotSettings, reloadTLS: reloadTLS)
         dispatch = LWSDispatch(env: env, heads: heads, router: router, database: database, robotHTTP: robotHTTP, webSocket: webSocket,
                                gate: gate, events: events, acceptedTCP: lwsAcceptedTCP)
-        hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push)
+        hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push,
+                                settings: robotSettings)
         // The one link made after construction: the hub reports to components that are built on
         // the hub (each of them holds it), so one of the two must be told of the other later.
         hub.observer = hubReports
@@ -105,6 +111,8 @@ final class RelayComponents {
         pairing.sweep(now: now)
         household.sweep(now: now)
         sealed.sweep(now: now)
+        settings.sweep(now: now)
+        robotSettings.tick()
         state.flush()
         push.tick(now: now)
         missionRuns.tick(now: now)
@@ -142,10 +150,12 @@ final class HubReports: DeviceHubObserver {
     private let missionRuns: MissionRuns
     private let robotHTTP: RobotHTTPEndpoint
     private let push: PushCoordinator
+    private let settings: RobotSettings
 
     init(env: RelayEnvironment, cluster: ClusterCoordinator, served: ServedDevices, missionRuns: MissionRuns,
-         robotHTTP: RobotHTTPEndpoint, push: PushCoordinator) {
+         robotHTTP: RobotHTTPEndpoint, push: PushCoordinator, settings: RobotSettings) {
         (self.env, self.cluster, self.served, self.missionRuns, self.robotHTTP, self.push) = (env, cluster, served, missionRuns, robotHTTP, push)
+        self.settings = settings
     }
 
     func hubDropped(_ reason: DropReason) { env.counters.drops[reason, default: 0] += 1 }
@@ -158,7 +168,9 @@ final class HubReports: DeviceHubObserver {
     func hubPresenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {
         cluster.presenceChanged(device, robotLeftAt: robotLeftAt)
         missionRuns.presenceChanged(device, robotLeftAt: robotLeftAt)
+        settings.presenceChanged(device)
     }
+    func hubSettingsApplied(_ device: DeviceID, _ frame: Payload) { settings.applied(device, frame) }
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) { missionRuns.signal(device, signal) }
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {

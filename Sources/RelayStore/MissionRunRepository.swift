@@ -16,20 +16,35 @@ public struct MissionRunRepository {
 
     /// `run(of:)` for several devices in one statement (a device that no longer exists is left out),
     /// with each device's sealed epoch (v1.5; nil: not sealed).
-    public func runs(of devices: [DeviceID]) throws -> [DeviceID: (run: MissionRun?, name: String, sealedEpoch: Int?)] {
+    public func runs(of devices: [DeviceID]) throws -> [DeviceID: ArrivingDevice] {
         guard !devices.isEmpty else { return [:] }
-        var found: [DeviceID: (run: MissionRun?, name: String, sealedEpoch: Int?)] = [:]
-        // The sealed epoch rides along (v1.5): one statement per batch of arriving devices, not two.
+        var found: [DeviceID: ArrivingDevice] = [:]
+        // The sealed epoch (v1.5) and the settings' versions (v1.6) ride along: one statement per
+        // batch of arriving devices, not three.
         for row in try db.executePrepared(
             """
             SELECT d.id, r.opened_at, r.state::text AS state, d.name,
-                   (SELECT max(e.epoch) FROM sealed_epochs e WHERE e.device_id = d.id) AS sealed_epoch
-            FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id
+                   (SELECT max(e.epoch) FROM sealed_epochs e WHERE e.device_id = d.id) AS sealed_epoch,
+                   s.desired_version, s.reported_version
+            FROM devices d LEFT JOIN device_mission_runs r ON r.device_id = d.id LEFT JOIN device_settings s ON s.device_id = d.id
             WHERE d.id = ANY (\(devices)::text[])
             """).records {
-            found[try row.deviceID("id")] = (try Self.decode(row), try row.string("name"), try row.optionalInt64("sealed_epoch").map { Int($0) })
+            let settings = try row.optionalInt64("desired_version").map {
+                SettingsVersions(desired: $0, reported: try row.optionalInt64("reported_version"))
+            }
+            found[try row.deviceID("id")] = ArrivingDevice(run: try Self.decode(row), name: try row.string("name"),
+                                                           sealedEpoch: try row.optionalInt64("sealed_epoch").map { Int($0) },
+                                                           settings: settings)
         }
         return found
+    }
+
+    /// What `runs(of:)` reads of each arriving device besides its registrations.
+    public struct ArrivingDevice: Sendable {
+        public var run: MissionRun?
+        public var name: String
+        public var sealedEpoch: Int?
+        public var settings: SettingsVersions?
     }
 
     /// Writes what changed since the last call: `open` runs as they are now, `ended` devices' rows

@@ -14,6 +14,7 @@ import RelayCore
 /// | `wimz_credentials` | `run:<device id>`                |
 /// | `wimz_credentials` | `sealed:<device id> <epoch>`     |
 /// | `wimz_credentials` | `roster:<device id> <id>`        |
+/// | `wimz_credentials` | `settings:<device id> <desired> <reported or ->` |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -33,6 +34,8 @@ public enum StoreNotification: Equatable, Sendable {
     case sealedEpoch(DeviceID, epoch: Int)
     /// An owner's app signed a roster for the device's robot (migrations/0014).
     case rosterProposed(DeviceID, id: Int64)
+    /// The device's settings changed (migrations/0017): its versions now.
+    case settings(DeviceID, SettingsVersions)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -44,7 +47,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch, .rosterProposed: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch, .rosterProposed, .settings: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -60,6 +63,8 @@ public enum StoreNotification: Equatable, Sendable {
         case .runEnded(let device): return "run:\(device.rawValue)"
         case .sealedEpoch(let device, let epoch): return "sealed:\(device.rawValue) \(epoch)"
         case .rosterProposed(let device, let id): return "roster:\(device.rawValue) \(id)"
+        case .settings(let device, let versions):
+            return "settings:\(device.rawValue) \(versions.desired) \(versions.reported.map(String.init) ?? "-")"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -82,6 +87,12 @@ public enum StoreNotification: Equatable, Sendable {
                 let words = parts[1].split(separator: " ")
                 guard words.count == 2, let device = DeviceID(String(words[0])), let number = Int64(words[1]) else { return nil }
                 self = parts[0] == "sealed" ? .sealedEpoch(device, epoch: Int(number)) : .rosterProposed(device, id: number)
+            case "settings":
+                let words = parts[1].split(separator: " ")
+                guard words.count == 3, let device = DeviceID(String(words[0])), let desired = Int64(words[1]) else { return nil }
+                let reported = Int64(words[2])
+                guard reported != nil || words[2] == "-" else { return nil }
+                self = .settings(device, SettingsVersions(desired: desired, reported: reported))
             default: return nil
             }
         case Self.clusterChannel:

@@ -95,14 +95,17 @@ public struct DeviceRegistrations: Sendable {
     public var name: String
     /// The device's current epoch when it is sealed (v1.5).
     public var sealedEpoch: Int?
+    /// The versions of the device's settings, when it has any (v1.6).
+    public var settings: SettingsVersions?
 
     public init(device: DeviceID, push: [PushRegistration] = [], liveActivities: [LiveActivityRegistration] = [],
-                run: MissionRun? = nil, name: String = "", sealedEpoch: Int? = nil) {
+                run: MissionRun? = nil, name: String = "", sealedEpoch: Int? = nil, settings: SettingsVersions? = nil) {
         self.device = device
         self.push = push
         self.liveActivities = liveActivities
         self.run = run
         self.name = name
         self.sealedEpoch = sealedEpoch
+        self.settings = settings
     }
 }

@@ -57,6 +57,8 @@ public enum StoreEvent: Sendable {
     case sealedEpoch(DeviceID, epoch: Int)
     /// An owner's signed roster for a followed device's robot (v1.5), as sent.
     case rosterProposed(DeviceID, signed: String)
+    /// A followed device's settings changed (v1.6): its versions now.
+    case settingsChanged(DeviceID, SettingsVersions)
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
@@ -151,6 +153,8 @@ public final class StoreMonitor: DatabaseWork {
                 onEvent(.sealedEpoch(device, epoch: epoch))
             case .rosterProposed(let device, let id)? where devices.isFollowed(device):
                 if let signed = try SealedRepository(db).proposedRoster(id: id) { onEvent(.rosterProposed(device, signed: signed)) }
+            case .settings(let device, let versions)? where devices.isFollowed(device):
+                onEvent(.settingsChanged(device, versions))
             default:
                 continue
             }
@@ -217,7 +221,8 @@ public final class StoreMonitor: DatabaseWork {
                 let pushed = Dictionary(grouping: push, by: \.device), lived = Dictionary(grouping: live, by: \.device)
                 onEvent(.devicesRead(asked.map { device in
                     DeviceRegistrations(device: device, push: pushed[device] ?? [], liveActivities: lived[device] ?? [],
-                                        run: runs[device]?.run, name: runs[device]?.name ?? "", sealedEpoch: runs[device]?.sealedEpoch)
+                                        run: runs[device]?.run, name: runs[device]?.name ?? "", sealedEpoch: runs[device]?.sealedEpoch,
+                                        settings: runs[device]?.settings)
                 }))
             }
         } catch {

@@ -349,11 +349,14 @@ public final class DeviceHub {
 
     private func fromRobot(_ payload: Payload, session: Session, device: Device, now: UInt64) {
         let envelope = payload.isBinary ? .opaque : payload.withBytes(Envelope.scan)
-        if device.sealedEpoch != nil, envelope.kind != .sealed, envelope.kind != .lockScreen {
+        // `settings_applied` passes as `lock_screen` does: its document is sealed (v1.6).
+        if device.sealedEpoch != nil, envelope.kind != .sealed, envelope.kind != .lockScreen, envelope.kind != .settingsApplied {
             observer?.hubDropped(.unsealed)  // no app of a sealed device would open it
             return
         }
         switch envelope.kind {
+        case .settingsApplied:
+            observer?.hubSettingsApplied(device.id, payload)
         case .response:
             routeResponse(payload, envelope: envelope, device: device)
         case .httpResponse, .httpBody:

@@ -21,6 +21,8 @@ public protocol DeviceHubObserver: AnyObject {
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64))
     /// A `mission_progress` or `mode_changed` of a device with Live Activity tokens, read.
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal)
+    /// The robot's `settings_applied` (v1.6): the relay's to store; it never goes to the apps.
+    func hubSettingsApplied(_ device: DeviceID, _ frame: Payload)
 }
 
 extension DeviceHubObserver {
@@ -32,4 +34,5 @@ extension DeviceHubObserver {
     public func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) {}
     public func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {}
     public func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) {}
+    public func hubSettingsApplied(_ device: DeviceID, _ frame: Payload) {}
 }

@@ -42,6 +42,8 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case sealedEpochAdded = "sealed_epoch_added"
     /// v1.5: an owner's app signed a roster for the robot (`details.epoch`).
     case sealedRosterProposed = "sealed_roster_proposed"
+    /// v1.6: a member wrote the robot's desired settings (`details.version`, `bytes`; the token is who).
+    case settingsChanged = "settings_changed"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

@@ -30,6 +30,13 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
     /// `2026-11-22T16:13:20.123456Z`: log timestamps and `timestamptz` parameters.
     public var iso8601Microseconds: String { formatted(withMicroseconds: true) }
 
+    /// `2026-11-22T16:13:20.123Z`: v1.6's times (timeline entries, the settings' `at`).
+    public var iso8601Milliseconds: String {
+        var text = iso8601Microseconds
+        text.removeSubrange(text.utf8.index(text.utf8.startIndex, offsetBy: 23)..<text.utf8.index(before: text.utf8.endIndex))
+        return text
+    }
+
     /// `iso8601` in JSON quotes, appended to `out` without making the string (the app's
     /// `device_status` carries one per connection).
     public func appendQuotedISO8601(to out: inout [UInt8]) {

@@ -23,6 +23,8 @@ public struct Envelope: Equatable, Sendable {
         /// v1.5: a sealed frame (`"type":"sealed"`), and the one frame a sealed device's robot
         /// leaves in clear for the lock screen (`"type":"lock_screen"`).
         case sealed, lockScreen
+        /// v1.6: the robot says which settings it now runs (the relay's to store, never an app's).
+        case settingsApplied
         /// A JSON object with another (or no) `type`.
         case other
         /// Not a JSON object (or binary): forwarded verbatim.
@@ -131,6 +133,7 @@ public struct Envelope: Equatable, Sendable {
             case 9 where equals(text, "http_body"): return .httpBody
             case 12 where equals(text, "http_request"): return .httpRequest
             case 13 where equals(text, "http_response"): return .httpResponse
+            case 16 where equals(text, "settings_applied"): return .settingsApplied
             default: return .other
             }
         }
@@ -235,6 +238,35 @@ public struct Envelope: Equatable, Sendable {
                 }
                 return i > start
             }
+        }
+    }
+}
+
+extension Envelope {
+    /// The byte range of the value of the top-level member `name` (its first occurrence, the name
+    /// without escapes), as sent: what the relay keeps of a frame it stores without decoding it
+    /// again (a settings document, v1.6). Nil when the object has no such member or is malformed
+    /// before it.
+    public static func memberValue(_ name: StaticString, in bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        var scanner = Scanner(bytes: bytes)
+        scanner.skipSpace()
+        guard scanner.consume(UInt8(ascii: "{")) else { return nil }
+        var first = true
+        while true {
+            scanner.skipSpace()
+            if scanner.consume(UInt8(ascii: "}")) { return nil }
+            if !first {
+                guard scanner.consume(UInt8(ascii: ",")) else { return nil }
+                scanner.skipSpace()
+            }
+            first = false
+            guard let key = scanner.string() else { return nil }
+            scanner.skipSpace()
+            guard scanner.consume(UInt8(ascii: ":")) else { return nil }
+            scanner.skipSpace()
+            let start = scanner.i
+            guard scanner.skipValue() else { return nil }
+            if scanner.equals(key, name) { return start..<scanner.i }
         }
     }
 }

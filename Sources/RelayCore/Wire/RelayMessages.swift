@@ -59,6 +59,26 @@ public enum RelayMessages {
 
     /// `{"type":"event","event":NAME,"data":` — the relay's events, up to their data's value.
     /// Encoded once per name: these go out on every connect and disconnect.
+    /// `{"type":"settings","version":V,"doc":DOC}`: the desired settings, for the robot (v1.6);
+    /// `doc` the document's JSON text as it was written.
+    public static func settings(version: Int64, doc: String) -> Payload {
+        var out: [UInt8] = []
+        out.reserveCapacity(doc.utf8.count + 48)
+        JSONValue.appendLiteral(#"{"type":"settings","version":"#, to: &out)
+        JSONValue.appendDecimal(version, to: &out)
+        JSONValue.appendLiteral(#","doc":"#, to: &out)
+        out.append(contentsOf: doc.utf8)
+        out.append(UInt8(ascii: "}"))
+        return Payload(out)
+    }
+
+    /// `{"type":"settings_changed","desired_version":V,"reported_version":W}` for the apps (v1.6):
+    /// a version the device lacks is null.
+    public static func settingsChanged(desired: Int64?, reported: Int64?) -> Payload {
+        Payload(JSONValue.object([("type", .string("settings_changed")), ("desired_version", desired.map(JSONValue.int) ?? .null),
+                                  ("reported_version", reported.map(JSONValue.int) ?? .null)]).encodedBytes)
+    }
+
     private static func eventHead(_ name: String) -> [UInt8] {
         var out: [UInt8] = []
         JSONValue.appendLiteral(#"{"type":"#, to: &out)

@@ -77,9 +77,10 @@ struct HTTPResponse: Sendable {
 
     /// A refusal's answer: the contract's error body `{"error":CODE,"message":TEXT}`, its
     /// status and its headers, and the code again in `Wimz-Error` — a client that is not handed
-    /// the body (URLSession's WebSocket task, on a refused upgrade) still learns why.
-    static func error(_ error: RelayError) -> HTTPResponse {
-        json(error.status, .object([("error", .string(error.code.rawValue)), ("message", .string(error.message))]),
+    /// the body (URLSession's WebSocket task, on a refused upgrade) still learns why. `fields`:
+    /// what the contract adds to the body of this refusal (a conflict's current state).
+    static func error(_ error: RelayError, adding fields: [(String, JSONValue)] = []) -> HTTPResponse {
+        json(error.status, .object([("error", .string(error.code.rawValue)), ("message", .string(error.message))] + fields),
              headers: [(WimzProtocol.errorHeader, error.code.rawValue)] + error.headers.map { ($0.name, $0.value) })
     }
 

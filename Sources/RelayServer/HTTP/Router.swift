@@ -19,6 +19,7 @@ final class Router {
         var liveActivity: LiveActivityEndpoint
         var household: HouseholdEndpoint
         var sealed: SealedEndpoint
+        var settings: SettingsEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -195,6 +196,8 @@ final class Router {
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
         case .household(let call): return h.household.handle(request, call, entry: entry, parameters: parameters, body: body)
         case .sealed(let call): return h.sealed.handle(request, call, entry: entry, epoch: parameters["epoch"], body: body)
+        case .settings(.read): return h.settings.read(request, device: device)
+        case .settings(.write): return h.settings.write(request, entry: entry, body: body)
         }
     }
 

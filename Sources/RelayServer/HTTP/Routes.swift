@@ -52,7 +52,12 @@ struct Route: Sendable {
         case household(Household)
         /// v1.5: the sealed household's keys and epochs (`SealedEndpoint`).
         case sealed(Sealed)
+        /// v1.6: the robot's settings (`SettingsEndpoint`).
+        case settings(SettingsCall)
     }
+
+    /// The settings routes (docs/protocol.md v1.6), answered by `SettingsEndpoint`.
+    enum SettingsCall: Sendable, Equatable { case read, write }
 
     /// The sealed household's routes (docs/protocol.md v1.5), answered by `SealedEndpoint`.
     enum Sealed: Sendable, Equatable {
@@ -122,6 +127,7 @@ extension Route.Device {
         case .household: return "the household is managed with an app token"
         case .sealed(.putEpoch), .sealed(.pendingRosters): return "this call takes the robot's token"
         case .sealed: return "member keys and epochs take an app token"
+        case .settings: return "settings are written with an app token"
         case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
             return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
         }
@@ -204,6 +210,9 @@ enum Routes {
         Route(["GET"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.app, .sealed(.getEpoch))),
         Route(["POST"], Paths.devicePattern(.sealed, ["rosters"]), .token(.owner, .sealed(.proposeRoster))),
         Route(["GET"], Paths.devicePattern(.sealed, ["rosters"]), .token(.robot, .sealed(.pendingRosters))),
+        // The robot's settings (docs/protocol.md v1.6).
+        Route(["GET"], Paths.devicePattern(.settings), .token(.robotOrApp, .settings(.read))),
+        Route(["PUT"], Paths.devicePattern(.settings), .token(.app, .settings(.write))),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
         Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),

@@ -21,9 +21,11 @@ final class StoreSync {
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
     private let served: ServedDevices
+    private let settings: RobotSettings
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices, onReady: @escaping () -> Void) {
+         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices, settings: RobotSettings, onReady: @escaping () -> Void) {
+        self.settings = settings
         self.onReady = onReady
         self.served = served
         self.push = push
@@ -98,6 +100,8 @@ final class StoreSync {
             if let robot = hub.robot(of: device) {
                 hub.deliver(Payload(Array(#"{"type":"roster","#.utf8) + Array(signed.utf8.dropFirst())), to: robot)
             }
+        case .settingsChanged(let device, let versions):
+            settings.changed(device, versions)
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

@@ -25,6 +25,8 @@ final class ServedDevices {
     private let missionRuns: MissionRuns
     /// Told which followed devices are sealed (v1.5), and to forget one no longer followed.
     private let hub: DeviceHub?
+    /// Told the settings' versions of followed devices (v1.6), and to forget one no longer followed.
+    private let settings: RobotSettings?
     private let recentCapacity: Int
     /// Followed devices without a socket here, each with the number of its departure.
     private var recent: [DeviceID: UInt64] = [:]
@@ -38,7 +40,8 @@ final class ServedDevices {
     private var present = 0
 
     init(followed: FollowedDevices, push: PushCoordinator, missionRuns: MissionRuns, hub: DeviceHub? = nil,
-         recentCapacity: Int = ServedDevices.recentCapacity) {
+         settings: RobotSettings? = nil, recentCapacity: Int = ServedDevices.recentCapacity) {
+        self.settings = settings
         self.followed = followed
         self.push = push
         self.missionRuns = missionRuns
@@ -82,6 +85,7 @@ final class ServedDevices {
             push.changed(stored.device, stored.push)
             missionRuns.read(stored)
             if let epoch = stored.sealedEpoch { sealed(stored.device, epoch: epoch, announce: false) }
+            settings?.read(stored.device, stored.settings)
         }
     }
 
@@ -97,6 +101,7 @@ final class ServedDevices {
         push.forget(device)
         missionRuns.forget(device)
         hub?.setSealed(device, epoch: nil, announce: false)
+        settings?.forget(device)
     }
 }
 

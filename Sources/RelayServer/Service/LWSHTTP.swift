@@ -84,7 +84,8 @@ enum LWSHTTP {
             index += 1
         }
         for (name, token) in [("authorization", WSI_TOKEN_HTTP_AUTHORIZATION), ("x-forwarded-for", WSI_TOKEN_X_FORWARDED_FOR),
-                              ("upgrade", WSI_TOKEN_UPGRADE), ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH)] {
+                              ("upgrade", WSI_TOKEN_UPGRADE), ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH),
+                              ("if-match", WSI_TOKEN_HTTP_IF_MATCH)] {
             let size = Int(lws_hdr_total_length(wsi, token))
             guard size > 0, size < buffer.count, lws_hdr_copy(wsi, &buffer, Int32(buffer.count), token) >= 0 else { continue }
             head.headers.append((name, String(cBuffer: buffer)))

@@ -16,6 +16,8 @@ enum ServiceEvent: Sendable {
     case missionRun(MissionRunEvent)
     /// What APNs answered to a Live Activity request.
     case liveActivityOutcome(LiveActivityOutcome)
+    /// The robot's settings: a document read, a report not stored (v1.6).
+    case settings(SettingsEvent)
 }
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service

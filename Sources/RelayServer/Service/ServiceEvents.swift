@@ -11,13 +11,15 @@ final class ServiceEvents {
     private let cluster: ClusterCoordinator
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
+    private let settings: RobotSettings
     /// Re-reads the TLS certificate and key (SIGHUP; the loop's).
     private let reloadTLS: () -> Void
 
     init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, stop: StopSequence, store: StoreSync, database: DatabaseExchanges,
-         cluster: ClusterCoordinator, push: PushCoordinator, missionRuns: MissionRuns, reloadTLS: @escaping () -> Void) {
+         cluster: ClusterCoordinator, push: PushCoordinator, missionRuns: MissionRuns, settings: RobotSettings,
+         reloadTLS: @escaping () -> Void) {
         (self.env, self.mailbox, self.stop, self.store, self.database) = (env, mailbox, stop, store, database)
-        (self.cluster, self.push, self.missionRuns, self.reloadTLS) = (cluster, push, missionRuns, reloadTLS)
+        (self.cluster, self.push, self.missionRuns, self.settings, self.reloadTLS) = (cluster, push, missionRuns, settings, reloadTLS)
     }
 
     /// Every event posted since the last drain.
@@ -39,6 +41,7 @@ final class ServiceEvents {
         case .push(let pushEvent): push.handle(pushEvent)
         case .missionRun(let runEvent): missionRuns.handle(runEvent)
         case .liveActivityOutcome(let outcome): missionRuns.sender.handle(outcome)
+        case .settings(let settingsEvent): settings.handle(settingsEvent)
         }
     }
 }

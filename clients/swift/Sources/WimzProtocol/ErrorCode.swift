@@ -38,6 +38,12 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case sealedDevice = "sealed_device"
     /// v1.3: the caller's access level does not allow this (HTTP 403, or an app's command frame).
     case forbidden
+    /// v1.6: a settings write named a version that is no longer the desired one (412, with it).
+    case versionConflict = "version_conflict"
+    /// v1.6: a settings write without `If-Match` (428).
+    case preconditionRequired = "precondition_required"
+    /// v1.6: a settings document that is not a JSON object (400).
+    case invalidSettings = "invalid_settings"
     case lengthRequired = "length_required"
     case tooLarge = "too_large"
     case uriTooLong = "uri_too_long"
@@ -70,13 +76,15 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         switch self {
         case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
         case .wrongDevice, .wrongRole, .deviceDisabled, .forbidden: 403
-        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil: 400
+        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil, .invalidSettings: 400
         case .notFound, .invalidCode, .notInRoster: 404
         case .methodNotAllowed: 405
         case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner, .sealedDevice: 409
         case .lengthRequired: 411
+        case .versionConflict: 412
         case .tooLarge: 413
         case .uriTooLong: 414
+        case .preconditionRequired: 428
         case .headersTooLarge: 431
         case .rateLimited, .tooManyConnections, .tooManyRequests, .robotBusy: 429
         case .internalError: 500

@@ -104,6 +104,8 @@ public enum WimzProtocol {
             case liveActivity = "live-activity"
             /// v1.5: the sealed household's keys, epochs and rosters.
             case sealed
+            /// v1.6: the robot's settings, desired and reported.
+            case settings
             case pairingCodes = "pairing-codes"
             case appTokens = "app-tokens"
         }
@@ -131,6 +133,12 @@ public enum WimzProtocol {
         public static let httpRequest = "http_request"
         public static let httpResponse = "http_response"
         public static let httpBody = "http_body"
+        /// v1.6: the relay hands the robot the desired settings, the robot says what it applied,
+        /// apps hear that either changed, and that the household's timeline has new entries.
+        public static let settings = "settings"
+        public static let settingsApplied = "settings_applied"
+        public static let settingsChanged = "settings_changed"
+        public static let timeline = "timeline"
     }
 
     /// Relay-originated event names.
@@ -146,6 +154,7 @@ public enum WimzProtocol {
     public static let relayOnlyNames: [String] = [
         MessageType.httpRequest, MessageType.httpResponse, MessageType.httpBody, RelayEventName.deviceStatus,
         RelayEventName.appPresence, RelayEventName.turnCredentials, MessageType.error,
+        MessageType.settings, MessageType.settingsApplied, MessageType.settingsChanged, MessageType.timeline,
     ]
 
     /// Events the relay replays to apps that connect later, by default.
