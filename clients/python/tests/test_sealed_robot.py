@@ -60,11 +60,12 @@ def assert_marker_nowhere(marker: str, database, relay: RelayNode) -> None:
 
 
 @asynccontextmanager
-async def one_owner_household(relay_url: str, device: tuple[str, str, str], tmp_path: Path) -> AsyncIterator[tuple[RobotClient, Epoch]]:
+async def one_owner_household(relay_url: str, device: tuple[str, str, str], tmp_path: Path,
+                              owner: Identity | None = None) -> AsyncIterator[tuple[RobotClient, Epoch]]:
     """The robot library on a sealed device whose roster is its owner alone (epoch 1), and the
-    owner's epoch as its app opened it."""
+    owner's epoch as its app opened it. ``owner``: the owner's identity (a new one by default)."""
     device_id, robot_token, owner_token = device
-    owner = Identity.generate()
+    owner = owner or Identity.generate()
     base = f"{relay_url}/api/devices/{device_id}/sealed"
     assert hand_over_keys(base, owner_token, owner)[0] == 200
     sealed = SealedDevice(tmp_path / "seal", device_id)

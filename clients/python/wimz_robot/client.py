@@ -34,6 +34,7 @@ from .protocol import QUICK_RECONNECT_AFTER, REPLAYED_EVENTS, ROBOT_SOCKET_PATH,
 from .sealed.device import SealedDevice
 from .sealed.frames import Sender as FrameSender
 from .sealed.keeper import RosterKeeper
+from .settings import SettingsHandler, applied
 from .turn import TurnCredentials, TurnFetchError, fetch_turn_credentials, get_json
 
 log = logging.getLogger("wimz_robot")
@@ -128,6 +129,7 @@ class RobotClient:
         self._raw_handlers: list[RawHandler] = []
         self._state_handlers: list[StateHandler] = []
         self._credentials_handlers: list[CredentialsHandler] = []
+        self._settings_handler: SettingsHandler | None = None
         #: False: commands are not answered here but go to the message handlers like any other
         #: message (a bridge passes them on and relays the robot's own responses).
         self.answer_commands = answer_commands
@@ -220,6 +222,14 @@ class RobotClient:
             return handler
         return register
 
+    def settings(self, handler: SettingsHandler) -> SettingsHandler:
+        """Registers the handler of the robot's settings (docs/protocol.md v1.6; sync or async):
+        it gets the desired document when the robot connects and desired is newer than what it
+        reported, and on every change; it returns the document the robot now runs (None: as
+        asked), which the relay stores as reported (``wimz_robot.settings``)."""
+        self._settings_handler = handler
+        return handler
+
     def on_message(self, handler: MessageHandler) -> MessageHandler:
         """Registers a handler for every other JSON message from the apps (e.g. WebRTC signalling;
         on a sealed device the opened frames), with its ``sender`` when it has that parameter."""
@@ -286,10 +296,15 @@ class RobotClient:
         """The text that goes out for ``message``: on a sealed device a sealed frame (a
         ``lock_screen`` frame is the one the policy leaves in clear)."""
         if self.sealed is not None and self.is_sealed and message.get("type") != "lock_screen":
-            if self._sealer is None:
-                self._sealer = self.sealed.sender()
-            message = self.sealed.seal(self._sealer, message)
+            message = self.sealed.seal(self._connection_sealer(), message)
         return json.dumps(message, separators=(",", ":"))
+
+    def _connection_sealer(self) -> FrameSender:
+        """This connection's sealing (a fresh sid per connection)."""
+        assert self.sealed is not None
+        if self._sealer is None:
+            self._sealer = self.sealed.sender()
+        return self._sealer
 
     async def accept_roster(self, signed: dict[str, Any]) -> int:
         """Accepts the household's next roster (v1.5): verified against the pinned first owner
@@ -508,6 +523,9 @@ class RobotClient:
             if self._rosters is not None and parsed.get("type") == "roster":
                 await _guarded(self._rosters.accept_frame(parsed))
                 continue
+            if parsed.get("type") == "settings":
+                await _guarded(self._apply_settings(parsed))
+                continue
             if self.sealed is not None and self.is_sealed:
                 if parsed.get("type") == "sealed":
                     inner = self.sealed.open(parsed)
@@ -525,6 +543,16 @@ class RobotClient:
                 continue
             for handler in self._message_handlers:
                 await _guarded(_call_with_sender(handler, parsed, sender or Sender.of(parsed)))
+
+    async def _apply_settings(self, frame: dict[str, Any]) -> None:
+        """The relay's desired settings, through the handler; what it runs goes back as
+        ``settings_applied`` (its envelope in clear: the relay stores it)."""
+        if self._settings_handler is None:
+            log.warning("settings version %s arrived and no @client.settings handler is registered", frame.get("version"))
+            return
+        answer = await applied(frame, self._settings_handler, self.sealed, self._connection_sealer, _call)
+        if answer is not None and not await self._send_text(json.dumps(answer, separators=(",", ":"))):
+            log.warning("settings_applied %s lost: not connected (the relay sends desired again)", answer["version"])
 
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -16,7 +16,7 @@ from typing import Any
 from ..protocol import RELAY_EVENTS
 from .departures import verify_chain
 from .epoch import Epoch, new_epoch, upload_body
-from .frames import KINDS, Opened, Rejected, RobotOpener, Sender
+from .frames import KINDS, SETTINGS_KIND, Opened, Rejected, RobotOpener, Sender
 from .keys import Identity, PublicKeys, b64decode, b64encode
 from .roster import Roster, RosterRejected, SignedRoster, verify_next
 
@@ -52,6 +52,8 @@ class SealedDevice:
         self.departures: list[SignedRoster] = []
         #: Frames (and rosters, as ``roster``) refused since start, by reason (each one is also logged).
         self.rejected: dict[str, int] = {}
+        #: The desired settings version last applied (v1.6): a sealed document applies only above it.
+        self.settings_version = 0
         self._load()
 
     @property
@@ -176,6 +178,43 @@ class SealedDevice:
             self._count("malformed", f"sealed content: {error}")
         return None
 
+    def open_settings(self, envelope: dict[str, Any]) -> dict[str, Any] | None:
+        """The document inside a relay's ``{"type":"settings","version":V,"doc":SEALED}`` (v1.6),
+        or None (counted and logged): it opens (any age, either epoch held), its plaintext is
+        ``{"type":"settings","version":V,"doc":{…}}`` with V the envelope's, and V is above the
+        version last applied (an old document is never applied as a new one)."""
+        version = envelope.get("version")
+        try:
+            opened = self.opener.open_settings(envelope.get("doc"))  # type: ignore[arg-type]
+            inner = json.loads(opened.plaintext)
+        except Rejected as refusal:
+            self._count(refusal.reason.value, f"settings: {refusal}")
+            return None
+        except ValueError as error:
+            self._count("malformed", f"sealed settings: {error}")
+            return None
+        if not isinstance(inner, dict) or inner.get("type") != "settings" or not isinstance(inner.get("doc"), dict):
+            self._count("malformed", "sealed settings are not a settings frame")
+            return None
+        if inner.get("version") != version or not isinstance(version, int) or version <= self.settings_version:
+            self._count("replayed", f"settings version {inner.get('version')!r} under envelope {version!r}, last applied {self.settings_version}")
+            return None
+        doc: dict[str, Any] = inner["doc"]
+        return doc
+
+    def applied_settings(self, sender: Sender, version: int, doc: dict[str, Any]) -> dict[str, Any]:
+        """The robot's ``settings_applied`` for a sealed device: its envelope in clear for the relay,
+        the document sealed (kind ``settings``); ``version`` is remembered as applied."""
+        epoch = self.opener.current
+        if epoch is None:
+            raise RuntimeError("not sealed")
+        if version > self.settings_version:
+            self.settings_version = version
+            self._save()
+        inner = {"type": "settings_applied", "version": version, "doc": doc}
+        sealed = sender.seal(epoch, json.dumps(inner, separators=(",", ":")).encode(), SETTINGS_KIND)
+        return {"type": "settings_applied", "version": version, "doc": sealed}
+
     def reads_unsealed(self, message: dict[str, Any]) -> bool:
         """Whether a sealed robot reads this unsealed frame: the relay's own events and the
         seal's bookkeeping only. Anything else would let a relay speak for an app."""
@@ -206,13 +245,14 @@ class SealedDevice:
         if state.get("signed"):
             self.signed = SignedRoster.from_json(state["signed"])
         self.departures = [SignedRoster.from_json(item) for item in state.get("departures", [])]
+        self.settings_version = int(state.get("settings_version", 0))
 
     def _save(self) -> None:
         epochs = [epoch for epoch in (self.opener.previous, self.opener.current) if epoch is not None]
         state = {"first_owner": self.first_owner.to_json() if self.first_owner else None,
                  "epochs": [{"roster": b64encode(e.roster.raw), "secret": e.secret.hex()} for e in epochs],
                  "signed": self.signed.to_json() if self.signed else None,
-                 "departures": [signed.to_json() for signed in self.departures]}
+                 "departures": [signed.to_json() for signed in self.departures], "settings_version": self.settings_version}
         temporary = self.directory / "state.json.new"
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as file:

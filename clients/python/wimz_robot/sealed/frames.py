@@ -24,7 +24,9 @@ from .keys import Identity, b64decode, b64encode
 from .roster import Member
 
 #: What the relay may read of a frame: a robot event it pushes or replays, or none.
-KINDS: frozenset[str] = (PUSH_KINDS - {"robot_offline"}) | REPLAYED_EVENTS
+#: The kind of a sealed settings document (v1.6), both ways.
+SETTINGS_KIND = "settings"
+KINDS: frozenset[str] = (PUSH_KINDS - {"robot_offline"}) | REPLAYED_EVENTS | {SETTINGS_KIND}
 #: ``ts`` within this much of the robot's clock (ms).
 CLOCK_WINDOW_MS = 120_000
 #: The previous epoch's frames are opened this long after a new one is announced (s).
@@ -173,6 +175,30 @@ class RobotOpener:
         except InvalidTag:
             raise Rejected(Reason.TAMPERED, "the AEAD does not open") from None
         self._seen[(kid, sid)] = _Seen(n, now)
+        return Opened(member, plaintext, number, ts, kind)
+
+    def open_settings(self, frame: dict[str, Any], now_ms: int | None = None) -> Opened:
+        """A sealed settings document (v1.6), which waits at the relay while the robot is away: it
+        opens at any age with either epoch the robot holds (no ``ts`` window, no grace), from a
+        member of that roster not past ``until``, of kind ``settings``, signature and AEAD checked.
+        Its replay check is the caller's: the version inside, above the one last applied."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        number, kid, sid, n, ts, kind, ct, sig = _parse(frame)
+        if kind != SETTINGS_KIND:
+            raise Rejected(Reason.MALFORMED, f"kind {kind!r} is not settings")
+        epoch = next((e for e in (self.current, self.previous) if e is not None and e.number == number), None)
+        if epoch is None:
+            raise Rejected(Reason.UNKNOWN_EPOCH, str(number))
+        member = epoch.roster.member(kid)
+        if member is None or not member.active(now_ms):
+            raise Rejected(Reason.NOT_MEMBER, kid)
+        aad = associated_data(self.device_id, number, kid, sid, n, ts, kind)
+        if not member.keys.verifies(sig, aad + ct):
+            raise Rejected(Reason.TAMPERED, "the signature does not verify")
+        try:
+            plaintext = ChaCha20Poly1305(frame_key(epoch.secret, b64decode(sid), self.device_id, kid)).decrypt(frame_nonce(n), ct, aad)
+        except InvalidTag:
+            raise Rejected(Reason.TAMPERED, "the AEAD does not open") from None
         return Opened(member, plaintext, number, ts, kind)
 
     def _epoch(self, number: int, now: float) -> Epoch:
