@@ -35,6 +35,8 @@ struct AppDemo: AsyncParsableCommand {
     @Option(help: "Remove the member with this token_id (owners): its sockets close and its video is cut; then exit.") var remove: Int64?
     @Option(help: "The robot's own API on the LAN, e.g. http://192.168.1.20:8000 (--api-check: direct when it answers a probe, else the relay).") var direct: String?
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
+    @Flag(name: .customLong("settings"), help: "Print the robot's settings (desired, reported, pending) as JSON, then exit.") var showSettings = false
+    @Option(help: "Merge this JSON object into the robot's desired settings (read, merged, written; again on a conflict), print what was written, then exit.") var set: String?
     @OptionGroup(title: "Sealed household (v1.5)") var sealed: SealedOptions
 
     func run() async throws {
@@ -66,6 +68,7 @@ struct AppDemo: AsyncParsableCommand {
         if configuration.sealed != nil { _ = try? await client.refreshSealedEpoch() }  // a newer epoch than the ones kept
         if try await HouseholdCommands.run(self, client: client) { return }
         if try await LiveActivityCommands.run(self, client: client) { return }
+        if try await SettingsCommands.run(self, client: client) { return }
         if state {
             print(StateLine(try await client.lastKnownState()).text)
             return
@@ -159,6 +162,7 @@ struct Screen {
     var lockScreen: MissionActivityAttributes.ContentState?
     var fraction: Double?
     var turn = "-"
+    var settings = "-"
     var last = "-"
     private var lastLine = ""
 
@@ -193,6 +197,8 @@ struct Screen {
         case .message(let raw): last = String(raw.prefix(60))
         case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
         case .sealedFrameRejected(let why): last = "sealed frame dropped: \(why)"
+        case .settingsChanged(let desired, let reported):
+            settings = "desired v\(desired.map(String.init) ?? "–"), robot runs v\(reported.map(String.init) ?? "–")"
         }
     }
 
@@ -229,9 +235,10 @@ struct Screen {
             print("mission: \(mission)")
             print("         \(bar)")
             print("TURN:    \(turn)")
+            print("settings: \(settings)")
             print("last:    \(last)")
         } else {
-            let line = "relay=\(connection) you=\(you) robot=\(online) mode=\(mode) mission=\(mission) \(bar) turn=\(turn) last=\(last)"
+            let line = "relay=\(connection) you=\(you) robot=\(online) mode=\(mode) mission=\(mission) \(bar) turn=\(turn) settings=\(settings) last=\(last)"
             if line != lastLine { print(line) }
             lastLine = line
         }

@@ -19,6 +19,9 @@ public enum RelayEvent: Sendable, Equatable {
     /// A frame of a sealed device dropped unread (v1.5): changed on the way, replayed, of an
     /// epoch this app does not hold, not from the robot, or unsealed where only sealed ones count.
     case sealedFrameRejected(FrameRejection)
+    /// The robot's settings changed (v1.6): the desired version and the one the robot reported
+    /// (nil: none yet). Read them with ``RelayClient/settings()``.
+    case settingsChanged(desiredVersion: Int64?, reportedVersion: Int64?)
 }
 
 /// One event message: its name, its `data` object, the robot's timestamp and the message as
@@ -95,6 +98,11 @@ extension RelayEvent {
     /// Reads a message from the relay that does not answer a command: an event, typed where this
     /// library has a model, or anything else as `.message`.
     init(message: JSON, raw text: String) {
+        if message["type"]?.stringValue == WimzProtocol.MessageType.settingsChanged {
+            self = .settingsChanged(desiredVersion: message["desired_version"]?.int64Value,
+                                    reportedVersion: message["reported_version"]?.int64Value)
+            return
+        }
         guard message["type"]?.stringValue == "event" else {
             self = .message(raw: text)
             return

@@ -30,6 +30,9 @@ public final class RelayConnectionModel {
     public private(set) var lastResumeRecovered: Bool?
     /// When the robot was last connected, from the relay's last-known state (nil while unknown).
     public private(set) var lastSeen: Date?
+    /// The robot's settings as last announced (v1.6): the desired version and the one the robot
+    /// runs; a settings screen reads them again (``RelayClient/settings()``) when they change.
+    public private(set) var settingsVersions: (desired: Int64?, reported: Int64?)?
 
     /// The guide's Must-Have: the mode selector is disabled while the mode is locked.
     public var isModeSelectorEnabled: Bool { mode?.locked != true }
@@ -69,6 +72,7 @@ public final class RelayConnectionModel {
             if !status.online, let since = status.since { lastSeen = since }
             if let recovered = status.recovered { lastResumeRecovered = recovered }
         case .event(let message): apply(RobotEvent(message))
+        case .settingsChanged(let desired, let reported): settingsVersions = (desired, reported)
         case .message, .binary, .sealedFrameRejected: break
         }
     }
