@@ -22,6 +22,8 @@ final class RelayComponents {
     let sealed: SealedEndpoint
     let settings: SettingsEndpoint
     let robotSettings: RobotSettings
+    let timeline: TimelineEndpoint
+    let timelineRecorder: TimelineRecorder
     let webSocket: WebSocketEndpoint
     let stop: StopSequence
     let store: StoreSync
@@ -66,26 +68,29 @@ final class RelayComponents {
         missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
                                   sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
         robotSettings = RobotSettings(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
+        timelineRecorder = TimelineRecorder(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
         served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub, settings: robotSettings)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)
         settings = SettingsEndpoint(env: env, authenticator: authenticator, database: database)
+        timeline = TimelineEndpoint(env: env, authenticator: authenticator, database: database)
         heads = RequestHeads(listener: gateListener)
         webSocket = WebSocketEndpoint(env: env, hub: hub, authenticator: authenticator, turn: turn, robotHTTP: robotHTTP, heads: heads,
                                       io: webSocketIO, stop: stop, onAppAttached: { [unowned push] in push.appConnected($0) })
         store = StoreSync(env: env, hub: hub, authenticator: authenticator, turn: turn, webSocket: webSocket, push: push,
-                          missionRuns: missionRuns, served: served, settings: robotSettings, onReady: hooks.ready)
+                          missionRuns: missionRuns, served: served, settings: robotSettings,
+                          timeline: timelineRecorder, onReady: hooks.ready)
         let lingering = GateLingering(largestBody: Route.BodyLimit.largest(env.configuration))
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn, lingering,
-                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, robotSettings, store, stop, env.audit.writer,
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, robotSettings, timelineRecorder, store, stop, env.audit.writer,
                                                   workers.monitor, workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,
                                                   push: PushEndpoint(env: env, authenticator: authenticator, database: database, push: push),
                                                   liveActivity: LiveActivityEndpoint(authenticator: authenticator, database: database, push: push),
-                                                  household: household, sealed: sealed, settings: settings, database: database,
+                                                  household: household, sealed: sealed, settings: settings, timeline: timeline, database: database,
                                                   cluster: cluster))
         let gateRequests = GateRequests(env: env, router: router, authenticator: authenticator, database: database, robotHTTP: robotHTTP)
         self.gateRequests = gateRequests
@@ -94,11 +99,11 @@ final class RelayComponents {
                      deferredTimeoutSeconds: Int32(max(30, env.configuration.robotHTTPTimeoutSeconds.rounded(.up) + 5)))
         }
         events = ServiceEvents(env: env, mailbox: mailbox, stop: stop, store: store, database: database, cluster: cluster, push: push,
-                               missionRuns: missionRuns, settings: robotSettings, reloadTLS: reloadTLS)
+                               missionRuns: missionRuns, settings: robotSettings, timeline: timelineRecorder, reloadTLS: reloadTLS)
         dispatch = LWSDispatch(env: env, heads: heads, router: router, database: database, robotHTTP: robotHTTP, webSocket: webSocket,
                                gate: gate, events: events, acceptedTCP: lwsAcceptedTCP)
         hubReports = HubReports(env: env, cluster: cluster, served: served, missionRuns: missionRuns, robotHTTP: robotHTTP, push: push,
-                                settings: robotSettings)
+                                settings: robotSettings, timeline: timelineRecorder)
         // The one link made after construction: the hub reports to components that are built on
         // the hub (each of them holds it), so one of the two must be told of the other later.
         hub.observer = hubReports
@@ -139,6 +144,7 @@ final class RelayComponents {
     func tickCluster() {
         stop.tick(now: env.clock.monotonic())
         cluster.flush()
+        timelineRecorder.tick(now: env.clock.monotonic())
     }
 }
 
@@ -151,11 +157,12 @@ final class HubReports: DeviceHubObserver {
     private let robotHTTP: RobotHTTPEndpoint
     private let push: PushCoordinator
     private let settings: RobotSettings
+    private let timeline: TimelineRecorder
 
     init(env: RelayEnvironment, cluster: ClusterCoordinator, served: ServedDevices, missionRuns: MissionRuns,
-         robotHTTP: RobotHTTPEndpoint, push: PushCoordinator, settings: RobotSettings) {
+         robotHTTP: RobotHTTPEndpoint, push: PushCoordinator, settings: RobotSettings, timeline: TimelineRecorder) {
         (self.env, self.cluster, self.served, self.missionRuns, self.robotHTTP, self.push) = (env, cluster, served, missionRuns, robotHTTP, push)
-        self.settings = settings
+        (self.settings, self.timeline) = (settings, timeline)
     }
 
     func hubDropped(_ reason: DropReason) { env.counters.drops[reason, default: 0] += 1 }
@@ -169,8 +176,10 @@ final class HubReports: DeviceHubObserver {
         cluster.presenceChanged(device, robotLeftAt: robotLeftAt)
         missionRuns.presenceChanged(device, robotLeftAt: robotLeftAt)
         settings.presenceChanged(device)
+        timeline.presenceChanged(device, robotLeftAt: robotLeftAt)
     }
     func hubSettingsApplied(_ device: DeviceID, _ frame: Payload) { settings.applied(device, frame) }
+    func hubTimelineEntry(_ device: DeviceID, name: [UInt8], _ frame: Payload) { timeline.robotFrame(device, name: name, frame) }
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) { missionRuns.signal(device, signal) }
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {

@@ -70,6 +70,8 @@ public struct DeviceRepository {
                 UPDATE devices SET disabled_at = CASE WHEN \(disabled)::boolean THEN now() ELSE NULL END
                 WHERE id = \(id) RETURNING \(DeviceRepository.columns)
                 """)
+            // A disabled device's timeline goes with it (v1.6); its numbers go on if it comes back.
+            if disabled { try TimelineRepository(db).eraseWithin(device: id) }
             try AuditRepository(db).append([
                 AuditRepository.event(disabled ? .deviceDisabled : .deviceEnabled, at: db.clock.wall(),
                                       actor: actor, deviceID: id.rawValue),

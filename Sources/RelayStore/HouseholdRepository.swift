@@ -144,6 +144,7 @@ public struct HouseholdRepository {
             try audit(.memberChanged, device: device, tokenID: tokenID, actor: actor, address: address,
                       details: [("before", .object(current.memberFields(labelled: true))),
                                 ("after", .object(updated.memberFields(labelled: true)))])
+            try TimelineRepository(db).householdChange("member_changed", device: device, member: updated)
             return updated
         }
     }
@@ -161,6 +162,7 @@ public struct HouseholdRepository {
             try db.execute("UPDATE tokens SET revoked_at = now() WHERE id = \(tokenID)")
             try audit(.memberRemoved, device: device, tokenID: tokenID, actor: actor, address: address,
                       details: [("member", .object(current.memberFields(labelled: true)))])
+            try TimelineRepository(db).householdChange("member_left", device: device, member: current)
         }
     }
 

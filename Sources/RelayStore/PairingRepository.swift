@@ -100,6 +100,7 @@ public struct PairingRepository {
                                       actor: "relay", deviceID: device.rawValue,
                                       tokenID: issued.record.id, remoteAddress: address, details: .object(details)),
             ])
+            try TimelineRepository(db).householdChange("member_joined", device: device, member: issued.record)
             return .paired(device: device, token: issued)
         }
     }

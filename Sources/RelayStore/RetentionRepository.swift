@@ -73,9 +73,16 @@ public struct RetentionRepository {
     public func tableSizes() throws -> [TableSize] {
         try db.execute(
             """
-            SELECT c.relname, pg_total_relation_size(c.oid) AS bytes, GREATEST(c.reltuples, 0)::bigint AS estimated_rows
+            SELECT c.relname,
+                   CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0) FROM pg_inherits i
+                                                   WHERE i.inhparent = c.oid)
+                        ELSE pg_total_relation_size(c.oid) END::bigint AS bytes,
+                   CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(sum(GREATEST(p.reltuples, 0)), 0) FROM pg_inherits i
+                                                   JOIN pg_class p ON p.oid = i.inhrelid WHERE i.inhparent = c.oid)
+                        ELSE GREATEST(c.reltuples, 0) END::bigint AS estimated_rows
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()
+            -- A partitioned table counts as one, its partitions summed (a day's partition is not a table of its own here).
+            WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = current_schema()
             ORDER BY c.relname
             """).records.map { row in
             TableSize(table: try row.string("relname"), bytes: try row.int64("bytes"), rows: try row.int64("estimated_rows"))

@@ -132,6 +132,7 @@ public struct SealedRepository {
                 RETURNING t.id, k.kid
                 """).records.map { row in (try row.int64("id"), try row.string("kid")) }
             let now = db.clock.wall()
+            try rosterEntry(device: device, epoch: upload.epoch, members: upload.packages.map(\.kid), at: now)
             try AuditRepository(db).append([
                 AuditRepository.event(.sealedEpochAdded, at: now, actor: "robot", deviceID: device.rawValue, tokenID: nil,
                                       remoteAddress: address,
@@ -143,6 +144,18 @@ public struct SealedRepository {
             })
             return removed.map(\.0)
         }
+    }
+
+    /// The timeline's `roster` entry of a new epoch (v1.6): `{"epoch":E,"in":[KID…],"out":[KID…]}`
+    /// against the previous epoch's members (all in for epoch 1), by their packages' KIDs.
+    private func rosterEntry(device: DeviceID, epoch: Int, members: [String], at: UnixTime) throws {
+        let previous = Set(try db.execute(
+            "SELECT kid FROM sealed_packages WHERE device_id = \(device) AND epoch = \(epoch)::int - 1").records.map { try $0.string("kid") })
+        let current = Set(members)
+        let data = JSONValue.object([("epoch", .int(Int64(epoch))), ("in", .array(current.subtracting(previous).sorted().map(JSONValue.string))),
+                                     ("out", .array(previous.subtracting(current).sorted().map(JSONValue.string)))])
+        let message = JSONValue.object([("type", "event"), ("event", "roster"), ("data", data)])
+        try TimelineRepository(db).appendWithin([.init(device: device, at: at, source: .relay, event: "roster", message: message.encoded)])
     }
 
     /// Stores an owner's signed roster for the robot (`signed`: the envelope's JSON text, checked by

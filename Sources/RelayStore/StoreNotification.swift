@@ -15,6 +15,7 @@ import RelayCore
 /// | `wimz_credentials` | `sealed:<device id> <epoch>`     |
 /// | `wimz_credentials` | `roster:<device id> <id>`        |
 /// | `wimz_credentials` | `settings:<device id> <desired> <reported or ->` |
+/// | `wimz_credentials` | `timeline:<device id> <newest> <newest for guests or ->` |
 /// | `wimz_cluster`     | `claim <node> <device> <device>…`|
 /// | `wimz_cluster`     | `handoff <to-node>`              |
 public enum StoreNotification: Equatable, Sendable {
@@ -36,6 +37,9 @@ public enum StoreNotification: Equatable, Sendable {
     case rosterProposed(DeviceID, id: Int64)
     /// The device's settings changed (migrations/0017): its versions now.
     case settings(DeviceID, SettingsVersions)
+    /// Entries of the device's timeline were stored (v1.6): the newest one's number, and the
+    /// newest a guest may see (nil: none of these).
+    case timeline(DeviceID, newest: Int64, newestForGuests: Int64?)
     /// `node` accepted the first socket of `devices`: other nodes close theirs.
     case claim(node: String, devices: [DeviceID])
     /// Handoffs are waiting in `device_handoffs` for `toNode`.
@@ -47,7 +51,7 @@ public enum StoreNotification: Equatable, Sendable {
     /// The channel this notification is sent on.
     public var channel: String {
         switch self {
-        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch, .rosterProposed, .settings: return Self.credentialsChannel
+        case .token, .device, .turnSecret, .push, .liveActivity, .runEnded, .sealedEpoch, .rosterProposed, .settings, .timeline: return Self.credentialsChannel
         case .claim, .handoff: return Self.clusterChannel
         }
     }
@@ -65,6 +69,8 @@ public enum StoreNotification: Equatable, Sendable {
         case .rosterProposed(let device, let id): return "roster:\(device.rawValue) \(id)"
         case .settings(let device, let versions):
             return "settings:\(device.rawValue) \(versions.desired) \(versions.reported.map(String.init) ?? "-")"
+        case .timeline(let device, let newest, let guests):
+            return "timeline:\(device.rawValue) \(newest) \(guests.map(String.init) ?? "-")"
         case .claim(let node, let devices): return (["claim", node] + devices.map(\.rawValue)).joined(separator: " ")
         case .handoff(let node): return "handoff \(node)"
         }
@@ -87,12 +93,13 @@ public enum StoreNotification: Equatable, Sendable {
                 let words = parts[1].split(separator: " ")
                 guard words.count == 2, let device = DeviceID(String(words[0])), let number = Int64(words[1]) else { return nil }
                 self = parts[0] == "sealed" ? .sealedEpoch(device, epoch: Int(number)) : .rosterProposed(device, id: number)
-            case "settings":
+            case "settings", "timeline":
                 let words = parts[1].split(separator: " ")
-                guard words.count == 3, let device = DeviceID(String(words[0])), let desired = Int64(words[1]) else { return nil }
-                let reported = Int64(words[2])
-                guard reported != nil || words[2] == "-" else { return nil }
-                self = .settings(device, SettingsVersions(desired: desired, reported: reported))
+                guard words.count == 3, let device = DeviceID(String(words[0])), let first = Int64(words[1]) else { return nil }
+                let second = Int64(words[2])
+                guard second != nil || words[2] == "-" else { return nil }
+                self = parts[0] == "settings" ? .settings(device, SettingsVersions(desired: first, reported: second))
+                    : .timeline(device, newest: first, newestForGuests: second)
             default: return nil
             }
         case Self.clusterChannel:

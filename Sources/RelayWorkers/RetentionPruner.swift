@@ -22,6 +22,9 @@ public final class RetentionPruner: ThreadWork {
         public var batch = 5_000
         /// Seconds between two batches of a round.
         public var pause = 0.05
+        /// A device's timeline retention unless its owner chose another (v1.6): what its day
+        /// partitions are pruned by (`TimelinePartitions`).
+        public var timelineDays = 30
 
         public init(days: [Table: Int], interval: Double) {
             self.days = days.filter { $0.value > 0 }
@@ -44,6 +47,7 @@ public final class RetentionPruner: ThreadWork {
                 }
             })
             self.init(days: days, interval: configuration.retentionIntervalSeconds)
+            timelineDays = configuration.timelineDays
         }
     }
 
@@ -57,6 +61,8 @@ public final class RetentionPruner: ThreadWork {
         public var errors = 0
         /// Every table's size as last read.
         public var sizes: [RetentionRepository.TableSize] = []
+        /// The timeline's day partitions dropped by this node (v1.6).
+        public var partitionsDropped = 0
     }
 
     private let policy: Policy
@@ -89,6 +95,9 @@ public final class RetentionPruner: ThreadWork {
             return (first, !first)
         }
         do {
+            // The timeline's next days' partitions, at start and every round (made ahead: a row no
+            // day partition covers would wait in the default one).
+            if first || due { _ = try worker.perform { try TimelinePartitions($0).makePartitions(now: $0.clock.wall()) } }
             if due { try prune(on: thread) }
             if first || due {
                 let sizes = try worker.perform { try RetentionRepository($0).tableSizes() }
@@ -107,7 +116,6 @@ public final class RetentionPruner: ThreadWork {
     /// One round under the cluster's lock: each table's old rows, a batch at a time, until a
     /// batch comes back short or the relay stops.
     private func prune(on thread: DatabaseThread) throws {
-        guard !policy.days.isEmpty else { return }
         guard try worker.perform({ try RetentionRepository($0).tryLock() }) else {
             log.debug("retention_skipped", metadata: ["reason": "another node is pruning"])
             return
@@ -126,10 +134,33 @@ public final class RetentionPruner: ThreadWork {
                 thread.wait(milliseconds: Int32(policy.pause * 1000))
             }
         }
+        deleted["timeline_entries"] = try pruneTimeline(on: thread)
         counts.withLock { $0.rounds += 1 }
         guard deleted.values.contains(where: { $0 > 0 }) else { return }
         var metadata: Logger.Metadata = ["ms": .stringConvertible((MonotonicClock.nanoseconds() - started) / 1_000_000)]
         for (table, n) in deleted where n > 0 { metadata[table] = .stringConvertible(n) }
         log.info("retention_pruned", metadata: metadata)
+    }
+
+    /// The timeline's old entries: whole day partitions past every device's retention, else the
+    /// rows past their device's, a batch at a time. Rows deleted (a dropped partition's not counted).
+    private func pruneTimeline(on thread: DatabaseThread) throws -> Int {
+        let policy = self.policy
+        var deleted = 0
+        while thread.isRunning {
+            let step = try worker.perform { try TimelinePartitions($0).pruneStep(now: $0.clock.wall(), defaultDays: policy.timelineDays,
+                                                                                 limit: policy.batch) }
+            switch step {
+            case .nothing: return deleted
+            case .dropped(let partition):
+                counts.withLock { $0.partitionsDropped += 1 }
+                log.info("timeline_partition_dropped", metadata: ["partition": "\(partition)"])
+            case .deleted(let n):
+                deleted += n
+                counts.withLock { $0.deleted["timeline_entries", default: 0] += n }
+            }
+            thread.wait(milliseconds: Int32(policy.pause * 1000))
+        }
+        return deleted
     }
 }

@@ -59,6 +59,8 @@ public enum StoreEvent: Sendable {
     case rosterProposed(DeviceID, signed: String)
     /// A followed device's settings changed (v1.6): its versions now.
     case settingsChanged(DeviceID, SettingsVersions)
+    /// A followed device's timeline has new entries (v1.6).
+    case timelineStored(DeviceID, newest: Int64, newestForGuests: Int64?)
 }
 
 /// A database thread that checks reachability and schema every second, answers the relay's
@@ -155,6 +157,8 @@ public final class StoreMonitor: DatabaseWork {
                 if let signed = try SealedRepository(db).proposedRoster(id: id) { onEvent(.rosterProposed(device, signed: signed)) }
             case .settings(let device, let versions)? where devices.isFollowed(device):
                 onEvent(.settingsChanged(device, versions))
+            case .timeline(let device, let newest, let guests)? where devices.isFollowed(device):
+                onEvent(.timelineStored(device, newest: newest, newestForGuests: guests))
             default:
                 continue
             }

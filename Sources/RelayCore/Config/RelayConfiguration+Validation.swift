@@ -11,6 +11,9 @@ extension RelayConfiguration {
         if tcpUserTimeoutSeconds > 0, Double(tcpUserTimeoutSeconds) < tcpRetransmitCapSeconds {
             throw ConfigurationError("WIMZ_TCP_USER_TIMEOUT (\(tcpUserTimeoutSeconds) s) must be 0 or at least WIMZ_TCP_RTO_MAX (\(tcpRetransmitCapSeconds) s): one retransmission must fit in it")
         }
+        guard timelineDays <= timelineMaxDays else {
+            throw ConfigurationError("WIMZ_TIMELINE_DAYS (\(timelineDays)) must be at most WIMZ_TIMELINE_MAX_DAYS (\(timelineMaxDays))")
+        }
         guard turnTTLMin <= turnTTLMax else { throw ConfigurationError("TURN TTL range must satisfy 1 <= min <= max") }
         guard !turnUsernameSeparator.isEmpty,
               turnUsernameSeparator.allSatisfy({ !$0.isWhitespace && $0 != "\"" && !$0.isLetter && !$0.isNumber }) else {

@@ -159,6 +159,10 @@ public struct RelayConfiguration: Sendable {
     public var turnCutRetentionDays = 30
     /// Seconds between pruning rounds (`WIMZ_RETENTION_INTERVAL`).
     public var retentionIntervalSeconds = 300.0
+    /// A device's timeline retention unless its owner chose another (`WIMZ_TIMELINE_DAYS`, v1.6).
+    public var timelineDays = 30
+    /// The longest retention an owner may choose (`WIMZ_TIMELINE_MAX_DAYS`).
+    public var timelineMaxDays = 365
 
     /// Where audit events go when the database is unreachable at shutdown (`WIMZ_SPOOL_DIR`).
     public var spoolDirectory = "./var/spool"

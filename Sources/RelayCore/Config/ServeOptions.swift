@@ -206,6 +206,10 @@ public enum ServeOptions {
              "Days a finished TURN cut (a removal's) is kept (0: for ever; at least 2 days while the expiry scan may look at it)."),
         .number("WIMZ_RETENTION_INTERVAL", "retention-interval", .retention, \.retentionIntervalSeconds, .from(1, to: 86_400),
                 "Seconds between pruning rounds (and table size readings for /metrics): frequent rounds keep each one small."),
+        .int("WIMZ_TIMELINE_DAYS", "timeline-days", .retention, \.timelineDays, .from(1, to: 36_500),
+             "Days a device's timeline keeps its entries unless its owner chose another (v1.6)."),
+        .int("WIMZ_TIMELINE_MAX_DAYS", "timeline-max-days", .retention, \.timelineMaxDays, .from(1, to: 36_500),
+             "The longest timeline retention an owner may choose: whole day partitions go once past it."),
     ]
 
     /// The option named `env`.

@@ -397,6 +397,7 @@ public final class DeviceHub {
         if device.missionWatched, let signal = payload.withBytes({ missionSignal($0, envelope) }) {
             observer?.hubMissionSignal(device.id, signal)
         }
+        if let kept = payload.withBytes({ TimelineRules.keptName($0, envelope) }) { observer?.hubTimelineEntry(device.id, name: kept, payload) }
         if envelope.kind == .event || envelope.kind == .sealed, let name = envelope.eventName,
            let index = payload.withBytes({ replayIndex(of: $0, name) }) {
             device.prepareReplay(replayNames.count)

@@ -44,6 +44,10 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case sealedRosterProposed = "sealed_roster_proposed"
     /// v1.6: a member wrote the robot's desired settings (`details.version`, `bytes`; the token is who).
     case settingsChanged = "settings_changed"
+    /// v1.6: an owner set the device's timeline retention (`details.days`).
+    case timelineSettingsChanged = "timeline_settings_changed"
+    /// v1.6: an owner erased the device's timeline (`details.entries`).
+    case timelineErased = "timeline_erased"
 }
 
 /// One audit log entry. `id` is a UUID chosen by the writer, so a replay of the same event

@@ -72,6 +72,11 @@ public enum RelayMessages {
         return Payload(out)
     }
 
+    /// `{"type":"timeline","newest":ID}`: entries of the device's timeline were stored (v1.6).
+    public static func timeline(newest id: String) -> Payload {
+        Payload(Array(#"{"type":"timeline","newest":""#.utf8) + Array(id.utf8) + Array(#""}"#.utf8))
+    }
+
     /// `{"type":"settings_changed","desired_version":V,"reported_version":W}` for the apps (v1.6):
     /// a version the device lacks is null.
     public static func settingsChanged(desired: Int64?, reported: Int64?) -> Payload {

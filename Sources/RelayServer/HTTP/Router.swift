@@ -20,6 +20,7 @@ final class Router {
         var household: HouseholdEndpoint
         var sealed: SealedEndpoint
         var settings: SettingsEndpoint
+        var timeline: TimelineEndpoint
         var database: DatabaseExchanges
         var cluster: ClusterCoordinator
     }
@@ -198,6 +199,7 @@ final class Router {
         case .sealed(let call): return h.sealed.handle(request, call, entry: entry, epoch: parameters["epoch"], body: body)
         case .settings(.read): return h.settings.read(request, device: device)
         case .settings(.write): return h.settings.write(request, entry: entry, body: body)
+        case .timeline(let call): return h.timeline.handle(request, call, entry: entry, body: body)
         }
     }
 

@@ -54,7 +54,12 @@ struct Route: Sendable {
         case sealed(Sealed)
         /// v1.6: the robot's settings (`SettingsEndpoint`).
         case settings(SettingsCall)
+        /// v1.6: the household's timeline (`TimelineEndpoint`).
+        case timeline(TimelineCall)
     }
+
+    /// The timeline's routes (docs/protocol.md v1.6), answered by `TimelineEndpoint`.
+    enum TimelineCall: Sendable, Equatable { case read, erase, readSettings, writeSettings }
 
     /// The settings routes (docs/protocol.md v1.6), answered by `SettingsEndpoint`.
     enum SettingsCall: Sendable, Equatable { case read, write }
@@ -128,6 +133,7 @@ extension Route.Device {
         case .sealed(.putEpoch), .sealed(.pendingRosters): return "this call takes the robot's token"
         case .sealed: return "member keys and epochs take an app token"
         case .settings: return "settings are written with an app token"
+        case .timeline: return "the timeline is read with an app token"
         case .turnCredentials, .deviceStatus, .deviceState, .mintPairingCode, .listAppTokens, .revokeAppToken:
             return access == .robot ? "this call takes the robot's token" : "this call takes an app token"
         }
@@ -213,6 +219,11 @@ enum Routes {
         // The robot's settings (docs/protocol.md v1.6).
         Route(["GET"], Paths.devicePattern(.settings), .token(.robotOrApp, .settings(.read))),
         Route(["PUT"], Paths.devicePattern(.settings), .token(.app, .settings(.write))),
+        // The household's timeline (docs/protocol.md v1.6).
+        Route(["GET"], Paths.devicePattern(.timeline), .token(.app, .timeline(.read)), query: ["limit", "before", "after", "events"]),
+        Route(["DELETE"], Paths.devicePattern(.timeline), .token(.owner, .timeline(.erase))),
+        Route(["GET"], Paths.devicePattern(.timeline, ["settings"]), .token(.robotOrApp, .timeline(.readSettings))),
+        Route(["PUT"], Paths.devicePattern(.timeline, ["settings"]), .token(.owner, .timeline(.writeSettings))),
         // The admin API (AdminAPI.swift answers them on the database worker).
         Route(["GET"], "/admin/devices", .admin(.endpoint(.listDevices))),
         Route(["POST"], "/admin/devices", .admin(.endpoint(.addDevice))),

@@ -22,10 +22,12 @@ final class StoreSync {
     private let missionRuns: MissionRuns
     private let served: ServedDevices
     private let settings: RobotSettings
+    private let timeline: TimelineRecorder
 
     init(env: RelayEnvironment, hub: DeviceHub, authenticator: Authenticator, turn: TurnEndpoint, webSocket: WebSocketEndpoint,
-         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices, settings: RobotSettings, onReady: @escaping () -> Void) {
-        self.settings = settings
+         push: PushCoordinator, missionRuns: MissionRuns, served: ServedDevices, settings: RobotSettings,
+         timeline: TimelineRecorder, onReady: @escaping () -> Void) {
+        (self.settings, self.timeline) = (settings, timeline)
         self.onReady = onReady
         self.served = served
         self.push = push
@@ -102,6 +104,8 @@ final class StoreSync {
             }
         case .settingsChanged(let device, let versions):
             settings.changed(device, versions)
+        case .timelineStored(let device, let newest, let forGuests):
+            timeline.stored(device, newest: newest, forGuests: forGuests)
         case .deviceChanged(let device, let disabled):
             credentials.setDisabled(device, disabled)
             if disabled {

@@ -46,6 +46,10 @@ extension RetentionPruner: MetricsReporting {
             metrics.counter("wimz_retention_deleted_rows_total", "Rows this node pruned past their retention, by table.",
                             [("table", table.rawValue)], pruned.deleted[table.rawValue] ?? 0)
         }
+        metrics.counter("wimz_retention_deleted_rows_total", "Rows this node pruned past their retention, by table.",
+                        [("table", "timeline_entries")], pruned.deleted["timeline_entries"] ?? 0)
+        metrics.counter("wimz_timeline_partitions_dropped_total", "Timeline day partitions this node dropped: past every device's retention.",
+                        pruned.partitionsDropped)
         metrics.counter("wimz_retention_rounds_total", "Pruning rounds this node ran holding the cluster's pruning lock.",
                         pruned.rounds)
         metrics.counter("wimz_retention_errors_total", "Pruning rounds that failed (retried next interval; database outages are not counted).",

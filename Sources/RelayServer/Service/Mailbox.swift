@@ -18,6 +18,8 @@ enum ServiceEvent: Sendable {
     case liveActivityOutcome(LiveActivityOutcome)
     /// The robot's settings: a document read, a report not stored (v1.6).
     case settings(SettingsEvent)
+    /// A timeline batch stored, or not (v1.6).
+    case timeline(TimelineEvent)
 }
 
 /// Events other threads hand to the service thread. Posting is thread-safe; the service

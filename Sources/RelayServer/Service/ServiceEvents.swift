@@ -12,12 +12,14 @@ final class ServiceEvents {
     private let push: PushCoordinator
     private let missionRuns: MissionRuns
     private let settings: RobotSettings
+    private let timeline: TimelineRecorder
     /// Re-reads the TLS certificate and key (SIGHUP; the loop's).
     private let reloadTLS: () -> Void
 
     init(env: RelayEnvironment, mailbox: Mailbox<ServiceEvent>, stop: StopSequence, store: StoreSync, database: DatabaseExchanges,
          cluster: ClusterCoordinator, push: PushCoordinator, missionRuns: MissionRuns, settings: RobotSettings,
-         reloadTLS: @escaping () -> Void) {
+         timeline: TimelineRecorder, reloadTLS: @escaping () -> Void) {
+        self.timeline = timeline
         (self.env, self.mailbox, self.stop, self.store, self.database) = (env, mailbox, stop, store, database)
         (self.cluster, self.push, self.missionRuns, self.settings, self.reloadTLS) = (cluster, push, missionRuns, settings, reloadTLS)
     }
@@ -42,6 +44,7 @@ final class ServiceEvents {
         case .missionRun(let runEvent): missionRuns.handle(runEvent)
         case .liveActivityOutcome(let outcome): missionRuns.sender.handle(outcome)
         case .settings(let settingsEvent): settings.handle(settingsEvent)
+        case .timeline(let timelineEvent): timeline.handle(timelineEvent)
         }
     }
 }

@@ -44,6 +44,12 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case preconditionRequired = "precondition_required"
     /// v1.6: a settings document that is not a JSON object (400).
     case invalidSettings = "invalid_settings"
+    /// v1.6: a timeline cursor that is malformed, another device's, or both `before` and `after` (400).
+    case invalidCursor = "invalid_cursor"
+    /// v1.6: a timeline page's `limit` that is empty, not a number or not 1–500 (400).
+    case invalidLimit = "invalid_limit"
+    /// v1.6: a timeline retention that is not a whole number of days within the relay's ceiling (400).
+    case invalidDays = "invalid_days"
     case lengthRequired = "length_required"
     case tooLarge = "too_large"
     case uriTooLong = "uri_too_long"
@@ -76,7 +82,8 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         switch self {
         case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
         case .wrongDevice, .wrongRole, .deviceDisabled, .forbidden: 403
-        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil, .invalidSettings: 400
+        case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil, .invalidSettings, .invalidCursor, .invalidLimit,
+             .invalidDays: 400
         case .notFound, .invalidCode, .notInRoster: 404
         case .methodNotAllowed: 405
         case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner, .sealedDevice: 409

@@ -106,6 +106,8 @@ public enum WimzProtocol {
             case sealed
             /// v1.6: the robot's settings, desired and reported.
             case settings
+            /// v1.6: the household's timeline, its retention.
+            case timeline
             case pairingCodes = "pairing-codes"
             case appTokens = "app-tokens"
         }

@@ -1,0 +1,163 @@
+import RelayCore
+import RelayStore
+import RelayWorkers
+
+/// The household's timeline on the service thread (docs/protocol.md "The timeline", v1.6):
+///
+/// - what the hub hands over (the robot's kept frames, as they came) and the relay's own entries
+///   (`robot_offline` once a robot has been gone 30 s, `robot_online` when it is back after one,
+///   or at its device's first connect) wait here in the order they were received, and go to the
+///   store in batches every 100 ms on the database worker — never on the forwarding path; a
+///   batch the database did not take is written again first (bounded: past `maxWaiting` the
+///   oldest are dropped and counted);
+/// - apps hear `{"type":"timeline","newest":ID}` once entries are stored, at most once a second a
+///   device, a guest the newest it may see (none when it may see none of them).
+final class TimelineRecorder {
+    /// A robot gone this long has a `robot_offline` entry (nanoseconds).
+    static let offlineAfter: UInt64 = 30_000_000_000
+    /// A device's notices are at least this far apart (nanoseconds).
+    static let noticeInterval: UInt64 = 1_000_000_000
+    static let batchLimit = 1_000
+    static let maxWaiting = 100_000
+
+    private let env: RelayEnvironment
+    private let hub: DeviceHub
+    private let worker: DatabaseWorker
+    private let mailbox: Mailbox<ServiceEvent>
+    private var waiting: [TimelineRepository.NewEntry] = []
+    private var writing = 0
+    /// Devices whose robot is on this node.
+    private var robotsHere: Set<DeviceID> = []
+    /// Robots that left this node: when, and when their absence becomes an entry.
+    private var gone: [DeviceID: (leftAt: UnixTime, due: UInt64)] = [:]
+    /// Notices: when each device's last went out, and the ones held back by the interval.
+    private var noticed: [DeviceID: UInt64] = [:]
+    private var heldNotices: [DeviceID: (newest: Int64, forGuests: Int64?)] = [:]
+    private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0)
+
+    init(env: RelayEnvironment, hub: DeviceHub, worker: DatabaseWorker, mailbox: Mailbox<ServiceEvent>) {
+        (self.env, self.hub, self.worker, self.mailbox) = (env, hub, worker, mailbox)
+    }
+
+    /// A robot frame the timeline keeps, under `name`.
+    func robotFrame(_ device: DeviceID, name: [UInt8], _ frame: Payload) {
+        record(.init(device: device, at: env.clock.wall(), source: .robot, event: String(decoding: name, as: UTF8.self),
+                     message: String(decoding: frame.bytes, as: UTF8.self)))
+    }
+
+    /// A socket of `device` attached or detached here (`robotLeftAt`: its robot went offline then).
+    func presenceChanged(_ device: DeviceID, robotLeftAt: UnixTime?) {
+        if let robotLeftAt {
+            robotsHere.remove(device)
+            gone[device] = (robotLeftAt, env.clock.monotonic() + Self.offlineAfter)
+            return
+        }
+        guard hub.robot(of: device) != nil, robotsHere.insert(device).inserted else { return }
+        gone[device] = nil
+        let since = hub.status(of: device).since
+        record(relayEntry(device, "robot_online", ["since": since], at: env.clock.wall(), condition: .robotBack))
+    }
+
+    /// Every 100 ms: robots gone long enough, held notices now due, and the next batch.
+    func tick(now: UInt64) {
+        for (device, left) in gone where left.due <= now {
+            gone[device] = nil
+            guard hub.robot(of: device) == nil else { continue }
+            record(relayEntry(device, "robot_offline", ["since": left.leftAt], at: left.leftAt.adding(seconds: Int64(Self.offlineAfter / 1_000_000_000)),
+                              condition: .robotGone(since: left.leftAt)))
+        }
+        for (device, held) in heldNotices where (noticed[device] ?? 0) + Self.noticeInterval <= now {
+            heldNotices[device] = nil
+            announce(device, newest: held.newest, forGuests: held.forGuests, now: now)
+        }
+        flush()
+    }
+
+    /// The store says entries of `device` were stored (every node hears it).
+    func stored(_ device: DeviceID, newest: Int64, forGuests: Int64?) {
+        let now = env.clock.monotonic()
+        if let last = noticed[device], last + Self.noticeInterval > now {
+            let held = heldNotices[device]
+            heldNotices[device] = (max(newest, held?.newest ?? 0), [forGuests, held?.forGuests].compactMap { $0 }.max())
+            return
+        }
+        announce(device, newest: newest, forGuests: forGuests, now: now)
+    }
+
+    func handle(_ event: TimelineEvent) {
+        writing -= 1
+        switch event {
+        case .written(let count):
+            counts.written += count
+            counts.batches += 1
+        case .unwritten(let batch):
+            counts.failed += 1
+            waiting = batch + waiting  // first again, in the order received
+            let excess = waiting.count - Self.maxWaiting
+            if excess > 0 {
+                counts.dropped += excess
+                waiting.removeFirst(excess)
+                env.log.error("timeline_entries_dropped", metadata: ["entries": .stringConvertible(excess)])
+            }
+        }
+    }
+
+    /// Sends what waits, one batch at a time (in order: the next only once the last is done).
+    func flush() {
+        guard writing == 0, !waiting.isEmpty else { return }
+        let batch = Array(waiting.prefix(Self.batchLimit))
+        waiting.removeFirst(batch.count)
+        let mailbox = self.mailbox
+        writing += 1
+        let queued = worker.submit({ db in
+            try TimelineRepository(db).append(batch)
+            mailbox.post(.timeline(.written(batch.count)))
+        }, failed: { _ in mailbox.post(.timeline(.unwritten(batch))) })
+        if !queued { handle(.unwritten(batch)) }
+    }
+
+    private func record(_ entry: TimelineRepository.NewEntry) {
+        counts.received += 1
+        waiting.append(entry)
+    }
+
+    private func announce(_ device: DeviceID, newest: Int64, forGuests: Int64?, now: UInt64) {
+        noticed[device] = now
+        let all = RelayMessages.timeline(newest: TimelineID(device: device, number: newest).text)
+        let guests = forGuests.map { RelayMessages.timeline(newest: TimelineID(device: device, number: $0).text) }
+        for app in hub.apps(of: device) {
+            guard let notice = app.rights.access == .guest ? guests : all else { continue }
+            counts.notices += 1
+            hub.deliver(notice, to: app)
+        }
+    }
+
+    /// `{"type":"event","event":NAME,"data":{…}}`, the relay's own entry.
+    private func relayEntry(_ device: DeviceID, _ name: String, _ data: KeyValuePairs<String, UnixTime>, at: UnixTime,
+                            condition: TimelineRepository.NewEntry.Condition) -> TimelineRepository.NewEntry {
+        let message = JSONValue.object([("type", "event"), ("event", .string(name)),
+                                        ("data", .object(data.map { ($0.key, .string($0.value.iso8601Milliseconds)) }))])
+        return .init(device: device, at: at, source: .relay, event: name, message: message.encoded, condition: condition)
+    }
+}
+
+/// What the database worker tells `TimelineRecorder`.
+enum TimelineEvent: Sendable {
+    case written(Int)
+    /// A batch the database did not take, to write again.
+    case unwritten([TimelineRepository.NewEntry])
+}
+
+extension TimelineRecorder: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        metrics.counter("wimz_timeline_entries_received_total", "Timeline entries received on this node (the robot's kept frames and the relay's own).",
+                        counts.received)
+        metrics.counter("wimz_timeline_entries_written_total", "Timeline entries this node stored.", counts.written)
+        metrics.counter("wimz_timeline_batches_total", "Timeline batches this node stored (one transaction each).", counts.batches)
+        metrics.counter("wimz_timeline_batches_failed_total", "Timeline batches the database did not take (written again).", counts.failed)
+        metrics.counter("wimz_timeline_entries_dropped_total", "Timeline entries dropped: more than 100,000 waited for the database.",
+                        counts.dropped)
+        metrics.gauge("wimz_timeline_entries_waiting", "Timeline entries waiting to be stored.", waiting.count)
+        metrics.counter("wimz_timeline_notices_total", "Timeline notices sent to apps on this node.", counts.notices)
+    }
+}

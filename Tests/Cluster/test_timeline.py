@@ -1,0 +1,244 @@
+"""The household's timeline (docs/protocol.md v1.6), end to end with real components: two relay
+nodes on one database. What the robot says that the timeline keeps is stored as it was sent and
+read by cursor both ways with no duplicate and no gap, the same from every node; a guest's view
+begins when it joined; retention and erasure; the live notice; the robot gone 30 s and back;
+bad input gets the contract's errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import time
+import urllib.parse
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import websockets
+
+from wimz_testkit import Database, RelayNode, http_json
+
+MILLISECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    database = Database(prefix="timeline")
+    first, second = RelayNode(database, name="timeline-a"), RelayNode(database, name="timeline-b")
+    for node in (first, second):
+        node.start()
+    yield first, second
+    for node in (first, second):
+        node.stop()
+    database.drop()
+
+
+class Home:
+    def __init__(self, node: RelayNode) -> None:
+        self.node = node
+        self.device = "tl-" + secrets.token_hex(4)
+        self.robot_token, self.owner = node.database.add_device(self.device)
+
+    def join(self, access: str) -> str:
+        until = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status, invite = http_json(f"{self.node.url}/api/devices/{self.device}/invites", self.owner, "POST",
+                                   {"access": access, "label": access, **({"until": until} if access == "guest" else {})})
+        assert status == 201, invite
+        status, joined = http_json(f"{self.node.url}/api/pairing", None, "POST", {"code": invite["code"]})
+        assert status == 201, joined
+        for node in self.node.database.nodes:
+            node.wait_known(self.device, joined["token"])
+        return joined["token"]
+
+    def timeline(self, token: str | None = None, node: RelayNode | None = None, **query) -> tuple[int, dict]:
+        text = urllib.parse.urlencode(query)
+        return http_json(f"{(node or self.node).url}/api/devices/{self.device}/timeline{'?' + text if text else ''}", token or self.owner)
+
+    def page(self, **query) -> dict:
+        status, body = self.timeline(**query)
+        assert status == 200, body
+        return body
+
+    async def robot(self, node: RelayNode | None = None):
+        return await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/robot?device_id={self.device}",
+                                        additional_headers={"Authorization": f"Bearer {self.robot_token}"})
+
+    async def app(self, token: str | None = None, node: RelayNode | None = None):
+        ws = await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/app?device_id={self.device}&token={token or self.owner}")
+        assert json.loads(await ws.recv())["event"] == "device_status"
+        return ws
+
+
+async def entries_become(home: Home, count: int, timeout: float = 10, **query) -> list[dict]:
+    """The newest-first entries once there are ``count`` (the writer stores within a second)."""
+    deadline = time.monotonic() + timeout
+    while len(entries := home.page(limit=500, **query)["entries"]) < count:
+        assert time.monotonic() < deadline, entries
+        await asyncio.sleep(0.05)
+    return entries
+
+
+def event(name: str, **data) -> str:
+    return json.dumps({"type": "event", "event": name, "data": data})
+
+
+async def test_what_is_kept_is_stored_as_sent_and_paged_both_ways_without_gap_or_duplicate(nodes):
+    first, second = nodes
+    home = Home(first)
+    robot = await home.robot()
+    # Kept: as sent, member order, spacing and number spelling included.
+    bark = '{"type":"event",  "event":"bark_detected","data":{"loudness":1.50,"dog":"Rex"}}'
+    await robot.send(bark)
+    for text in (event("audio_state", playing=True), event("mission_progress", status="running", stage=1),
+                 json.dumps({"type": "response", "id": "x", "ok": True}), json.dumps({"type": "signal", "sdp": "v=0"})):
+        await robot.send(text)  # not kept
+    await robot.send(event("mission_progress", status="completed", trick="sit"))
+    await robot.send(event("treat_dispensed", count=1))
+    await robot.send(event("dog_detected", dog="Rex"))
+    await robot.send(event("mode_changed", mode="training"))
+    entries = await entries_become(home, 6)
+    assert [e["event"] for e in entries] == ["mode_changed", "dog_detected", "treat_dispensed", "mission_progress", "bark_detected",
+                                             "robot_online"], entries
+    assert entries[-1]["source"] == "relay" and entries[-1]["message"]["data"]["since"], entries[-1]
+    assert all(MILLISECONDS.match(e["at"]) for e in entries) and all(e["source"] == "robot" for e in entries[:-1])
+    # The message is embedded as the frame's own text.
+    request = urllib.request.Request(f"{home.node.url}/api/devices/{home.device}/timeline", headers={"Authorization": f"Bearer {home.owner}"})
+    assert bark.encode() in urllib.request.urlopen(request, timeout=5).read()
+
+    # 120 more; pages of 50 newest first, then oldest first from begins: every entry once, in order.
+    for k in range(120):
+        await robot.send(event("treat_dispensed", count=k))
+    everything = await entries_become(home, 126)
+    ids = [e["id"] for e in everything]
+    assert ids == sorted(ids, reverse=True) and len(set(ids)) == 126
+    seen, cursor = [], None
+    while True:
+        page = home.page(limit=50, **({"before": cursor} if cursor else {}))
+        seen += [e["id"] for e in page["entries"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+        assert cursor == page["entries"][-1]["id"]
+    assert seen == ids
+    forward, cursor = [], ""
+    while cursor is not None:
+        page = home.page(limit=50, after=cursor)
+        forward += [e["id"] for e in page["entries"]]
+        cursor = page["next"]
+    assert forward == ids[::-1]
+    # Only some names; a name outside the timeline matches nothing.
+    assert {e["event"] for e in home.page(events="dog_detected,mode_changed")["entries"]} == {"dog_detected", "mode_changed"}
+    assert home.page(events="audio_state")["entries"] == []
+    # The other node gives the same pages.
+    status, other = home.timeline(node=second, limit=50)
+    assert status == 200 and other["entries"] == home.page(limit=50)["entries"]
+    await robot.close()
+
+
+def test_bad_cursors_limits_and_tokens_get_the_contracts_errors(nodes):
+    home, other = Home(nodes[0]), Home(nodes[0])
+    stranger = "A" * 11 + "-" + "0" * 16
+    for query, code in (({"before": "x", "after": ""}, "invalid_cursor"), ({"before": "nope"}, "invalid_cursor"),
+                        ({"after": stranger}, "invalid_cursor"), ({"before": ""}, "invalid_cursor"),
+                        ({"limit": ""}, "invalid_limit"), ({"limit": "0"}, "invalid_limit"), ({"limit": "501"}, "invalid_limit"),
+                        ({"limit": "ten"}, "invalid_limit"), ({"limit": "-1"}, "invalid_limit")):
+        status, body = home.timeline(**query)
+        assert (status, body.get("error")) == (400, code), (query, body)
+    # Another device's ID is refused, even with no entry behind it.
+    status, body = other.timeline(limit=5)
+    assert status == 200 and body["next"] is None and body["entries"] == []
+    fake_other = home.page(after="")  # this device's empty view
+    assert fake_other["entries"] == [] and MILLISECONDS.match(fake_other["begins"])
+    status, body = http_json(f"{home.node.url}/api/devices/{home.device}/timeline", home.robot_token)
+    assert (status, body["error"]) == (403, "wrong_role"), body
+    status, body = http_json(f"{home.node.url}/api/devices/{home.device}/timeline", other.owner)
+    assert status == 403, body
+
+
+async def test_a_guest_sees_from_when_it_joined_and_retention_and_erasure_are_the_owners(nodes):
+    home = Home(nodes[0])
+    robot = await home.robot()
+    await robot.send(event("bark_detected", loudness=1))
+    await entries_become(home, 2)  # robot_online, bark
+    guest, family = home.join("guest"), home.join("family")
+    await robot.send(event("dog_detected", dog="Rex"))
+    await entries_become(home, 5)
+    status, seen = home.timeline(token=guest)
+    assert status == 200 and [e["event"] for e in seen["entries"]] == ["dog_detected"], seen  # no household change either
+    assert seen["begins"] > home.page()["begins"]
+    # The owner sees who joined, with what access.
+    joined = [e for e in home.page()["entries"] if e["event"] == "member_joined"]
+    assert [(e["source"], e["message"]["data"]["access"], e["message"]["data"]["control"]) for e in joined] == \
+        [("relay", "family", True), ("relay", "guest", False)], joined
+    assert set(joined[0]["message"]["data"]) == {"token_id", "label", "access", "control", "until"}
+    # Retention: any member reads it, the owner sets it within the ceiling.
+    base = f"{home.node.url}/api/devices/{home.device}/timeline"
+    assert http_json(f"{base}/settings", home.robot_token) == (200, {"days": 30})
+    assert http_json(f"{base}/settings", guest) == (200, {"days": 30})
+    for body in ({"days": 0}, {"days": 366}, {"days": "7"}, {"days": 7.5}, {"days": 7, "x": 1}, {}):
+        status, answer = http_json(f"{base}/settings", home.owner, "PUT", body)
+        assert (status, answer.get("error")) == (400, "invalid_days"), (body, answer)
+    assert http_json(f"{base}/settings", family, "PUT", {"days": 7})[0] == 403
+    assert http_json(f"{base}/settings", home.owner, "PUT", {"days": 7}) == (200, {"days": 7})
+    assert http_json(f"{base}/settings", family) == (200, {"days": 7})
+    # Erasure: the owner's; what was there is gone, its IDs still cursors.
+    newest = home.page()["entries"][0]["id"]
+    assert http_json(base, family, "DELETE")[0] == 403
+    assert http_json(base, home.owner, "DELETE")[0] == 204
+    after = home.page(before=newest)
+    assert after["entries"] == [] and after["begins"] >= home.page()["begins"] and home.page()["entries"] == []
+    await robot.send(event("treat_dispensed", count=1))
+    assert [e["event"] for e in await entries_become(home, 1)] == ["treat_dispensed"]
+    audit = home.node.database.psql(f"SELECT string_agg(event, ' ' ORDER BY id) FROM audit_log WHERE device_id = '{home.device}' "
+                                    "AND event LIKE 'timeline%'")
+    assert audit == "timeline_settings_changed timeline_erased", audit
+    await robot.close()
+
+
+async def test_apps_hear_of_new_entries_at_most_once_a_second_and_the_robot_gone_30_s(nodes):
+    first, second = nodes
+    home = Home(first)
+    app = await home.app()
+    robot = await home.robot()
+    notices = []
+
+    async def listen():
+        try:
+            async for raw in app:
+                frame = json.loads(raw)
+                if frame.get("type") == "timeline":
+                    notices.append((time.monotonic(), frame["newest"]))
+        except websockets.ConnectionClosed:
+            pass  # the robot's move to the other node takes the device's sockets along
+
+    listener = asyncio.ensure_future(listen())
+    started = time.monotonic()
+    for k in range(30):
+        await robot.send(event("treat_dispensed", count=k))
+        await asyncio.sleep(0.02)
+    entries = await entries_become(home, 31)
+    deadline = time.monotonic() + 5
+    while (not notices or notices[-1][1] != entries[0]["id"]) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert notices and notices[-1][1] == entries[0]["id"], (notices, entries[0])
+    # The relay sends a device's notices at least a second apart, all of them within what this
+    # test saw: n notices need n - 1 seconds of it (a slow machine only makes it longer).
+    assert len(notices) <= 1 + int(notices[-1][0] - started), notices
+    # The robot leaves: 30 s later the timeline says so, once; back, it says that too.
+    await robot.close()
+    left = time.monotonic()
+    deadline = left + 45
+    while not (found := [e for e in home.page(limit=5)["entries"] if e["event"] == "robot_offline"]):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.5)
+    assert time.monotonic() - left >= 29, "robot_offline before 30 s"
+    offline = found[0]
+    assert offline["source"] == "relay" and offline["message"]["data"]["since"] < offline["at"], offline
+    robot = await home.robot(node=second)  # back on another node: the entry follows the offline one all the same
+    back = [e for e in (await entries_become(home, 33)) if e["event"] in ("robot_online", "robot_offline")]
+    assert [e["event"] for e in back] == ["robot_online", "robot_offline", "robot_online"], back
+    listener.cancel()
+    await robot.close()
+    await app.close()
