@@ -37,6 +37,10 @@ struct AppDemo: AsyncParsableCommand {
     @Option(name: .customLong("probe-timeout"), help: "Seconds the LAN probe waits for the robot (--api-check with --direct; default 0.8).") var probeTimeout: Double = 0.8
     @Flag(name: .customLong("settings"), help: "Print the robot's settings (desired, reported, pending) as JSON, then exit.") var showSettings = false
     @Option(help: "Merge this JSON object into the robot's desired settings (read, merged, written; again on a conflict), print what was written, then exit.") var set: String?
+    @Flag(help: "Print the newest page of the household's timeline as JSON, then exit.") var timeline = false
+    @Option(name: .customLong("timeline-limit"), help: "--timeline: entries in the page (1-500).") var timelineLimit = 50
+    @Option(name: .customLong("away-since"), help: "Sync the timeline and print what happened since this ISO 8601 time (barks, treats, missions by dog, time offline), computed here, then exit.") var awaySince: String?
+    @Option(name: .customLong("timeline-file"), help: "--away-since: keep the timeline's copy in this file between runs.") var timelineFile: String?
     @OptionGroup(title: "Sealed household (v1.5)") var sealed: SealedOptions
 
     func run() async throws {
@@ -69,6 +73,7 @@ struct AppDemo: AsyncParsableCommand {
         if try await HouseholdCommands.run(self, client: client) { return }
         if try await LiveActivityCommands.run(self, client: client) { return }
         if try await SettingsCommands.run(self, client: client) { return }
+        if try await TimelineCommands.run(self, client: client) { return }
         if state {
             print(StateLine(try await client.lastKnownState()).text)
             return
@@ -197,6 +202,7 @@ struct Screen {
         case .message(let raw): last = String(raw.prefix(60))
         case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
         case .sealedFrameRejected(let why): last = "sealed frame dropped: \(why)"
+        case .timelineChanged(let newest): last = "timeline: new entries up to \(newest)"
         case .settingsChanged(let desired, let reported):
             settings = "desired v\(desired.map(String.init) ?? "–"), robot runs v\(reported.map(String.init) ?? "–")"
         }

@@ -242,3 +242,40 @@ async def test_apps_hear_of_new_entries_at_most_once_a_second_and_the_robot_gone
     listener.cancel()
     await robot.close()
     await app.close()
+
+
+async def test_old_entries_go_by_whole_partitions_or_per_device_and_are_never_served():
+    database = Database(prefix="tlprune")
+    node = RelayNode(database, name="timeline-prune", env={"WIMZ_RETENTION_INTERVAL": "1"})
+    try:
+        short, long = "tl-short", "tl-long"
+        _, short_owner = database.add_device(short)
+        database.add_device(long)
+        database.psql(f"INSERT INTO timeline_devices (device_id, days) VALUES ('{short}', NULL), ('{long}', 60)")
+        today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        for age in (40, 70):
+            start = today - timedelta(days=age)
+            database.psql(f"CREATE TABLE timeline_entries_p{start:%Y%m%d} PARTITION OF timeline_entries "
+                          f"FOR VALUES FROM ('{start.isoformat()}') TO ('{(start + timedelta(days=1)).isoformat()}')")
+            for number, device in enumerate((short, long), start=1):
+                database.psql("INSERT INTO timeline_entries (device_id, number, at, source, event, message) VALUES "
+                              f"('{device}', {age * 10 + number}, '{(start + timedelta(hours=12)).isoformat()}', 'robot', 'bark_detected', "
+                              """'{"type":"event","event":"bark_detected","data":{}}')""")
+        node.start()
+        # Never served past the device's days, pruned or not.
+        status, page = http_json(f"{node.url}/api/devices/{short}/timeline", short_owner)
+        assert status == 200 and page["entries"] == [], page
+        forty, seventy = (f"timeline_entries_p{today - timedelta(days=age):%Y%m%d}" for age in (40, 70))
+        deadline = time.monotonic() + 30
+        while True:
+            partitions = set(database.psql("SELECT string_agg(relname, ' ') FROM pg_class WHERE relname LIKE 'timeline_entries_p%'").split())
+            left = database.psql(f"SELECT coalesce(string_agg(device_id, ' ' ORDER BY device_id), '') FROM {forty}")
+            if seventy not in partitions and left == long:
+                break
+            assert time.monotonic() < deadline, (partitions, left)
+            await asyncio.sleep(0.2)
+        # The day partitions ahead were made, and the one the longer retention still holds stays.
+        assert forty in partitions and f"timeline_entries_p{today + timedelta(days=2):%Y%m%d}" in partitions
+    finally:
+        node.stop()
+        database.drop()

@@ -34,6 +34,11 @@ public final class WebSocketTestClient: @unchecked Sendable {
     public let socket: TestSocket
     public private(set) var closeFrame: WSFrame?
     public var answerPings = true
+    /// The relay's timeline notices (`{"type":"timeline",…}`, v1.6) arrive whenever entries of
+    /// the device are stored — a robot's connect is one — so a test of anything else would see
+    /// them at a moment it does not control: skipped unless a test turns this off.
+    public var skipsTimelineNotices = true
+    static let timelineNotice = Array(#"{"type":"timeline","#.utf8)
 
     /// Opens `path` and completes the upgrade; throws `UpgradeRefused` with the HTTP response
     /// when the server answers anything but 101.
@@ -124,7 +129,12 @@ public final class WebSocketTestClient: @unchecked Sendable {
                     started = true
                 }
                 parts += frame.payload
-                if frame.fin { return WSMessage(isBinary: binary, payload: parts) }
+                guard frame.fin else { continue }
+                if skipsTimelineNotices, !binary, parts.starts(with: Self.timelineNotice) {
+                    (parts, started) = ([], false)
+                    continue
+                }
+                return WSMessage(isBinary: binary, payload: parts)
             default:
                 throw TestSetupError("unexpected opcode \(frame.opcode)")
             }

@@ -22,6 +22,9 @@ public enum RelayEvent: Sendable, Equatable {
     /// The robot's settings changed (v1.6): the desired version and the one the robot reported
     /// (nil: none yet). Read them with ``RelayClient/settings()``.
     case settingsChanged(desiredVersion: Int64?, reportedVersion: Int64?)
+    /// New entries of the household's timeline were stored (v1.6): the newest this member may
+    /// see. ``TimelineCopy/sync()`` pulls them.
+    case timelineChanged(newest: String)
 }
 
 /// One event message: its name, its `data` object, the robot's timestamp and the message as
@@ -101,6 +104,10 @@ extension RelayEvent {
         if message["type"]?.stringValue == WimzProtocol.MessageType.settingsChanged {
             self = .settingsChanged(desiredVersion: message["desired_version"]?.int64Value,
                                     reportedVersion: message["reported_version"]?.int64Value)
+            return
+        }
+        if message["type"]?.stringValue == WimzProtocol.MessageType.timeline, let newest = message["newest"]?.stringValue {
+            self = .timelineChanged(newest: newest)
             return
         }
         guard message["type"]?.stringValue == "event" else {
