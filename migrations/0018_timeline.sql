@@ -1,4 +1,4 @@
--- The household's timeline (docs/protocol.md "The timeline", v1.6): what the robot said that the
+-- The household's timeline (docs/protocol.md "The household's timeline", v1.6): what the robot said that the
 -- household would want to know later, and the relay's own entries (the robot gone and back,
 -- household changes), per device, in the order they were stored.
 

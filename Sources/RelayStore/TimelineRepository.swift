@@ -1,6 +1,6 @@
 import RelayCore
 
-/// The household's timeline (migrations/0018, docs/protocol.md "The timeline", v1.6): entries
+/// The household's timeline (migrations/0018, docs/protocol.md "The household's timeline", v1.6): entries
 /// appended in batches, read a page at a time by number within the caller's window, each
 /// device's retention and erasure, and the partitions kept and dropped by day.
 public struct TimelineRepository {

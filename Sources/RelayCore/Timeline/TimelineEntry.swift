@@ -1,4 +1,4 @@
-/// One entry of a device's timeline (docs/protocol.md "The timeline", v1.6):
+/// One entry of a device's timeline (docs/protocol.md "The household's timeline", v1.6):
 /// `{"id":ID,"at":TIME,"source":"robot"|"relay","event":NAME,"message":MESSAGE}`, `message` the
 /// frame's exact text, embedded as it was received.
 public struct TimelineEntry: Sendable, Equatable {

@@ -1,4 +1,4 @@
-/// What the timeline keeps and how it is read (docs/protocol.md "The timeline", v1.6), pure.
+/// What the timeline keeps and how it is read (docs/protocol.md "The household's timeline", v1.6), pure.
 public enum TimelineRules {
     /// The robot's events kept, by name (a `mission_progress` only when its run ended).
     static let keptEvents: [[UInt8]] = ["bark_detected", "dog_detected", "treat_dispensed", "mode_changed"].map { Array($0.utf8) }

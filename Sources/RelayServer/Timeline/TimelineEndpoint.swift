@@ -1,7 +1,7 @@
 import RelayCore
 import RelayStore
 
-/// The household's timeline over HTTP (docs/protocol.md "The timeline", v1.6):
+/// The household's timeline over HTTP (docs/protocol.md "The household's timeline", v1.6):
 ///
 ///     GET    /api/devices/{id}/timeline?limit=&before=|after=&events=   app → 200 {"entries","next","begins"}
 ///     DELETE /api/devices/{id}/timeline                                  owner → 204 (every entry erased)

@@ -2,7 +2,7 @@ import RelayCore
 import RelayStore
 import RelayWorkers
 
-/// The household's timeline on the service thread (docs/protocol.md "The timeline", v1.6):
+/// The household's timeline on the service thread (docs/protocol.md "The household's timeline", v1.6):
 ///
 /// - what the hub hands over (the robot's kept frames, as they came) and the relay's own entries
 ///   (`robot_offline` once a robot has been gone 30 s, `robot_online` when it is back after one,
