@@ -102,6 +102,8 @@ public final class RelayServer {
             LifecycleStep("database_worker", start: { workers.database.start() }, stop: { workers.database.stop() }),
             // The last replayed events, queued for the worker before it stops (and written if the database answers).
             LifecycleStep("state", stop: { components.state.flush() }),
+            // The timeline's waiting entries: stored while the worker runs, or spooled for the next start.
+            LifecycleStep("timeline", stop: { components.timelineRecorder.stop() }),
             LifecycleStep("store_monitor", start: { workers.monitor.start() }, stop: { workers.monitor.stop() }),
             // Leaving the cluster removes this node's presence with its row.
             LifecycleStep("cluster_agent", start: { workers.cluster.start() }, stop: { workers.cluster.stop() }),

@@ -8,10 +8,11 @@ public struct TimelineRepository {
 
     public init(_ db: PGConnection) { self.db = db }
 
-    /// An entry on its way to the store, in the order the relay received it.
-    public struct NewEntry: Sendable, Equatable {
+    /// An entry on its way to the store, in the order the relay received it (`Codable`: a line
+    /// of the recorder's spool).
+    public struct NewEntry: Sendable, Equatable, Codable {
         /// When a presence entry is written: the robot's presence as the store last wrote it decides.
-        public enum Condition: Sendable, Equatable {
+        public enum Condition: Sendable, Equatable, Codable {
             case always
             /// `robot_online`: at the device's first entry ever, or after a stored `robot_offline`.
             case robotBack

@@ -91,6 +91,9 @@ import RelayTestSupport
         do { _ = try WebSocketTestClient.connect(port: relay.port, role: "app", device: "dev1", token: "wimz_a_wrong") } catch {}
         // TURN credentials keep being issued (a static secret): the robot's push on connect and two fetches.
         _ = try robot.receive(until: { ($0["event"] as? String) == "turn_credentials" })
+        // What the timeline keeps (v1.6) waits too: the robot's connect, a bark and a treat.
+        try robot.send(#"{"type":"event","event":"bark_detected","data":{"dog_name":"Elsa"}}"#)
+        try robot.send(#"{"type":"event","event":"treat_dispensed","data":{"daily_count":1}}"#)
         for token in [robotToken, appToken] {
             let fetched = try HTTPTestClient.get(port: relay.port, path: "/api/turn/credentials",
                                                  headers: ["Authorization": "Bearer \(token)"])
@@ -124,7 +127,19 @@ import RelayTestSupport
         #expect(issuances.map { [$0[0]!, $0[1]!] } == [["http", "2"], ["push", "1"]])
         #expect(try db.execute("SELECT count(*) FROM turn_issuances").first?[0] == "3")
         #expect(!FileManager.default.fileExists(atPath: spoolFile))
+        // The timeline's entries were spooled at the stop and stored after the restart, once each.
+        let deadline = Date().addingTimeInterval(20)
+        while try Self.timeline(db) != Self.keptThroughTheOutage, Date() < deadline { usleep(50_000) }
+        #expect(try Self.timeline(db) == Self.keptThroughTheOutage)
         relay.stop()
+        #expect(!FileManager.default.fileExists(atPath: spool + "/timeline-spool.jsonl"))
+    }
+
+    static let keptThroughTheOutage = ["robot_online", "bark_detected", "treat_dispensed"]
+
+    /// The device's timeline entries' names, in their order.
+    static func timeline(_ db: PGConnection) throws -> [String] {
+        try db.execute("SELECT event FROM timeline_entries WHERE device_id = 'dev1' ORDER BY number").rows.map { $0[0]! }
     }
 
     /// Once `/readyz` is ready after the database came back, requests answered from the database

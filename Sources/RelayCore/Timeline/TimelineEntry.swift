@@ -2,7 +2,7 @@
 /// `{"id":ID,"at":TIME,"source":"robot"|"relay","event":NAME,"message":MESSAGE}`, `message` the
 /// frame's exact text, embedded as it was received.
 public struct TimelineEntry: Sendable, Equatable {
-    public enum Source: String, Sendable {
+    public enum Source: String, Sendable, Codable {
         case robot, relay
     }
 

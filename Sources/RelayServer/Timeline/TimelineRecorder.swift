@@ -1,3 +1,4 @@
+import Foundation
 import RelayCore
 import RelayStore
 import RelayWorkers
@@ -11,7 +12,10 @@ import RelayWorkers
 ///   batch the database did not take is written again first (bounded: past `maxWaiting` the
 ///   oldest are dropped and counted);
 /// - apps hear `{"type":"timeline","newest":ID}` once entries are stored, at most once a second a
-///   device, a guest the newest it may see (none when it may see none of them).
+///   device, a guest the newest it may see (none when it may see none of them);
+/// - at stop, what waits is stored if the database answers, else appended to a spool file
+///   (`timeline-spool.jsonl` in `WIMZ_SPOOL_DIR`, JSON lines) that the next start stores first:
+///   an entry the relay received survives a database outage and a SIGTERM, as audit events do.
 final class TimelineRecorder {
     /// A robot gone this long has a `robot_offline` entry (nanoseconds).
     static let offlineAfter: UInt64 = 30_000_000_000
@@ -26,6 +30,14 @@ final class TimelineRecorder {
     private let mailbox: Mailbox<ServiceEvent>
     private var waiting: [TimelineRepository.NewEntry] = []
     private var writing = 0
+    /// Batches the database did not take, until the service thread takes them back (or the stop
+    /// does): filled on the worker's thread.
+    private let unwritten = Locked<[[TimelineRepository.NewEntry]]>([])
+    private let spoolPath: String
+    /// Entries read back from the spool at start and not yet stored (the file goes once they are).
+    private var replaying = 0
+    /// After a batch the database did not take, the next waits a second (monotonic ns).
+    private var retryAt: UInt64 = 0
     /// Devices whose robot is on this node.
     private var robotsHere: Set<DeviceID> = []
     /// Robots that left this node: when, and when their absence becomes an entry.
@@ -37,6 +49,9 @@ final class TimelineRecorder {
 
     init(env: RelayEnvironment, hub: DeviceHub, worker: DatabaseWorker, mailbox: Mailbox<ServiceEvent>) {
         (self.env, self.hub, self.worker, self.mailbox) = (env, hub, worker, mailbox)
+        spoolPath = (env.configuration.spoolDirectory as NSString).appendingPathComponent("timeline-spool.jsonl")
+        waiting = readSpool()
+        replaying = waiting.count
     }
 
     /// A robot frame the timeline keeps, under `name`.
@@ -90,9 +105,15 @@ final class TimelineRecorder {
         case .written(let count):
             counts.written += count
             counts.batches += 1
-        case .unwritten(let batch):
+            if replaying > 0 {
+                replaying -= count
+                if replaying <= 0 { try? FileManager.default.removeItem(atPath: spoolPath) }
+            }
+        case .unwritten:
             counts.failed += 1
-            waiting = batch + waiting  // first again, in the order received
+            let batches = unwritten.withLock { taken in defer { taken = [] }; return taken }
+            waiting = batches.flatMap { $0 } + waiting  // first again, in the order received
+            retryAt = env.clock.monotonic() + Self.noticeInterval
             let excess = waiting.count - Self.maxWaiting
             if excess > 0 {
                 counts.dropped += excess
@@ -104,16 +125,73 @@ final class TimelineRecorder {
 
     /// Sends what waits, one batch at a time (in order: the next only once the last is done).
     func flush() {
-        guard writing == 0, !waiting.isEmpty else { return }
+        guard writing == 0, !waiting.isEmpty, env.clock.monotonic() >= retryAt else { return }
         let batch = Array(waiting.prefix(Self.batchLimit))
         waiting.removeFirst(batch.count)
         let mailbox = self.mailbox
         writing += 1
+        let unwritten = self.unwritten
         let queued = worker.submit({ db in
             try TimelineRepository(db).append(batch)
             mailbox.post(.timeline(.written(batch.count)))
-        }, failed: { _ in mailbox.post(.timeline(.unwritten(batch))) })
-        if !queued { handle(.unwritten(batch)) }
+        }, failed: { _ in
+            unwritten.withLock { $0.append(batch) }
+            mailbox.post(.timeline(.unwritten))
+        })
+        if !queued {
+            unwritten.withLock { $0.append(batch) }
+            handle(.unwritten)
+        }
+    }
+
+    /// At stop (the service thread done, the worker still running): what waits — and a batch the
+    /// database just refused — is stored now if it answers, else spooled for the next start.
+    func stop() {
+        _ = try? worker.perform { _ in () }  // a barrier: the batch in flight is stored, or back in `unwritten`
+        let pending = unwritten.withLock { taken in defer { taken = [] }; return taken }.flatMap { $0 } + waiting
+        waiting = []
+        guard !pending.isEmpty else { return }
+        do {
+            try worker.perform { db in _ = try TimelineRepository(db).append(pending) }
+            counts.written += pending.count
+            if replaying > 0 { try? FileManager.default.removeItem(atPath: spoolPath) }
+        } catch {
+            spool(pending)
+        }
+    }
+
+    private func spool(_ entries: [TimelineRepository.NewEntry]) {
+        let encoder = JSONEncoder()
+        let lines = entries.compactMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) + "\n" }.joined()
+        try? FileManager.default.createDirectory(atPath: env.configuration.spoolDirectory, withIntermediateDirectories: true)
+        guard let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
+            FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
+            return FileHandle(forWritingAtPath: spoolPath)
+        }() else {
+            env.log.error("timeline_spool_failed", metadata: ["path": "\(spoolPath)", "entries": .stringConvertible(entries.count)])
+            return
+        }
+        handle.seekToEndOfFile()
+        handle.write(Data(lines.utf8))
+        try? handle.synchronize()
+        try? handle.close()
+        env.log.warning("timeline_spooled", metadata: ["path": "\(spoolPath)", "entries": .stringConvertible(entries.count)])
+    }
+
+    /// What an earlier run spooled, oldest first (a damaged line is skipped and logged).
+    private func readSpool() -> [TimelineRepository.NewEntry] {
+        guard let text = try? String(contentsOfFile: spoolPath, encoding: .utf8) else { return [] }
+        let decoder = JSONDecoder()
+        var skipped = 0
+        let entries = text.split(separator: "\n").compactMap { line -> TimelineRepository.NewEntry? in
+            guard let entry = try? decoder.decode(TimelineRepository.NewEntry.self, from: Data(line.utf8)) else {
+                skipped += 1
+                return nil
+            }
+            return entry
+        }
+        env.log.info("timeline_spool_read", metadata: ["entries": .stringConvertible(entries.count), "skipped": .stringConvertible(skipped)])
+        return entries
     }
 
     private func record(_ entry: TimelineRepository.NewEntry) {
@@ -144,8 +222,8 @@ final class TimelineRecorder {
 /// What the database worker tells `TimelineRecorder`.
 enum TimelineEvent: Sendable {
     case written(Int)
-    /// A batch the database did not take, to write again.
-    case unwritten([TimelineRepository.NewEntry])
+    /// A batch the database did not take (in `TimelineRecorder.unwritten`), to write again.
+    case unwritten
 }
 
 extension TimelineRecorder: MetricsReporting {
