@@ -65,10 +65,10 @@ final class RelayComponents {
         state = StateEndpoint(env: env, hub: hub, database: database)
         push = PushCoordinator(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox,
                                sender: workers.push)
-        missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
-                                  sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender))
-        robotSettings = RobotSettings(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
         timelineRecorder = TimelineRecorder(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
+        missionRuns = MissionRuns(env: env, hub: hub, database: database, mailbox: mailbox,
+                                  sender: LiveActivitySender(env: env, hub: hub, database: database, apns: push.sender), timeline: timelineRecorder)
+        robotSettings = RobotSettings(env: env, hub: hub, worker: workers.database, mailbox: mailbox)
         served = ServedDevices(followed: workers.followedDevices, push: push, missionRuns: missionRuns, hub: hub, settings: robotSettings)
         household = HouseholdEndpoint(env: env, hub: hub, authenticator: authenticator, database: database, mailbox: mailbox)
         sealed = SealedEndpoint(env: env, authenticator: authenticator, database: database, mailbox: mailbox)

@@ -43,7 +43,12 @@ final class MissionRuns {
     private var localTokens: [DeviceID: Set<Int64>] = [:]
     let sender: LiveActivitySender
 
-    init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>, sender: LiveActivitySender) {
+    /// Told of each run that ends (the timeline's `mission_run`, v1.6).
+    private let timeline: TimelineRecorder
+
+    init(env: RelayEnvironment, hub: DeviceHub, database: DatabaseExchanges, mailbox: Mailbox<ServiceEvent>, sender: LiveActivitySender,
+         timeline: TimelineRecorder) {
+        self.timeline = timeline
         self.env = env
         self.hub = hub
         self.database = database
@@ -109,8 +114,10 @@ final class MissionRuns {
             return
         }
         let now = env.clock.wall()
-        let (run, change) = MissionRun.next(runs[device], signal, at: now)
+        let previous = runs[device]
+        let (run, change) = MissionRun.next(previous, signal, at: now)
         guard let change else { return }
+        if case .ended(let state, _) = change, let previous { timeline.missionRun(device, began: previous.openedAt, state: state.contentState) }
         runs[device] = run
         unwritten[device] = .some(run)
         stateTimes[device] = run == nil ? nil : now.seconds
@@ -182,6 +189,7 @@ final class MissionRuns {
                 stateTimes[device] = nil
                 localTokens[device] = nil
                 record(device, .ended(run.state, .robotAway), timestamp: now, tokens: tokens)
+                timeline.missionRun(device, began: run.openedAt, state: run.state.contentState)
             }
         }
     }

@@ -70,7 +70,7 @@ final class TimelineRecorder {
         guard hub.robot(of: device) != nil, robotsHere.insert(device).inserted else { return }
         gone[device] = nil
         let since = hub.status(of: device).since
-        record(relayEntry(device, "robot_online", ["since": since], at: env.clock.wall(), condition: .robotBack))
+        record(relayEntry(device, "robot_online", [("since", .string(since.iso8601Milliseconds))], at: env.clock.wall(), condition: .robotBack))
     }
 
     /// Every 100 ms: robots gone long enough, held notices now due, and the next batch.
@@ -78,8 +78,8 @@ final class TimelineRecorder {
         for (device, left) in gone where left.due <= now {
             gone[device] = nil
             guard hub.robot(of: device) == nil else { continue }
-            record(relayEntry(device, "robot_offline", ["since": left.leftAt], at: left.leftAt.adding(seconds: Int64(Self.offlineAfter / 1_000_000_000)),
-                              condition: .robotGone(since: left.leftAt)))
+            record(relayEntry(device, "robot_offline", [("since", .string(left.leftAt.iso8601Milliseconds))],
+                              at: left.leftAt.adding(seconds: Int64(Self.offlineAfter / 1_000_000_000)), condition: .robotGone(since: left.leftAt)))
         }
         for (device, held) in heldNotices where (noticed[device] ?? 0) + Self.noticeInterval <= now {
             heldNotices[device] = nil
@@ -210,11 +210,19 @@ final class TimelineRecorder {
         }
     }
 
+    /// A mission run (v1.4) ended: `mission_run` with when it began and ended and its last state
+    /// (not for a sealed device: its runs are the robot's sealed frames).
+    func missionRun(_ device: DeviceID, began: UnixTime, state: JSONValue) {
+        guard hub.sealedEpoch(of: device) == nil else { return }
+        let now = env.clock.wall()
+        record(relayEntry(device, "mission_run", [("began", .string(began.iso8601Milliseconds)), ("ended", .string(now.iso8601Milliseconds)),
+                                                  ("state", state)], at: now))
+    }
+
     /// `{"type":"event","event":NAME,"data":{…}}`, the relay's own entry.
-    private func relayEntry(_ device: DeviceID, _ name: String, _ data: KeyValuePairs<String, UnixTime>, at: UnixTime,
-                            condition: TimelineRepository.NewEntry.Condition) -> TimelineRepository.NewEntry {
-        let message = JSONValue.object([("type", "event"), ("event", .string(name)),
-                                        ("data", .object(data.map { ($0.key, .string($0.value.iso8601Milliseconds)) }))])
+    private func relayEntry(_ device: DeviceID, _ name: String, _ data: [(String, JSONValue)], at: UnixTime,
+                            condition: TimelineRepository.NewEntry.Condition = .always) -> TimelineRepository.NewEntry {
+        let message = JSONValue.object([("type", "event"), ("event", .string(name)), ("data", .object(data))])
         return .init(device: device, at: at, source: .relay, event: name, message: message.encoded, condition: condition)
     }
 }

@@ -241,6 +241,16 @@ async def test_a_run_follows_the_robot_and_survives_a_restart(database, apns, de
         assert (await until_stored(lambda s: s is not None and not s["robot_online"]))["robot_online"] is False
         assert await until_stored(None, seconds=8) is None
         assert metric(relay, 'wimz_mission_runs_total{event="robot_away"}') == 1
+        # Each ended run is in the household's timeline (v1.6): when it began and ended, its last state.
+        runs = []
+        deadline = time.monotonic() + 5
+        while len(runs) < 3 and time.monotonic() < deadline:
+            runs = [json.loads(line) for line in database.psql(
+                "SELECT message FROM timeline_entries WHERE event = 'mission_run' ORDER BY number").splitlines()]
+            await asyncio.sleep(0.05)
+        assert [(r["data"]["state"]["status"], r["data"]["state"]["trick"]) for r in runs] == \
+            [("completed", "sit"), ("watching", "down"), ("watching", "stay")], runs
+        assert all(r["data"]["began"] <= r["data"]["ended"] for r in runs) and runs[0]["data"]["state"]["rewards"] == 3
     finally:
         relay.stop()
 
