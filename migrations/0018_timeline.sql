@@ -66,3 +66,16 @@ BEGIN
                        day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
     END LOOP;
 END $$;
+
+-- An owner's grant of earlier history to a family member of a sealed device: the grant as put
+-- (B64 of its exact bytes), who signed it and the signature, handed only to that member with its
+-- epoch answers. A roster in which the member is no longer family takes it away.
+CREATE TABLE sealed_history_grants (
+    device_id  text NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+    kid        text NOT NULL CHECK (kid ~ '^[0-9a-f]{32}$'),
+    grant_b64  text NOT NULL,
+    by_kid     text NOT NULL CHECK (by_kid ~ '^[0-9a-f]{32}$'),
+    signature  text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (device_id, kid)
+);

@@ -145,6 +145,14 @@ public struct HouseholdRepository {
                       details: [("before", .object(current.memberFields(labelled: true))),
                                 ("after", .object(updated.memberFields(labelled: true)))])
             try TimelineRepository(db).householdChange("member_changed", device: device, member: updated)
+            // Shared history is a family member's (v1.6): made guest or owner, the member loses it.
+            if updated.access != .family {
+                try db.execute(
+                    """
+                    DELETE FROM sealed_history_grants g USING sealed_member_keys k
+                    WHERE k.app_token_id = \(tokenID) AND g.device_id = k.device_id AND g.kid = k.kid
+                    """)
+            }
             return updated
         }
     }

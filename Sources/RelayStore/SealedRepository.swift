@@ -21,6 +21,8 @@ public struct SealedRepository {
         public var signature: String
         public var robotSignature: String
         public var package: Package
+        /// An owner's grant of earlier history to this member (v1.6), as put.
+        public var history: SealedRules.SignedGrant?
     }
 
     public enum EpochLookup: Sendable, Equatable {
@@ -133,6 +135,9 @@ public struct SealedRepository {
                 """).records.map { row in (try row.int64("id"), try row.string("kid")) }
             let now = db.clock.wall()
             try rosterEntry(device: device, epoch: upload.epoch, members: upload.packages.map(\.kid), at: now)
+            // A member this roster does not make family loses the history an owner shared with it.
+            let family = (SealedRules.rosterMembers(upload.roster) ?? [:]).filter { $0.value.role == "family" }.map(\.key)
+            try db.execute("DELETE FROM sealed_history_grants WHERE device_id = \(device) AND NOT (kid = ANY (\(family)::text[]))")
             try AuditRepository(db).append([
                 AuditRepository.event(.sealedEpochAdded, at: now, actor: "robot", deviceID: device.rawValue, tokenID: nil,
                                       remoteAddress: address,
@@ -196,10 +201,12 @@ public struct SealedRepository {
     public func epoch(device: DeviceID, _ epoch: Int?, appTokenID: Int64) throws -> EpochLookup {
         guard let row = try db.execute(
             """
-            SELECT e.epoch, e.roster, e.signed_by, e.signature, e.robot_sig, p.kid, p.sealed
+            SELECT e.epoch, e.roster, e.signed_by, e.signature, e.robot_sig, p.kid, p.sealed, g.grant_b64, g.by_kid, g.signature AS grant_sig
             FROM sealed_epochs e
             LEFT JOIN sealed_member_keys k ON k.device_id = e.device_id AND k.app_token_id = \(appTokenID)::bigint
             LEFT JOIN sealed_packages p ON p.device_id = e.device_id AND p.epoch = e.epoch AND p.kid = k.kid
+            LEFT JOIN sealed_history_grants g ON g.device_id = e.device_id AND g.kid = k.kid
+                AND EXISTS (SELECT 1 FROM tokens t WHERE t.id = k.app_token_id AND t.access = 'family')
             WHERE e.device_id = \(device)
               AND e.epoch = COALESCE(\(epoch)::int, (SELECT max(epoch) FROM sealed_epochs c WHERE c.device_id = e.device_id))
             """).firstRecord
@@ -207,6 +214,51 @@ public struct SealedRepository {
         guard let kid = try row.optionalString("kid"), let sealed = try row.optionalString("sealed") else { return .notInRoster }
         return .found(EpochForMember(epoch: Int(try row.int64("epoch")), roster: try row.string("roster"), signedBy: try row.string("signed_by"),
                                      signature: try row.string("signature"), robotSignature: try row.string("robot_sig"),
-                                     package: Package(kid: kid, sealed: sealed)))
+                                     package: Package(kid: kid, sealed: sealed), history: try Self.grant(row)))
+    }
+
+    // MARK: - History for a newcomer (v1.6)
+
+    /// Stores an owner's grant of earlier history to family member `grant`'s kid, replacing an
+    /// earlier one: `by` must be an owner of the current roster whose signature over the grant's
+    /// bytes `verifies` (400 `invalid_grant` otherwise), the member a family member of it (a
+    /// guest: 403 `forbidden`; anyone else: 400 `invalid_grant`). Audited.
+    public func putHistoryGrant(device: DeviceID, kid: String, _ grant: SealedRules.HistoryGrant, by token: Int64, address: String?,
+                                verifies: (_ signKey: String) -> Bool) throws {
+        try db.transaction {
+            guard let record = try DeviceRepository(db).lock(device, .update) else { throw RelayError(.notFound, "unknown device \(device)") }
+            if record.isDisabled { throw RelayError(.deviceDisabled, "device \(device) is disabled") }
+            guard let roster = try db.execute(
+                "SELECT roster FROM sealed_epochs WHERE device_id = \(device) ORDER BY epoch DESC LIMIT 1").firstRecord?.string("roster")
+            else { throw RelayError(.notFound, "this device is not sealed") }
+            let members = SealedRules.rosterMembers(roster) ?? [:]
+            guard let owner = members[grant.signed.by], owner.role == "owner", verifies(owner.sign) else {
+                throw RelayError(.invalidGrant, "the grant is not signed by an owner of the current roster")
+            }
+            switch members[kid]?.role {
+            case "family"?: break
+            case "guest"?: throw RelayError(.forbidden, "a guest is not given the household's history")
+            default: throw RelayError(.invalidGrant, "\(kid) is not a family member of the current roster")
+            }
+            try db.execute(
+                """
+                INSERT INTO sealed_history_grants (device_id, kid, grant_b64, by_kid, signature)
+                VALUES (\(device), \(kid), \(grant.signed.grant), \(grant.signed.by), \(grant.signed.signature))
+                ON CONFLICT (device_id, kid) DO UPDATE SET grant_b64 = EXCLUDED.grant_b64, by_kid = EXCLUDED.by_kid,
+                    signature = EXCLUDED.signature, created_at = now()
+                """)
+            try AuditRepository(db).append([
+                AuditRepository.event(.sealedHistoryGranted, at: db.clock.wall(), actor: "app", deviceID: device.rawValue, tokenID: token,
+                                      remoteAddress: address,
+                                      details: .object([("kid", .string(kid)), ("by", .string(grant.signed.by)),
+                                                        ("epochs", .array(grant.epochs.map { .int(Int64($0)) }))])),
+            ])
+        }
+    }
+
+    private static func grant(_ row: PGRow) throws -> SealedRules.SignedGrant? {
+        guard let grant = try row.optionalString("grant_b64"), let by = try row.optionalString("by_kid"),
+              let signature = try row.optionalString("grant_sig") else { return nil }
+        return SealedRules.SignedGrant(grant: grant, by: by, signature: signature)
     }
 }

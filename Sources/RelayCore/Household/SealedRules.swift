@@ -129,6 +129,66 @@ public enum SealedRules {
                      robotSignature: robotSignature, packages: packages)
     }
 
+    /// A member of a roster as the relay reads it: its role and its signing key (B64).
+    public struct RosterMember: Sendable, Equatable {
+        public var role: String
+        public var sign: String
+    }
+
+    /// The members of a stored roster (B64 of its exact bytes), by `kid`; nil when it can't be read.
+    public static func rosterMembers(_ roster: String) -> [String: RosterMember]? {
+        guard let bytes = Base64.decodeURLSafe(roster), let json = try? JSONReader.parse(bytes),
+              let items = json.member("members")?.arrayValue else { return nil }
+        var members: [String: RosterMember] = [:]
+        for item in items {
+            guard let kid = item.member("kid")?.stringValue, let role = item.member("role")?.stringValue,
+                  let sign = item.member("sign")?.stringValue else { return nil }
+            members[kid] = RosterMember(role: role, sign: sign)
+        }
+        return members
+    }
+
+    /// An owner's grant of earlier history to a family member (v1.6), as sent:
+    /// `{"grant":B64,"by":KID,"sig":B64}`, the grant's exact bytes the JSON
+    /// `{"device_id","kid","epochs":[{"epoch":E,"sealed":B64}…]}` of this device and of `kid`.
+    public struct HistoryGrant: Sendable, Equatable {
+        public var signed: SignedGrant
+        /// The grant's exact bytes (what the signature signs).
+        public var bytes: [UInt8]
+        public var epochs: [Int]
+    }
+
+    /// A grant as stored and handed to its member: `{"grant":B64,"by":KID,"sig":B64}`.
+    public struct SignedGrant: Sendable, Equatable {
+        public var grant: String, by: String, signature: String
+
+        public init(grant: String, by: String, signature: String) { (self.grant, self.by, self.signature) = (grant, by, signature) }
+
+        public var json: JSONValue { .object([("grant", .string(grant)), ("by", .string(by)), ("sig", .string(signature))]) }
+    }
+
+    public static func historyGrant(_ body: [UInt8], device: DeviceID, kid: String) throws(RelayError) -> HistoryGrant {
+        let usage = #"send {"grant":B64,"by":KID,"sig":B64}, the grant {"device_id","kid","epochs":[{"epoch":E,"sealed":B64},…]}"#
+        guard isKid(kid) else { throw RelayError(.invalidGrant, "the path's kid is not a member key's id") }
+        guard let json = try? JSONReader.parse(body), case .object = json, let grant = json.member("grant")?.stringValue,
+              let bytes = Base64.decodeURLSafe(grant), let by = json.member("by")?.stringValue, isKid(by),
+              let signature = json.member("sig")?.stringValue, Base64.decodeURLSafe(signature)?.count == 64,
+              let inner = try? JSONReader.parse(bytes), case .object = inner, let items = inner.member("epochs")?.arrayValue
+        else { throw RelayError(.invalidGrant, usage) }
+        guard inner.member("device_id")?.stringValue == device.rawValue, inner.member("kid")?.stringValue == kid else {
+            throw RelayError(.invalidGrant, "the grant names another device or member")
+        }
+        var epochs: [Int] = []
+        for item in items {
+            guard let epoch = item.member("epoch")?.intValue, (1...Int64(Int32.max)).contains(epoch),
+                  let sealed = item.member("sealed")?.stringValue, Base64.decodeURLSafe(sealed)?.count == 80
+            else { throw RelayError(.invalidGrant, "each epoch is {\"epoch\":E,\"sealed\":B64} of 80 bytes") }
+            epochs.append(Int(epoch))
+        }
+        guard !epochs.isEmpty, Set(epochs).count == epochs.count else { throw RelayError(.invalidGrant, "one package per epoch, at least one") }
+        return HistoryGrant(signed: SignedGrant(grant: grant, by: by, signature: signature), bytes: bytes, epochs: epochs)
+    }
+
     /// The epoch and members' `kid`s of a roster that names this device.
     private static func rosterContents(_ bytes: [UInt8], device: DeviceID) throws(RelayError) -> (Int, Set<String>) {
         guard let roster = try? JSONReader.parse(bytes), case .object = roster, let items = roster.member("members")?.arrayValue,

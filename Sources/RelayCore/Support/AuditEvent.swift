@@ -42,6 +42,8 @@ public enum AuditKind: String, Sendable, CaseIterable, Codable {
     case sealedEpochAdded = "sealed_epoch_added"
     /// v1.5: an owner's app signed a roster for the robot (`details.epoch`).
     case sealedRosterProposed = "sealed_roster_proposed"
+    /// v1.6: an owner shared earlier history with a family member (`details.kid`, `epochs`, `by`).
+    case sealedHistoryGranted = "sealed_history_granted"
     /// v1.6: a member wrote the robot's desired settings (`details.version`, `bytes`; the token is who).
     case settingsChanged = "settings_changed"
     /// v1.6: an owner set the device's timeline retention (`details.days`).

@@ -67,6 +67,8 @@ struct Route: Sendable {
     /// The sealed household's routes (docs/protocol.md v1.5), answered by `SealedEndpoint`.
     enum Sealed: Sendable, Equatable {
         case status, putMemberKey, listMembers, putEpoch, getEpoch, proposeRoster, pendingRosters
+        /// v1.6: an owner shares earlier history with a family member.
+        case putHistory
     }
 
     /// The Live Activity routes (docs/protocol.md v1.4), answered by `LiveActivityEndpoint`.
@@ -216,6 +218,7 @@ enum Routes {
         Route(["GET"], Paths.devicePattern(.sealed, ["epochs", "{epoch}"]), .token(.app, .sealed(.getEpoch))),
         Route(["POST"], Paths.devicePattern(.sealed, ["rosters"]), .token(.owner, .sealed(.proposeRoster))),
         Route(["GET"], Paths.devicePattern(.sealed, ["rosters"]), .token(.robot, .sealed(.pendingRosters))),
+        Route(["PUT"], Paths.devicePattern(.sealed, ["history", "{kid}"]), .token(.owner, .sealed(.putHistory))),
         // The robot's settings (docs/protocol.md v1.6).
         Route(["GET"], Paths.devicePattern(.settings), .token(.robotOrApp, .settings(.read))),
         Route(["PUT"], Paths.devicePattern(.settings), .token(.app, .settings(.write))),

@@ -13,13 +13,14 @@ import RelayStore
 ///     GET /api/devices/{id}/sealed/epochs/{E}        app    the same for an earlier epoch
 ///     POST /api/devices/{id}/sealed/rosters          owner  {"roster":B64,"by":KID,"sig":B64,"departures"?:[…]} → 202 {"epoch"} (409: not current + 1)
 ///     GET /api/devices/{id}/sealed/rosters           robot  → 200 {"rosters":[…]} signed, above the current epoch
+///     PUT /api/devices/{id}/sealed/history/{kid}     owner  {"grant":B64,"by":KID,"sig":B64} → 200 {"kid","epochs"} (v1.6)
 ///
 /// Choices where the contract is silent: `GET …/sealed` is ours, so that either end learns whether
 /// the device is sealed (and so never falls back to an unsealed frame); `members` lists live
 /// members' keys not yet in the current roster with what an owner's app needs to sign them in
 /// (their token's access, control, until and label); a device with no epoch answers 404
-/// `not_found` ("not sealed"); a roster is accepted for the robot with 202; rate-limited per token
-/// as the household's calls are.
+/// `not_found` ("not sealed"); a roster is accepted for the robot with 202; a history grant is
+/// stored with 200 and its kid and epochs; rate-limited per token as the household's calls are.
 final class SealedEndpoint {
     private let env: RelayEnvironment
     private let authenticator: Authenticator
@@ -38,7 +39,9 @@ final class SealedEndpoint {
     /// Forgets idle limiters (the 1 s tick).
     func sweep(now: UInt64) { limiter.sweep(now: now) }
 
-    func handle(_ request: HTTPRequest, _ call: Route.Sealed, entry: CredentialEntry, epoch: String?, body: [UInt8]?) -> HTTPResponse? {
+    /// `parameter`: the path's epoch, or for `putHistory` its kid.
+    func handle(_ request: HTTPRequest, _ call: Route.Sealed, entry: CredentialEntry, epoch parameter: String?, body: [UInt8]?) -> HTTPResponse? {
+        let epoch = parameter
         guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
             return .error(.authentication(.rateLimited, "too many sealed-household calls for this token"))
         }
@@ -91,6 +94,17 @@ final class SealedEndpoint {
                     let pending = try SealedRepository(db).pendingRosters(device: device)
                     return .json(200, .object([("rosters", .array(pending.map { .raw($0) }))]))
                 }
+            case .putHistory:
+                guard let body else { return .error(.notSupported, "history grants need the relay's own HTTP front") }
+                let kid = parameter ?? ""
+                let grant = try SealedRules.historyGrant(body, device: device, kid: kid)
+                return database.answer(request) { db in
+                    try SealedRepository(db).putHistoryGrant(device: device, kid: kid, grant, by: token, address: address) { signKey in
+                        Base64.decodeURLSafe(signKey).map { Ed25519.verifies(signature: Base64.decodeURLSafe(grant.signed.signature) ?? [],
+                                                                             of: grant.bytes, publicKey: $0) } ?? false
+                    }
+                    return .json(200, .object([("kid", .string(kid)), ("epochs", .array(grant.epochs.map { .int(Int64($0)) }))]))
+                }
             case .getEpoch:
                 let number = epoch == "current" ? nil : try Self.epochNumber(epoch)
                 return database.answer(request) { db in
@@ -106,7 +120,7 @@ final class SealedEndpoint {
                                                 ("sig", .string(found.signature))])),
                             ("robot_sig", .string(found.robotSignature)),
                             ("package", .object([("kid", .string(found.package.kid)), ("sealed", .string(found.package.sealed))])),
-                        ]))
+                        ] + (found.history.map { [("history", $0.json)] } ?? [])))
                     }
                 }
             }

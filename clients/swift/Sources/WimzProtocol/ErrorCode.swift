@@ -50,6 +50,9 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
     case invalidLimit = "invalid_limit"
     /// v1.6: a timeline retention that is not a whole number of days within the relay's ceiling (400).
     case invalidDays = "invalid_days"
+    /// v1.6: a sealed history grant that is malformed, not signed by an owner of the current
+    /// roster, or for someone who is not a family member of it (400).
+    case invalidGrant = "invalid_grant"
     case lengthRequired = "length_required"
     case tooLarge = "too_large"
     case uriTooLong = "uri_too_long"
@@ -83,7 +86,7 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable, Error {
         case .missingToken, .unknownToken, .expiredToken, .revokedToken: 401
         case .wrongDevice, .wrongRole, .deviceDisabled, .forbidden: 403
         case .badRequest, .invalidJSON, .upgradeRequired, .badMessage, .forbiddenType, .invalidUntil, .invalidSettings, .invalidCursor, .invalidLimit,
-             .invalidDays: 400
+             .invalidDays, .invalidGrant: 400
         case .notFound, .invalidCode, .notInRoster: 404
         case .methodNotAllowed: 405
         case .conflict, .tooManyRegistrations, .tooManyActivities, .tooManyInvites, .lastOwner, .sealedDevice: 409
