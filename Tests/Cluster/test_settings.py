@@ -9,31 +9,24 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import secrets
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
 from email.message import Message
 
 import pytest
-import websockets
 
-from wimz_testkit import Database, RelayNode, http_json
+import household_kit
+from household_kit import two_nodes
+from wimz_testkit import RelayNode
 
 MILLISECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 @pytest.fixture(scope="module")
 def nodes():
-    database = Database(prefix="settings")
-    first, second = RelayNode(database, name="settings-a"), RelayNode(database, name="settings-b")
-    for node in (first, second):
-        node.start()
-    yield first, second
-    for node in (first, second):
-        node.stop()
-    database.drop()
+    with two_nodes("settings") as both:
+        yield both
 
 
 def settings_call(node: RelayNode, device: str, token: str, method: str = "GET", body: bytes | None = None,
@@ -52,25 +45,11 @@ def settings_call(node: RelayNode, device: str, token: str, method: str = "GET",
         return error.code, json.loads(error.read() or b"{}"), error.headers
 
 
-class Home:
+class Home(household_kit.Home):
     """A device with its robot token, an owner, and members invited on `node`."""
 
     def __init__(self, node: RelayNode) -> None:
-        self.node = node
-        self.device = "set-" + secrets.token_hex(4)
-        self.robot_token, self.owner = node.database.add_device(self.device)
-        self.owner_id = int(node.database.psql(f"SELECT max(id) FROM tokens WHERE device_id = '{self.device}' AND role = 'app'"))
-
-    def join(self, access: str, **fields) -> str:
-        until = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        status, invite = http_json(f"{self.node.url}/api/devices/{self.device}/invites", self.owner, "POST",
-                                   {"access": access, "label": access, **({"until": until} if access == "guest" else {}), **fields})
-        assert status == 201, invite
-        status, joined = http_json(f"{self.node.url}/api/pairing", None, "POST", {"code": invite["code"]})
-        assert status == 201, joined
-        for node in self.node.database.nodes:
-            node.wait_known(self.device, joined["token"])
-        return joined["token"]
+        super().__init__(node, prefix="set")
 
     def put(self, doc: bytes, version: str | None, token: str | None = None, node: RelayNode | None = None):
         return settings_call(node or self.node, self.device, token or self.owner, "PUT", doc, version)
@@ -79,16 +58,6 @@ class Home:
         status, body, _ = settings_call(node or self.node, self.device, token or self.owner)
         assert status == 200, body
         return body
-
-    async def robot(self, node: RelayNode | None = None):
-        return await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/robot?device_id={self.device}",
-                                        additional_headers={"Authorization": f"Bearer {self.robot_token}"})
-
-    async def app(self, token: str | None = None, node: RelayNode | None = None):
-        ws = await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/app?device_id={self.device}"
-                                      f"&token={token or self.owner}")
-        assert json.loads(await ws.recv())["event"] == "device_status"
-        return ws
 
 
 async def next_of(ws, kind: str, timeout: float = 10) -> tuple[dict, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import secrets
 import time
 import urllib.parse
 import urllib.request
@@ -18,6 +17,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import websockets
 
+import household_kit
+from household_kit import two_nodes
 from wimz_testkit import Database, RelayNode, http_json
 
 MILLISECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -25,32 +26,13 @@ MILLISECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 @pytest.fixture(scope="module")
 def nodes():
-    database = Database(prefix="timeline")
-    first, second = RelayNode(database, name="timeline-a"), RelayNode(database, name="timeline-b")
-    for node in (first, second):
-        node.start()
-    yield first, second
-    for node in (first, second):
-        node.stop()
-    database.drop()
+    with two_nodes("timeline") as both:
+        yield both
 
 
-class Home:
+class Home(household_kit.Home):
     def __init__(self, node: RelayNode) -> None:
-        self.node = node
-        self.device = "tl-" + secrets.token_hex(4)
-        self.robot_token, self.owner = node.database.add_device(self.device)
-
-    def join(self, access: str) -> str:
-        until = (datetime.now(timezone.utc) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        status, invite = http_json(f"{self.node.url}/api/devices/{self.device}/invites", self.owner, "POST",
-                                   {"access": access, "label": access, **({"until": until} if access == "guest" else {})})
-        assert status == 201, invite
-        status, joined = http_json(f"{self.node.url}/api/pairing", None, "POST", {"code": invite["code"]})
-        assert status == 201, joined
-        for node in self.node.database.nodes:
-            node.wait_known(self.device, joined["token"])
-        return joined["token"]
+        super().__init__(node, prefix="tl")
 
     def timeline(self, token: str | None = None, node: RelayNode | None = None, **query) -> tuple[int, dict]:
         text = urllib.parse.urlencode(query)
@@ -60,15 +42,6 @@ class Home:
         status, body = self.timeline(**query)
         assert status == 200, body
         return body
-
-    async def robot(self, node: RelayNode | None = None):
-        return await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/robot?device_id={self.device}",
-                                        additional_headers={"Authorization": f"Bearer {self.robot_token}"})
-
-    async def app(self, token: str | None = None, node: RelayNode | None = None):
-        ws = await websockets.connect(f"ws://127.0.0.1:{(node or self.node).port}/ws/app?device_id={self.device}&token={token or self.owner}")
-        assert json.loads(await ws.recv())["event"] == "device_status"
-        return ws
 
 
 async def entries_become(home: Home, count: int, timeout: float = 10, **query) -> list[dict]:
