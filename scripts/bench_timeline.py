@@ -7,8 +7,8 @@ private PostgreSQL (fsync off, as every benchmark here):
 2. Entries written: during the kept run, the entries and batches the relay stored
    (`wimz_timeline_entries_written_total`, `wimz_timeline_batches_total`): entries a second and
    transactions per 100 entries.
-3. Reading at size: the table filled to SMALL and then LARGE entries (200 a device, over 30 day
-   partitions), then a first page (limit 50) and a 500-entry page (`after=` from the oldest) of
+3. Reading at size: the table filled to SMALL and then LARGE entries (PER_DEVICE a device, over 30
+   day partitions), then a first page (limit 50) and a 500-entry page (`after=` from the oldest) of
    sample devices, p50/p99 of each at each size, and the larger's over the smaller's.
 4. A phone away for a week: 2,000 entries of one device caught up from `after=` empty in pages
    of 500, seconds.
@@ -36,7 +36,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 from wimz_testkit import Database, RelayNode  # noqa: E402
 
-PER_DEVICE = 200
+PER_DEVICE = 1_000
 DAYS = 30
 
 
@@ -204,10 +204,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=1000, help="events a second in the forwarding runs")
     parser.add_argument("--prune-rows", type=int, default=1_000_000)
+    parser.add_argument("--per-device", type=int, default=1_000, help="entries of each device in the filled table")
     args = parser.parse_args()
+    global PER_DEVICE
+    PER_DEVICE = args.per_device
     db = Database(prefix="bench_timeline")
     try:
         with psycopg.connect(db.url, autocommit=True) as conn:  # the days the filled entries fall on
+            # The filled entries are older than the migration: the relay is told it held them all along.
+            conn.execute(f"UPDATE timeline_started SET started_at = now() - interval '{DAYS + 400} days'")
             for age in range(DAYS + 1):
                 day = (datetime.now(timezone.utc) - timedelta(days=age)).replace(hour=0, minute=0, second=0, microsecond=0)
                 conn.execute(f"CREATE TABLE IF NOT EXISTS timeline_entries_p{day:%Y%m%d} PARTITION OF timeline_entries "

@@ -230,4 +230,35 @@ public struct TimelineRepository {
             """)
         return try db.execute("DELETE FROM timeline_entries WHERE device_id = \(device) AND at < \(now)::timestamptz").affected
     }
+
+    /// What an operator sees of a device's timeline: how many entries, their bytes, the oldest
+    /// and newest times, its own retention and last erase — never an entry's contents.
+    public struct Summary: Sendable, Equatable {
+        public var entries: Int64
+        public var bytes: Int64
+        public var oldest: UnixTime?
+        public var newest: UnixTime?
+        /// The device's own retention (nil: the relay's default).
+        public var days: Int?
+        public var erasedAt: UnixTime?
+
+        public var json: JSONValue {
+            let days: JSONValue = self.days.map { JSONValue.int(Int64($0)) } ?? JSONValue.null
+            return .object([("entries", .int(entries)), ("bytes", .int(bytes)), ("oldest", .optional(oldest?.iso8601)),
+                            ("newest", .optional(newest?.iso8601)), ("days", days), ("erased_at", .optional(erasedAt?.iso8601))])
+        }
+    }
+
+    public func summary(device: DeviceID) throws -> Summary {
+        let row = try db.execute(
+            """
+            SELECT count(*) AS entries, coalesce(sum(pg_column_size(e.message)), 0)::bigint AS bytes, min(e.at) AS oldest, max(e.at) AS newest,
+                   (SELECT days FROM timeline_devices WHERE device_id = \(device)) AS days,
+                   (SELECT erased_at FROM timeline_devices WHERE device_id = \(device)) AS erased_at
+            FROM timeline_entries e WHERE e.device_id = \(device)
+            """).single()
+        return Summary(entries: try row.int64("entries"), bytes: try row.int64("bytes"), oldest: try row.optionalTime("oldest"),
+                       newest: try row.optionalTime("newest"), days: try row.optionalInt64("days").map { Int($0) },
+                       erasedAt: try row.optionalTime("erased_at"))
+    }
 }

@@ -5,7 +5,7 @@ import RelayStore
 struct Device: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage devices (robots).",
-        subcommands: [Add.self, List.self, Disable.self, Enable.self, Members.self])
+        subcommands: [Add.self, List.self, Disable.self, Enable.self, Members.self, Timeline.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register a device.")
@@ -74,6 +74,23 @@ struct Device: ParsableCommand {
             printTable(["TOKEN_ID", "LABEL", "ACCESS", "UNTIL", "CREATED", "LAST_USED"], members.map {
                 [String($0.id), $0.label, accessText($0), $0.until?.iso8601 ?? "-", $0.createdAt.iso8601, $0.lastUsedAt?.iso8601 ?? "-"]
             })
+        }
+    }
+
+    struct Timeline: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a device's timeline as an operator sees it: its entries' count, bytes and times, its retention and last erase (never an entry's contents).")
+        @OptionGroup var database: DatabaseOptions
+        @Argument var id: String
+
+        func run() throws {
+            let device = try parseDeviceID(id)
+            let db = try database.connect()
+            let summary = try storeCall { try TimelineRepository(db).summary(device: device) }
+            printTable(["ENTRIES", "BYTES", "OLDEST", "NEWEST", "DAYS", "ERASED"], [[
+                String(summary.entries), String(summary.bytes), summary.oldest?.iso8601 ?? "-", summary.newest?.iso8601 ?? "-",
+                summary.days.map(String.init) ?? "default", summary.erasedAt?.iso8601 ?? "-",
+            ]])
         }
     }
 }

@@ -156,6 +156,12 @@ async def test_a_guest_sees_from_when_it_joined_and_retention_and_erasure_are_th
     assert http_json(f"{base}/settings", family, "PUT", {"days": 7})[0] == 403
     assert http_json(f"{base}/settings", home.owner, "PUT", {"days": 7}) == (200, {"days": 7})
     assert http_json(f"{base}/settings", family) == (200, {"days": 7})
+    # What an operator sees: counts, bytes, times and the retention; never an entry's contents.
+    shown = home.node.database.cli("device", "timeline", home.device).splitlines()
+    assert shown[0].split() == ["ENTRIES", "BYTES", "OLDEST", "NEWEST", "DAYS", "ERASED"], shown
+    values = shown[1].split()
+    assert values[0] == str(len(home.page(limit=500)["entries"])) and values[4] == "7" and values[5] == "-", shown
+    assert "Rex" not in "\n".join(shown)
     # Erasure: the owner's; what was there is gone, its IDs still cursors.
     newest = home.page()["entries"][0]["id"]
     assert http_json(base, family, "DELETE")[0] == 403

@@ -50,7 +50,9 @@ enum AdminAPI {
                     throw RelayError(.notFound, "unknown device \(id)")
                 }
                 let online = try ClusterRepository(db).presence(of: [record.id])[record.id]?.online ?? false
-                return (200, device(record, online: online))
+                guard case .object(let fields) = device(record, online: online) else { return (200, device(record, online: online)) }
+                // The household's timeline (v1.6), as an operator sees it: sizes and times, no entry's contents.
+                return (200, .object(fields + [("timeline", try TimelineRepository(db).summary(device: id).json)]))
             case .disableDevice, .enableDevice:
                 let disable = endpoint == .disableDevice
                 return (200, device(try DeviceRepository(db).setDisabled(try deviceID(r), disable, actor: actor).device))

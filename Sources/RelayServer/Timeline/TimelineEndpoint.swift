@@ -77,16 +77,16 @@ final class TimelineEndpoint {
             self.limit = limit
             if before != nil, after != nil { throw RelayError(.invalidCursor, "one cursor at most: before or after") }
             newestFirst = after == nil
-            switch (before, after) {
-            case (let text?, _), (nil, let text?) where !text.isEmpty:
+            events = try head.argument("events").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+            // `after=` empty starts at begins; neither cursor: the newest.
+            if let text = before ?? after, before != nil || !text.isEmpty {
                 guard let id = TimelineID(text, device: device) else {
                     throw RelayError(.invalidCursor, "not an entry ID of this device: \(text.prefix(64))")
                 }
                 cursor = id.number
-            default:
-                cursor = nil  // after= empty: from begins on; neither: the newest
+            } else {
+                cursor = nil
             }
-            events = try head.argument("events").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
         }
     }
 }

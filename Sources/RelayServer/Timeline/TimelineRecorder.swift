@@ -165,7 +165,7 @@ final class TimelineRecorder {
         let lines = entries.compactMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) + "\n" }.joined()
         try? FileManager.default.createDirectory(atPath: env.configuration.spoolDirectory, withIntermediateDirectories: true)
         guard let handle = FileHandle(forWritingAtPath: spoolPath) ?? {
-            FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: spoolPath, contents: nil, attributes: [.posixPermissions: 0o600])
             return FileHandle(forWritingAtPath: spoolPath)
         }() else {
             env.log.error("timeline_spool_failed", metadata: ["path": "\(spoolPath)", "entries": .stringConvertible(entries.count)])
