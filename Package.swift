@@ -119,7 +119,7 @@ let package = Package(
         // The sealed household's bytes against vectors computed from the primitives (Tests/Fixtures/sealed).
         .testTarget(name: "WimzSealedTests", dependencies: [wimzSealed]),
         // The client against the real relay.
-        .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, wimzSealed, "RelayCore", "RelayTestSupport",
+        .testTarget(name: "WimzRelayClientTests", dependencies: [wimzRelayClient, wimzRobot, wimzSealed, "RelayCore", "RelayStore", "RelayTestSupport",
                                                                   .product(name: "Crypto", package: "swift-crypto")]),
         // In-process: the router, authentication and handlers with fake clients, a fake loop and a
         // clock the test moves; no socket, no database.

@@ -202,6 +202,7 @@ struct Screen {
         case .message(let raw): last = String(raw.prefix(60))
         case .binary(let bytes): last = "binary message, \(bytes.count) bytes"
         case .sealedFrameRejected(let why): last = "sealed frame dropped: \(why)"
+        case .sealedHistoryRejected(let why): last = "shared history dropped: \(why)"
         case .timelineChanged(let newest): last = "timeline: new entries up to \(newest)"
         case .settingsChanged(let desired, let reported):
             settings = "desired v\(desired.map(String.init) ?? "–"), robot runs v\(reported.map(String.init) ?? "–")"

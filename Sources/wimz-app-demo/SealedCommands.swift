@@ -8,13 +8,14 @@ import WimzSealed
 
 /// The sealed household (v1.5) from the terminal, as the app does it: with `--sealed-keys` the
 /// demo seals what it sends and opens what the robot sealed; the commands below pair the first
-/// owner on the LAN, join by an invitation link, and sign members in.
+/// owner on the LAN, join by an invitation link, sign members in, and share history (v1.6).
 struct SealedOptions: ParsableArguments {
     @Option(name: .customLong("sealed-keys"), help: "This app's key file for sealed households (made on first use, 0600): the device is sealed for this app.") var keys: String?
     @Option(name: .customLong("robot-code"), help: "The robot's verification code (from --pair-robot, an invitation link or the robot): the robot's key is checked against it.") var robotCode: String?
     @Option(name: .customLong("pair-robot"), help: "First owner: pair with the robot's pairing address on the LAN (e.g. http://192.168.1.20:8765), hand this app's keys to the relay and sign the first roster; prints JSON, then exits.") var pairRobot: String?
     @Option(name: .customLong("join"), help: "Join by an invitation link (wimz://join?…): redeem it and hand this app's keys to the relay; prints {\"token\",\"kid\",\"robot_code\"}, then exits. No app token needed.") var join: String?
     @Flag(name: .customLong("sign-pending"), help: "Owners: sign every member whose keys the relay holds into the next roster; prints JSON, then exits.") var signPending = false
+    @Option(name: .customLong("share-history"), help: "Owners: share every epoch this app holds with the family member of this kid (v1.6); prints {\"kid\",\"epochs\"}, then exits.") var shareHistory: String?
     @Flag(name: .customLong("relay-view"), help: "Print each kept event as the relay stores it next to what this app opens of it (one JSON line each), then exit.") var relayView = false
 
     /// The household of `--sealed-keys`, nil without it.
@@ -103,6 +104,10 @@ struct SealedCommands {
                 try await commands.pairRobot(address, token: token)
             } else if demo.sealed.signPending {
                 try await commands.signPending(client)
+            } else if let kid = demo.sealed.shareHistory {
+                try await client.refreshSealedEpoch()
+                let epochs = try await client.shareHistory(with: kid).map(String.init).joined(separator: ",")
+                print(#"{"kid":"\#(kid)","epochs":[\#(epochs)]}"#)
             } else if demo.sealed.relayView {
                 try await commands.relayView(client, token: token)
             } else {

@@ -57,18 +57,11 @@ import WimzRobot
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    /// The robot's socket (reads wait up to 15 s: longer than the usual 5, shorter than the relay's
-    /// 20 s between pings, which a read answers and goes on, so a roster that never comes fails) and
-    /// the owner's app, started, with its first roster signed and epoch 1 stored as the robot would.
+    /// The robot's socket and the owner's app, started, with its first roster signed and epoch 1
+    /// stored as the robot would (SealedHistoryClientTests.swift).
     func ownerWithItsRobot(_ f: RelayFixture) async throws -> (WebSocketTestClient, RelayClient, Roster) {
-        let robotSocket = try await onThread {
-            try WebSocketTestClient.connect(port: f.port, role: "robot", device: "dev1", token: f.robotTokens["dev1"], timeout: 15)
-        }
-        let ownerApp = makeClient(f) { $0.sealed = SealedHousehold(identity: self.owner, verifiedRobot: self.robot.publicKeys) }
-        await ownerApp.start()
-        _ = try await ownerApp.joinSealedHousehold()
-        #expect(try await ownerApp.signNextRoster() == 1)
-        return (robotSocket, ownerApp, try await acceptRosterFrame(try await rosterFrame(robotSocket), f, previous: nil))
+        let (socket, ownerApp, epoch) = try await sealedOwner(f)
+        return (socket, ownerApp, epoch.roster)
     }
 
     @Test func anOwnersAppSignsMembersInThroughTheRelay() async throws {

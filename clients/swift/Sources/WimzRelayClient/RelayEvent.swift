@@ -19,6 +19,9 @@ public enum RelayEvent: Sendable, Equatable {
     /// A frame of a sealed device dropped unread (v1.5): changed on the way, replayed, of an
     /// epoch this app does not hold, not from the robot, or unsealed where only sealed ones count.
     case sealedFrameRejected(FrameRejection)
+    /// An owner's history grant (v1.6) dropped unopened: not signed by an owner of a roster this
+    /// app holds, another member's or device's, or a package that does not open.
+    case sealedHistoryRejected(SealedError)
     /// The robot's settings changed (v1.6): the desired version and the one the robot reported
     /// (nil: none yet). Read them with ``RelayClient/settings()``.
     case settingsChanged(desiredVersion: Int64?, reportedVersion: Int64?)

@@ -1,5 +1,6 @@
 import Foundation
 import WimzProtocol
+import WimzSealed
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -15,6 +16,9 @@ public struct RobotSettings: Sendable, Equatable {
         public var doc: JSON
         public var by: Int64?
         public var at: Date?
+        /// On a sealed device, why `doc` could not be opened (it is `null` then); nil when it
+        /// opened, or was never sealed.
+        public var sealedRejection: FrameRejection?
 
         init?(_ json: JSON?) {
             guard let json, let version = json["version"]?.int64Value, let doc = json["doc"], case .object = doc else { return nil }
@@ -31,6 +35,8 @@ public struct RobotSettings: Sendable, Equatable {
         public var version: Int64
         public var doc: JSON
         public var at: Date?
+        /// On a sealed device, why `doc` could not be opened (it is `null` then).
+        public var sealedRejection: FrameRejection?
 
         init?(_ json: JSON?) {
             guard let json, let version = json["version"]?.int64Value, let doc = json["doc"], case .object = doc else { return nil }
@@ -42,6 +48,11 @@ public struct RobotSettings: Sendable, Equatable {
 
     public var desired: Desired?
     public var reported: Reported?
+
+    public init(desired: Desired? = nil, reported: Reported? = nil) {
+        self.desired = desired
+        self.reported = reported
+    }
 
     /// The version a write replaces (its `If-Match`): desired's, 0 when none was written.
     public var version: Int64 { desired?.version ?? 0 }
@@ -60,21 +71,25 @@ public enum SettingsWrite: Sendable, Equatable {
 
 extension RelayClient {
     /// The robot's settings, desired and reported (any member).
+    /// On a sealed device both documents come opened (the desired one sealed by a member of the
+    /// household, the reported one by the robot), each checked against the version it was sealed
+    /// for; one that does not open has a `null` doc and says why (`sealedRejection`).
     public func settings() async throws -> RobotSettings {
         let body = try await deviceCall("GET", .settings)
-        return RobotSettings(desired: RobotSettings.Desired(body["desired"]), reported: RobotSettings.Reported(body["reported"]))
+        return await opened(RobotSettings(desired: RobotSettings.Desired(body["desired"]), reported: RobotSettings.Reported(body["reported"])))
     }
 
     /// Writes the desired settings `doc` (a JSON object of at most 16 KiB) over version
     /// `replacing` (``RobotSettings/version``, 0 for none) — owners, family and guests with
-    /// control. A stale version is ``SettingsWrite/conflict(current:)``, not an error.
+    /// control. A stale version is ``SettingsWrite/conflict(current:)``, not an error. On a sealed
+    /// device the document goes sealed (kind `settings`, its version inside), as the robot opens it.
     /// - Throws: ``RelayClientError/forbidden(code:message:)`` for a guest without control,
     ///   ``RelayClientError/http(status:code:message:)`` with `too_large`, `invalid_settings` or
     ///   `sealed_device` (a sealed device's documents are sealed frames).
     public func writeSettings(_ doc: JSON, replacing version: Int64) async throws -> SettingsWrite {
         var request = URLRequest(url: relayURL(httpBase, WimzProtocol.Path.device(configuration.deviceID, .settings)))
         request.httpMethod = "PUT"
-        request.httpBody = Data(doc.text.utf8)
+        request.httpBody = Data(try sealedSettings(doc, version: version + 1).utf8)
         request.setValue("\"\(version)\"", forHTTPHeaderField: "If-Match")
         request.setValue("Bearer \(currentToken)", forHTTPHeaderField: "Authorization")
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
@@ -85,9 +100,9 @@ extension RelayClient {
         switch status {
         case 200:
             guard let desired = RobotSettings.Desired(body) else { throw RelayClientError.invalidResponse("settings: \(body.text.prefix(200))") }
-            return .written(desired)
+            return .written(await opened(RobotSettings(desired: desired)).desired ?? desired)
         case ErrorCode.versionConflict.httpStatus where body["error"]?.stringValue == ErrorCode.versionConflict.rawValue:
-            return .conflict(current: RobotSettings.Desired(body["desired"]))
+            return .conflict(current: await opened(RobotSettings(desired: RobotSettings.Desired(body["desired"]))).desired)
         default:
             throw RelayClientError.refusal(status: status, body: data)
         }

@@ -73,7 +73,7 @@ public final class RelayConnectionModel {
             if let recovered = status.recovered { lastResumeRecovered = recovered }
         case .event(let message): apply(RobotEvent(message))
         case .settingsChanged(let desired, let reported): settingsVersions = (desired, reported)
-        case .message, .binary, .sealedFrameRejected, .timelineChanged: break
+        case .message, .binary, .sealedFrameRejected, .sealedHistoryRejected, .timelineChanged: break
         }
     }
 

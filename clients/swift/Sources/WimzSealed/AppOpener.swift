@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// Why an app dropped a sealed frame unread: each is an event its UI can show.
-public enum FrameRejection: Error, Sendable, Equatable {
+public enum FrameRejection: Error, Sendable, Equatable, Codable {
     /// Not a sealed frame of the contract's shape.
     case malformed
     /// An epoch whose secret this app does not hold (it was not a member then).
@@ -11,6 +11,9 @@ public enum FrameRejection: Error, Sendable, Equatable {
     case notTheRobot(kid: String)
     /// The signature or the AEAD does not verify: changed on the way.
     case tampered
+    /// A settings document (v1.6) under another version than the one sealed inside it: an old
+    /// document handed out as a new one.
+    case wrongVersion
 }
 
 /// A frame from the robot that passed every check.
@@ -58,6 +61,12 @@ public struct AppOpener: Sendable {
 
     public var heldEpochs: [Int] { epochs.keys.sorted() }
 
+    /// The epochs held, oldest first.
+    public var held: [Epoch] { epochs.values.sorted { $0.number < $1.number } }
+
+    /// The rosters of the epochs held as a member (not those of granted ones), oldest first.
+    public var heldRosters: [Roster] { epochs.values.filter { !$0.isGranted }.map(\.roster).sorted { $0.epoch < $1.epoch } }
+
     /// An opener of the same epochs that has opened nothing yet: for frames read again on
     /// purpose (the last-known state), which the live stream's memory would call repeats.
     public var forgettingOpened: AppOpener {
@@ -72,19 +81,9 @@ public struct AppOpener: Sendable {
         guard let epoch = epochs[frame.epoch] else { throw FrameRejection.unknownEpoch(frame.epoch) }
         guard frame.kid == epoch.roster.robot.kid else { throw FrameRejection.notTheRobot(kid: frame.kid) }
         if opened[frame.sid]?.contains(frame.n) == true { return .repeated }
-        let aad = FrameCrypto.associatedData(deviceID: deviceID, epoch: frame.epoch, kid: frame.kid, sid: frame.sid,
-                                             n: frame.n, ts: frame.ts, kind: frame.kind)
-        guard frame.ct.count >= 16, epoch.roster.robot.verifies(frame.sig, of: aad + frame.ct) else { throw FrameRejection.tampered }
-        let plaintext: Data
-        do {
-            let box = try ChaChaPoly.SealedBox(nonce: try FrameCrypto.nonce(frame.n), ciphertext: frame.ct.dropLast(16),
-                                               tag: frame.ct.suffix(16))
-            let key = keys[frame.sid]?[frame.epoch] ?? FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid)
-            plaintext = try ChaChaPoly.open(box, using: key, authenticating: aad)
-            keys[frame.sid, default: [:]][frame.epoch] = key
-        } catch {
-            throw FrameRejection.tampered
-        }
+        let key = keys[frame.sid]?[frame.epoch] ?? FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid)
+        let plaintext = try frame.opened(signedBy: epoch.roster.robot, key: key, deviceID: deviceID)
+        keys[frame.sid, default: [:]][frame.epoch] = key
         remember(frame.sid, frame.n)
         var past = now - frame.ts > Self.freshWindow
         if let kind = frame.kind {
@@ -93,6 +92,25 @@ public struct AppOpener: Sendable {
         }
         return .opened(OpenedFrame(plaintext: plaintext, epoch: frame.epoch, ts: frame.ts, kind: frame.kind, isPastState: past))
     }
+
+    /// A sealed settings document (v1.6, kind `settings`): the desired one an app of the roster
+    /// sealed, or the one the robot reports it runs. It opens at any age (settings wait while the
+    /// robot is away) and is not a live frame: no replay memory, no past state. Returns the
+    /// plaintext and who sealed it; the version check inside is the caller's.
+    public func openSettings(_ text: Data) throws -> (plaintext: Data, kid: String) {
+        let frame = try ParsedFrame(text)
+        guard frame.kind == Self.settingsKind else { throw FrameRejection.malformed }
+        guard let epoch = epochs[frame.epoch] else { throw FrameRejection.unknownEpoch(frame.epoch) }
+        let robot = epoch.roster.robot
+        guard let signer = frame.kid == robot.kid ? robot : epoch.roster.member(frame.kid)?.keys else {
+            throw FrameRejection.notTheRobot(kid: frame.kid)
+        }
+        let key = FrameCrypto.key(epoch, sid: frame.sidBytes, deviceID: deviceID, kid: frame.kid)
+        return (try frame.opened(signedBy: signer, key: key, deviceID: deviceID), frame.kid)
+    }
+
+    /// The kind of a sealed settings document.
+    public static let settingsKind = "settings"
 
     private mutating func remember(_ sid: String, _ n: Int64) {
         if opened[sid] == nil {
@@ -144,5 +162,17 @@ struct ParsedFrame {
         else { throw FrameRejection.malformed }
         (epoch, kid, sid, self.sidBytes, n, ts, kind) = (wire.epoch, wire.kid, wire.sid, sidBytes, wire.n, wire.ts, wire.kind)
         (self.ct, self.sig) = (ct, sig)
+    }
+
+    /// The plaintext, once `signer`'s signature and the AEAD under `key` verify.
+    func opened(signedBy signer: PublicKeys, key: SymmetricKey, deviceID: String) throws -> Data {
+        let aad = FrameCrypto.associatedData(deviceID: deviceID, epoch: epoch, kid: kid, sid: sid, n: n, ts: ts, kind: kind)
+        guard ct.count >= 16, signer.verifies(sig, of: aad + ct) else { throw FrameRejection.tampered }
+        do {
+            let box = try ChaChaPoly.SealedBox(nonce: try FrameCrypto.nonce(n), ciphertext: ct.dropLast(16), tag: ct.suffix(16))
+            return try ChaChaPoly.open(box, using: key, authenticating: aad)
+        } catch {
+            throw FrameRejection.tampered
+        }
     }
 }

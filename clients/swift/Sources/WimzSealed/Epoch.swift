@@ -2,16 +2,24 @@ import Crypto
 import Foundation
 
 /// One epoch as an app holds it: the roster the robot accepted and the secret it sealed to this
-/// app (HPKE, RFC 9180 base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM).
+/// app (HPKE, RFC 9180 base mode, DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM) — or an
+/// earlier epoch's secret an owner shared with this member (v1.6 history), held under the roster
+/// the grant came with, whose robot key its frames are checked against.
 public struct Epoch: Sendable {
+    public let number: Int
+    /// The epoch's roster; for a granted epoch, the later roster the grant was verified under.
     public let roster: Roster
     let secret: SymmetricKey
 
-    public var number: Int { roster.epoch }
+    /// Opened from an owner's history grant rather than from this member's own package: its
+    /// frames are read, never sealed with.
+    public var isGranted: Bool { number != roster.epoch }
 
     /// An epoch whose secret this end already holds (restored from the store, or a test's).
-    public init(roster: Roster, secret: Data) throws {
+    /// `number`: a granted epoch's own (nil: the roster's).
+    public init(roster: Roster, secret: Data, number: Int? = nil) throws {
         guard secret.count == 32 else { throw SealedError.packageRejected("the epoch secret is not 32 bytes") }
+        self.number = number ?? roster.epoch
         self.roster = roster
         self.secret = SymmetricKey(data: secret)
     }

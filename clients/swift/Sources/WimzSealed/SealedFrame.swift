@@ -49,6 +49,12 @@ public struct FrameSealer: Sendable {
         try seal(plaintext, in: epoch, ts: ts, kind: nil)
     }
 
+    /// A settings document (v1.6): `plaintext` is `{"type":"settings","version":V,"doc":{…}}`
+    /// for the version it is written as, sealed with kind `settings`.
+    public mutating func sealSettings(_ plaintext: Data, in epoch: Epoch) throws -> String {
+        try seal(plaintext, in: epoch, ts: Int64(Date().timeIntervalSince1970 * 1000), kind: AppOpener.settingsKind)
+    }
+
     /// With a `kind`, as only the robot's library seals (a robot stand-in's frames in tests).
     mutating func seal(_ plaintext: Data, in epoch: Epoch, ts: Int64, kind: String?) throws -> String {
         n += 1

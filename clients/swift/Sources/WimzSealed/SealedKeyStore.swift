@@ -23,6 +23,8 @@ struct SealedKeyDocument: Codable {
     struct StoredEpoch: Codable {
         var roster: String
         var secret: String
+        /// A granted epoch's number (absent: the roster's).
+        var epoch: Int?
     }
 
     /// A new identity's document.
@@ -51,15 +53,16 @@ struct SealedKeyDocument: Codable {
             guard let raw = Base64URL.decode(item.roster), let secret = Base64URL.decode(item.secret) else {
                 throw SealedError.malformed("\(place): an epoch is not base64url")
             }
-            return try Epoch(roster: try Roster.parse(raw), secret: secret)
+            return try Epoch(roster: try Roster.parse(raw), secret: secret, number: item.epoch)
         }.sorted { $0.number < $1.number }
     }
 
     mutating func keep(_ epoch: Epoch, of deviceID: String) {
         var kept = (epochs[deviceID] ?? []).filter { item in
-            (Base64URL.decode(item.roster).flatMap { try? Roster.parse($0) })?.epoch != epoch.number
+            (item.epoch ?? (Base64URL.decode(item.roster).flatMap { try? Roster.parse($0) })?.epoch) != epoch.number
         }
-        kept.append(StoredEpoch(roster: Base64URL.encode(epoch.roster.raw), secret: Base64URL.encode(epoch.secretBytes)))
+        kept.append(StoredEpoch(roster: Base64URL.encode(epoch.roster.raw), secret: Base64URL.encode(epoch.secretBytes),
+                                epoch: epoch.isGranted ? epoch.number : nil))
         epochs[deviceID] = kept
     }
 }

@@ -51,6 +51,9 @@ struct SealState {
     var robot: PublicKeys?
     /// A robot key a person verified with its code (``RelayClient/verifyRobotKey(code:)``).
     var verifiedByCode: PublicKeys?
+    /// Earlier epochs the relay has no package of for this app (it was not a member then, or
+    /// they are past the horizon): not asked for again (SealedHistory.swift).
+    var unavailableEpochs: Set<Int> = []
     var sealer: FrameSealer
     /// An owner's watch for members to sign out (SealedRosters.swift).
     var departureWatch: Task<Void, Never>?
@@ -83,18 +86,10 @@ struct SealState {
     /// Takes the answer of `GET …/sealed/epochs/current`: the robot's acceptance verified with
     /// the key this app holds for it (a roster naming another robot key is refused), the chain
     /// to the roster it held before where it follows it, and its own package opened.
-    mutating func adopt(_ answer: JSON) throws -> Int {
-        guard let object = try JSONSerialization.jsonObject(with: Data(answer.text.utf8)) as? [String: Any],
-              let signedJSON = object["roster"] as? [String: Any], let package = object["package"] as? [String: Any],
-              let robotSignature = object["robot_sig"] as? String
-        else { throw SealedError.malformed("not an epoch answer") }
-        let signed = try SignedRoster(json: signedJSON)
+    mutating func adopt(_ object: [String: Any]) throws -> Int {
+        let signed = try Self.signedRoster(object)
         let roster = signed.roster
-        guard roster.deviceID == deviceID else { throw SealedError.rosterRejected("another device's roster") }
-        if let robot, roster.robot != robot { throw SealedError.rosterRejected("the roster names another robot key") }
-        if let code = household.robotCode, !roster.robot.matches(verificationCode: code) {
-            throw SealedError.rosterRejected("the roster's robot key does not match the invitation's code")
-        }
+        try check(roster)
         if let current {
             guard roster.epoch >= current.number else { throw SealedError.rosterRejected("an epoch older than the one held") }
             if roster.epoch == current.number { return current.number }
@@ -102,9 +97,40 @@ struct SealState {
                 _ = try signed.verifiedAsNext(after: current.roster, deviceID: deviceID, robot: roster.robot)
             }
         }
-        let epoch = try Epoch(roster: roster, package: package, robotSignature: robotSignature, identity: household.identity)
+        let epoch = try opened(roster, object)
         hold(epoch)
         return epoch.number
+    }
+
+    /// An epoch answer's fields, as Foundation's objects (the crypto reads them so).
+    static func epochAnswer(_ answer: JSON) throws -> [String: Any] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(answer.text.utf8)) as? [String: Any] else {
+            throw SealedError.malformed("not an epoch answer")
+        }
+        return object
+    }
+
+    static func signedRoster(_ object: [String: Any]) throws -> SignedRoster {
+        guard let signedJSON = object["roster"] as? [String: Any] else { throw SealedError.malformed("not an epoch answer") }
+        return try SignedRoster(json: signedJSON)
+    }
+
+    /// A roster from the relay names this device and the robot key this app holds (or the
+    /// invitation's code).
+    func check(_ roster: Roster) throws {
+        guard roster.deviceID == deviceID else { throw SealedError.rosterRejected("another device's roster") }
+        if let robot, roster.robot != robot { throw SealedError.rosterRejected("the roster names another robot key") }
+        if let code = household.robotCode, !roster.robot.matches(verificationCode: code) {
+            throw SealedError.rosterRejected("the roster's robot key does not match the invitation's code")
+        }
+    }
+
+    /// The epoch of `roster` from the answer's package, once the robot's acceptance verifies.
+    func opened(_ roster: Roster, _ object: [String: Any]) throws -> Epoch {
+        guard let package = object["package"] as? [String: Any], let robotSignature = object["robot_sig"] as? String else {
+            throw SealedError.malformed("not an epoch answer")
+        }
+        return try Epoch(roster: roster, package: package, robotSignature: robotSignature, identity: household.identity)
     }
 
     /// Opens `epoch`'s frames from now on, and seals with it when it is the newest held.
@@ -135,11 +161,10 @@ extension RelayClient {
     @discardableResult
     public func refreshSealedEpoch() async throws -> Int {
         guard seal != nil else { throw RelayClientError.invalidResponse("no sealed household configured") }
-        let answer = try await deviceCall("GET", .sealed, ["epochs", "current"])
+        let answer = try SealState.epochAnswer(try await deviceCall("GET", .sealed, ["epochs", "current"]))
         let number = try seal!.adopt(answer)
-        if let store = seal!.household.store, let epoch = seal!.current, epoch.number == number {
-            try store.keep(epoch, of: configuration.deviceID)
-        }
+        if let epoch = seal!.current, epoch.number == number { try keep([epoch]) }
+        acceptHistory(answer)
         watchDepartures()
         return number
     }

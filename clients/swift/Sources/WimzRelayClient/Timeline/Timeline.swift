@@ -1,5 +1,6 @@
 import Foundation
 import WimzProtocol
+import WimzSealed
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -17,11 +18,34 @@ public struct TimelineEntry: Sendable, Equatable, Codable, Identifiable {
     public var source: Source
     /// The robot's event name (a sealed frame's kind), or the relay's own entry's.
     public var event: String
-    /// The frame: `{"type":"event","event":NAME,"data":{…}}` (a sealed frame on a sealed device).
+    /// The frame: `{"type":"event","event":NAME,"data":{…}}`. On a sealed device the robot's
+    /// frame as it sealed it once this app opened it (``sealing``), else the sealed frame.
     public var message: JSON
+    /// On a sealed device, for the robot's entries: whether this app opened the frame (nil: a
+    /// frame that was never sealed).
+    public var sealing: Sealing?
 
-    /// The frame's `data` (`null` for a sealed one).
+    /// How a sealed entry was read (v1.6, with the epochs this member holds).
+    public enum Sealing: Sendable, Equatable, Codable {
+        /// Opened with epoch `epoch`'s secret; `sealedAt` the robot's clock when it sealed it.
+        case opened(epoch: Int, sealedAt: Date)
+        /// Left sealed: `message` is the sealed frame and ``event`` its kind (an epoch this member
+        /// holds no secret of — before it joined, unless an owner shared that history — or a
+        /// frame that does not verify).
+        case unopened(FrameRejection)
+    }
+
+    /// The frame's `data` (`null` for one left sealed).
     public var data: JSON { message["data"] ?? .null }
+
+    /// Whether this entry is past state at `now`: older than 120 s by the robot's clock when it
+    /// sealed it, or else by the relay's receipt. Show it "as of" its time, never as the robot's
+    /// state now or a fresh alert (a `mode_changed` of yesterday says what the mode was then).
+    public func isPastState(at now: Date = Date()) -> Bool {
+        var when = at
+        if case .opened(_, let sealedAt)? = sealing { when = sealedAt }
+        return now.timeIntervalSince(when) * 1000 > Double(AppOpener.freshWindow)
+    }
 
     init?(_ json: JSON) {
         guard let id = json["id"]?.stringValue, let at = json["at"]?.stringValue.flatMap(ISO8601.date),
@@ -53,7 +77,9 @@ public enum TimelineDirection: Sendable, Equatable {
 }
 
 extension RelayClient {
-    /// One page of the household's timeline (`GET …/timeline`, any member).
+    /// One page of the household's timeline (`GET …/timeline`, any member). On a sealed device
+    /// the robot's entries come opened with the epochs this member holds, fetching earlier ones it
+    /// was a member of, and those an owner shared with it (``TimelineEntry/sealing``).
     /// - Throws: ``RelayClientError/http(status:code:message:)`` with `invalid_cursor` (another
     ///   device's cursor, or a malformed one) or `invalid_limit` (1–500).
     public func timelinePage(_ direction: TimelineDirection = .newestFirst(before: nil), limit: Int = 50,
@@ -78,7 +104,7 @@ extension RelayClient {
             guard let entry = TimelineEntry(item) else { throw RelayClientError.invalidResponse("timeline entry: \(item.text.prefix(200))") }
             return entry
         }
-        return TimelinePage(entries: entries, next: body["next"]?.stringValue, begins: begins)
+        return TimelinePage(entries: await opened(entries), next: body["next"]?.stringValue, begins: begins)
     }
 
     /// The timeline's pages, one after another until the end (as it was when each was read):

@@ -19,8 +19,14 @@ public struct FileTimelineStore: TimelineStore {
         return try JSONDecoder().decode(TimelineCopy.Snapshot.self, from: Data(contentsOf: url))
     }
 
+    /// Written for this user alone: the household's opened history is in it.
     public func save(_ snapshot: TimelineCopy.Snapshot) throws {
+        #if os(Linux)
         try JSONEncoder().encode(snapshot).write(to: url, options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        #else
+        try JSONEncoder().encode(snapshot).write(to: url, options: [.atomic, .completeFileProtection])
+        #endif
     }
 }
 
@@ -65,6 +71,8 @@ public actor TimelineCopy {
             begins = page.begins
         }
         var copy = snapshot
+        // Entries left sealed open once this member holds their epoch (an owner shared history).
+        if copy.entries.contains(where: \.isLeftSealed) { copy.entries = await client.opened(copy.entries) }
         copy.begins = begins
         copy.entries = (copy.entries.filter { begins.map($0.at.isAfterOrAt) ?? true } + fresh).suffix(maxEntries).map { $0 }
         snapshot = copy
@@ -77,6 +85,10 @@ public actor TimelineCopy {
     public func summary(since: Date, now: Date = Date()) -> AwaySummary {
         AwaySummary(entries: snapshot.entries, since: since, now: now)
     }
+}
+
+extension TimelineEntry {
+    fileprivate var isLeftSealed: Bool { if case .unopened? = sealing { true } else { false } }
 }
 
 extension Date {
