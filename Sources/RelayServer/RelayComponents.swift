@@ -84,7 +84,7 @@ final class RelayComponents {
         // `/metrics`: every component reports its own series.
         let metrics = MetricsEndpoint(registry: env.metrics.registry,
                                       reporters: [env, hub, authenticator, database, cluster, turn, lingering,
-                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, robotSettings, timelineRecorder, store, stop, env.audit.writer,
+                                                  robotHTTP, push, missionRuns, missionRuns.sender, served, robotSettings, timelineRecorder, timeline, store, stop, env.audit.writer,
                                                   workers.monitor, workers.turnCutter, workers.retention])
         router = Router(env: env, handlers: .init(authenticator: authenticator, store: store, stop: stop, metrics: metrics,
                                                   turn: turn, robotHTTP: robotHTTP, pairing: pairing, state: state,

@@ -8,7 +8,6 @@ Activity tokens: none held at rest, those of the devices it serves read with the
 import asyncio
 import subprocess
 import time
-import urllib.request
 
 import websockets
 
@@ -41,14 +40,6 @@ def transactions(db: Database) -> int:
     return int(db.psql("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"))
 
 
-def metric(node: RelayNode, name: str) -> float:
-    with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
-
-
 class TokensLocked:
     """A psql session holding the tokens table (ACCESS EXCLUSIVE, which even a SELECT waits for)
     from construction until ``release()``: lookups queue behind it."""
@@ -78,7 +69,7 @@ async def storm(node: RelayNode, tokens: dict[str, str], lock: TokensLocked) -> 
             return ws
     handshakes = asyncio.gather(*(one(d, t) for d, t in tokens.items()), return_exceptions=True)
     deadline = time.monotonic() + 10  # the relay holds a waiting upgrade for 15 s (RelayNode)
-    while await asyncio.to_thread(metric, node, "wimz_credential_lookups_waiting") < len(tokens):
+    while await asyncio.to_thread(node.metric, "wimz_credential_lookups_waiting") < len(tokens):
         assert time.monotonic() < deadline, "the storm's upgrades did not all wait for their tokens"
         await asyncio.sleep(0.05)
     lock.release()
@@ -92,8 +83,8 @@ def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current()
         tokens = provision(db, DEVICES)
         node = RelayNode.started(db)
         # Nothing is loaded at start: the fleet's 1,200 tokens and 800 push registrations stay in the store.
-        assert metric(node, "wimz_credentials_cached") == 0
-        assert metric(node, "wimz_push_registrations") == 0 and metric(node, "wimz_devices_followed") == 0
+        assert node.metric("wimz_credentials_cached") == 0
+        assert node.metric("wimz_push_registrations") == 0 and node.metric("wimz_devices_followed") == 0
 
         time.sleep(1.5)  # let the statistics of the start settle
         lock = TokensLocked(db)
@@ -108,20 +99,20 @@ def test_a_cold_node_reads_a_storm_of_tokens_in_batches_and_keeps_them_current()
         assert not failures, f"{len(failures)} of {DEVICES} handshakes failed, first: {failures[0]!r}"
         time.sleep(1.5)  # PostgreSQL publishes a backend's counts at most once a second
         spent = transactions(db) - before
-        statements = metric(node, "wimz_credential_lookup_statements_total")
+        statements = node.metric("wimz_credential_lookup_statements_total")
         print(f"storm: {DEVICES} handshakes in {seconds:.2f} s, {statements:.0f} lookup statements, {spent} transactions "
               "in all (the other threads' too)")
         # The one read when the lock was taken, then everything that queued behind it at once.
-        assert metric(node, "wimz_credential_lookups_total") == DEVICES
+        assert node.metric("wimz_credential_lookups_total") == DEVICES
         assert statements <= 2, f"{statements} lookup statements for {DEVICES} handshakes that all waited"
-        assert metric(node, "wimz_credentials_cached") == DEVICES
+        assert node.metric("wimz_credentials_cached") == DEVICES
         # The registrations of the devices served are read after the storm's lookups (they hold
         # no handshake): once lookups pause for 100 ms, 2 s at the most.
-        assert metric(node, "wimz_devices_followed") == DEVICES
+        assert node.metric("wimz_devices_followed") == DEVICES
         deadline = time.monotonic() + 10
-        while metric(node, "wimz_push_registrations") < 2 * DEVICES and time.monotonic() < deadline:
+        while node.metric("wimz_push_registrations") < 2 * DEVICES and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert metric(node, "wimz_push_registrations") == 2 * DEVICES
+        assert node.metric("wimz_push_registrations") == 2 * DEVICES
 
         # What was read is kept current: a revocation, then a disabled device, each within a second.
         revoked, disabled = "fleet1", "fleet2"

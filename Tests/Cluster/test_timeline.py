@@ -107,6 +107,11 @@ async def test_what_is_kept_is_stored_as_sent_and_paged_both_ways_without_gap_or
     # The other node gives the same pages.
     status, other = home.timeline(node=second, limit=50)
     assert status == 200 and other["entries"] == home.page(limit=50)["entries"]
+    # /metrics counts what was written and served: the second node answered one page of 50.
+    assert first.metric("wimz_timeline_entries_written_total") >= 126
+    assert second.metric('wimz_timeline_pages_served_total{order="newest_first"}') == 1
+    assert second.metric('wimz_timeline_pages_served_total{order="oldest_first"}') == 0
+    assert second.metric("wimz_timeline_entries_served_total") == 50
     await robot.close()
 
 

@@ -131,6 +131,8 @@ import RelayTestSupport
         let deadline = Date().addingTimeInterval(20)
         while try Self.timeline(db) != Self.keptThroughTheOutage, Date() < deadline { usleep(50_000) }
         #expect(try Self.timeline(db) == Self.keptThroughTheOutage)
+        let metrics = try HTTPTestClient.get(port: relay.port, path: "/metrics").text
+        #expect(metrics.contains("\nwimz_timeline_spool_entries_read_total \(Self.keptThroughTheOutage.count)\n"))
         relay.stop()
         #expect(!FileManager.default.fileExists(atPath: spool + "/timeline-spool.jsonl"))
     }

@@ -330,6 +330,14 @@ class RelayNode:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def metric(self, series: str) -> float:
+        """One series of ``/metrics`` as exported, labels included: ``name`` or ``name{a="b"}``."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(series + " "):
+                    return float(line.split()[-1])
+        raise AssertionError(f"{series} not in /metrics")
+
 
 class HAProxy:
     """HAProxy in front of relay nodes, configured as deploy/haproxy/haproxy.cfg's backend (one

@@ -15,6 +15,8 @@ final class TimelineEndpoint {
     private let env: RelayEnvironment
     private let authenticator: Authenticator
     private let database: DatabaseExchanges
+    /// Pages answered and the entries in them, by order: counted on the database worker's thread.
+    private let served = Locked((newestFirst: 0, oldestFirst: 0, entries: 0))
 
     init(env: RelayEnvironment, authenticator: Authenticator, database: DatabaseExchanges) {
         (self.env, self.authenticator, self.database) = (env, authenticator, database)
@@ -28,7 +30,7 @@ final class TimelineEndpoint {
         case .read:
             let query: PageQuery
             do throws(RelayError) { query = try PageQuery(request.head, device: device) } catch { return .error(error) }
-            let clock = env.clock
+            let clock = env.clock, served = self.served
             return database.answer(request) { db in
                 let repository = TimelineRepository(db)
                 let window = try repository.window(device: device, token: token)
@@ -36,6 +38,10 @@ final class TimelineEndpoint {
                                                   keptSince: window.keptSince, guestSince: window.guestSince)
                 let page = try repository.page(device: device, begins: begins, cursor: query.cursor, newestFirst: query.newestFirst,
                                                limit: query.limit, events: query.events, guest: window.guestSince != nil)
+                served.withLock { count in
+                    if query.newestFirst { count.newestFirst += 1 } else { count.oldestFirst += 1 }
+                    count.entries += page.entries.count
+                }
                 return .json(200, .object([("entries", .array(page.entries.map(\.json))),
                                            ("next", page.more ? .optional(page.entries.last?.id.text) : .null),
                                            ("begins", .string(begins.iso8601Milliseconds))]))
@@ -88,5 +94,16 @@ final class TimelineEndpoint {
                 cursor = nil
             }
         }
+    }
+}
+
+extension TimelineEndpoint: MetricsReporting {
+    func report(to metrics: MetricsSink) {
+        let count = served.current
+        for (order, pages) in [("newest_first", count.newestFirst), ("oldest_first", count.oldestFirst)] {
+            metrics.counter("wimz_timeline_pages_served_total", "Timeline pages this node answered, by order (before= or neither: newest first; after=: oldest first).",
+                            [("order", order)], pages)
+        }
+        metrics.counter("wimz_timeline_entries_served_total", "Timeline entries in the pages this node answered.", count.entries)
     }
 }

@@ -45,13 +45,14 @@ final class TimelineRecorder {
     /// Notices: when each device's last went out, and the ones held back by the interval.
     private var noticed: [DeviceID: UInt64] = [:]
     private var heldNotices: [DeviceID: (newest: Int64, forGuests: Int64?)] = [:]
-    private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0)
+    private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0, spooled: 0, readBack: 0)
 
     init(env: RelayEnvironment, hub: DeviceHub, worker: DatabaseWorker, mailbox: Mailbox<ServiceEvent>) {
         (self.env, self.hub, self.worker, self.mailbox) = (env, hub, worker, mailbox)
         spoolPath = (env.configuration.spoolDirectory as NSString).appendingPathComponent("timeline-spool.jsonl")
         waiting = readSpool()
         replaying = waiting.count
+        counts.readBack = replaying
     }
 
     /// A robot frame the timeline keeps, under `name`.
@@ -175,6 +176,7 @@ final class TimelineRecorder {
         handle.write(Data(lines.utf8))
         try? handle.synchronize()
         try? handle.close()
+        counts.spooled += entries.count
         env.log.warning("timeline_spooled", metadata: ["path": "\(spoolPath)", "entries": .stringConvertible(entries.count)])
     }
 
@@ -245,5 +247,9 @@ extension TimelineRecorder: MetricsReporting {
                         counts.dropped)
         metrics.gauge("wimz_timeline_entries_waiting", "Timeline entries waiting to be stored.", waiting.count)
         metrics.counter("wimz_timeline_notices_total", "Timeline notices sent to apps on this node.", counts.notices)
+        metrics.counter("wimz_timeline_entries_spooled_total", "Timeline entries written to the spool file at stop (the database did not answer).",
+                        counts.spooled)
+        metrics.counter("wimz_timeline_spool_entries_read_total", "Timeline entries this run read back from an earlier run's spool file at start.",
+                        counts.readBack)
     }
 }
