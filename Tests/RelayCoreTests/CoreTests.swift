@@ -17,6 +17,8 @@ import Testing
         #expect(UnixTime(seconds: 1_795_400_000).iso8601 == "2026-11-23T02:13:20Z")
         #expect(UnixTime(microseconds: 1_795_400_000_000_042).iso8601Microseconds == "2026-11-23T02:13:20.000042Z")
         #expect(UnixTime(microseconds: -1).iso8601Microseconds == "1969-12-31T23:59:59.999999Z")
+        #expect(UnixTime(microseconds: 1_795_400_000_123_987).iso8601Milliseconds == "2026-11-23T02:13:20.123Z")
+        #expect(UnixTime(microseconds: -1).iso8601Milliseconds == "1969-12-31T23:59:59.999Z")
         #expect(UnixTime(seconds: 951_782_400).iso8601 == "2000-02-29T00:00:00Z")
     }
 

@@ -17,17 +17,23 @@ import Testing
         }
     }
 
-    @Test func aDocumentIsOneJSONObjectOfAtMost16KiB() {
-        #expect(SettingsRules.check(document: Array(#"{"volume": 0.50}"#.utf8), sealedDevice: false) == nil)
+    @Test func aDocumentIsOneJSONObjectOfAtMost16KiB() throws {
+        func refusal(_ document: [UInt8], sealedDevice: Bool?) -> ErrorCode? {
+            do { try SettingsRules.checked(document: document, sealedDevice: sealedDevice) } catch { return error.code }
+            return nil
+        }
+        #expect(try SettingsRules.checked(document: Array(#"{"volume": 0.50}"#.utf8), sealedDevice: false)
+            == .init(text: #"{"volume": 0.50}"#, isSealedFrame: false))
         for bad in ["[1]", #""x""#, "{", #"{"a":1} {}"#, ""] {
-            #expect(SettingsRules.check(document: Array(bad.utf8), sealedDevice: nil)?.code == .invalidSettings, "\(bad)")
+            #expect(refusal(Array(bad.utf8), sealedDevice: nil) == .invalidSettings, "\(bad)")
         }
         let large = Array((#"{"pad":""# + String(repeating: "x", count: SettingsRules.maxDocumentBytes) + #""}"#).utf8)
-        #expect(SettingsRules.check(document: large, sealedDevice: nil)?.code == .tooLarge)
+        #expect(refusal(large, sealedDevice: nil) == .tooLarge)
         let sealed = Array(#"{"type":"sealed","kind":"settings","ct":"x"}"#.utf8)
-        #expect(SettingsRules.check(document: sealed, sealedDevice: true) == nil && SettingsRules.isSealedFrame(sealed))
-        #expect(SettingsRules.check(document: Array(#"{"type":"sealed","kind":"bark_detected"}"#.utf8), sealedDevice: true)?.code == .sealedDevice)
-        #expect(SettingsRules.check(document: Array(#"{"volume":1}"#.utf8), sealedDevice: true)?.code == .sealedDevice)
+        #expect(try SettingsRules.checked(document: sealed, sealedDevice: true).isSealedFrame)
+        #expect(try SettingsRules.checked(document: sealed, sealedDevice: nil).isSealedFrame)
+        #expect(refusal(Array(#"{"type":"sealed","kind":"bark_detected"}"#.utf8), sealedDevice: true) == .sealedDevice)
+        #expect(refusal(Array(#"{"volume":1}"#.utf8), sealedDevice: true) == .sealedDevice)
     }
 
     @Test func aMembersValueIsFoundAsSent() {

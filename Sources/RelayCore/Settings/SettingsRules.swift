@@ -33,31 +33,31 @@ public enum SettingsRules {
         return digits.reduce(0) { $0 * 10 + Int64($1 - 48) }
     }
 
-    /// Why `document` can't be a settings document (nil: it can): larger than
+    /// `document` as a settings document, or why it can't be one: larger than
     /// `maxDocumentBytes` (`too_large`), not one JSON object (`invalid_settings`), or a plain
     /// one for a sealed device (`sealed_device`). Pass `sealedDevice: nil` where the device's
-    /// seal is checked later (under its row lock).
-    public static func check(document: [UInt8], sealedDevice: Bool?) -> RelayError? {
+    /// seal is checked later (under its row lock). Returns whether it is a sealed frame of kind
+    /// `settings` (v1.5's envelope, v1.6's kind), read from the one parse.
+    @discardableResult
+    public static func checked(document: [UInt8], sealedDevice: Bool?) throws(RelayError) -> Document {
         guard document.count <= maxDocumentBytes else {
-            return RelayError(.tooLarge, "a settings document is at most \(maxDocumentBytes) bytes")
+            throw RelayError(.tooLarge, "a settings document is at most \(maxDocumentBytes) bytes")
         }
         guard let value = try? JSONReader.parse(document, maxDepth: maxDepth), case .object = value else {
-            return RelayError(.invalidSettings, "a settings document is one JSON object")
+            throw RelayError(.invalidSettings, "a settings document is one JSON object")
         }
-        if sealedDevice == true, !isSealedFrame(value) {
-            return RelayError(.sealedDevice, "this device is sealed: its settings are a sealed frame of kind settings")
+        let sealedFrame = value.member("type")?.stringValue == "sealed" && value.member("kind")?.stringValue == "settings"
+        if sealedDevice == true, !sealedFrame {
+            throw RelayError(.sealedDevice, "this device is sealed: its settings are a sealed frame of kind settings")
         }
-        return nil
+        return Document(text: String(decoding: document, as: UTF8.self), isSealedFrame: sealedFrame)
     }
 
-    /// Whether a document is a sealed frame of kind `settings` (v1.5's envelope, v1.6's kind).
-    public static func isSealedFrame(_ document: JSONValue) -> Bool {
-        document.member("type")?.stringValue == "sealed" && document.member("kind")?.stringValue == "settings"
-    }
-
-    /// `isSealedFrame` of a document's text (a valid one: `check` passed).
-    public static func isSealedFrame(_ document: [UInt8]) -> Bool {
-        (try? JSONReader.parse(document, maxDepth: maxDepth)).map(isSealedFrame) ?? false
+    /// A document that passed ``checked(document:sealedDevice:)``: its exact text, and whether it
+    /// is a sealed frame.
+    public struct Document: Sendable, Equatable {
+        public let text: String
+        public let isSealedFrame: Bool
     }
 }
 

@@ -25,43 +25,42 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
     public static func < (a: UnixTime, b: UnixTime) -> Bool { a.microseconds < b.microseconds }
 
     /// `2026-11-22T16:13:20Z` (whole seconds, UTC): the wire format of every time field.
-    public var iso8601: String { formatted(withMicroseconds: false) }
+    public var iso8601: String { formatted(fractionDigits: 0) }
 
     /// `2026-11-22T16:13:20.123456Z`: log timestamps and `timestamptz` parameters.
-    public var iso8601Microseconds: String { formatted(withMicroseconds: true) }
+    public var iso8601Microseconds: String { formatted(fractionDigits: 6) }
 
     /// `2026-11-22T16:13:20.123Z`: v1.6's times (timeline entries, the settings' `at`).
-    public var iso8601Milliseconds: String {
-        var text = iso8601Microseconds
-        text.removeSubrange(text.utf8.index(text.utf8.startIndex, offsetBy: 23)..<text.utf8.index(before: text.utf8.endIndex))
-        return text
-    }
+    public var iso8601Milliseconds: String { formatted(fractionDigits: 3) }
 
     /// `iso8601` in JSON quotes, appended to `out` without making the string (the app's
     /// `device_status` carries one per connection).
     public func appendQuotedISO8601(to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 22) { buffer in
             buffer[0] = UInt8(ascii: "\"")
-            let length = write(into: UnsafeMutableBufferPointer(rebasing: buffer[1...]), withMicroseconds: false)
+            let length = write(into: UnsafeMutableBufferPointer(rebasing: buffer[1...]), fractionDigits: 0)
             buffer[length + 1] = UInt8(ascii: "\"")
             out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<(length + 2)]))
         }
     }
 
     /// Formatted into the string's own storage (no array to fill and copy).
-    private func formatted(withMicroseconds: Bool) -> String {
-        String(unsafeUninitializedCapacity: withMicroseconds ? 27 : 20) { write(into: $0, withMicroseconds: withMicroseconds) }
+    private func formatted(fractionDigits: Int) -> String {
+        String(unsafeUninitializedCapacity: Self.length(fractionDigits: fractionDigits)) { write(into: $0, fractionDigits: fractionDigits) }
     }
 
-    /// Writes the time (20 bytes, or 27 with microseconds) at the start of `out`, by arithmetic
-    /// (no `gmtime_r`, no string interpolation): every TURN response, audit event and log line
-    /// formats a time. Returns the length.
-    private func write(into out: UnsafeMutableBufferPointer<UInt8>, withMicroseconds: Bool) -> Int {
+    /// 20 bytes, and a point and the digits of a fraction.
+    private static func length(fractionDigits: Int) -> Int { fractionDigits > 0 ? 21 + fractionDigits : 20 }
+
+    /// Writes the time with `fractionDigits` (0, 3 or 6) digits of the second at the start of
+    /// `out`, by arithmetic (no `gmtime_r`, no string interpolation): every TURN response, audit
+    /// event and log line formats a time. Returns the length.
+    private func write(into out: UnsafeMutableBufferPointer<UInt8>, fractionDigits: Int) -> Int {
         let secs = seconds
         let days = secs >= 0 ? secs / 86400 : (secs - 86399) / 86400
         let secondOfDay = Int(secs - days * 86400)
         let (year, month, day) = UnixTime.civilFromDays(Int(days))
-        let length = withMicroseconds ? 27 : 20
+        let length = Self.length(fractionDigits: fractionDigits)
         func put(_ value: Int, at offset: Int, width: Int) {
             var v = value
             for k in stride(from: offset + width - 1, through: offset, by: -1) {
@@ -80,9 +79,11 @@ public struct UnixTime: Comparable, Hashable, Sendable, CustomStringConvertible 
         put(secondOfDay / 60 % 60, at: 14, width: 2)
         out[16] = UInt8(ascii: ":")
         put(secondOfDay % 60, at: 17, width: 2)
-        if withMicroseconds {
+        if fractionDigits > 0 {
             out[19] = UInt8(ascii: ".")
-            put(Int(microseconds - secs * 1_000_000), at: 20, width: 6)
+            var divisor = 1
+            for _ in fractionDigits..<6 { divisor *= 10 }
+            put(Int(microseconds - secs * 1_000_000) / divisor, at: 20, width: fractionDigits)
         }
         out[length - 1] = UInt8(ascii: "Z")
         return length

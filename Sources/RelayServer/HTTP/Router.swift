@@ -196,7 +196,7 @@ final class Router {
         case .listAppTokens: return h.pairing.listAppTokens(request, entry: entry)
         case .revokeAppToken: return h.pairing.revokeAppToken(request, entry: entry, tokenText: parameters["token_id"] ?? "")
         case .household(let call): return h.household.handle(request, call, entry: entry, parameters: parameters, body: body)
-        case .sealed(let call): return h.sealed.handle(request, call, entry: entry, epoch: parameters["epoch"] ?? parameters["kid"], body: body)
+        case .sealed(let call): return h.sealed.handle(request, call, entry: entry, epoch: parameters["epoch"], kid: parameters["kid"], body: body)
         case .settings(.read): return h.settings.read(request, device: device)
         case .settings(.write): return h.settings.write(request, entry: entry, body: body)
         case .timeline(let call): return h.timeline.handle(request, call, entry: entry, body: body)

@@ -39,9 +39,8 @@ final class SealedEndpoint {
     /// Forgets idle limiters (the 1 s tick).
     func sweep(now: UInt64) { limiter.sweep(now: now) }
 
-    /// `parameter`: the path's epoch, or for `putHistory` its kid.
-    func handle(_ request: HTTPRequest, _ call: Route.Sealed, entry: CredentialEntry, epoch parameter: String?, body: [UInt8]?) -> HTTPResponse? {
-        let epoch = parameter
+    /// `epoch` and `kid`: the path's, where it has one.
+    func handle(_ request: HTTPRequest, _ call: Route.Sealed, entry: CredentialEntry, epoch: String?, kid: String?, body: [UInt8]?) -> HTTPResponse? {
         guard limiter.allow(entry.token.id, now: env.clock.monotonic()) else {
             return .error(.authentication(.rateLimited, "too many sealed-household calls for this token"))
         }
@@ -96,7 +95,7 @@ final class SealedEndpoint {
                 }
             case .putHistory:
                 guard let body else { return .error(.notSupported, "history grants need the relay's own HTTP front") }
-                let kid = parameter ?? ""
+                let kid = kid ?? ""
                 let grant = try SealedRules.historyGrant(body, device: device, kid: kid)
                 return database.answer(request) { db in
                     try SealedRepository(db).putHistoryGrant(device: device, kid: kid, grant, by: token, address: address) { signKey in

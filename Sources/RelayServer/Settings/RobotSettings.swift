@@ -135,10 +135,9 @@ struct AppliedSettings: Sendable, Equatable {
         guard let versionRange = Envelope.memberValue("version", in: bytes),
               let version = SettingsRules.version(UnsafeBufferPointer(rebasing: bytes[versionRange])),
               let docRange = Envelope.memberValue("doc", in: bytes) else { return nil }
-        let doc = Array(bytes[docRange])
-        guard SettingsRules.check(document: doc, sealedDevice: sealed) == nil else { return nil }
+        guard let document = try? SettingsRules.checked(document: Array(bytes[docRange]), sealedDevice: sealed) else { return nil }
         self.version = version
-        self.doc = String(decoding: doc, as: UTF8.self)
+        doc = document.text
     }
 }
 

@@ -54,12 +54,12 @@ final class SettingsEndpoint {
         case .version(let version): read = version
         }
         guard let body else { return .error(.notSupported, "settings need the relay's own HTTP front") }
-        if let refusal = SettingsRules.check(document: body, sealedDevice: nil) { return .error(refusal) }
+        let document: SettingsRules.Document
+        do throws(RelayError) { document = try SettingsRules.checked(document: body, sealedDevice: nil) } catch { return .error(error) }
         let device = entry.token.deviceID, token = entry.token.id
-        let doc = String(decoding: body, as: UTF8.self), sealedFrame = SettingsRules.isSealedFrame(body)
         let address = authenticator.clientAddress(request)
         return database.answer(request) { db in
-            switch try SettingsRepository(db).writeDesired(device: device, read: read, doc: doc, sealedFrame: sealedFrame,
+            switch try SettingsRepository(db).writeDesired(device: device, read: read, doc: document.text, sealedFrame: document.isSealedFrame,
                                                            by: token, address: address) {
             case .stored(let desired):
                 return .json(200, Self.desired(desired), headers: [Self.tag(desired)])

@@ -21,6 +21,9 @@ final class TimelineRecorder {
     static let offlineAfter: UInt64 = 30_000_000_000
     /// A device's notices are at least this far apart (nanoseconds).
     static let noticeInterval: UInt64 = 1_000_000_000
+    /// After a batch the database did not take, the next waits this long (nanoseconds) rather
+    /// than press a database that is down.
+    static let retryDelay: UInt64 = 1_000_000_000
     static let batchLimit = 1_000
     static let maxWaiting = 100_000
 
@@ -36,7 +39,7 @@ final class TimelineRecorder {
     private let spoolPath: String
     /// Entries read back from the spool at start and not yet stored (the file goes once they are).
     private var replaying = 0
-    /// After a batch the database did not take, the next waits a second (monotonic ns).
+    /// When the next batch may go after one the database did not take (monotonic ns).
     private var retryAt: UInt64 = 0
     /// Devices whose robot is on this node.
     private var robotsHere: Set<DeviceID> = []
@@ -114,7 +117,7 @@ final class TimelineRecorder {
             counts.failed += 1
             let batches = unwritten.withLock { taken in defer { taken = [] }; return taken }
             waiting = batches.flatMap { $0 } + waiting  // first again, in the order received
-            retryAt = env.clock.monotonic() + Self.noticeInterval
+            retryAt = env.clock.monotonic() + Self.retryDelay
             let excess = waiting.count - Self.maxWaiting
             if excess > 0 {
                 counts.dropped += excess
