@@ -47,10 +47,26 @@ public struct TimelineRepository {
     /// device that is gone or disabled stores nothing: its timeline went with it; an entry
     /// received before the device's last erase is dropped), presence entries by their condition;
     /// every node hears of each device's newest (`timeline:<device> <newest> <newest for guests or ->`).
+    ///
+    /// `mayBeStored`: entries an earlier attempt may have stored — a batch whose commit's answer
+    /// was lost (a failover, a connection cut), a spool written at a stop — of which those already
+    /// stored (the same device, receive time and text) are left out: each entry is stored once.
     @discardableResult
-    public func append(_ entries: [NewEntry]) throws -> [Stored] {
+    public func append(_ entries: [NewEntry], mayBeStored: Bool = false) throws -> [Stored] {
         guard !entries.isEmpty else { return [] }
-        return try db.transaction { try appendWithin(entries) }
+        return try db.transaction { try appendWithin(mayBeStored ? try unstored(entries) : entries) }
+    }
+
+    /// The entries of `entries` not stored yet: one statement, each looked up in its own day's
+    /// partition by device, time and text.
+    func unstored(_ entries: [NewEntry]) throws -> [NewEntry] {
+        let stored = Set(try db.execute(
+            """
+            SELECT v.k FROM unnest(\(entries.map(\.device))::text[], \(entries.map(\.at))::timestamptz[], \(entries.map(\.message))::text[])
+                WITH ORDINALITY AS v(d, a, m, k)
+            WHERE EXISTS (SELECT 1 FROM timeline_entries t WHERE t.device_id = v.d AND t.at = v.a AND t.message = v.m)
+            """).records.map { Int(try $0.int64("k")) - 1 })
+        return entries.enumerated().filter { !stored.contains($0.offset) }.map(\.element)
     }
 
     /// `append`, inside the caller's transaction: a household change and its entry commit together.

@@ -1,8 +1,8 @@
 """The relay on PostgreSQL that fails over (pg_auto_failover for real, on loopback, built with
 deploy/pg-auto-failover/pg-auto-failover.sh): the primary killed mid-traffic and the standby
 promoted, then a planned switchover. Pairs keep forwarding, `/readyz` is ready again within 15 s
-of the promotion, every TURN credential is answered 200 and every audit event the relay made is
-in the database once, and what changes after the failover (a token issued, a member's token
+of the promotion, every TURN credential is answered 200, every audit event the relay made and
+every timeline entry it received is in the database once, and what changes after the failover (a token issued, a member's token
 revoked, a device disabled) takes effect within a second."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Traffic:
     def __init__(self, node: RelayNode, device: str, robot_token: str, app_token: str) -> None:
         self.node, self.device, self.robot_token, self.app_token = node, device, robot_token, app_token
         self.arrivals: list[float] = []
+        self.sent = 0  # the robot's events sent: each one kept in the timeline
         self.turn_statuses: list[int] = []
         self.closed: list[str] = []
         self.running = True
@@ -54,6 +55,7 @@ class Traffic:
             while self.running:
                 n += 1
                 await robot.send(json.dumps({"type": "event", "event": "treat_dispensed", "data": {"n": n}}))
+                self.sent = n
                 await asyncio.sleep(0.05)
         except ConnectionClosed as closed:
             self.closed.append(f"robot {closed}")
@@ -180,6 +182,15 @@ async def test_the_relay_rides_a_failover_and_a_switchover():
             FROM turn_issuances i LEFT JOIN audit_log a ON a.event_id = i.issuance_id AND a.event = 'turn_credential_issued'
             WHERE i.via = 'http'""").split("|")
         assert counts == [str(answered)] * 3, f"{answered} credentials answered; issuances, distinct, audited: {counts}"
+
+        # Every event the robot sent is in the timeline once, in the order sent: the batches the
+        # database did not take were written again after the promotion, none of them twice.
+        kept = "FROM timeline_entries WHERE device_id = 'pair1' AND event = 'treat_dispensed'"
+        deadline = time.monotonic() + 10
+        while int(db.psql(f"SELECT count(*) {kept}")) < traffic.sent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        order = db.psql(f"SELECT string_agg(message::json->'data'->>'n', ',' ORDER BY number) {kept}")
+        assert order == ",".join(str(n) for n in range(1, traffic.sent + 1)), f"{traffic.sent} sent; the timeline holds {order}"
     finally:
         if node:
             node.stop()

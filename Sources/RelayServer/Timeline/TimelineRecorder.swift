@@ -39,6 +39,9 @@ final class TimelineRecorder {
     private let spoolPath: String
     /// Entries read back from the spool at start and not yet stored (the file goes once they are).
     private var replaying = 0
+    /// How many of `waiting`'s first entries an earlier attempt may have stored (a batch whose
+    /// commit's answer was lost, the spool): their batches leave out what is already there.
+    private var uncertain = 0
     /// When the next batch may go after one the database did not take (monotonic ns).
     private var retryAt: UInt64 = 0
     /// Devices whose robot is on this node.
@@ -55,6 +58,7 @@ final class TimelineRecorder {
         spoolPath = (env.configuration.spoolDirectory as NSString).appendingPathComponent("timeline-spool.jsonl")
         waiting = readSpool()
         replaying = waiting.count
+        uncertain = replaying
         counts.readBack = replaying
     }
 
@@ -116,12 +120,15 @@ final class TimelineRecorder {
         case .unwritten:
             counts.failed += 1
             let batches = unwritten.withLock { taken in defer { taken = [] }; return taken }
-            waiting = batches.flatMap { $0 } + waiting  // first again, in the order received
+            let failed = batches.flatMap { $0 }
+            waiting = failed + waiting  // first again, in the order received
+            uncertain += failed.count
             retryAt = env.clock.monotonic() + Self.retryDelay
             let excess = waiting.count - Self.maxWaiting
             if excess > 0 {
                 counts.dropped += excess
                 waiting.removeFirst(excess)
+                uncertain = max(0, uncertain - excess)
                 env.log.error("timeline_entries_dropped", metadata: ["entries": .stringConvertible(excess)])
             }
         }
@@ -132,11 +139,13 @@ final class TimelineRecorder {
         guard writing == 0, !waiting.isEmpty, env.clock.monotonic() >= retryAt else { return }
         let batch = Array(waiting.prefix(Self.batchLimit))
         waiting.removeFirst(batch.count)
+        let mayBeStored = uncertain > 0
+        uncertain = max(0, uncertain - batch.count)
         let mailbox = self.mailbox
         writing += 1
         let unwritten = self.unwritten
         let queued = worker.submit({ db in
-            try TimelineRepository(db).append(batch)
+            try TimelineRepository(db).append(batch, mayBeStored: mayBeStored)
             mailbox.post(.timeline(.written(batch.count)))
         }, failed: { _ in
             unwritten.withLock { $0.append(batch) }
@@ -152,11 +161,12 @@ final class TimelineRecorder {
     /// database just refused — is stored now if it answers, else spooled for the next start.
     func stop() {
         _ = try? worker.perform { _ in () }  // a barrier: the batch in flight is stored, or back in `unwritten`
-        let pending = unwritten.withLock { taken in defer { taken = [] }; return taken }.flatMap { $0 } + waiting
+        let failed = unwritten.withLock { taken in defer { taken = [] }; return taken }.flatMap { $0 }
+        let pending = failed + waiting, mayBeStored = !failed.isEmpty || uncertain > 0
         waiting = []
         guard !pending.isEmpty else { return }
         do {
-            try worker.perform { db in _ = try TimelineRepository(db).append(pending) }
+            try worker.perform { db in _ = try TimelineRepository(db).append(pending, mayBeStored: mayBeStored) }
             counts.written += pending.count
             if replaying > 0 { try? FileManager.default.removeItem(atPath: spoolPath) }
         } catch {
