@@ -138,6 +138,7 @@ struct WimzBench: ParsableCommand {
         @Option var window: Int = 64
         @Option var duration: Double = 10
         @Option var size: Int = 200
+        @Option(help: "The robots' event name (bark_detected, dog_detected, treat_dispensed, mode_changed: kept in the timeline).") var event = "mission_progress"
         @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
         @Option(name: .customLong("idle-sockets"), help: "Idle app sockets for the memory phase (≤ 15 per provisioned device; capped by RLIMIT_NOFILE).") var idleSockets: Int = 30_000
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
@@ -174,7 +175,7 @@ struct WimzBench: ParsableCommand {
             apps = Array(apps[..<devices])
             engine.run(for: 300_000_000)  // settle: greetings and replays
 
-            let load = LoadPhases(engine: engine, settings: .init(size: size, window: window, duration: duration, rate: rate,
+            let load = LoadPhases(engine: engine, settings: .init(size: size, event: event, window: window, duration: duration, rate: rate,
                                                                   commandRate: commandRate, idleSockets: idleSockets,
                                                                   idleLatencyDuration: idleLatencyDuration, relayPID: relayPID),
                                   creds: creds, robots: robots, apps: apps)
