@@ -34,6 +34,13 @@ import Testing
         for status in ["success", "failed", "completed"] {
             #expect(kept(#"{"type":"event","event":"mission_progress","data":{"stage":3,"status":"\#(status)"}}"#) == "mission_progress")
         }
+        // Spelled as Python's json.dumps sends it, with escapes, or where only a nested value says it.
+        #expect(kept(#"{"type": "event", "event": "mission_progress", "data": {"pad": "a\"b\\", "status": "completed"}}"#) == "mission_progress")
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"\u0073uccess"}}"#) == "mission_progress")
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"\u0072unning"}}"#) == nil)
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"run":{"status":"completed"}},"x":{"status":"failed"}}"#) == nil)
+        #expect(kept(#"{"type":"event","event":"mission_progress","note":"\"status\":\"failed\"","data":{"stage":1}}"#) == nil)
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"completed""#) == nil)  // cut short
         #expect(kept(#"{"type":"sealed","kind":"mission_completed","ct":"x"}"#) == "mission_completed")
         #expect(kept(#"{"type":"sealed","kind":"mission_progress","ct":"x"}"#) == nil)
         #expect(kept(#"{"type":"command","id":"1","command":"bark_detected"}"#) == nil)
