@@ -115,6 +115,24 @@ async def test_what_is_kept_is_stored_as_sent_and_paged_both_ways_without_gap_or
     await robot.close()
 
 
+async def test_a_cut_off_frame_is_forwarded_but_never_breaks_a_page(nodes):
+    """The forwarding path reads only a frame's envelope: a kept event cut off after its name
+    reaches the app as sent, and the timeline leaves it out (counted) rather than embed it."""
+    first, _ = nodes
+    home = Home(first)
+    robot = await home.robot()
+    before = first.metric("wimz_timeline_entries_malformed_total")
+    await robot.send('{"type":"event","event":"bark_detected","data":{"dog_name":"Rex"')
+    await robot.send(event("bark_detected", dog_name="Rex"))
+    entries = await entries_become(home, 2)  # robot_online and the whole bark
+    assert [e["event"] for e in entries] == ["bark_detected", "robot_online"] and entries[0]["message"]["data"] == {"dog_name": "Rex"}
+    deadline = time.monotonic() + 5
+    while first.metric("wimz_timeline_entries_malformed_total") < before + 1:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await robot.close()
+
+
 def test_bad_cursors_limits_and_tokens_get_the_contracts_errors(nodes):
     home, other = Home(nodes[0]), Home(nodes[0])
     stranger = "A" * 11 + "-" + "0" * 16

@@ -51,7 +51,7 @@ final class TimelineRecorder {
     /// Notices: when each device's last went out, and the ones held back by the interval.
     private var noticed: [DeviceID: UInt64] = [:]
     private var heldNotices: [DeviceID: (newest: Int64, forGuests: Int64?)] = [:]
-    private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0, spooled: 0, readBack: 0)
+    private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0, spooled: 0, readBack: 0, malformed: 0)
 
     init(env: RelayEnvironment, hub: DeviceHub, worker: DatabaseWorker, mailbox: Mailbox<ServiceEvent>) {
         (self.env, self.hub, self.worker, self.mailbox) = (env, hub, worker, mailbox)
@@ -110,8 +110,9 @@ final class TimelineRecorder {
     func handle(_ event: TimelineEvent) {
         writing -= 1
         switch event {
-        case .written(let count):
-            counts.written += count
+        case .written(let count, let malformed):
+            counts.written += count - malformed
+            counts.malformed += malformed
             counts.batches += 1
             if replaying > 0 {
                 replaying -= count
@@ -145,8 +146,9 @@ final class TimelineRecorder {
         writing += 1
         let unwritten = self.unwritten
         let queued = worker.submit({ db in
-            try TimelineRepository(db).append(batch, mayBeStored: mayBeStored)
-            mailbox.post(.timeline(.written(batch.count)))
+            let (entries, malformed) = Self.embeddable(batch)
+            try TimelineRepository(db).append(entries, mayBeStored: mayBeStored)
+            mailbox.post(.timeline(.written(batch.count, malformed: malformed)))
         }, failed: { _ in
             unwritten.withLock { $0.append(batch) }
             mailbox.post(.timeline(.unwritten))
@@ -155,6 +157,18 @@ final class TimelineRecorder {
             unwritten.withLock { $0.append(batch) }
             handle(.unwritten)
         }
+    }
+
+    /// `entries` without the robot frames a page could not embed as sent — not one JSON object
+    /// (the forwarding path reads only a frame's envelope, so a cut-off frame gets this far) —
+    /// and how many those were. Run on the database worker: off the forwarding path.
+    private static func embeddable(_ entries: [TimelineRepository.NewEntry]) -> ([TimelineRepository.NewEntry], malformed: Int) {
+        let valid = entries.filter { entry in
+            guard entry.source == .robot else { return true }
+            if case .object? = try? JSONReader.parse(Array(entry.message.utf8)) { return true }
+            return false
+        }
+        return (valid, entries.count - valid.count)
     }
 
     /// At stop (the service thread done, the worker still running): what waits — and a batch the
@@ -166,8 +180,10 @@ final class TimelineRecorder {
         waiting = []
         guard !pending.isEmpty else { return }
         do {
-            try worker.perform { db in _ = try TimelineRepository(db).append(pending, mayBeStored: mayBeStored) }
-            counts.written += pending.count
+            let (entries, malformed) = Self.embeddable(pending)
+            try worker.perform { db in _ = try TimelineRepository(db).append(entries, mayBeStored: mayBeStored) }
+            counts.written += entries.count
+            counts.malformed += malformed
             if replaying > 0 { try? FileManager.default.removeItem(atPath: spoolPath) }
         } catch {
             spool(pending)
@@ -244,7 +260,8 @@ final class TimelineRecorder {
 
 /// What the database worker tells `TimelineRecorder`.
 enum TimelineEvent: Sendable {
-    case written(Int)
+    /// A batch of this many entries stored, less `malformed` left out.
+    case written(Int, malformed: Int)
     /// A batch the database did not take (in `TimelineRecorder.unwritten`), to write again.
     case unwritten
 }
@@ -259,6 +276,8 @@ extension TimelineRecorder: MetricsReporting {
         metrics.counter("wimz_timeline_entries_dropped_total", "Timeline entries dropped: more than 100,000 waited for the database.",
                         counts.dropped)
         metrics.gauge("wimz_timeline_entries_waiting", "Timeline entries waiting to be stored.", waiting.count)
+        metrics.counter("wimz_timeline_entries_malformed_total", "Robot frames the timeline left out: not one JSON object (a page embeds each as it was sent).",
+                        counts.malformed)
         metrics.counter("wimz_timeline_notices_total", "Timeline notices sent to apps on this node.", counts.notices)
         metrics.counter("wimz_timeline_entries_spooled_total", "Timeline entries written to the spool file at stop (the database did not answer).",
                         counts.spooled)
