@@ -17,13 +17,15 @@ extension SealState {
         return epoch
     }
 
-    /// The epochs of the answer's `"history"` (an owner's grant to this member), held once the
-    /// grant verifies; none when there is no grant.
+    /// The epochs of the answer's `"history"` (an owner's grant to this member) not held yet,
+    /// held once the grant verifies; none when there is no grant.
     mutating func granted(_ object: [String: Any]) throws -> [Epoch] {
         guard let grant = try HistoryGrant(json: object["history"] as? [String: Any]), let current else { return [] }
-        let epochs = try grant.open(deviceID: deviceID, identity: household.identity, rosters: opener.heldRosters, current: current.roster)
-        for epoch in epochs where !opener.heldEpochs.contains(epoch.number) { opener.hold(epoch) }
-        return epochs
+        let held = Set(opener.heldEpochs)
+        let fresh = try grant.open(deviceID: deviceID, identity: household.identity, rosters: opener.heldRosters, current: current.roster)
+            .filter { !held.contains($0.number) }
+        for epoch in fresh { opener.hold(epoch) }
+        return fresh
     }
 }
 
