@@ -38,19 +38,13 @@ from wimz_testkit import Database, RelayNode  # noqa: E402
 
 PER_DEVICE = 1_000
 DAYS = 30
+#: The filled entries' frame: a bark as the guide's robot sends it.
+MESSAGE = '{"type":"event","event":"bark_detected","data":{"dog_name":"Elsa","loudness_db":72.5,"confidence":0.85}}'
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
-def metric(node: RelayNode, name: str) -> float:
-    with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -77,7 +71,7 @@ def forwarding(node: RelayNode, device: str, robot_token: str, app_token: str, s
     time.sleep(0.5)
     for name in ("audio_state", "bark_detected"):
         count = int(seconds * rate)
-        written, batches = metric(node, "wimz_timeline_entries_written_total"), metric(node, "wimz_timeline_batches_total")
+        written, batches = node.metric("wimz_timeline_entries_written_total"), node.metric("wimz_timeline_batches_total")
         received = [0]
 
         def drain() -> None:
@@ -94,8 +88,8 @@ def forwarding(node: RelayNode, device: str, robot_token: str, app_token: str, s
         reader.join()
         time.sleep(1.0)  # the last batch
         used = cpu_seconds(node.process.pid) - cpu
-        stored = metric(node, "wimz_timeline_entries_written_total") - written
-        txs = metric(node, "wimz_timeline_batches_total") - batches
+        stored = node.metric("wimz_timeline_entries_written_total") - written
+        txs = node.metric("wimz_timeline_batches_total") - batches
         print(f"forwarding {name:14} {count} events at {rate}/s: relay CPU {used / count * 1e6:.1f} µs a message"
               + (f"; {stored:.0f} entries stored, {stored / seconds:.0f} a second, {100 * txs / max(stored, 1):.2f} transactions per 100"
                  if stored else ""))
@@ -112,12 +106,18 @@ def fill(db: Database, total: int, offset: int) -> None:
             INSERT INTO timeline_entries (device_id, number, at, source, event, message)
             SELECT 'bench-' || (i / {PER_DEVICE}), i % {PER_DEVICE} + 1,
                    now() - make_interval(secs => ({PER_DEVICE} - i % {PER_DEVICE}) * {DAYS * 86400.0 / PER_DEVICE}),
-                   'robot', 'bark_detected',
-                   '{{"type":"event","event":"bark_detected","data":{{"dog_name":"Elsa","loudness_db":72.5,"confidence":0.85}}}}'
+                   'robot', 'bark_detected', '{MESSAGE}'
             FROM generate_series({offset}, {total - 1}) AS i
             """)
-        conn.execute("ANALYZE timeline_entries")
-        print(f"filled to {total:,} entries in {time.monotonic() - start:.0f} s")
+        # Read on a quiet database, as a relay's reads are between bursts: the fill's dirty pages
+        # written out and its rows vacuumed now, not by the checkpointer and autovacuum during
+        # the reads.
+        conn.execute("VACUUM (ANALYZE) timeline_entries")
+        conn.execute("CHECKPOINT")
+        size = conn.execute("SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits "
+                            "WHERE inhparent = 'timeline_entries'::regclass").fetchone()[0]
+        print(f"filled to {total:,} entries in {time.monotonic() - start:.0f} s: {size / 2**20:,.0f} MiB on disk with the index, "
+              f"{size / total:.0f} bytes an entry (a {len(MESSAGE)}-byte message)")
 
 
 def reads(node: RelayNode, tokens: dict[str, str], label: str) -> dict[str, tuple[float, float]]:
