@@ -21,9 +21,10 @@
 #   WIMZ_INSTRUCTIONS_PHASE=robothttp scripts/bench-instructions.sh OTHER_WIMZ_RELAY   # HTTP to
 #     the robot instead: wrk, 8 connections for 10 s, GET /api/devices/ID/robot/ping answered by
 #     wimz-bench robot-leg at once; prints instructions per request (its TCP handshake included)
-#   WIMZ_INSTRUCTIONS_EVENT=bark_detected …   # the latency phase's events named so (default
-#     mission_progress, which the timeline does not keep; bark_detected is kept: each event also
-#     a timeline entry, written on the database worker, outside what is counted)
+#   WIMZ_INSTRUCTIONS_EVENT=bark_detected …   # the latency phase's events named so, several
+#     comma-separated taken in turn (default mission_progress, a run's progress, "watching": the
+#     timeline does not keep it; bark_detected is kept: each event also a timeline entry, written
+#     on the database worker, outside what is counted)
 #   WIMZ_INSTRUCTIONS_ROUNDS=1 …   # rounds (default 2)
 #   WIMZ_CALLGRIND_EXTRA=--dump-instr=yes …   # more callgrind options (per-instruction counts)
 #   WIMZ_INSTRUCTIONS_KEEP=/tmp/cg scripts/bench-instructions.sh …   # keeps relay K's callgrind

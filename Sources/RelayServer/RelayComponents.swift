@@ -179,7 +179,7 @@ final class HubReports: DeviceHubObserver {
         timeline.presenceChanged(device, robotLeftAt: robotLeftAt)
     }
     func hubSettingsApplied(_ device: DeviceID, _ frame: Payload) { settings.applied(device, frame) }
-    func hubTimelineEntry(_ device: DeviceID, name: [UInt8], _ frame: Payload) { timeline.robotFrame(device, name: name, frame) }
+    func hubTimelineEntry(_ device: DeviceID, name: String, _ frame: Payload) { timeline.robotFrame(device, name: name, frame) }
     func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) { missionRuns.signal(device, signal) }
     func hubRobotAnsweredHTTP(_ frame: Payload, from robot: Session) { robotHTTP.answered(frame, from: robot) }
     func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {

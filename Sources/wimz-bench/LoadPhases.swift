@@ -7,9 +7,10 @@ final class LoadPhases {
     /// What `wimz-bench run` was told.
     struct Settings {
         var size: Int
-        /// The robot's events' name (`mission_progress` without a status: one the timeline does
-        /// not keep; `bark_detected` and the rest of the timeline's set: kept).
-        var event: String
+        /// The robot's events' names, taken in turn (`mission_progress` as mid-run progress, its
+        /// status first in `data` as the robot library sends it: one the timeline does not keep;
+        /// `bark_detected` and the rest of the timeline's set: kept).
+        var events: [String]
         var window: Int
         var duration: Double
         var rate: Int
@@ -40,7 +41,9 @@ final class LoadPhases {
 
     /// An event template padded to `size` bytes; seq and t are written per message.
     private func event(seq: UInt64, t: UInt64) -> [UInt8] {
-        let head = #"{"type":"event","event":"\#(settings.event)","data":{"n":\#(seq),"t":\#(t),"pad":""#
+        let name = settings.events[Int(seq % UInt64(settings.events.count))]
+        let status = name == "mission_progress" ? #""status":"watching","# : ""
+        let head = #"{"type":"event","event":"\#(name)","data":{\#(status)"n":\#(seq),"t":\#(t),"pad":""#
         let tail = #""}}"#
         let pad = max(0, settings.size - head.utf8.count - tail.utf8.count)
         return Array(head.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: pad) + Array(tail.utf8)

@@ -138,7 +138,8 @@ struct WimzBench: ParsableCommand {
         @Option var window: Int = 64
         @Option var duration: Double = 10
         @Option var size: Int = 200
-        @Option(help: "The robots' event name (bark_detected, dog_detected, treat_dispensed, mode_changed: kept in the timeline).") var event = "mission_progress"
+        @Option(help: "The robots' event names, comma-separated, sent in turn (bark_detected, dog_detected, treat_dispensed, mode_changed: kept in the timeline; mission_progress: a run's progress, not kept).")
+        var event = "mission_progress"
         @Option(help: "Messages/s for the latency phase.") var rate: Int = 20_000
         @Option(name: .customLong("idle-sockets"), help: "Idle app sockets for the memory phase (≤ 15 per provisioned device; capped by RLIMIT_NOFILE).") var idleSockets: Int = 30_000
         @Option(name: .customLong("command-rate"), help: "Commands/s for the command round-trip phase.") var commandRate: Int = 5000
@@ -154,6 +155,8 @@ struct WimzBench: ParsableCommand {
             let creds = Array(all[first...] + all[..<first])
             guard creds.count >= devices else { throw ValidationError("tokens file has \(creds.count) devices, need \(devices)") }
             let wanted = Set(phases.split(separator: ",").map(String.init))
+            let events = event.split(separator: ",").map(String.init)
+            guard !events.isEmpty else { throw ValidationError("--event names no event") }
             print("wimz-bench: \(devices) devices x (1 robot + 1 app\(recover ? " with recover=1" : "")), \(size)-byte events, window \(window), \(duration) s per phase")
 
             let engine = LoadEngine(port: port)
@@ -175,7 +178,7 @@ struct WimzBench: ParsableCommand {
             apps = Array(apps[..<devices])
             engine.run(for: 300_000_000)  // settle: greetings and replays
 
-            let load = LoadPhases(engine: engine, settings: .init(size: size, event: event, window: window, duration: duration, rate: rate,
+            let load = LoadPhases(engine: engine, settings: .init(size: size, events: events, window: window, duration: duration, rate: rate,
                                                                   commandRate: commandRate, idleSockets: idleSockets,
                                                                   idleLatencyDuration: idleLatencyDuration, relayPID: relayPID),
                                   creds: creds, robots: robots, apps: apps)

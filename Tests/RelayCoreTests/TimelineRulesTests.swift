@@ -24,7 +24,7 @@ import Testing
         func kept(_ text: String) -> String? {
             let bytes = Array(text.utf8)
             return bytes.withUnsafeBufferPointer { buffer in
-                TimelineRules.keptName(buffer, Envelope.scan(buffer)).map { String(decoding: $0, as: UTF8.self) }
+                TimelineRules.keptName(buffer, Envelope.scan(buffer))
             }
         }
         #expect(kept(#"{"type":"event","event":"bark_detected","data":{}}"#) == "bark_detected")
@@ -41,6 +41,20 @@ import Testing
         #expect(kept(#"{"type":"event","event":"mission_progress","data":{"run":{"status":"completed"}},"x":{"status":"failed"}}"#) == nil)
         #expect(kept(#"{"type":"event","event":"mission_progress","note":"\"status\":\"failed\"","data":{"stage":1}}"#) == nil)
         #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"completed""#) == nil)  // cut short
+        // As the robot library writes a run's progress: the status first in `data`, read in place.
+        for status in ["success", "failed", "completed"] {
+            #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"\#(status)","stage":2}}"#) == "mission_progress")
+        }
+        for status in ["watching", "succes", "successes", "", #"comp\"leted"#] {
+            #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"\#(status)","stage":2}}"#) == nil, "\(status)")
+        }
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"watching","note":"completed"}}"#) == nil)
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":7,"x":"failed"}}"#) == nil)
+        #expect(kept(#"{"type":"event","event":"mission_progress","data":{"status":"\u0066ailed"}}"#) == "mission_progress")
+        for name in TimelineRules.keptEvents {
+            #expect(kept(#"{"type":"event","event":"\#(name)","data":{}}"#) == name)
+            #expect(kept(#"{"type":"sealed","kind":"\#(name)","ct":"x"}"#) == name)
+        }
         #expect(kept(#"{"type":"sealed","kind":"mission_completed","ct":"x"}"#) == "mission_completed")
         #expect(kept(#"{"type":"sealed","kind":"mission_progress","ct":"x"}"#) == nil)
         #expect(kept(#"{"type":"command","id":"1","command":"bark_detected"}"#) == nil)

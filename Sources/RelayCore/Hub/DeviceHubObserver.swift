@@ -24,7 +24,7 @@ public protocol DeviceHubObserver: AnyObject {
     /// The robot's `settings_applied` (v1.6): the relay's to store; it never goes to the apps.
     func hubSettingsApplied(_ device: DeviceID, _ frame: Payload)
     /// A robot frame the timeline keeps (v1.6), under `name` (its event, or its sealed kind).
-    func hubTimelineEntry(_ device: DeviceID, name: [UInt8], _ frame: Payload)
+    func hubTimelineEntry(_ device: DeviceID, name: String, _ frame: Payload)
 }
 
 extension DeviceHubObserver {
@@ -37,5 +37,5 @@ extension DeviceHubObserver {
     public func hubPushEvent(_ device: DeviceID, kind: PushKind, message: Payload, place: (epoch: String, seq: UInt64)) {}
     public func hubMissionSignal(_ device: DeviceID, _ signal: MissionSignal) {}
     public func hubSettingsApplied(_ device: DeviceID, _ frame: Payload) {}
-    public func hubTimelineEntry(_ device: DeviceID, name: [UInt8], _ frame: Payload) {}
+    public func hubTimelineEntry(_ device: DeviceID, name: String, _ frame: Payload) {}
 }

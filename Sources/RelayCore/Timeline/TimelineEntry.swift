@@ -47,10 +47,23 @@ public struct TimelineID: Sendable, Equatable {
         (self.device, self.number) = (device, number)
     }
 
+    /// `TAG-NUMBER`: the device's tag (11 characters), then the number as 16 hex digits. Written
+    /// in place: every notice to the apps carries one.
     public var text: String {
-        let hex = String(UInt64(bitPattern: number), radix: 16)
-        return Self.tag(of: device) + "-" + String(repeating: "0", count: 16 - hex.utf8.count) + hex
+        String(unsafeUninitializedCapacity: 28) { out in
+            Self.writeTag(of: device, into: out)
+            out[11] = UInt8(ascii: "-")
+            var n = UInt64(bitPattern: number)
+            for k in (12..<28).reversed() {
+                out[k] = Self.hexDigits.utf8Start[Int(n & 0xf)]
+                n >>= 4
+            }
+            return 28
+        }
     }
+
+    private static let hexDigits: StaticString = "0123456789abcdef"
+    private static let tagAlphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
     /// The ID `text` of one of `device`'s entries; nil when it is malformed or another device's.
     public init?(_ text: String, device: DeviceID) {
@@ -64,12 +77,19 @@ public struct TimelineID: Sendable, Equatable {
     /// FNV-1a of the device id, as 11 base64url characters: an ID's device, told apart without a
     /// lookup (not a secret: every caller is one of the device's members already).
     static func tag(of device: DeviceID) -> String {
+        String(unsafeUninitializedCapacity: 11) { out in
+            writeTag(of: device, into: out)
+            return 11
+        }
+    }
+
+    /// The tag's 11 characters at the start of `out`.
+    private static func writeTag(of device: DeviceID, into out: UnsafeMutableBufferPointer<UInt8>) {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in device.rawValue.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
         }
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        return String(decoding: (0..<11).map { k in alphabet[Int((hash >> UInt64(6 * k)) & 0x3f)] }, as: UTF8.self)
+        for k in 0..<11 { out[k] = tagAlphabet.utf8Start[Int((hash >> UInt64(6 * k)) & 0x3f)] }
     }
 }

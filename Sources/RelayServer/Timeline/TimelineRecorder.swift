@@ -31,11 +31,11 @@ final class TimelineRecorder {
     private let hub: DeviceHub
     private let worker: DatabaseWorker
     private let mailbox: Mailbox<ServiceEvent>
-    private var waiting: [TimelineRepository.NewEntry] = []
+    private var waiting: [WaitingEntry] = []
     private var writing = 0
     /// Batches the database did not take, until the service thread takes them back (or the stop
     /// does): filled on the worker's thread.
-    private let unwritten = Locked<[[TimelineRepository.NewEntry]]>([])
+    private let unwritten = Locked<[[WaitingEntry]]>([])
     private let spoolPath: String
     /// Entries read back from the spool at start and not yet stored (the file goes once they are).
     private var replaying = 0
@@ -48,24 +48,24 @@ final class TimelineRecorder {
     private var robotsHere: Set<DeviceID> = []
     /// Robots that left this node: when, and when their absence becomes an entry.
     private var gone: [DeviceID: (leftAt: UnixTime, due: UInt64)] = [:]
-    /// Notices: when each device's last went out, and the ones held back by the interval.
-    private var noticed: [DeviceID: UInt64] = [:]
-    private var heldNotices: [DeviceID: (newest: Int64, forGuests: Int64?)] = [:]
+    /// Notices: each device's, and the devices whose notice the interval holds back.
+    private var notices: [DeviceID: DeviceNotices] = [:]
+    private var held: [DeviceID] = []
     private(set) var counts = (received: 0, written: 0, batches: 0, failed: 0, dropped: 0, notices: 0, spooled: 0, readBack: 0, malformed: 0)
 
     init(env: RelayEnvironment, hub: DeviceHub, worker: DatabaseWorker, mailbox: Mailbox<ServiceEvent>) {
         (self.env, self.hub, self.worker, self.mailbox) = (env, hub, worker, mailbox)
         spoolPath = (env.configuration.spoolDirectory as NSString).appendingPathComponent("timeline-spool.jsonl")
-        waiting = readSpool()
+        waiting = readSpool().map(WaitingEntry.spooled)
         replaying = waiting.count
         uncertain = replaying
         counts.readBack = replaying
     }
 
     /// A robot frame the timeline keeps, under `name`.
-    func robotFrame(_ device: DeviceID, name: [UInt8], _ frame: Payload) {
-        record(.init(device: device, at: env.clock.wall(), source: .robot, event: String(decoding: name, as: UTF8.self),
-                     message: String(decoding: frame.bytes, as: UTF8.self)))
+    func robotFrame(_ device: DeviceID, name: String, _ frame: Payload) {
+        counts.received += 1
+        waiting.append(.robotFrame(device, at: env.clock.wall(), name: name, frame))
     }
 
     /// A socket of `device` attached or detached here (`robotLeftAt`: its robot went offline then).
@@ -78,7 +78,7 @@ final class TimelineRecorder {
         guard hub.robot(of: device) != nil, robotsHere.insert(device).inserted else { return }
         gone[device] = nil
         let since = hub.status(of: device).since
-        record(relayEntry(device, "robot_online", [("since", .string(since.iso8601Milliseconds))], at: env.clock.wall(), condition: .robotBack))
+        record(.relayEvent(device, at: env.clock.wall(), name: "robot_online", data: [("since", .string(since.iso8601Milliseconds))], condition: .robotBack))
     }
 
     /// Every 100 ms: robots gone long enough, held notices now due, and the next batch.
@@ -86,25 +86,28 @@ final class TimelineRecorder {
         for (device, left) in gone where left.due <= now {
             gone[device] = nil
             guard hub.robot(of: device) == nil else { continue }
-            record(relayEntry(device, "robot_offline", [("since", .string(left.leftAt.iso8601Milliseconds))],
-                              at: left.leftAt.adding(seconds: Int64(Self.offlineAfter / 1_000_000_000)), condition: .robotGone(since: left.leftAt)))
+            record(.relayEvent(device, at: left.leftAt.adding(seconds: Int64(Self.offlineAfter / 1_000_000_000)), name: "robot_offline",
+                               data: [("since", .string(left.leftAt.iso8601Milliseconds))], condition: .robotGone(since: left.leftAt)))
         }
-        for (device, held) in heldNotices where (noticed[device] ?? 0) + Self.noticeInterval <= now {
-            heldNotices[device] = nil
-            announce(device, newest: held.newest, forGuests: held.forGuests, now: now)
+        held.removeAll { device in
+            switch notices[device]?.takeHeld(now: now) {
+            case .notYet: return false
+            case .due(let newest, let forGuests): announce(device, newest: newest, forGuests: forGuests)
+            case .none, .sent: break
+            }
+            return true
         }
         flush()
     }
 
     /// The store says entries of `device` were stored (every node hears it).
     func stored(_ device: DeviceID, newest: Int64, forGuests: Int64?) {
-        let now = env.clock.monotonic()
-        if let last = noticed[device], last + Self.noticeInterval > now {
-            let held = heldNotices[device]
-            heldNotices[device] = (max(newest, held?.newest ?? 0), [forGuests, held?.forGuests].compactMap { $0 }.max())
-            return
+        // One lookup of the device: a batch stores entries of many.
+        switch notices[device, default: DeviceNotices()].stored(newest: newest, forGuests: forGuests, now: env.clock.monotonic()) {
+        case .send(let newest, let forGuests): announce(device, newest: newest, forGuests: forGuests)
+        case .heldFirst: held.append(device)
+        case .heldAgain: break
         }
-        announce(device, newest: newest, forGuests: forGuests, now: now)
     }
 
     func handle(_ event: TimelineEvent) {
@@ -159,11 +162,12 @@ final class TimelineRecorder {
         }
     }
 
-    /// `entries` without the robot frames a page could not embed as sent — not one JSON object
-    /// (the forwarding path reads only a frame's envelope, so a cut-off frame gets this far) —
-    /// and how many those were. Run on the database worker: off the forwarding path.
-    private static func embeddable(_ entries: [TimelineRepository.NewEntry]) -> ([TimelineRepository.NewEntry], malformed: Int) {
-        let valid = entries.filter { entry in
+    /// `entries` as the store takes them, without the robot frames a page could not embed as
+    /// sent — not one JSON object (the forwarding path reads only a frame's envelope, so a
+    /// cut-off frame gets this far) — and how many those were. Run on the database worker: off
+    /// the forwarding path.
+    private static func embeddable(_ entries: [WaitingEntry]) -> ([TimelineRepository.NewEntry], malformed: Int) {
+        let valid = entries.map(\.entry).filter { entry in
             guard entry.source == .robot else { return true }
             if case .object? = try? JSONReader.parse(Array(entry.message.utf8)) { return true }
             return false
@@ -186,7 +190,7 @@ final class TimelineRecorder {
             counts.malformed += malformed
             if replaying > 0 { try? FileManager.default.removeItem(atPath: spoolPath) }
         } catch {
-            spool(pending)
+            spool(pending.map(\.entry))
         }
     }
 
@@ -225,13 +229,12 @@ final class TimelineRecorder {
         return entries
     }
 
-    private func record(_ entry: TimelineRepository.NewEntry) {
+    private func record(_ entry: WaitingEntry) {
         counts.received += 1
         waiting.append(entry)
     }
 
-    private func announce(_ device: DeviceID, newest: Int64, forGuests: Int64?, now: UInt64) {
-        noticed[device] = now
+    private func announce(_ device: DeviceID, newest: Int64, forGuests: Int64?) {
         let all = RelayMessages.timeline(newest: TimelineID(device: device, number: newest).text)
         let guests = forGuests.map { RelayMessages.timeline(newest: TimelineID(device: device, number: $0).text) }
         for app in hub.apps(of: device) {
@@ -246,15 +249,65 @@ final class TimelineRecorder {
     func missionRun(_ device: DeviceID, began: UnixTime, state: JSONValue) {
         guard hub.sealedEpoch(of: device) == nil else { return }
         let now = env.clock.wall()
-        record(relayEntry(device, "mission_run", [("began", .string(began.iso8601Milliseconds)), ("ended", .string(now.iso8601Milliseconds)),
-                                                  ("state", state)], at: now))
+        record(.relayEvent(device, at: now, name: "mission_run",
+                           data: [("began", .string(began.iso8601Milliseconds)), ("ended", .string(now.iso8601Milliseconds)), ("state", state)]))
+    }
+}
+
+/// An entry waiting on the service thread: one read back from the spool, a robot's kept frame as
+/// it came, or the relay's own event — their text made on the database worker (the service
+/// thread only holds on to the payload, or the event's members).
+enum WaitingEntry: Sendable {
+    case spooled(TimelineRepository.NewEntry)
+    case robotFrame(DeviceID, at: UnixTime, name: String, Payload)
+    /// `{"type":"event","event":NAME,"data":{…}}`.
+    case relayEvent(DeviceID, at: UnixTime, name: String, data: [(String, JSONValue)], condition: TimelineRepository.NewEntry.Condition = .always)
+
+    /// The entry as the store takes it.
+    var entry: TimelineRepository.NewEntry {
+        switch self {
+        case .spooled(let entry): entry
+        case .robotFrame(let device, let at, let name, let frame):
+            .init(device: device, at: at, source: .robot, event: name, message: frame.withBytes { String(decoding: $0, as: UTF8.self) })
+        case .relayEvent(let device, let at, let name, let data, let condition):
+            .init(device: device, at: at, source: .relay, event: name,
+                  message: JSONValue.object([("type", "event"), ("event", .string(name)), ("data", .object(data))]).encoded, condition: condition)
+        }
+    }
+}
+
+/// A device's notices: when the last went out, and the one the interval holds back.
+struct DeviceNotices {
+    enum Outcome { case send(newest: Int64, forGuests: Int64?), heldFirst, heldAgain }
+    enum Held { case notYet, due(newest: Int64, forGuests: Int64?), sent }
+    private var sentAt: UInt64?
+    private var held: (newest: Int64, forGuests: Int64?)?
+
+    /// Entries were stored: a notice goes now (with what was held: nothing older follows it), or
+    /// waits for the interval (the newest kept).
+    mutating func stored(newest: Int64, forGuests: Int64?, now: UInt64) -> Outcome {
+        let merged = (newest: max(newest, held?.newest ?? newest), forGuests: Self.later(forGuests, held?.forGuests))
+        guard let sentAt, sentAt + TimelineRecorder.noticeInterval > now else {
+            (self.sentAt, held) = (now, nil)
+            return .send(newest: merged.newest, forGuests: merged.forGuests)
+        }
+        defer { held = merged }
+        return held == nil ? .heldFirst : .heldAgain
     }
 
-    /// `{"type":"event","event":NAME,"data":{…}}`, the relay's own entry.
-    private func relayEntry(_ device: DeviceID, _ name: String, _ data: [(String, JSONValue)], at: UnixTime,
-                            condition: TimelineRepository.NewEntry.Condition = .always) -> TimelineRepository.NewEntry {
-        let message = JSONValue.object([("type", "event"), ("event", .string(name)), ("data", .object(data))])
-        return .init(device: device, at: at, source: .relay, event: name, message: message.encoded, condition: condition)
+    /// The held notice once the interval allows it (then counted as sent), `.sent` when none is held.
+    mutating func takeHeld(now: UInt64) -> Held {
+        guard let due = held else { return .sent }
+        guard (sentAt ?? 0) + TimelineRecorder.noticeInterval <= now else { return .notYet }
+        (held, sentAt) = (nil, now)
+        return .due(newest: due.newest, forGuests: due.forGuests)
+    }
+
+    private static func later(_ a: Int64?, _ b: Int64?) -> Int64? {
+        switch (a, b) {
+        case let (a?, b?): max(a, b)
+        case let (a, b): a ?? b
+        }
     }
 }
 
