@@ -23,7 +23,7 @@ public enum TimelineRules {
     /// `mission_progress` is read further (its status).
     ///
     /// Every event forwarded comes through here, so each step is a switch on a length and one
-    /// memcmp (a table walk cost a tenth of a message): the name, then a `mission_progress`'s
+    /// word-wise comparison (a table walk cost a tenth of a message): the name, then a `mission_progress`'s
     /// `data.status` where the robot library writes it (first in `data`, right after the name),
     /// anywhere else found by a walk of the members, skipped when no ended status is spelled in
     /// the frame at all. The names returned are literals: handing one on allocates nothing.

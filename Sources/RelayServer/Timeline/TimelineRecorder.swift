@@ -64,8 +64,7 @@ final class TimelineRecorder {
 
     /// A robot frame the timeline keeps, under `name`.
     func robotFrame(_ device: DeviceID, name: String, _ frame: Payload) {
-        counts.received += 1
-        waiting.append(.robotFrame(device, at: env.clock.wall(), name: name, frame))
+        record(.robotFrame(device, at: env.clock.wall(), name: name, frame))
     }
 
     /// A socket of `device` attached or detached here (`robotLeftAt`: its robot went offline then).
@@ -93,7 +92,7 @@ final class TimelineRecorder {
             switch notices[device]?.takeHeld(now: now) {
             case .notYet: return false
             case .due(let newest, let forGuests): announce(device, newest: newest, forGuests: forGuests)
-            case .none, .sent: break
+            case .none, .nothingHeld: break
             }
             return true
         }
@@ -279,7 +278,7 @@ enum WaitingEntry: Sendable {
 /// A device's notices: when the last went out, and the one the interval holds back.
 struct DeviceNotices {
     enum Outcome { case send(newest: Int64, forGuests: Int64?), heldFirst, heldAgain }
-    enum Held { case notYet, due(newest: Int64, forGuests: Int64?), sent }
+    enum Held { case notYet, due(newest: Int64, forGuests: Int64?), nothingHeld }
     private var sentAt: UInt64?
     private var held: (newest: Int64, forGuests: Int64?)?
 
@@ -295,9 +294,9 @@ struct DeviceNotices {
         return held == nil ? .heldFirst : .heldAgain
     }
 
-    /// The held notice once the interval allows it (then counted as sent), `.sent` when none is held.
+    /// The held notice once the interval allows it (then counted as sent).
     mutating func takeHeld(now: UInt64) -> Held {
-        guard let due = held else { return .sent }
+        guard let due = held else { return .nothingHeld }
         guard (sentAt ?? 0) + TimelineRecorder.noticeInterval <= now else { return .notYet }
         (held, sentAt) = (nil, now)
         return .due(newest: due.newest, forGuests: due.forGuests)
